@@ -1,0 +1,50 @@
+// The gradient bucketer (DESIGN: Step), as PyTorch DDP: parameters are grouped, in
+// reverse order (the order backward produces them), into buckets of about bucket_mb;
+// a parameter is never split. Since the flat gradient buffer is in forward order, each
+// bucket is one contiguous span and is all-reduced (average) in place with one call,
+// started the moment its last gradient lands. Buckets start in order.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "models/model.h"
+
+namespace sb {
+
+struct Bucket {
+    size_t offset = 0;  // elements into the gradient buffer
+    size_t count = 0;
+    std::vector<int> param_indices;  // in the order they become ready
+};
+
+// Pure assignment, testable on its own.
+std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t bucket_bytes,
+                                   size_t element_bytes);
+
+class Bucketer : public GradientSink {
+public:
+    Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads);
+
+    void start_step();                            // every parameter pending again
+    void gradient_ready(int param_index) override;  // launches buckets that became complete
+    void wait_all();                              // later work waits for every bucket
+    int launched() const { return next_to_launch_; }
+    const std::vector<Bucket>& buckets() const { return buckets_; }
+    size_t total_elements() const;
+
+private:
+    void launch_ready();
+
+    Communicator& comm_;
+    float* grads_;
+    std::vector<Bucket> buckets_;
+    std::vector<int> bucket_of_param_;
+    std::vector<int> pending_;
+    std::vector<std::unique_ptr<CommRequest>> requests_;
+    int next_to_launch_ = 0;
+};
+
+}  // namespace sb

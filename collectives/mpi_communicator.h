@@ -1,0 +1,43 @@
+// Communicator over MPI for host memory (the CPU backend): non-blocking collectives
+// (MPI_Iallreduce & co.) whose progress is driven by test() calls during backward.
+#pragma once
+
+#include <mpi.h>
+
+#include "collectives/communicator.h"
+
+namespace sb {
+
+class MpiCommunicator final : public Communicator {
+public:
+    // Works on its own duplicate of `comm`, so its traffic never matches the caller's.
+    explicit MpiCommunicator(MPI_Comm comm);
+    ~MpiCommunicator() override;
+    MpiCommunicator(const MpiCommunicator&) = delete;
+    MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+    std::string name() const override { return "mpi"; }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    MPI_Comm comm() const { return comm_; }
+
+    std::unique_ptr<CommRequest> all_reduce(const void* send, void* recv, size_t count, DType dtype,
+                                            ReduceOp op) override;
+    std::unique_ptr<CommRequest> reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                                ReduceOp op) override;
+    std::unique_ptr<CommRequest> all_gather(const void* send, void* recv, size_t count, DType dtype) override;
+    std::unique_ptr<CommRequest> broadcast(void* buf, size_t count, DType dtype, int root) override;
+    void barrier() override;
+    std::unique_ptr<Communicator> split_first(int n) override;
+
+private:
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+// Collective over `parent`: a communicator of its first n ranks; the others get
+// nullptr (MPI_Comm_split with MPI_UNDEFINED).
+MPI_Comm split_first_ranks(MPI_Comm parent, int n);
+
+}  // namespace sb

@@ -1,0 +1,422 @@
+// The CPU backend of Ops: plain loops the compiler vectorises, fp32 only, one thread.
+// GEMM is blocked and packed (BLIS/Goto layout): op(A) and op(B) are copied into
+// contiguous micro-panels so a small register tile of C is accumulated with unit-stride
+// loads whatever the transposes; every other op is a single pass over memory.
+#include "models/cpu/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "src/errors.h"
+
+namespace sb {
+namespace {
+
+[[noreturn]] void fail(const char* call, const std::string& message, int line) {
+    throw_call_error("cpu", call, message, __FILE__, line);
+}
+#define SB_CPU_EXPECT(cond, call, message) \
+    do {                                   \
+        if (!(cond)) fail(call, message, __LINE__); \
+    } while (0)
+
+std::string shape(const Tensor& t) {
+    return std::string(dtype_name(t.dtype)) + "[" + std::to_string(t.rows) + "x" + std::to_string(t.cols) + "]";
+}
+
+void expect_f32(const Tensor& t, const char* call, const char* what) {
+    SB_CPU_EXPECT(t.dtype == DType::f32, call,
+                  std::string(what) + " is " + shape(t) + "; the cpu backend computes in f32 only");
+    SB_CPU_EXPECT(t.rows >= 0 && t.cols >= 0, call, std::string(what) + " has a negative shape " + shape(t));
+    SB_CPU_EXPECT(t.numel() == 0 || t.data != nullptr, call, std::string(what) + " has no data");
+}
+
+void expect_same_shape(const Tensor& a, const Tensor& b, const char* call) {
+    SB_CPU_EXPECT(a.rows == b.rows && a.cols == b.cols, call,
+                  "shape mismatch: " + shape(a) + " vs " + shape(b));
+}
+
+const float* f32(const Tensor& t) { return static_cast<const float*>(t.data); }
+float* f32_mut(const Tensor& t) { return static_cast<float*>(t.data); }
+
+// Writes the updated master parameters into the compute copy (f32 on the CPU).
+void write_weights_copy(const float* params, size_t n, const Tensor& copy, const char* call) {
+    if (copy.data == nullptr) return;
+    expect_f32(copy, call, "weights_copy");
+    SB_CPU_EXPECT(static_cast<size_t>(copy.numel()) == n, call,
+                  "weights_copy " + shape(copy) + " does not hold " + std::to_string(n) + " elements");
+    if (copy.data != params) std::memcpy(copy.data, params, n * sizeof(float));
+}
+
+// ---- GEMM ------------------------------------------------------------------------
+// Register tile MR x NR: 4 x 8 accumulators are 8 of the 16 SSE2 registers (4 with
+// AVX), leaving room for the B row and the broadcast A value. Cache blocks: a KC x NR panel of
+// B stays in L1, an MC x KC block of A in L2, a KC x NC block of B in L3.
+constexpr int MR = 4;
+constexpr int NR = 8;
+constexpr int KC = 256;
+constexpr int MC = 128;
+constexpr int NC = 2048;
+
+struct MatView {
+    const float* p;
+    int64_t ld;
+    bool trans;
+    // Element (r, c) of op(X).
+    float at(int64_t r, int64_t c) const { return trans ? p[c * ld + r] : p[r * ld + c]; }
+};
+
+// Packs alpha * op(A)[i0:i0+mc, k0:k0+kc] as MR-row panels, k-major inside a panel:
+// dst[panel][k][r]; rows past mc are zero so the micro-kernel never branches.
+void pack_a(const MatView& a, int64_t i0, int64_t k0, int mc, int kc, float alpha, float* dst) {
+    for (int ip = 0; ip < mc; ip += MR) {
+        const int rows = std::min(MR, mc - ip);
+        for (int k = 0; k < kc; ++k) {
+            for (int r = 0; r < rows; ++r) dst[k * MR + r] = alpha * a.at(i0 + ip + r, k0 + k);
+            for (int r = rows; r < MR; ++r) dst[k * MR + r] = 0.0f;
+        }
+        dst += static_cast<size_t>(kc) * MR;
+    }
+}
+
+// Packs op(B)[k0:k0+kc, j0:j0+nc] as NR-column panels: dst[panel][k][j].
+void pack_b(const MatView& b, int64_t k0, int64_t j0, int kc, int nc, float* dst) {
+    for (int jp = 0; jp < nc; jp += NR) {
+        const int cols = std::min(NR, nc - jp);
+        for (int k = 0; k < kc; ++k) {
+            float* row = dst + k * NR;
+            if (!b.trans && cols == NR) {
+                std::memcpy(row, b.p + (k0 + k) * b.ld + j0 + jp, NR * sizeof(float));
+            } else {
+                for (int j = 0; j < cols; ++j) row[j] = b.at(k0 + k, j0 + jp + j);
+                for (int j = cols; j < NR; ++j) row[j] = 0.0f;
+            }
+        }
+        dst += static_cast<size_t>(kc) * NR;
+    }
+}
+
+// C[0:rows, 0:cols] += A_panel @ B_panel over kc, i-k-j order. The 4 x 8 accumulator
+// is eight named 4-float vectors (GCC/Clang vector extension: one SSE/NEON register
+// each), so it stays in registers; with an array, or with the auto-vectoriser alone,
+// GCC 12 kept the tile on the stack and ran 3-5x slower.
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+static_assert(MR == 4 && NR == 8, "micro_kernel is written out for a 4 x 8 tile");
+
+inline Vec4 load4(const float* p) {
+    Vec4 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c,
+                  int64_t ldc, int rows, int cols) {
+    Vec4 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+    for (int k = 0; k < kc; ++k) {
+        const Vec4 b0 = load4(bp + k * NR), b1 = load4(bp + k * NR + 4);
+        const float* a = ap + k * MR;
+        c00 += a[0] * b0; c01 += a[0] * b1;
+        c10 += a[1] * b0; c11 += a[1] * b1;
+        c20 += a[2] * b0; c21 += a[2] * b1;
+        c30 += a[3] * b0; c31 += a[3] * b1;
+    }
+    const Vec4 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    float tile[MR][NR];
+    std::memcpy(tile, acc, sizeof(tile));
+    if (rows == MR && cols == NR) {
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < NR; ++j) c[r * ldc + j] += tile[r][j];
+    } else {
+        for (int r = 0; r < rows; ++r)
+            for (int j = 0; j < cols; ++j) c[r * ldc + j] += tile[r][j];
+    }
+}
+
+// ---- activations -----------------------------------------------------------------
+// GELU is the tanh approximation, as PyTorch gelu(approximate='tanh') and GPT-2:
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluA = 0.044715f;
+
+inline float gelu(float x) { return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + kGeluA * x * x * x))); }
+inline float gelu_grad(float x) {
+    const float t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+}  // namespace
+
+CpuOps::CpuOps(Precision p) : precision_(p) {
+    if (p != Precision::fp32)
+        throw UserError(std::string("the cpu backend supports precision fp32 only; got ") + precision_name(p));
+}
+
+// ---- memory ------------------------------------------------------------------------
+
+void* CpuOps::alloc(size_t bytes) {
+    // 64-byte alignment (a cache line, an AVX-512 vector); aligned_alloc wants a multiple.
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    SB_CPU_EXPECT(p != nullptr, "aligned_alloc", "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+}
+
+void CpuOps::release(void* ptr) { std::free(ptr); }
+
+void CpuOps::upload(void* dst, const void* host_src, size_t bytes) {
+    if (bytes) std::memcpy(dst, host_src, bytes);
+}
+
+void CpuOps::download(void* host_dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(host_dst, src, bytes);
+}
+
+void CpuOps::fill(const Tensor& t, float value) {
+    expect_f32(t, "fill", "t");
+    std::fill_n(f32_mut(t), t.numel(), value);
+}
+
+void CpuOps::cast(const Tensor& src, const Tensor& dst) {
+    expect_f32(src, "cast", "src");
+    expect_f32(dst, "cast", "dst");
+    SB_CPU_EXPECT(src.numel() == dst.numel(), "cast", "numel mismatch: " + shape(src) + " -> " + shape(dst));
+    if (src.data != dst.data && src.numel()) std::memmove(dst.data, src.data, src.bytes());
+}
+
+// ---- GEMM --------------------------------------------------------------------------
+
+void CpuOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                  const Tensor& c, const float* bias) {
+    expect_f32(a, "gemm", "A");
+    expect_f32(b, "gemm", "B");
+    expect_f32(c, "gemm", "C");
+    const int64_t m = trans_a ? a.cols : a.rows;
+    const int64_t k = trans_a ? a.rows : a.cols;
+    const int64_t n = trans_b ? b.rows : b.cols;
+    const int64_t kb = trans_b ? b.cols : b.rows;
+    SB_CPU_EXPECT(k == kb && c.rows == m && c.cols == n, "gemm",
+                  std::string("shapes do not chain: op(A)=") + (trans_a ? "T " : "") + shape(a) + " op(B)=" +
+                      (trans_b ? "T " : "") + shape(b) + " C=" + shape(c));
+    float* cp = f32_mut(c);
+    const int64_t mn = m * n;
+
+    // C = beta * C first; beta == 0 overwrites without reading (C may hold NaN garbage).
+    if (beta == 0.0f) {
+        std::fill_n(cp, mn, 0.0f);
+    } else if (beta != 1.0f) {
+        for (int64_t i = 0; i < mn; ++i) cp[i] *= beta;
+    }
+
+    if (alpha != 0.0f && k > 0 && mn > 0) {
+        const MatView av{f32(a), a.cols, trans_a};
+        const MatView bv{f32(b), b.cols, trans_b};
+        // Scratch for the largest blocks, padded to whole micro-panels.
+        const int nc_max = static_cast<int>((std::min<int64_t>(NC, n) + NR - 1) / NR * NR);
+        const int kc_max = static_cast<int>(std::min<int64_t>(KC, k));
+        const int mc_max = static_cast<int>((std::min<int64_t>(MC, m) + MR - 1) / MR * MR);
+        pack_b_.resize(static_cast<size_t>(kc_max) * nc_max);
+        pack_a_.resize(static_cast<size_t>(kc_max) * mc_max);
+        for (int64_t j0 = 0; j0 < n; j0 += NC) {
+            const int nc = static_cast<int>(std::min<int64_t>(NC, n - j0));
+            for (int64_t k0 = 0; k0 < k; k0 += KC) {
+                const int kc = static_cast<int>(std::min<int64_t>(KC, k - k0));
+                pack_b(bv, k0, j0, kc, nc, pack_b_.data());
+                for (int64_t i0 = 0; i0 < m; i0 += MC) {
+                    const int mc = static_cast<int>(std::min<int64_t>(MC, m - i0));
+                    pack_a(av, i0, k0, mc, kc, alpha, pack_a_.data());
+                    for (int jr = 0; jr < nc; jr += NR) {
+                        const float* bp = pack_b_.data() + static_cast<size_t>(jr / NR) * kc * NR;
+                        for (int ir = 0; ir < mc; ir += MR) {
+                            const float* ap = pack_a_.data() + static_cast<size_t>(ir / MR) * kc * MR;
+                            micro_kernel(kc, ap, bp, cp + (i0 + ir) * n + j0 + jr, n, std::min(MR, mc - ir),
+                                         std::min(NR, nc - jr));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    if (bias) {
+        for (int64_t i = 0; i < m; ++i) {
+            float* row = cp + i * n;
+            for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+        }
+    }
+}
+
+// ---- elementwise and reductions -----------------------------------------------------
+
+void CpuOps::activation_forward(Activation act, const Tensor& pre, const Tensor& out) {
+    expect_f32(pre, "activation_forward", "pre");
+    expect_f32(out, "activation_forward", "out");
+    expect_same_shape(pre, out, "activation_forward");
+    const float* x = f32(pre);
+    float* y = f32_mut(out);
+    const int64_t n = pre.numel();
+    switch (act) {
+        case Activation::none:
+            if (x != y && n) std::memmove(y, x, n * sizeof(float));
+            return;
+        case Activation::relu:
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+            return;
+        case Activation::gelu:
+            for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
+            return;
+        case Activation::tanh:
+            for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+            return;
+    }
+    fail("activation_forward", "unknown activation " + std::to_string(static_cast<int>(act)), __LINE__);
+}
+
+void CpuOps::activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
+                                 const Tensor& grad_pre) {
+    expect_f32(pre, "activation_backward", "pre");
+    expect_f32(grad_out, "activation_backward", "grad_out");
+    expect_f32(grad_pre, "activation_backward", "grad_pre");
+    expect_same_shape(pre, grad_out, "activation_backward");
+    expect_same_shape(pre, grad_pre, "activation_backward");
+    const float* x = f32(pre);
+    const float* g = f32(grad_out);
+    float* d = f32_mut(grad_pre);  // may alias g: each element reads g[i] before writing d[i]
+    const int64_t n = pre.numel();
+    switch (act) {
+        case Activation::none:
+            if (g != d && n) std::memmove(d, g, n * sizeof(float));
+            return;
+        case Activation::relu:
+            // Subgradient 0 at x == 0, as PyTorch.
+            for (int64_t i = 0; i < n; ++i) d[i] = x[i] > 0.0f ? g[i] : 0.0f;
+            return;
+        case Activation::gelu:
+            for (int64_t i = 0; i < n; ++i) d[i] = g[i] * gelu_grad(x[i]);
+            return;
+        case Activation::tanh:
+            for (int64_t i = 0; i < n; ++i) {
+                const float t = std::tanh(x[i]);
+                d[i] = g[i] * (1.0f - t * t);
+            }
+            return;
+    }
+    fail("activation_backward", "unknown activation " + std::to_string(static_cast<int>(act)), __LINE__);
+}
+
+void CpuOps::bias_grad(const Tensor& grad, float* bias_grad) {
+    expect_f32(grad, "bias_grad", "grad");
+    const float* g = f32(grad);
+    const int64_t cols = grad.cols;
+    std::fill_n(bias_grad, cols, 0.0f);
+    // Row by row so the inner loop is unit-stride and vectorised.
+    for (int64_t i = 0; i < grad.rows; ++i) {
+        const float* row = g + i * cols;
+        for (int64_t j = 0; j < cols; ++j) bias_grad[j] += row[j];
+    }
+}
+
+void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
+                                   const Tensor& grad_logits, float grad_scale) {
+    expect_f32(logits, "softmax_cross_entropy", "logits");
+    expect_f32(grad_logits, "softmax_cross_entropy", "grad_logits");
+    expect_same_shape(logits, grad_logits, "softmax_cross_entropy");
+    const int64_t rows = logits.rows;
+    const int64_t cols = logits.cols;
+    SB_CPU_EXPECT(rows > 0 && cols > 0, "softmax_cross_entropy", "empty logits " + shape(logits));
+    const float* x = f32(logits);
+    float* g = f32_mut(grad_logits);  // may alias logits
+    const float scale = grad_scale / static_cast<float>(rows);
+    double total = 0.0;
+    for (int64_t i = 0; i < rows; ++i) {
+        const int32_t label = labels[i];
+        SB_CPU_EXPECT(label >= 0 && label < cols, "softmax_cross_entropy",
+                      "label " + std::to_string(label) + " of row " + std::to_string(i) + " is outside [0, " +
+                          std::to_string(cols) + ")");
+        const float* xr = x + i * cols;
+        float* gr = g + i * cols;
+        // Max subtraction keeps exp() finite for any logit range.
+        float mx = xr[0];
+        for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, xr[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < cols; ++j) sum += std::exp(static_cast<double>(xr[j] - mx));
+        const double log_sum = std::log(sum);
+        total += log_sum - static_cast<double>(xr[label] - mx);
+        const float inv_sum = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < cols; ++j) gr[j] = std::exp(xr[j] - mx) * inv_sum * scale;
+        gr[label] -= scale;
+    }
+    *loss = static_cast<float>(total / static_cast<double>(rows));
+}
+
+// ---- optimizer -----------------------------------------------------------------------
+
+// torch.optim.SGD with dampening 0, nesterov off: g' = g + wd*p; buf = mu*buf + g';
+// p -= lr*buf. PyTorch sets buf = g' on the first step; the caller zero-fills the
+// buffer, and mu*0 + g' == g', so every step matches. mu == 0 needs no buffer.
+void CpuOps::sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
+                      const Tensor& weights_copy) {
+    const float lr = cfg.lr, mu = cfg.momentum, wd = cfg.weight_decay;
+    if (mu != 0.0f) {
+        SB_CPU_EXPECT(momentum != nullptr, "sgd_step", "momentum != 0 needs a momentum buffer");
+        for (size_t i = 0; i < n; ++i) {
+            const float g = grads[i] + wd * params[i];
+            momentum[i] = mu * momentum[i] + g;
+            params[i] -= lr * momentum[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) params[i] -= lr * (grads[i] + wd * params[i]);
+    }
+    write_weights_copy(params, n, weights_copy, "sgd_step");
+}
+
+// torch.optim.AdamW (amsgrad off): p *= 1 - lr*wd; m = b1 m + (1-b1) g;
+// v = b2 v + (1-b2) g^2; p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), with
+// bc_i = 1 - beta_i^step and step counting from 1 — PyTorch's exact arrangement.
+void CpuOps::adamw_step(float* params, const float* grads, float* m, float* v, size_t n, const OptimizerConfig& cfg,
+                        int64_t step, const Tensor& weights_copy) {
+    SB_CPU_EXPECT(step >= 1, "adamw_step", "step counts from 1; got " + std::to_string(step));
+    const float lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
+    const float decay = 1.0f - lr * cfg.weight_decay;
+    const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(step));
+    const float step_size = static_cast<float>(lr / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    for (size_t i = 0; i < n; ++i) {
+        const float g = grads[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
+        params[i] = params[i] * decay - step_size * m[i] / denom;
+    }
+    write_weights_copy(params, n, weights_copy, "adamw_step");
+}
+
+bool CpuOps::unscale_and_check(float* grads, size_t n, float inv_scale) {
+    bool finite = true;
+    for (size_t i = 0; i < n; ++i) {
+        grads[i] *= inv_scale;
+        finite &= std::isfinite(grads[i]);
+    }
+    return finite;
+}
+
+// ---- timing ---------------------------------------------------------------------------
+
+void CpuOps::record_marker(int slot) {
+    SB_CPU_EXPECT(slot >= 0 && slot < kMaxMarkers, "record_marker", "slot " + std::to_string(slot) + " out of range");
+    markers_[slot] = Clock::now();
+    marker_set_[slot] = true;
+}
+
+double CpuOps::elapsed_ms(int from_slot, int to_slot) {
+    SB_CPU_EXPECT(from_slot >= 0 && from_slot < kMaxMarkers && to_slot >= 0 && to_slot < kMaxMarkers, "elapsed_ms",
+                  "slot out of range: " + std::to_string(from_slot) + ", " + std::to_string(to_slot));
+    SB_CPU_EXPECT(marker_set_[from_slot] && marker_set_[to_slot], "elapsed_ms",
+                  "marker " + std::to_string(marker_set_[from_slot] ? to_slot : from_slot) + " was never recorded");
+    return std::chrono::duration<double, std::milli>(markers_[to_slot] - markers_[from_slot]).count();
+}
+
+}  // namespace sb

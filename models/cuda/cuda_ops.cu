@@ -1,0 +1,433 @@
+// CudaOps (models/cuda/cuda_ops.h): the stream, cuBLASLt GEMMs with a plan cache, memory,
+// markers, and the argument checks in front of the kernels of kernels.cu.
+//
+// GEMM layout: ops.h matrices are row-major, cuBLASLt is column-major. A row-major r x c
+// matrix is the column-major c x r matrix (its transpose) with ld = c, so row-major
+// C = op(A) op(B) is computed as column-major C^T = op(B)^T op(A)^T: cuBLASLt's "A" is our
+// B, its "B" is our A, the transpose flags carry over unchanged, and m = C.cols, n = C.rows.
+// The fused bias (length m, one value per column-major row) is then one value per
+// row-major column of C, as ops.h asks.
+#include "models/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernels.cuh"
+
+namespace sb {
+namespace {
+
+constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
+
+// Destructors and release() must not throw (a sticky error would turn unwinding into
+// std::terminate and hide the first failure), so they report and go on.
+void warn_cuda(cudaError_t rc, const char* call, const char* file, int line) {
+    if (rc != cudaSuccess)
+        std::fprintf(stderr, "%s:%d: warning: %s failed: %s: %s\n", file, line, call, cudaGetErrorName(rc),
+                     cudaGetErrorString(rc));
+}
+#define SB_WARN_CUDA(call) warn_cuda((call), #call, __FILE__, __LINE__)
+
+cudaDataType_t cuda_type(DType dtype) {
+    switch (dtype) {
+        case DType::f32: return CUDA_R_32F;
+        case DType::bf16: return CUDA_R_16BF;
+        case DType::f16: return CUDA_R_16F;
+    }
+    SB_REQUIRE(false, "unknown dtype");
+}
+
+// Largest power of two (up to 256) the address is a multiple of; what cuBLASLt's
+// MIN_ALIGNMENT preferences expect (the default assumes 256, which an offset into a flat
+// parameter buffer need not meet).
+uint32_t alignment_of(const void* p) {
+    auto addr = reinterpret_cast<uintptr_t>(p);
+    uint32_t align = 1;
+    while (align < 256 && addr % (align * 2) == 0) align *= 2;
+    return align;
+}
+
+struct GemmKey {
+    int64_t m, n, k;  // column-major problem: m = C.cols, n = C.rows
+    bool trans_a, trans_b;
+    DType ab, c;
+    bool bias;
+    uint32_t align_a, align_b, align_c, align_bias;
+    bool operator<(const GemmKey& o) const {
+        return std::tie(m, n, k, trans_a, trans_b, ab, c, bias, align_a, align_b, align_c, align_bias) <
+               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.ab, o.c, o.bias, o.align_a, o.align_b, o.align_c,
+                        o.align_bias);
+    }
+};
+
+// Descriptors and the algorithm for one GemmKey; "lt_a" is our B, "lt_b" our A.
+struct GemmPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool fused_bias = false;  // false with a bias: gemm, then kernels::add_bias
+    bool verified = false;    // has run once without error
+
+    void destroy() {
+        if (desc) cublasLtMatmulDescDestroy(desc);
+        if (lt_a) cublasLtMatrixLayoutDestroy(lt_a);
+        if (lt_b) cublasLtMatrixLayoutDestroy(lt_b);
+        if (lt_c) cublasLtMatrixLayoutDestroy(lt_c);
+        desc = nullptr;
+        lt_a = lt_b = lt_c = nullptr;
+    }
+};
+
+// cuBLASLt statuses that mean "this configuration has no kernel", which a fused bias
+// answers by falling back to gemm + add_bias.
+bool unsupported(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE; }
+
+}  // namespace
+
+struct CudaOps::Impl {
+    Precision precision = Precision::fp32;
+    int device = 0;
+    kernels::Context ctx;
+    cublasLtHandle_t lt = nullptr;
+    void* workspace = nullptr;
+    cudaEvent_t events[Ops::kMaxMarkers] = {};
+    std::map<GemmKey, GemmPlan> plans;
+    void* scratch = nullptr;  // bias_grad partials, per-row losses; grows, never shrinks
+    size_t scratch_bytes = 0;
+    int* flag_device = nullptr;  // unscale_and_check's non-finite flag
+    int* flag_host = nullptr;    // pinned
+
+    ~Impl() {
+        if (ctx.stream) SB_WARN_CUDA(cudaStreamSynchronize(ctx.stream));
+        for (auto& kv : plans) kv.second.destroy();
+        if (lt) cublasLtDestroy(lt);
+        for (cudaEvent_t e : events)
+            if (e) SB_WARN_CUDA(cudaEventDestroy(e));
+        if (workspace) SB_WARN_CUDA(cudaFree(workspace));
+        if (scratch) SB_WARN_CUDA(cudaFree(scratch));
+        if (flag_device) SB_WARN_CUDA(cudaFree(flag_device));
+        if (flag_host) SB_WARN_CUDA(cudaFreeHost(flag_host));
+        if (ctx.stream) SB_WARN_CUDA(cudaStreamDestroy(ctx.stream));
+    }
+
+    void* scratch_space(size_t bytes) {
+        if (bytes > scratch_bytes) {
+            // Work already queued may still read the old buffer.
+            SB_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+            if (scratch) SB_CHECK_CUDA(cudaFree(scratch));
+            scratch = nullptr;
+            scratch_bytes = 0;
+            size_t grown = std::max(bytes, size_t{1} << 20);
+            SB_CHECK_CUDA(cudaMalloc(&scratch, grown));
+            scratch_bytes = grown;
+        }
+        return scratch;
+    }
+
+    // Builds descriptors and asks the heuristic once; with a bias it first tries the fused
+    // epilogue and, when cuBLASLt has nothing for it, plans the unfused GEMM instead.
+    GemmPlan make_plan(const GemmKey& key, const void* bias, bool allow_fused) {
+        GemmPlan plan;
+        try {
+            const bool tf32 = key.ab == DType::f32 && precision == Precision::tf32;
+            SB_CHECK_CUBLAS(cublasLtMatmulDescCreate(
+                &plan.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            const cublasOperation_t op_lt_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+            const cublasOperation_t op_lt_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a,
+                                                           sizeof(op_lt_a)));
+            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
+                                                           sizeof(op_lt_b)));
+            plan.fused_bias = key.bias && allow_fused;
+            if (plan.fused_bias) {
+                const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+                const cudaDataType_t bias_type = CUDA_R_32F;
+                SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                               &epilogue, sizeof(epilogue)));
+                SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                               &bias_type, sizeof(bias_type)));
+                // The heuristic reads the pointer's value for its alignment.
+                SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                               &bias, sizeof(bias)));
+            }
+            // Stored (pre-op) shapes, column-major: row-major r x c is c x r with ld = c.
+            // lt_a = our B: op(lt_a) is m x k.  lt_b = our A: op(lt_b) is k x n.
+            const int64_t a_rows = key.trans_b ? key.k : key.m, a_cols = key.trans_b ? key.m : key.k;
+            const int64_t b_rows = key.trans_a ? key.n : key.k, b_cols = key.trans_a ? key.k : key.n;
+            SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_a, cuda_type(key.ab), static_cast<uint64_t>(a_rows),
+                                                       static_cast<uint64_t>(a_cols), a_rows));
+            SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_b, cuda_type(key.ab), static_cast<uint64_t>(b_rows),
+                                                       static_cast<uint64_t>(b_cols), b_rows));
+            SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_c, cuda_type(key.c), static_cast<uint64_t>(key.m),
+                                                       static_cast<uint64_t>(key.n), key.m));
+
+            cublasLtMatmulPreference_t pref = nullptr;
+            SB_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+            cublasLtMatmulHeuristicResult_t result{};
+            int returned = 0;
+            cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+            try {
+                const uint64_t ws = kWorkspaceBytes;
+                SB_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                     &ws, sizeof(ws)));
+                const uint32_t align[4] = {key.align_a, key.align_b, key.align_c, key.align_c};
+                const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+                for (int i = 0; i < 4; ++i)
+                    SB_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr[i], &align[i], sizeof(align[i])));
+                status = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.lt_a, plan.lt_b, plan.lt_c, plan.lt_c,
+                                                        pref, 1, &result, &returned);
+            } catch (...) {
+                cublasLtMatmulPreferenceDestroy(pref);
+                throw;
+            }
+            cublasLtMatmulPreferenceDestroy(pref);
+            const bool found = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+            if (!found && plan.fused_bias && (unsupported(status) || status == CUBLAS_STATUS_SUCCESS)) {
+                plan.destroy();
+                return make_plan(key, bias, false);
+            }
+            SB_CHECK_CUBLAS(status);
+            if (!found)
+                throw_call_error("cuBLAS", "cublasLtMatmulAlgoGetHeuristic",
+                                 "no algorithm for m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) +
+                                     " k=" + std::to_string(key.k) + " (" + dtype_name(key.ab) + " -> " +
+                                     dtype_name(key.c) + ")",
+                                 __FILE__, __LINE__);
+            plan.algo = result.algo;
+        } catch (...) {
+            plan.destroy();
+            throw;
+        }
+        return plan;
+    }
+
+    cublasStatus_t run_plan(const GemmPlan& plan, float alpha, const void* a, const void* b, float beta, void* c,
+                            const float* bias) {
+        if (plan.fused_bias)
+            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                           sizeof(bias)));
+        // Swapped operands: cuBLASLt's A is our B.
+        return cublasLtMatmul(lt, plan.desc, &alpha, b, plan.lt_a, a, plan.lt_b, &beta, c, plan.lt_c, c, plan.lt_c,
+                              &plan.algo, workspace, kWorkspaceBytes, ctx.stream);
+    }
+};
+
+CudaOps::CudaOps(Precision precision, int device) : impl_(std::make_unique<Impl>()) {
+    impl_->precision = precision;
+    impl_->device = device;
+    SB_CHECK_CUDA(cudaSetDevice(device));
+    SB_CHECK_CUDA(cudaDeviceGetAttribute(&impl_->ctx.sm_count, cudaDevAttrMultiProcessorCount, device));
+    SB_CHECK_CUDA(cudaStreamCreateWithFlags(&impl_->ctx.stream, cudaStreamNonBlocking));
+    SB_CHECK_CUBLAS(cublasLtCreate(&impl_->lt));
+    SB_CHECK_CUDA(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+    for (cudaEvent_t& e : impl_->events) SB_CHECK_CUDA(cudaEventCreate(&e));
+    SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->flag_device), sizeof(int)));
+    SB_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&impl_->flag_host), sizeof(int)));
+}
+
+CudaOps::~CudaOps() = default;
+
+int CudaOps::visible_gpu_count() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // clear it, so the next checked call does not see it
+        return 0;
+    }
+    return count;
+}
+
+cudaStream_t CudaOps::cuda_stream() const { return impl_->ctx.stream; }
+int CudaOps::device() const { return impl_->device; }
+size_t CudaOps::matmul_plan_count() const { return impl_->plans.size(); }
+Precision CudaOps::precision() const { return impl_->precision; }
+
+// ---- memory
+
+void* CudaOps::alloc(size_t bytes) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    SB_CHECK_CUDA(cudaMalloc(&p, bytes));
+    return p;
+}
+
+void CudaOps::release(void* ptr) {
+    if (ptr) SB_WARN_CUDA(cudaFree(ptr));
+}
+
+void CudaOps::upload(void* dst, const void* host_src, size_t bytes) {
+    if (bytes == 0) return;
+    SB_CHECK_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, impl_->ctx.stream));
+    SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.stream));  // the caller may reuse host_src at once
+}
+
+void CudaOps::download(void* host_dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    SB_CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, impl_->ctx.stream));
+    SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.stream));
+}
+
+void CudaOps::fill(const Tensor& t, float value) {
+    SB_REQUIRE(t.numel() >= 0 && (t.data || t.numel() == 0), "fill: tensor without data");
+    kernels::fill(impl_->ctx, t.data, t.dtype, static_cast<size_t>(t.numel()), value);
+}
+
+void CudaOps::cast(const Tensor& src, const Tensor& dst) {
+    SB_REQUIRE(src.numel() == dst.numel(), "cast: source and destination sizes differ");
+    kernels::cast(impl_->ctx, src.data, src.dtype, dst.data, dst.dtype, static_cast<size_t>(src.numel()));
+}
+
+// ---- GEMM
+
+void CudaOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                   const Tensor& c, const float* bias) {
+    const int64_t rows = trans_a ? a.cols : a.rows;  // M
+    const int64_t inner = trans_a ? a.rows : a.cols;  // K
+    const int64_t inner_b = trans_b ? b.cols : b.rows;
+    const int64_t cols = trans_b ? b.rows : b.cols;  // N
+    SB_REQUIRE(inner == inner_b, "gemm: op(A) is " + std::to_string(rows) + "x" + std::to_string(inner) +
+                                     " but op(B) is " + std::to_string(inner_b) + "x" + std::to_string(cols));
+    SB_REQUIRE(c.rows == rows && c.cols == cols, "gemm: C is " + std::to_string(c.rows) + "x" +
+                                                     std::to_string(c.cols) + ", expected " + std::to_string(rows) +
+                                                     "x" + std::to_string(cols));
+    SB_REQUIRE(rows > 0 && cols > 0 && inner > 0, "gemm: empty matrix");
+    SB_REQUIRE(a.dtype == b.dtype, "gemm: A and B must share a dtype");
+    SB_REQUIRE(c.dtype == a.dtype || c.dtype == DType::f32, "gemm: C must be A's dtype or f32");
+    SB_REQUIRE(a.data && b.data && c.data, "gemm: tensor without data");
+
+    GemmKey key{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, bias != nullptr,
+                alignment_of(b.data), alignment_of(a.data), alignment_of(c.data),
+                bias ? alignment_of(bias) : 0u};
+    auto it = impl_->plans.find(key);
+    if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias, true)).first;
+    GemmPlan& plan = it->second;
+
+    cublasStatus_t status = impl_->run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+    if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
+        // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
+        plan.destroy();
+        try {
+            plan = impl_->make_plan(key, bias, false);
+        } catch (...) {
+            impl_->plans.erase(it);
+            throw;
+        }
+        status = impl_->run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+    }
+    if (status != CUBLAS_STATUS_SUCCESS)
+        throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
+    plan.verified = true;
+    if (bias && !plan.fused_bias) kernels::add_bias(impl_->ctx, c.dtype, c.data, c.rows, c.cols, bias);
+}
+
+// ---- elementwise and reductions
+
+void CudaOps::activation_forward(Activation act, const Tensor& pre, const Tensor& out) {
+    SB_REQUIRE(pre.numel() == out.numel() && pre.dtype == out.dtype, "activation_forward: shapes/dtypes differ");
+    kernels::activation_forward(impl_->ctx, act, pre.dtype, pre.data, out.data, static_cast<size_t>(pre.numel()));
+}
+
+void CudaOps::activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
+                                  const Tensor& grad_pre) {
+    SB_REQUIRE(pre.numel() == grad_out.numel() && pre.numel() == grad_pre.numel(),
+               "activation_backward: sizes differ");
+    SB_REQUIRE(pre.dtype == grad_out.dtype && pre.dtype == grad_pre.dtype, "activation_backward: dtypes differ");
+    kernels::activation_backward(impl_->ctx, act, pre.dtype, pre.data, grad_out.data, grad_pre.data,
+                                 static_cast<size_t>(pre.numel()));
+}
+
+void CudaOps::bias_grad(const Tensor& grad, float* bias_grad) {
+    SB_REQUIRE(bias_grad != nullptr, "bias_grad: no output");
+    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, grad.rows, grad.cols);
+    float* partials = nullptr;
+    if (chunks > 1)
+        partials = static_cast<float*>(
+            impl_->scratch_space(static_cast<size_t>(chunks * grad.cols) * sizeof(float)));
+    kernels::bias_grad(impl_->ctx, grad.dtype, grad.data, grad.rows, grad.cols, bias_grad, partials);
+}
+
+void CudaOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
+                                    const Tensor& grad_logits, float grad_scale) {
+    SB_REQUIRE(logits.rows == grad_logits.rows && logits.cols == grad_logits.cols,
+               "softmax_cross_entropy: logits and gradient shapes differ");
+    SB_REQUIRE(logits.rows > 0 && logits.cols > 0, "softmax_cross_entropy: empty logits");
+    SB_REQUIRE(labels && loss && logits.data && grad_logits.data, "softmax_cross_entropy: missing buffer");
+    auto* row_loss = static_cast<float*>(impl_->scratch_space(static_cast<size_t>(logits.rows) * sizeof(float)));
+    kernels::softmax_cross_entropy(impl_->ctx, logits.dtype, logits.data, labels, logits.rows, logits.cols,
+                                   grad_logits.dtype, grad_logits.data, grad_scale, row_loss, loss);
+}
+
+// ---- optimizer
+
+namespace {
+// The compute copy to write, or null when there is none or it is the fp32 params themselves.
+void* copy_target(const Tensor& weights_copy, const float* params, size_t n) {
+    if (!weights_copy.data) return nullptr;
+    SB_REQUIRE(static_cast<size_t>(weights_copy.numel()) == n, "optimizer: weights_copy size differs from n");
+    if (weights_copy.data == params) {
+        SB_REQUIRE(weights_copy.dtype == DType::f32, "optimizer: weights_copy aliases params but is not f32");
+        return nullptr;
+    }
+    return weights_copy.data;
+}
+}  // namespace
+
+void CudaOps::sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
+                       const Tensor& weights_copy) {
+    // As the CPU backend: momentum 0 is plain SGD and leaves the buffer alone.
+    SB_REQUIRE(cfg.momentum == 0.0f || momentum != nullptr, "sgd_step: momentum != 0 needs a momentum buffer");
+    void* copy = copy_target(weights_copy, params, n);
+    kernels::sgd_step(impl_->ctx, params, grads, cfg.momentum != 0.0f ? momentum : nullptr, n, cfg.lr, cfg.momentum,
+                      cfg.weight_decay, copy, weights_copy.dtype);
+}
+
+void CudaOps::adamw_step(float* params, const float* grads, float* m, float* v, size_t n,
+                         const OptimizerConfig& cfg, int64_t step, const Tensor& weights_copy) {
+    SB_REQUIRE(step >= 1, "adamw_step: step counts from 1");
+    void* copy = copy_target(weights_copy, params, n);
+    const double bc1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), static_cast<double>(step));
+    const float step_size = static_cast<float>(cfg.lr / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    kernels::adamw_step(impl_->ctx, params, grads, m, v, n, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
+                        step_size, inv_sqrt_bc2, copy, weights_copy.dtype);
+}
+
+bool CudaOps::unscale_and_check(float* grads, size_t n, float inv_scale) {
+    SB_CHECK_CUDA(cudaMemsetAsync(impl_->flag_device, 0, sizeof(int), impl_->ctx.stream));
+    kernels::unscale_and_check(impl_->ctx, grads, n, inv_scale, impl_->flag_device);
+    SB_CHECK_CUDA(cudaMemcpyAsync(impl_->flag_host, impl_->flag_device, sizeof(int), cudaMemcpyDeviceToHost,
+                                  impl_->ctx.stream));
+    SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.stream));
+    return *impl_->flag_host == 0;
+}
+
+// ---- ordering and timing
+
+void* CudaOps::stream() { return static_cast<void*>(impl_->ctx.stream); }
+
+void CudaOps::synchronize() { SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.stream)); }
+
+void CudaOps::record_marker(int slot) {
+    SB_REQUIRE(slot >= 0 && slot < kMaxMarkers, "record_marker: slot out of range");
+    SB_CHECK_CUDA(cudaEventRecord(impl_->events[slot], impl_->ctx.stream));
+}
+
+double CudaOps::elapsed_ms(int from_slot, int to_slot) {
+    SB_REQUIRE(from_slot >= 0 && from_slot < kMaxMarkers && to_slot >= 0 && to_slot < kMaxMarkers,
+               "elapsed_ms: slot out of range");
+    SB_CHECK_CUDA(cudaEventSynchronize(impl_->events[to_slot]));
+    float ms = 0.0f;
+    SB_CHECK_CUDA(cudaEventElapsedTime(&ms, impl_->events[from_slot], impl_->events[to_slot]));
+    return static_cast<double>(ms);
+}
+
+}  // namespace sb

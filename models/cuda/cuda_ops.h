@@ -1,0 +1,72 @@
+// The CUDA implementation of Ops (DESIGN: models/cuda/): one non-blocking compute stream,
+// GEMMs through cuBLASLt with a cache of descriptors and heuristic-chosen algorithms (so a
+// training step makes no heuristic query after its first), and the kernels of kernels.cu.
+// cuBLAS types stay in cuda_ops.cu, so files that include this compile with a plain C++
+// compiler (cuda_runtime_api.h is a C header).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "models/ops.h"
+
+namespace sb {
+
+class CudaOps final : public Ops {
+public:
+    // Makes `device` current for the calling thread and keeps it: one rank drives one GPU.
+    CudaOps(Precision precision, int device);
+    ~CudaOps() override;
+    CudaOps(const CudaOps&) = delete;
+    CudaOps& operator=(const CudaOps&) = delete;
+
+    // GPUs this process can see; 0 (never an exception) when there is no driver or GPU.
+    static int visible_gpu_count();
+
+    cudaStream_t cuda_stream() const;
+    int device() const;
+    // GEMM plans (descriptors + chosen algorithm) cached so far; one per distinct
+    // shape/transpose/dtype/bias/alignment combination.
+    size_t matmul_plan_count() const;
+
+    std::string name() const override { return "cuda"; }
+    Precision precision() const override;
+
+    void* alloc(size_t bytes) override;
+    void release(void* ptr) override;
+    void upload(void* dst, const void* host_src, size_t bytes) override;
+    void download(void* host_dst, const void* src, size_t bytes) override;
+    void fill(const Tensor& t, float value) override;
+    void cast(const Tensor& src, const Tensor& dst) override;
+
+    void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+              const Tensor& c, const float* bias = nullptr) override;
+
+    void activation_forward(Activation act, const Tensor& pre, const Tensor& out) override;
+    void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
+                             const Tensor& grad_pre) override;
+    void bias_grad(const Tensor& grad, float* bias_grad) override;
+    void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
+                               const Tensor& grad_logits, float grad_scale) override;
+
+    void sgd_step(float* params, const float* grads, float* momentum, size_t n,
+                  const OptimizerConfig& cfg, const Tensor& weights_copy) override;
+    void adamw_step(float* params, const float* grads, float* m, float* v, size_t n,
+                    const OptimizerConfig& cfg, int64_t step, const Tensor& weights_copy) override;
+    bool unscale_and_check(float* grads, size_t n, float inv_scale) override;
+
+    void* stream() override;
+    void synchronize() override;
+    void record_marker(int slot) override;
+    double elapsed_ms(int from_slot, int to_slot) override;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sb

@@ -1,0 +1,581 @@
+// The CUDA kernels of CudaOps, each next to its launcher (declared in kernels.cuh).
+// Storage is f32, bf16 or f16; math is always fp32. Elementwise kernels are grid-stride
+// loops over 8-element vectors when every pointer is aligned for it, with a scalar tail.
+// Reductions use fixed thread-to-data assignments and fixed-order trees (no float
+// atomics), so their results are bitwise reproducible run to run.
+#include "models/cuda/kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "models/cuda/cuda_check.h"
+
+namespace sb::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // elements per vector load in the elementwise kernels
+
+// ---- storage <-> fp32
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <class T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
+// kVec elements loaded/stored as one aligned unit (32 B for f32, 16 B for bf16/f16).
+template <class T> struct alignas(sizeof(T) * kVec) Vec {
+    T v[kVec];
+};
+
+template <class T> bool vec_aligned(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVec) == 0;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+unsigned grid_for(const Context& ctx, size_t work_items) {
+    size_t blocks = (work_items + kThreads - 1) / kThreads;
+    size_t cap = static_cast<size_t>(std::max(ctx.sm_count, 1)) * 8;
+    return static_cast<unsigned>(std::max<size_t>(1, std::min(blocks, cap)));
+}
+
+// Calls f(T{}) with T the C++ type stored for dtype.
+template <class F> void dispatch(DType dtype, F&& f) {
+    switch (dtype) {
+        case DType::f32: f(float{}); return;
+        case DType::bf16: f(__nv_bfloat16{}); return;
+        case DType::f16: f(__half{}); return;
+    }
+    SB_REQUIRE(false, "unknown dtype");
+}
+
+// ---- activations (GELU is the tanh approximation, as the CPU backend)
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoef = 0.044715f;
+
+template <Activation A> struct Act;
+template <> struct Act<Activation::none> {
+    __device__ static float fwd(float x) { return x; }
+    __device__ static float bwd(float, float g) { return g; }
+};
+template <> struct Act<Activation::relu> {
+    __device__ static float fwd(float x) { return x > 0.0f ? x : 0.0f; }
+    __device__ static float bwd(float x, float g) { return x > 0.0f ? g : 0.0f; }
+};
+template <> struct Act<Activation::gelu> {
+    __device__ static float fwd(float x) {
+        float u = kSqrt2OverPi * (x + kGeluCoef * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+    __device__ static float bwd(float x, float g) {
+        float x2 = x * x;
+        float t = tanhf(kSqrt2OverPi * (x + kGeluCoef * x2 * x));
+        float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * x2);
+        return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+};
+template <> struct Act<Activation::tanh> {
+    __device__ static float fwd(float x) { return tanhf(x); }
+    __device__ static float bwd(float x, float g) {
+        float t = tanhf(x);
+        return g * (1.0f - t * t);
+    }
+};
+
+struct Identity {
+    __device__ float operator()(float x) const { return x; }
+};
+template <Activation A> struct ActForward {
+    __device__ float operator()(float x) const { return Act<A>::fwd(x); }
+};
+template <Activation A> struct ActBackward {
+    __device__ float operator()(float x, float g) const { return Act<A>::bwd(x, g); }
+};
+
+// Calls f(std::integral_constant<Activation, act>{}).
+template <class F> void dispatch_activation(Activation act, F&& f) {
+    switch (act) {
+        case Activation::none: f(std::integral_constant<Activation, Activation::none>{}); return;
+        case Activation::relu: f(std::integral_constant<Activation, Activation::relu>{}); return;
+        case Activation::gelu: f(std::integral_constant<Activation, Activation::gelu>{}); return;
+        case Activation::tanh: f(std::integral_constant<Activation, Activation::tanh>{}); return;
+    }
+    SB_REQUIRE(false, "unknown activation");
+}
+
+}  // namespace
+
+// ---- fill: out[i] = value, vector stores over the aligned body.
+
+template <class T> __global__ void fill_kernel(T* out, size_t n, size_t n_vec, float value) {
+    const T x = from_f32<T>(value);
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    Vec<T> pack;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) pack.v[j] = x;
+    Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
+    for (size_t i = tid; i < n_vec; i += stride) out_v[i] = pack;
+    for (size_t i = n_vec * kVec + tid; i < n; i += stride) out[i] = x;
+}
+
+void fill(const Context& ctx, void* data, DType dtype, size_t n, float value) {
+    if (n == 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        T* out = static_cast<T*>(data);
+        size_t n_vec = vec_aligned<T>(out) ? n / kVec : 0;
+        fill_kernel<T><<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0, ctx.stream>>>(
+            out, n, n_vec, value);
+        SB_CHECK_LAUNCH();
+    });
+}
+
+// ---- unary map: out[i] = f(in[i]) with conversion; serves cast and activation_forward.
+
+template <class TIn, class TOut, class F>
+__global__ void map_unary_kernel(const TIn* in, TOut* out, size_t n, size_t n_vec, F f) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const Vec<TIn>* in_v = reinterpret_cast<const Vec<TIn>*>(in);
+    Vec<TOut>* out_v = reinterpret_cast<Vec<TOut>*>(out);
+    for (size_t i = tid; i < n_vec; i += stride) {
+        Vec<TIn> a = in_v[i];
+        Vec<TOut> r;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<TOut>(f(to_f32(a.v[j])));
+        out_v[i] = r;
+    }
+    for (size_t i = n_vec * kVec + tid; i < n; i += stride) out[i] = from_f32<TOut>(f(to_f32(in[i])));
+}
+
+template <class TIn, class TOut, class F>
+void launch_map_unary(const Context& ctx, const TIn* in, TOut* out, size_t n, F f) {
+    if (n == 0) return;
+    size_t n_vec = (vec_aligned<TIn>(in) && vec_aligned<TOut>(out)) ? n / kVec : 0;
+    map_unary_kernel<<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0,
+                       ctx.stream>>>(in, out, n, n_vec, f);
+    SB_CHECK_LAUNCH();
+}
+
+void cast(const Context& ctx, const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
+    if (n == 0) return;
+    if (src_dtype == dst_dtype) {
+        if (src != dst)
+            SB_CHECK_CUDA(cudaMemcpyAsync(dst, src, n * dtype_size(src_dtype), cudaMemcpyDeviceToDevice,
+                                          ctx.stream));
+        return;
+    }
+    dispatch(src_dtype, [&](auto in_tag) {
+        using TIn = decltype(in_tag);
+        dispatch(dst_dtype, [&](auto out_tag) {
+            using TOut = decltype(out_tag);
+            launch_map_unary(ctx, static_cast<const TIn*>(src), static_cast<TOut*>(dst), n, Identity{});
+        });
+    });
+}
+
+void activation_forward(const Context& ctx, Activation act, DType dtype, const void* pre, void* out,
+                        size_t n) {
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_activation(act, [&](auto act_tag) {
+            launch_map_unary(ctx, static_cast<const T*>(pre), static_cast<T*>(out), n,
+                             ActForward<decltype(act_tag)::value>{});
+        });
+    });
+}
+
+// ---- activation backward: grad_pre[i] = act'(pre[i]) * grad_out[i]. Each thread reads
+// both inputs before it writes, so grad_pre may alias grad_out (no __restrict__ here).
+
+template <class T, class F>
+__global__ void map_binary_kernel(const T* a, const T* b, T* out, size_t n, size_t n_vec, F f) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const Vec<T>* a_v = reinterpret_cast<const Vec<T>*>(a);
+    const Vec<T>* b_v = reinterpret_cast<const Vec<T>*>(b);
+    Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
+    for (size_t i = tid; i < n_vec; i += stride) {
+        Vec<T> x = a_v[i];
+        Vec<T> y = b_v[i];
+        Vec<T> r;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<T>(f(to_f32(x.v[j]), to_f32(y.v[j])));
+        out_v[i] = r;
+    }
+    for (size_t i = n_vec * kVec + tid; i < n; i += stride)
+        out[i] = from_f32<T>(f(to_f32(a[i]), to_f32(b[i])));
+}
+
+void activation_backward(const Context& ctx, Activation act, DType dtype, const void* pre,
+                         const void* grad_out, void* grad_pre, size_t n) {
+    if (n == 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_activation(act, [&](auto act_tag) {
+            const T* x = static_cast<const T*>(pre);
+            const T* g = static_cast<const T*>(grad_out);
+            T* out = static_cast<T*>(grad_pre);
+            size_t n_vec = (vec_aligned<T>(x) && vec_aligned<T>(g) && vec_aligned<T>(out)) ? n / kVec : 0;
+            map_binary_kernel<<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads,
+                                0, ctx.stream>>>(x, g, out, n, n_vec,
+                                                 ActBackward<decltype(act_tag)::value>{});
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- add_bias: c[i, j] += bias[j]; only the GEMM fallback uses it, so it stays simple.
+
+template <class T>
+__global__ void add_bias_kernel(T* c, int64_t rows, int64_t cols, const float* __restrict__ bias) {
+    const int64_t n = rows * cols;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+        c[i] = from_f32<T>(to_f32(c[i]) + bias[i % cols]);
+}
+
+void add_bias(const Context& ctx, DType dtype, void* c, int64_t rows, int64_t cols, const float* bias) {
+    if (rows <= 0 || cols <= 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        add_bias_kernel<T><<<grid_for(ctx, static_cast<size_t>(rows * cols)), kThreads, 0, ctx.stream>>>(
+            static_cast<T*>(c), rows, cols, bias);
+        SB_CHECK_LAUNCH();
+    });
+}
+
+// ---- bias_grad: column sums in two stages. Stage 1: a 32 x 16 block owns 32 adjacent
+// columns (a warp reads one row's 32 columns: coalesced) and one chunk of rows; each
+// thread sums every 16th row of its chunk, then the 16 partial sums of a column are
+// added by a fixed tree. Stage 2 adds the chunks' partials per column in chunk order.
+
+constexpr int kBgCols = 32;
+constexpr int kBgRows = 16;
+constexpr int64_t kBgMaxChunks = 1024;
+constexpr int64_t kBgMinRowsPerChunk = 64;
+
+template <class T>
+__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, int64_t rows, int64_t cols,
+                                         int64_t rows_per_chunk, float* __restrict__ out) {
+    __shared__ float sums[kBgRows][kBgCols + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kBgCols + tx;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+    const int64_t r1 = min(rows, r0 + rows_per_chunk);
+    float sum = 0.0f;
+    if (col < cols)
+        for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
+    sums[ty][tx] = sum;
+    __syncthreads();
+#pragma unroll
+    for (int half = kBgRows / 2; half > 0; half /= 2) {
+        if (ty < half) sums[ty][tx] += sums[ty + half][tx];
+        __syncthreads();
+    }
+    if (ty == 0 && col < cols) out[static_cast<int64_t>(blockIdx.y) * cols + col] = sums[0][tx];
+}
+
+__global__ void bias_grad_final_kernel(const float* __restrict__ partials, int64_t chunks, int64_t cols,
+                                       float* __restrict__ out) {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < cols;
+         col += stride) {
+        float sum = 0.0f;
+        for (int64_t c = 0; c < chunks; ++c) sum += partials[c * cols + col];
+        out[col] = sum;
+    }
+}
+
+int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return 1;
+    const int64_t col_tiles = (cols + kBgCols - 1) / kBgCols;
+    const int64_t want = (4 * static_cast<int64_t>(std::max(ctx.sm_count, 1)) + col_tiles - 1) / col_tiles;
+    const int64_t by_rows = (rows + kBgMinRowsPerChunk - 1) / kBgMinRowsPerChunk;
+    const int64_t chunks = std::max<int64_t>(1, std::min({want, by_rows, kBgMaxChunks}));
+    // No empty chunk: recompute from the rows each chunk gets.
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    return (rows + rows_per_chunk - 1) / rows_per_chunk;
+}
+
+void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols, float* out,
+               float* partials) {
+    if (cols <= 0) return;
+    if (rows <= 0) {
+        SB_CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
+        return;
+    }
+    const int64_t chunks = bias_grad_chunks(ctx, rows, cols);
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    SB_REQUIRE(chunks == 1 || partials != nullptr, "bias_grad needs a partials buffer");
+    float* stage1 = chunks == 1 ? out : partials;
+    dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols), static_cast<unsigned>(chunks));
+    dim3 block(kBgCols, kBgRows);
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), rows, cols,
+                                                                    rows_per_chunk, stage1);
+        SB_CHECK_LAUNCH();
+    });
+    if (chunks > 1) {
+        bias_grad_final_kernel<<<grid_for(ctx, static_cast<size_t>(cols)), kThreads, 0, ctx.stream>>>(
+            partials, chunks, cols, out);
+        SB_CHECK_LAUNCH();
+    }
+}
+
+// ---- block reductions: butterfly shuffles inside each warp, then every warp reduces the
+// per-warp values the same way, so all threads get the same bits (IEEE + and max are
+// commutative). blockDim.x must be a multiple of 32.
+
+struct SumOp {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <class Op> __device__ float block_reduce(float v, Op op, float identity) {
+    __shared__ float warp_vals[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    __syncthreads();  // an earlier call's readers are done with warp_vals
+    if (lane == 0) warp_vals[warp] = v;
+    __syncthreads();
+    v = lane < static_cast<int>(blockDim.x >> 5) ? warp_vals[lane] : identity;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// ---- softmax cross-entropy: one block per row (stable: max, sum of exp(x - max), then
+// loss = log(sum) + max - x[label] and grad = (softmax - onehot) * scale). The label's
+// logit is read before any gradient is written, so grad may alias logits.
+
+template <class TIn, class TOut>
+__global__ void softmax_xent_kernel(const TIn* logits, const int32_t* __restrict__ labels, int64_t rows,
+                                    int64_t cols, TOut* grad, float scale, float* __restrict__ row_loss) {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const TIn* x = logits + row * cols;
+        TOut* g = grad + row * cols;
+        float mx = -INFINITY;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, to_f32(x[j]));
+        mx = block_reduce(mx, MaxOp{}, -INFINITY);
+        float sum = 0.0f;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(to_f32(x[j]) - mx);
+        sum = block_reduce(sum, SumOp{}, 0.0f);
+        const int32_t label = labels[row];
+        const bool valid = label >= 0 && label < cols;
+        const float x_label = valid ? to_f32(x[label]) : NAN;
+        __syncthreads();  // everyone has read x[label] before grad (maybe == logits) is written
+        if (threadIdx.x == 0) row_loss[row] = logf(sum) + mx - x_label;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            float p = expf(to_f32(x[j]) - mx) / sum;
+            float d = valid ? (p - (j == label ? 1.0f : 0.0f)) * scale : NAN;
+            g[j] = from_f32<TOut>(d);
+        }
+    }
+}
+
+// Mean of row_loss by one block: thread t sums rows t, t + 1024, ... then a fixed tree.
+__global__ void mean_kernel(const float* __restrict__ values, int64_t n, float* __restrict__ out) {
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];
+    sum = block_reduce(sum, SumOp{}, 0.0f);
+    if (threadIdx.x == 0) *out = sum / static_cast<float>(n);
+}
+
+void softmax_cross_entropy(const Context& ctx, DType logits_dtype, const void* logits, const int32_t* labels,
+                           int64_t rows, int64_t cols, DType grad_dtype, void* grad, float grad_scale,
+                           float* row_loss, float* loss) {
+    SB_REQUIRE(rows > 0 && cols > 0, "softmax_cross_entropy needs a non-empty matrix");
+    const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (cols + 31) / 32 * 32)));
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 30));
+    const float scale = grad_scale / static_cast<float>(rows);
+    dispatch(logits_dtype, [&](auto in_tag) {
+        using TIn = decltype(in_tag);
+        dispatch(grad_dtype, [&](auto out_tag) {
+            using TOut = decltype(out_tag);
+            softmax_xent_kernel<TIn, TOut><<<grid, threads, 0, ctx.stream>>>(
+                static_cast<const TIn*>(logits), labels, rows, cols, static_cast<TOut*>(grad), scale, row_loss);
+            SB_CHECK_LAUNCH();
+        });
+    });
+    mean_kernel<<<1, 1024, 0, ctx.stream>>>(row_loss, rows, loss);
+    SB_CHECK_LAUNCH();
+}
+
+// ---- optimizers: one pass over the flat fp32 buffers, float4 loads when params, grads
+// and state are 16-byte aligned, scalar tail; the compute copy is written in the same pass.
+
+template <class TW> __device__ __forceinline__ void store_copy(TW* copy, size_t i, float p) {
+    if (copy) copy[i] = from_f32<TW>(p);
+}
+
+// buf = mu * buf + (g + wd * p); p -= lr * buf. Without a momentum buffer, p -= lr * (g + wd * p).
+__device__ __forceinline__ float sgd_update(float p, float g, float& buf, bool has_buf, float lr, float mu,
+                                            float wd) {
+    float d = g + wd * p;
+    if (has_buf) {
+        d = mu * buf + d;
+        buf = d;
+    }
+    return p - lr * d;
+}
+
+template <class TW>
+__global__ void sgd_kernel(float* __restrict__ params, const float* __restrict__ grads, float* __restrict__ buf,
+                           size_t n, size_t n_vec4, float lr, float mu, float wd, TW* __restrict__ copy) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const bool has_buf = buf != nullptr;
+    for (size_t i = tid; i < n_vec4; i += stride) {
+        const float4 p = reinterpret_cast<float4*>(params)[i];
+        const float4 g = reinterpret_cast<const float4*>(grads)[i];
+        const float4 b = has_buf ? reinterpret_cast<float4*>(buf)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        float pv[4] = {p.x, p.y, p.z, p.w}, gv[4] = {g.x, g.y, g.z, g.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            pv[j] = sgd_update(pv[j], gv[j], bv[j], has_buf, lr, mu, wd);
+            store_copy(copy, i * 4 + j, pv[j]);
+        }
+        reinterpret_cast<float4*>(params)[i] = make_float4(pv[0], pv[1], pv[2], pv[3]);
+        if (has_buf) reinterpret_cast<float4*>(buf)[i] = make_float4(bv[0], bv[1], bv[2], bv[3]);
+    }
+    for (size_t i = n_vec4 * 4 + tid; i < n; i += stride) {
+        float b = has_buf ? buf[i] : 0.0f;
+        const float p = sgd_update(params[i], grads[i], b, has_buf, lr, mu, wd);
+        params[i] = p;
+        if (has_buf) buf[i] = b;
+        store_copy(copy, i, p);
+    }
+}
+
+// Calls f(TW*) with the compute copy typed, or f((float*)nullptr) when there is none.
+template <class F> void dispatch_copy(void* copy, DType copy_dtype, F&& f) {
+    if (!copy) {
+        f(static_cast<float*>(nullptr));
+        return;
+    }
+    dispatch(copy_dtype, [&](auto tag) { f(static_cast<decltype(tag)*>(copy)); });
+}
+
+void sgd_step(const Context& ctx, float* params, const float* grads, float* momentum, size_t n, float lr,
+              float mu, float weight_decay, void* copy, DType copy_dtype) {
+    if (n == 0) return;
+    const bool vec = aligned16(params) && aligned16(grads) && (!momentum || aligned16(momentum));
+    const size_t n_vec4 = vec ? n / 4 : 0;
+    dispatch_copy(copy, copy_dtype, [&](auto* typed_copy) {
+        sgd_kernel<<<grid_for(ctx, std::max<size_t>(n_vec4, (n + 3) / 4)), kThreads, 0, ctx.stream>>>(
+            params, grads, momentum, n, n_vec4, lr, mu, weight_decay, typed_copy);
+        SB_CHECK_LAUNCH();
+    });
+}
+
+struct AdamParams {
+    float beta1, beta2, eps, decay, step_size, inv_sqrt_bc2;
+};
+
+// PyTorch's arrangement: p * (1 - lr*wd) - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps).
+__device__ __forceinline__ float adamw_update(float p, float g, float& m, float& v, const AdamParams& a) {
+    m = a.beta1 * m + (1.0f - a.beta1) * g;
+    v = a.beta2 * v + (1.0f - a.beta2) * g * g;
+    const float denom = sqrtf(v) * a.inv_sqrt_bc2 + a.eps;
+    return p * a.decay - a.step_size * m / denom;
+}
+
+template <class TW>
+__global__ void adamw_kernel(float* __restrict__ params, const float* __restrict__ grads, float* __restrict__ m,
+                             float* __restrict__ v, size_t n, size_t n_vec4, AdamParams a, TW* __restrict__ copy) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    for (size_t i = tid; i < n_vec4; i += stride) {
+        const float4 p = reinterpret_cast<float4*>(params)[i];
+        const float4 g = reinterpret_cast<const float4*>(grads)[i];
+        const float4 m4 = reinterpret_cast<float4*>(m)[i];
+        const float4 v4 = reinterpret_cast<float4*>(v)[i];
+        float pv[4] = {p.x, p.y, p.z, p.w}, gv[4] = {g.x, g.y, g.z, g.w};
+        float mv[4] = {m4.x, m4.y, m4.z, m4.w}, vv[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            pv[j] = adamw_update(pv[j], gv[j], mv[j], vv[j], a);
+            store_copy(copy, i * 4 + j, pv[j]);
+        }
+        reinterpret_cast<float4*>(params)[i] = make_float4(pv[0], pv[1], pv[2], pv[3]);
+        reinterpret_cast<float4*>(m)[i] = make_float4(mv[0], mv[1], mv[2], mv[3]);
+        reinterpret_cast<float4*>(v)[i] = make_float4(vv[0], vv[1], vv[2], vv[3]);
+    }
+    for (size_t i = n_vec4 * 4 + tid; i < n; i += stride) {
+        float mi = m[i], vi = v[i];
+        const float p = adamw_update(params[i], grads[i], mi, vi, a);
+        params[i] = p;
+        m[i] = mi;
+        v[i] = vi;
+        store_copy(copy, i, p);
+    }
+}
+
+void adamw_step(const Context& ctx, float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                float beta1, float beta2, float eps, float weight_decay, float step_size, float inv_sqrt_bc2,
+                void* copy, DType copy_dtype) {
+    if (n == 0) return;
+    const bool vec = aligned16(params) && aligned16(grads) && aligned16(m) && aligned16(v);
+    const size_t n_vec4 = vec ? n / 4 : 0;
+    const AdamParams a{beta1, beta2, eps, 1.0f - lr * weight_decay, step_size, inv_sqrt_bc2};
+    dispatch_copy(copy, copy_dtype, [&](auto* typed_copy) {
+        adamw_kernel<<<grid_for(ctx, std::max<size_t>(n_vec4, (n + 3) / 4)), kThreads, 0, ctx.stream>>>(
+            params, grads, m, v, n, n_vec4, a, typed_copy);
+        SB_CHECK_LAUNCH();
+    });
+}
+
+// ---- unscale_and_check: grads *= inv_scale; any non-finite result sets *flag = 1 (every
+// writer stores the same value, so the race is benign and the outcome deterministic).
+
+__global__ void unscale_kernel(float* __restrict__ grads, size_t n, size_t n_vec4, float inv_scale,
+                               int* __restrict__ flag) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    bool bad = false;
+    for (size_t i = tid; i < n_vec4; i += stride) {
+        float4 g = reinterpret_cast<float4*>(grads)[i];
+        g.x *= inv_scale;
+        g.y *= inv_scale;
+        g.z *= inv_scale;
+        g.w *= inv_scale;
+        bad |= !isfinite(g.x) || !isfinite(g.y) || !isfinite(g.z) || !isfinite(g.w);
+        reinterpret_cast<float4*>(grads)[i] = g;
+    }
+    for (size_t i = n_vec4 * 4 + tid; i < n; i += stride) {
+        const float g = grads[i] * inv_scale;
+        bad |= !isfinite(g);
+        grads[i] = g;
+    }
+    if (bad) *flag = 1;
+}
+
+void unscale_and_check(const Context& ctx, float* grads, size_t n, float inv_scale, int* flag) {
+    if (n == 0) return;
+    const size_t n_vec4 = aligned16(grads) ? n / 4 : 0;
+    unscale_kernel<<<grid_for(ctx, std::max<size_t>(n_vec4, (n + 3) / 4)), kThreads, 0, ctx.stream>>>(
+        grads, n, n_vec4, inv_scale, flag);
+    SB_CHECK_LAUNCH();
+}
+
+}  // namespace sb::kernels

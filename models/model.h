@@ -1,0 +1,60 @@
+// What the runner needs of a model (DESIGN: models/): parameters laid out in one flat
+// fp32 buffer (tensors are offsets into it, in forward order), deterministic host-side
+// initialisation, and a forward+backward that reports each parameter's gradient as
+// soon as it is final, so the bucketer can start all-reducing while backward goes on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/ops.h"
+
+namespace sb {
+
+struct ParamInfo {
+    std::string name;  // e.g. "layer0.weight"
+    size_t offset = 0; // in elements, into the flat buffers
+    int64_t rows = 0;
+    int64_t cols = 0;
+    size_t count() const { return static_cast<size_t>(rows * cols); }
+};
+
+// Receives "the gradient of parameter i is final" during backward.
+class GradientSink {
+public:
+    virtual ~GradientSink() = default;
+    virtual void gradient_ready(int param_index) = 0;
+};
+
+// Backend views of the flat buffers a model computes with.
+struct FlatBuffers {
+    float* params = nullptr;  // fp32 master parameters
+    void* weights = nullptr;  // compute copy in compute_dtype (== params when fp32/tf32)
+    float* grads = nullptr;   // fp32 gradients, same offsets
+};
+
+class Model {
+public:
+    virtual ~Model() = default;
+    virtual std::string name() const = 0;
+    virtual const std::vector<ParamInfo>& params() const = 0;
+    size_t num_params() const {
+        const auto& p = params();
+        return p.empty() ? 0 : p.back().offset + p.back().count();
+    }
+    // Identical on every rank for the same seed.
+    virtual void init_params(float* host_params, uint64_t seed) const = 0;
+    // Allocates activations for `batch_rows` rows and binds the flat buffers.
+    virtual void bind(const FlatBuffers& buffers, int batch_rows) = 0;
+    // inputs: batch_rows x input width in compute dtype; labels: backend int32.
+    // Writes the mean loss to *loss (backend float); gradients are overwritten and
+    // scaled by grad_scale (fp16 loss scaling; 1 otherwise).
+    virtual void forward_backward(const Tensor& inputs, const int32_t* labels, float* loss,
+                                  float grad_scale, GradientSink* sink) = 0;
+    // Model FLOPs of one forward+backward per sample (for MFU).
+    virtual double flops_per_sample() const = 0;
+};
+
+}  // namespace sb

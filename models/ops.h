@@ -1,0 +1,130 @@
+// The backend-neutral operations every model is written against (DESIGN: models/).
+// A model owns no kernels: it calls Ops, and Ops is implemented once per backend
+// (models/cpu/cpu_ops.*, models/cuda/cuda_ops.*). All matrices are row-major 2-D.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sb {
+
+enum class DType { f32, bf16, f16 };
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+// Compute precision of a run: which dtype activations and the working copy of the
+// weights use, and whether fp32 GEMMs may use TF32 tensor cores. Master weights,
+// gradients and optimizer state are always fp32.
+enum class Precision { fp32, tf32, bf16, fp16 };
+DType compute_dtype(Precision precision);
+const char* precision_name(Precision precision);
+
+enum class Activation { none, relu, gelu, tanh };
+const char* activation_name(Activation act);
+
+// A row-major matrix view of backend memory; a vector is a 1 x n tensor.
+struct Tensor {
+    void* data = nullptr;
+    DType dtype = DType::f32;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int64_t numel() const { return rows * cols; }
+    size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+};
+
+struct OptimizerConfig {
+    enum class Kind { sgd, adamw } kind = Kind::adamw;
+    float lr = 1e-3f;
+    float momentum = 0.9f;      // SGD
+    float weight_decay = 0.0f;  // SGD: L2 added to the gradient; AdamW: decoupled
+    float beta1 = 0.9f;         // AdamW
+    float beta2 = 0.999f;       // AdamW
+    float eps = 1e-8f;          // AdamW
+};
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+    virtual std::string name() const = 0;  // "cpu" or "cuda"
+    virtual Precision precision() const = 0;
+
+    // ---- memory (backend memory; host pointers only where the name says host)
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void release(void* ptr) = 0;
+    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    virtual void fill(const Tensor& t, float value) = 0;
+    // dst = src converted to dst.dtype; same numel.
+    virtual void cast(const Tensor& src, const Tensor& dst) = 0;
+
+    // ---- dense algebra
+    // C = alpha * op(A) @ op(B) + beta * C, then + bias[j] on every row when bias != nullptr.
+    // op(X) = X^T when the flag is set. A and B share a dtype; C is that dtype or f32
+    // (bf16/fp16 inputs accumulate in fp32). bias is fp32, length C.cols.
+    virtual void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
+                      float beta, const Tensor& c, const float* bias = nullptr) = 0;
+
+    // ---- elementwise and reductions
+    virtual void activation_forward(Activation act, const Tensor& pre, const Tensor& out) = 0;
+    // grad_pre = grad_out * act'(pre); grad_pre may alias grad_out.
+    virtual void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
+                                     const Tensor& grad_pre) = 0;
+    // bias_grad[j] = sum_i grad[i, j] (fp32 output, overwritten).
+    virtual void bias_grad(const Tensor& grad, float* bias_grad) = 0;
+    // Softmax cross-entropy averaged over the rows. Writes the mean loss (fp32, one
+    // backend float) to *loss and grad_logits = (softmax - onehot) * grad_scale / rows.
+    virtual void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
+                                       const Tensor& grad_logits, float grad_scale) = 0;
+
+    // ---- optimizer over flat fp32 buffers of n elements. When weights_copy.data is set,
+    // the updated parameters are also written to it in its dtype (the compute copy).
+    virtual void sgd_step(float* params, const float* grads, float* momentum, size_t n,
+                          const OptimizerConfig& cfg, const Tensor& weights_copy) = 0;
+    virtual void adamw_step(float* params, const float* grads, float* m, float* v, size_t n,
+                            const OptimizerConfig& cfg, int64_t step, const Tensor& weights_copy) = 0;
+    // grads *= inv_scale; returns false when any element is inf or NaN (fp16 loss scaling).
+    virtual bool unscale_and_check(float* grads, size_t n, float inv_scale) = 0;
+
+    // ---- ordering and timing
+    // Native stream handle the communicator synchronizes with (nullptr on the CPU).
+    virtual void* stream() = 0;
+    virtual void synchronize() = 0;
+    // Timing markers in the order work was issued: steady clock on the CPU, events on the
+    // compute stream on CUDA. elapsed_ms synchronizes as needed.
+    static constexpr int kMaxMarkers = 16;
+    virtual void record_marker(int slot) = 0;
+    virtual double elapsed_ms(int from_slot, int to_slot) = 0;
+};
+
+// RAII owner of one backend allocation.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(Ops& ops, size_t bytes) : ops_(&ops), bytes_(bytes), ptr_(bytes ? ops.alloc(bytes) : nullptr) {}
+    ~DeviceBuffer() { reset(); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            ops_ = o.ops_; bytes_ = o.bytes_; ptr_ = o.ptr_;
+            o.ptr_ = nullptr; o.bytes_ = 0;
+        }
+        return *this;
+    }
+    void reset() { if (ptr_) ops_->release(ptr_); ptr_ = nullptr; bytes_ = 0; }
+    void* get() const { return ptr_; }
+    template <class T> T* as() const { return static_cast<T*>(ptr_); }
+    size_t bytes() const { return bytes_; }
+    Tensor tensor(DType dtype, int64_t rows, int64_t cols) const { return Tensor{ptr_, dtype, rows, cols}; }
+
+private:
+    Ops* ops_ = nullptr;
+    size_t bytes_ = 0;
+    void* ptr_ = nullptr;
+};
+
+}  // namespace sb

@@ -1,0 +1,85 @@
+#include "src/backend.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "collectives/mpi_communicator.h"
+#include "models/cpu/cpu_ops.h"
+#include "src/environment.h"
+#include "src/errors.h"
+#ifdef SCALEBENCH_HAVE_CUDA
+#include "collectives/nccl_communicator.h"
+#include "models/cuda/cuda_ops.h"
+#endif
+
+namespace sb {
+
+bool cuda_built() {
+#ifdef SCALEBENCH_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(comm, &size));
+    int mine = local_error.empty() ? size : rank;
+    int first = size;
+    SB_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == size) return;
+    int length = rank == first ? static_cast<int>(local_error.size()) : 0;
+    SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+    std::string message = rank == first ? local_error : std::string(static_cast<size_t>(length), '\0');
+    SB_CHECK_MPI(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
+    throw AgreedError(message);
+}
+
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {
+    const ProcessInfo& p = process_info();
+    std::string error;
+    std::unique_ptr<Ops> ops;
+    int gpus = 0;
+#ifdef SCALEBENCH_HAVE_CUDA
+    gpus = visible_gpu_count();
+#endif
+    // Every rank must take the same backend, so `auto` is decided collectively.
+    int local_has_gpu = gpus > 0 ? 1 : 0, all_have_gpu = 0;
+    SB_CHECK_MPI(MPI_Allreduce(&local_has_gpu, &all_have_gpu, 1, MPI_INT, MPI_MIN, world));
+    if (choice == BackendChoice::auto_select)
+        choice = all_have_gpu ? BackendChoice::cuda : BackendChoice::cpu;
+    try {
+        if (choice == BackendChoice::cuda) {
+            if (!cuda_built())
+                throw UserError("--backend cuda: this scalebench was built without CUDA (no nvcc at build time)");
+            if (gpus == 0)
+                throw UserError(fmt::format("--backend cuda: no GPU visible to rank {} on host {}", p.world_rank, p.host));
+            if (p.local_size > gpus)
+                throw UserError(fmt::format("{} ranks run on host {} but it has {} GPU(s) visible: one rank per GPU "
+                                            "(launch at most {} ranks per host)",
+                                            p.local_size, p.host, gpus, gpus));
+#ifdef SCALEBENCH_HAVE_CUDA
+            ops = std::make_unique<CudaOps>(precision, p.local_rank);
+#endif
+        } else {
+            ops = std::make_unique<CpuOps>(precision);
+        }
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    agree_on_errors(world, error);
+    return ops;
+}
+
+std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm) {
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (ops.name() == "cuda") return std::make_unique<NcclCommunicator>(comm, ops.stream());
+#endif
+    (void)ops;
+    return std::make_unique<MpiCommunicator>(comm);
+}
+
+}  // namespace sb

@@ -1,0 +1,31 @@
+// Backend choice and construction (DESIGN: Environment step 2): `auto` takes CUDA when
+// this build has it and a GPU is visible, else the CPU; the device is the local rank.
+// Also the error agreement that keeps a local failure from hanging the other ranks.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "collectives/communicator.h"
+#include "models/ops.h"
+#include "src/config.h"
+
+namespace sb {
+
+// Collective: when any rank passes a non-empty error, every rank throws AgreedError
+// with the message of the lowest failing rank.
+void agree_on_errors(MPI_Comm comm, const std::string& local_error);
+
+// Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
+// Ops. Errors (no GPU, more ranks on a host than GPUs, CPU with a precision it lacks)
+// are AgreedErrors naming rank and host.
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world);
+
+// Collective over `comm`: the communicator the backend uses for gradients (MPI for the
+// CPU, NCCL for CUDA), over its own duplicate of `comm`.
+std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm);
+
+bool cuda_built();
+}  // namespace sb

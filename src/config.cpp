@@ -1,0 +1,609 @@
+// Config loading and validation (src/config.h): reads YAML with yaml-cpp, checks every key,
+// type and range itself (yaml-cpp's as<int>() is too lenient), and reports the first problem
+// as one UserError line "FILE:LINE:COL: key 'mlp.hidden[2]': reason". The range rules live
+// here once and serve both the YAML reader (with line:column) and validate_config (after
+// command-line flags, without a line).
+#include "src/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "src/errors.h"
+
+namespace sb {
+namespace {
+
+// ---- limits that keep a typo from asking for an absurd allocation or run
+constexpr int64_t kMaxWidth = int64_t{1} << 20;       // input_dim, hidden widths, classes
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxSteps = 1000000000;             // steps and warmup: their sum fits an int
+constexpr int64_t kMaxDatasetBatches = int64_t{1} << 20;
+constexpr int64_t kMaxHiddenLayers = 1024;
+constexpr int64_t kMaxWorld = int64_t{1} << 20;       // a scaling entry
+constexpr double kMaxBucketMb = 4096.0;
+
+struct IntRange {
+    int64_t lo;
+    int64_t hi;
+};
+constexpr IntRange kWidthRange{1, kMaxWidth};
+constexpr IntRange kClassesRange{2, kMaxWidth};
+constexpr IntRange kBatchRange{1, kMaxBatch};
+constexpr IntRange kStepsRange{1, kMaxSteps};
+constexpr IntRange kWarmupRange{0, kMaxSteps};
+constexpr IntRange kDatasetBatchesRange{1, kMaxDatasetBatches};
+constexpr IntRange kWorldRange{1, kMaxWorld};
+
+// A real interval; open ends exclude the bound, has_hi = false means unbounded above.
+struct RealRange {
+    double lo;
+    bool lo_open;
+    bool has_hi;
+    double hi;
+    bool hi_open;
+};
+constexpr RealRange kPositive{0.0, true, false, 0.0, false};
+constexpr RealRange kNonNegative{0.0, false, false, 0.0, false};
+constexpr RealRange kUnitHalfOpen{0.0, false, true, 1.0, true};  // [0, 1)
+constexpr RealRange kBucketMbRange{0.0, true, true, kMaxBucketMb, false};
+
+// Shortest text that reads back to the same value (0.001, not 0.0010000000474974513).
+std::string number_text(double v) { return fmt::format("{}", v); }
+std::string number_text(float v) { return fmt::format("{}", v); }
+
+// "" when v is in range, else the reason.
+std::string int_range_problem(int64_t v, IntRange r) {
+    if (v < r.lo) return fmt::format("must be >= {}, got {}", r.lo, v);
+    if (v > r.hi) return fmt::format("must be <= {}, got {}", r.hi, v);
+    return "";
+}
+
+std::string real_range_problem(double v, const std::string& shown, RealRange r) {
+    bool low_ok = r.lo_open ? v > r.lo : v >= r.lo;
+    bool high_ok = !r.has_hi || (r.hi_open ? v < r.hi : v <= r.hi);
+    if (low_ok && high_ok) return "";
+    if (!r.has_hi) return fmt::format("must be {} {}, got {}", r.lo_open ? ">" : ">=", number_text(r.lo), shown);
+    return fmt::format("must be in {}{}, {}{}, got {}", r.lo_open ? "(" : "[", number_text(r.lo),
+                       number_text(r.hi), r.hi_open ? ")" : "]", shown);
+}
+
+// ---- enum spellings. Names come from the *_name functions so configs, flags and result
+// records spell them the same way.
+template <class E>
+struct Choice {
+    std::string name;
+    E value;
+};
+
+std::vector<Choice<Precision>> precision_choices() {
+    std::vector<Choice<Precision>> out;
+    for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
+        out.push_back({precision_name(p), p});
+    return out;
+}
+
+std::vector<Choice<Activation>> activation_choices() {
+    std::vector<Choice<Activation>> out;
+    for (Activation a : {Activation::relu, Activation::gelu, Activation::tanh, Activation::none})
+        out.push_back({activation_name(a), a});
+    return out;
+}
+
+const char* optimizer_kind_name(OptimizerConfig::Kind kind) {
+    return kind == OptimizerConfig::Kind::sgd ? "sgd" : "adamw";
+}
+
+std::vector<Choice<OptimizerConfig::Kind>> optimizer_choices() {
+    return {{"sgd", OptimizerConfig::Kind::sgd}, {"adamw", OptimizerConfig::Kind::adamw}};
+}
+
+std::vector<Choice<ScalingMode>> scaling_mode_choices() {
+    return {{"weak", ScalingMode::weak}, {"strong", ScalingMode::strong}};
+}
+
+std::vector<Choice<BackendChoice>> backend_choices() {
+    return {{"auto", BackendChoice::auto_select}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
+}
+
+std::vector<Choice<std::string>> model_choices() { return {{"mlp", "mlp"}}; }
+
+// Optimal-string-alignment distance: edits plus adjacent swaps, case-insensitive.
+size_t edit_distance(const std::string& a, const std::string& b) {
+    auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
+}
+
+// The closest candidate when it is plausibly a typo of `word`, else "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+    std::string best;
+    size_t best_distance = std::numeric_limits<size_t>::max();
+    for (const auto& c : candidates) {
+        size_t dist = edit_distance(word, c);
+        size_t allowed = std::max(word.size(), c.size()) >= 6 ? 2 : 1;
+        if (dist <= allowed && dist < std::min(word.size(), c.size()) && dist < best_distance) {
+            best = c;
+            best_distance = dist;
+        }
+    }
+    return best;
+}
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+template <class E>
+std::vector<std::string> names_of(const std::vector<Choice<E>>& choices) {
+    std::vector<std::string> names;
+    for (const auto& c : choices) names.push_back(c.name);
+    return names;
+}
+
+// The reason a spelling is not a valid choice, with the valid ones and a likely fix.
+template <class E>
+std::string bad_choice_reason(const std::string& text, const std::vector<Choice<E>>& choices) {
+    std::vector<std::string> names = names_of(choices);
+    std::string reason = fmt::format("unknown value '{}'; valid values: {}", text, join(names));
+    std::string guess = closest(text, names);
+    if (!guess.empty()) reason += fmt::format("; did you mean '{}'?", guess);
+    return reason;
+}
+
+template <class E>
+const Choice<E>* find_choice(const std::string& text, const std::vector<Choice<E>>& choices) {
+    for (const auto& c : choices)
+        if (c.name == text) return &c;
+    return nullptr;
+}
+
+// ---- the keys of each section, in the order default.yaml lists them
+const std::vector<std::string> kTopKeys = {"model", "mlp", "batch_size", "scaling_mode", "scaling", "steps",
+                                           "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
+                                           "seed", "backend", "out"};
+const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
+const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"};
+
+// Every known key as a full path, to catch a key put in the wrong section.
+std::vector<std::string> all_key_paths() {
+    std::vector<std::string> out;
+    for (const auto& k : kTopKeys) out.push_back(k);
+    for (const auto& k : kMlpKeys) out.push_back("mlp." + k);
+    for (const auto& k : kOptimizerKeys) out.push_back("optimizer." + k);
+    return out;
+}
+
+const char* node_kind(const YAML::Node& node) {
+    switch (node.Type()) {
+        case YAML::NodeType::Map: return "a map";
+        case YAML::NodeType::Sequence: return "a list";
+        case YAML::NodeType::Null: return "no value";
+        default: return "a scalar";
+    }
+}
+
+// Reads one YAML document into a TrainConfig, failing at the first bad node.
+class Reader {
+public:
+    explicit Reader(std::string source) : source_(std::move(source)) {}
+
+    void read_document(const YAML::Node& root, TrainConfig& cfg) {
+        if (root.IsNull()) return;  // empty document: the built-in default
+        if (!root.IsMap())
+            fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
+        for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
+                                             const YAML::Node& value) {
+            if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
+            else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
+            else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
+            else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
+            else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
+            else if (key == "steps") cfg.steps = static_cast<int>(integer(value, key_node, key, kStepsRange));
+            else if (key == "warmup") cfg.warmup = static_cast<int>(integer(value, key_node, key, kWarmupRange));
+            else if (key == "dataset_batches")
+                cfg.dataset_batches = static_cast<int>(integer(value, key_node, key, kDatasetBatchesRange));
+            else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
+            else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
+            else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
+            else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
+            else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
+            else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
+        });
+    }
+
+    [[noreturn]] void fail_at(const YAML::Mark& mark, const std::string& reason) const {
+        throw UserError(fmt::format("{}:{}:{}: {}", source_, mark.line + 1, mark.column + 1, reason));
+    }
+
+private:
+    using KeyHandler = std::function<void(const std::string&, const YAML::Node&, const YAML::Node&)>;
+
+    [[noreturn]] void fail(const YAML::Mark& mark, const std::string& key, const std::string& reason) const {
+        fail_at(mark, fmt::format("key '{}': {}", key, reason));
+    }
+
+    // A value's own mark, except that a missing value (`steps:`) is marked at the next
+    // line by yaml-cpp, so it is reported at its key.
+    static YAML::Mark where(const YAML::Node& value, const YAML::Node& key_node) {
+        return value.IsNull() || value.Mark().is_null() ? key_node.Mark() : value.Mark();
+    }
+
+    // Calls `handle` for each key of `map` (document order), rejecting unknown and repeated keys.
+    void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                      const KeyHandler& handle) {
+        std::map<std::string, int> seen_at_line;
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            // Copies (cheap handles): it-> yields a temporary pair, references would dangle.
+            const YAML::Node key_node = it->first;
+            const YAML::Node value = it->second;
+            if (!key_node.IsScalar())
+                fail_at(key_node.Mark(), fmt::format("{}keys must be names, got {}",
+                                                     prefix.empty() ? "" : "in '" + prefix + "': ",
+                                                     node_kind(key_node)));
+            const std::string& key = key_node.Scalar();
+            std::string path = prefix.empty() ? key : prefix + "." + key;
+            if (std::find(known.begin(), known.end(), key) == known.end()) fail_unknown(key_node, prefix, key, known);
+            auto [seen, fresh] = seen_at_line.emplace(key, key_node.Mark().line + 1);
+            if (!fresh) fail(key_node.Mark(), path, fmt::format("given twice (first at line {})", seen->second));
+            handle(key, key_node, value);
+        }
+    }
+
+    [[noreturn]] void fail_unknown(const YAML::Node& key_node, const std::string& prefix, const std::string& key,
+                                   const std::vector<std::string>& known) const {
+        std::string path = prefix.empty() ? key : prefix + "." + key;
+        std::string guess = closest(key, known);
+        if (!guess.empty()) guess = prefix.empty() ? guess : prefix + "." + guess;
+        if (guess.empty()) {
+            // The right key in the wrong section, e.g. `lr:` at the top instead of under optimizer.
+            for (const auto& p : all_key_paths()) {
+                size_t dot = p.rfind('.');
+                std::string leaf = dot == std::string::npos ? p : p.substr(dot + 1);
+                if (leaf == key && p != path)
+                    fail(key_node.Mark(), path,
+                         fmt::format("unknown key here; did you mean {}'{}'?",
+                                     dot == std::string::npos ? "the top-level key " : "", p));
+            }
+        }
+        if (!guess.empty()) fail(key_node.Mark(), path, fmt::format("unknown key; did you mean '{}'?", guess));
+        fail(key_node.Mark(), path,
+             fmt::format("unknown key; valid keys{}: {}", prefix.empty() ? "" : " in '" + prefix + "'", join(known)));
+    }
+
+    // The text of a plain (unquoted) scalar that should hold a number; anything else fails
+    // naming what was there, so `steps: "10"` and `steps: [10]` are type errors.
+    std::string number_scalar(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                              const char* wanted) const {
+        if (!value.IsScalar()) fail(where(value, key_node), key, fmt::format("expected {}, got {}", wanted, node_kind(value)));
+        if (value.Tag() == "!" || value.Tag() == "tag:yaml.org,2002:str")
+            fail(where(value, key_node), key, fmt::format("expected {}, got the string \"{}\"", wanted, value.Scalar()));
+        return value.Scalar();
+    }
+
+    int64_t integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, IntRange range) const {
+        std::string text = number_scalar(value, key_node, key, "an integer");
+        static const std::regex kInteger("[-+]?[0-9]+");
+        if (!std::regex_match(text, kInteger))
+            fail(where(value, key_node), key, fmt::format("expected an integer, got '{}'", text));
+        errno = 0;
+        long long v = std::strtoll(text.c_str(), nullptr, 10);
+        // Beyond int64 is beyond every limit; strtoll clamped v to the side it overflowed.
+        if (errno == ERANGE) fail(where(value, key_node), key, fmt::format("must be {} {}, got {}",
+                                                                           v < 0 ? ">=" : "<=", v < 0 ? range.lo : range.hi, text));
+        std::string problem = int_range_problem(v, range);
+        if (!problem.empty()) fail(where(value, key_node), key, problem);
+        return v;
+    }
+
+    uint64_t unsigned_integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        std::string text = number_scalar(value, key_node, key, "an integer");
+        static const std::regex kInteger("[-+]?[0-9]+");
+        if (!std::regex_match(text, kInteger))
+            fail(where(value, key_node), key, fmt::format("expected an integer, got '{}'", text));
+        if (text[0] == '-' && text.find_first_not_of("-0") != std::string::npos)
+            fail(where(value, key_node), key, fmt::format("must be >= 0, got {}", text));
+        errno = 0;
+        unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+        if (errno == ERANGE)
+            fail(where(value, key_node), key,
+                 fmt::format("must be <= {}, got {}", std::numeric_limits<uint64_t>::max(), text));
+        return v;
+    }
+
+    double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, RealRange range) const {
+        std::string text = number_scalar(value, key_node, key, "a number");
+        static const std::regex kReal("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+        if (!std::regex_match(text, kReal)) fail(where(value, key_node), key, fmt::format("expected a number, got '{}'", text));
+        errno = 0;
+        double v = std::strtod(text.c_str(), nullptr);
+        if (errno == ERANGE && std::isinf(v))
+            fail(where(value, key_node), key, fmt::format("{} is too large to be a number", text));
+        std::string problem = real_range_problem(v, text, range);
+        if (!problem.empty()) fail(where(value, key_node), key, problem);
+        return v;
+    }
+
+    // A real stored as fp32 (the optimizer's fields): it must survive the narrowing.
+    float real32(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, RealRange range) const {
+        double v = real(value, key_node, key, range);
+        float f = static_cast<float>(v);
+        if (std::isinf(f) || (v != 0.0 && f == 0.0f))
+            fail(where(value, key_node), key, fmt::format("{} does not fit a 32-bit float", value.Scalar()));
+        return f;
+    }
+
+    std::string text(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        if (!value.IsScalar()) fail(where(value, key_node), key, fmt::format("expected a string, got {}", node_kind(value)));
+        return value.Scalar();
+    }
+
+    std::string non_empty_text(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        std::string s = text(value, key_node, key);
+        if (s.empty()) fail(where(value, key_node), key, "must be a non-empty string");
+        return s;
+    }
+
+    template <class E>
+    E choice(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+             const std::vector<Choice<E>>& choices) const {
+        if (!value.IsScalar())
+            fail(where(value, key_node), key,
+                 fmt::format("expected one of {}, got {}", join(names_of(choices)), node_kind(value)));
+        const Choice<E>* c = find_choice(value.Scalar(), choices);
+        if (!c) fail(where(value, key_node), key, bad_choice_reason(value.Scalar(), choices));
+        return c->value;
+    }
+
+    // A non-empty list of integers in `range`; `what` names the list in errors.
+    std::vector<int> int_list(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                              IntRange range, int64_t max_entries) const {
+        if (!value.IsSequence())
+            fail(where(value, key_node), key, fmt::format("expected a list of integers, got {}", node_kind(value)));
+        if (value.size() == 0) fail(where(value, key_node), key, "must be a non-empty list");
+        if (static_cast<int64_t>(value.size()) > max_entries)
+            fail(where(value, key_node), key,
+                 fmt::format("must have at most {} entries, got {}", max_entries, value.size()));
+        std::vector<int> out;
+        for (size_t i = 0; i < value.size(); ++i)
+            out.push_back(static_cast<int>(integer(value[i], value, fmt::format("{}[{}]", key, i), range)));
+        return out;
+    }
+
+    std::vector<int> scaling_list(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        std::vector<int> out = int_list(value, key_node, key, kWorldRange, kMaxWorld);
+        for (size_t i = 1; i < out.size(); ++i) {
+            if (out[i] == out[i - 1])
+                fail(value[i].Mark(), fmt::format("{}[{}]", key, i), fmt::format("duplicate world size {}", out[i]));
+            if (out[i] < out[i - 1])
+                fail(value[i].Mark(), fmt::format("{}[{}]", key, i),
+                     fmt::format("world sizes must be strictly increasing, got {} after {}", out[i], out[i - 1]));
+        }
+        return out;
+    }
+
+    void expect_map(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        if (!value.IsMap()) fail(where(value, key_node), key, fmt::format("expected a map, got {}", node_kind(value)));
+    }
+
+    void read_mlp(const YAML::Node& value, const YAML::Node& key_node, MlpConfig& mlp) {
+        expect_map(value, key_node, "mlp");
+        for_each_key(value, "mlp", kMlpKeys, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+            std::string path = "mlp." + key;
+            if (key == "input_dim") mlp.input_dim = static_cast<int>(integer(v, k, path, kWidthRange));
+            else if (key == "hidden") mlp.hidden = int_list(v, k, path, kWidthRange, kMaxHiddenLayers);
+            else if (key == "num_classes") mlp.num_classes = static_cast<int>(integer(v, k, path, kClassesRange));
+            else if (key == "activation") mlp.activation = choice(v, k, path, activation_choices());
+            else if (key == "teacher_hidden") mlp.teacher_hidden = static_cast<int>(integer(v, k, path, kWidthRange));
+        });
+    }
+
+    void read_optimizer(const YAML::Node& value, const YAML::Node& key_node, OptimizerConfig& opt) {
+        expect_map(value, key_node, "optimizer");
+        for_each_key(value, "optimizer", kOptimizerKeys,
+                     [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                         std::string path = "optimizer." + key;
+                         if (key == "kind") opt.kind = choice(v, k, path, optimizer_choices());
+                         else if (key == "lr") opt.lr = real32(v, k, path, kPositive);
+                         else if (key == "momentum") opt.momentum = real32(v, k, path, kUnitHalfOpen);
+                         else if (key == "weight_decay") opt.weight_decay = real32(v, k, path, kNonNegative);
+                         else if (key == "beta1") opt.beta1 = real32(v, k, path, kUnitHalfOpen);
+                         else if (key == "beta2") opt.beta2 = real32(v, k, path, kUnitHalfOpen);
+                         else if (key == "eps") opt.eps = real32(v, k, path, kPositive);
+                     });
+    }
+
+    std::string source_;
+};
+
+// ---- validate_config: the same rules on the resolved values, reported without a line.
+class Checker {
+public:
+    explicit Checker(const TrainConfig& cfg) : source_(cfg.source) {}
+
+    void integer(const std::string& key, int64_t v, IntRange range) const { report(key, int_range_problem(v, range)); }
+    void real(const std::string& key, double v, const std::string& shown, RealRange range) const {
+        if (!std::isfinite(v)) report(key, fmt::format("must be a finite number, got {}", shown));
+        report(key, real_range_problem(v, shown, range));
+    }
+    void real(const std::string& key, float v, RealRange range) const { real(key, v, number_text(v), range); }
+
+    void report(const std::string& key, const std::string& problem) const {
+        if (!problem.empty()) throw UserError(fmt::format("{}: key '{}': {}", source_, key, problem));
+    }
+
+private:
+    std::string source_;
+};
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
+    std::vector<YAML::Node> documents;
+    try {
+        documents = YAML::LoadAll(yaml_text);
+    } catch (const YAML::Exception& e) {  // ParserException and friends: all carry a mark
+        throw UserError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+    }
+    TrainConfig cfg;
+    cfg.source = source;
+    Reader reader(source);
+    if (documents.size() > 1)
+        reader.fail_at(documents[1].Mark(),
+                       fmt::format("the config must be one YAML document, found {}", documents.size()));
+    if (!documents.empty()) reader.read_document(documents[0], cfg);
+    return cfg;
+}
+
+TrainConfig load_config_file(const std::string& path) {
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    if (!file) throw UserError(fmt::format("{}: cannot read config file: {}", path, std::strerror(errno)));
+    std::string text;
+    char chunk[65536];
+    size_t got = 0;
+    while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
+    int read_errno = std::ferror(file) ? errno : 0;  // e.g. EISDIR: fopen accepts a directory
+    std::fclose(file);
+    if (read_errno != 0) throw UserError(fmt::format("{}: cannot read config file: {}", path, std::strerror(read_errno)));
+    return parse_config(text, path);
+}
+
+void validate_config(const TrainConfig& cfg) {
+    Checker check(cfg);
+    if (!find_choice(cfg.model, model_choices())) check.report("model", bad_choice_reason(cfg.model, model_choices()));
+    check.integer("mlp.input_dim", cfg.mlp.input_dim, kWidthRange);
+    if (cfg.mlp.hidden.empty()) check.report("mlp.hidden", "must be a non-empty list");
+    if (static_cast<int64_t>(cfg.mlp.hidden.size()) > kMaxHiddenLayers)
+        check.report("mlp.hidden", fmt::format("must have at most {} entries, got {}", kMaxHiddenLayers,
+                                               cfg.mlp.hidden.size()));
+    for (size_t i = 0; i < cfg.mlp.hidden.size(); ++i)
+        check.integer(fmt::format("mlp.hidden[{}]", i), cfg.mlp.hidden[i], kWidthRange);
+    check.integer("mlp.num_classes", cfg.mlp.num_classes, kClassesRange);
+    check.integer("mlp.teacher_hidden", cfg.mlp.teacher_hidden, kWidthRange);
+    check.integer("batch_size", cfg.batch_size, kBatchRange);
+    // An empty list means "the launched world size" and is valid.
+    for (size_t i = 0; i < cfg.scaling.size(); ++i) {
+        std::string key = fmt::format("scaling[{}]", i);
+        check.integer(key, cfg.scaling[i], kWorldRange);
+        if (i > 0 && cfg.scaling[i] == cfg.scaling[i - 1])
+            check.report(key, fmt::format("duplicate world size {}", cfg.scaling[i]));
+        if (i > 0 && cfg.scaling[i] < cfg.scaling[i - 1])
+            check.report(key, fmt::format("world sizes must be strictly increasing, got {} after {}", cfg.scaling[i],
+                                          cfg.scaling[i - 1]));
+    }
+    check.integer("steps", cfg.steps, kStepsRange);
+    check.integer("warmup", cfg.warmup, kWarmupRange);  // with steps' limit, warmup + steps fits an int
+    check.integer("dataset_batches", cfg.dataset_batches, kDatasetBatchesRange);
+    const OptimizerConfig& opt = cfg.optimizer;
+    check.real("optimizer.lr", opt.lr, kPositive);
+    check.real("optimizer.momentum", opt.momentum, kUnitHalfOpen);
+    check.real("optimizer.weight_decay", opt.weight_decay, kNonNegative);
+    check.real("optimizer.beta1", opt.beta1, kUnitHalfOpen);
+    check.real("optimizer.beta2", opt.beta2, kUnitHalfOpen);
+    check.real("optimizer.eps", opt.eps, kPositive);
+    check.real("bucket_mb", cfg.bucket_mb, number_text(cfg.bucket_mb), kBucketMbRange);
+    if (cfg.out.empty()) check.report("out", "must be a non-empty string");
+}
+
+void validate_for_world(const TrainConfig& cfg, int world_size) {
+    SB_REQUIRE(world_size >= 1, "world size must be positive");
+    std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
+    for (int n : sizes) {
+        if (n > world_size)
+            throw UserError(fmt::format("{}: key 'scaling': scaling entry {} exceeds the launched world size {} "
+                                        "(mpirun -np {})", cfg.source, n, world_size, world_size));
+    }
+    if (cfg.scaling_mode == ScalingMode::strong) {
+        for (int n : sizes) {
+            if (cfg.batch_size % n != 0)
+                throw UserError(fmt::format("{}: key 'batch_size': batch_size {} is not divisible by world size {} "
+                                            "(scaling_mode: strong)", cfg.source, cfg.batch_size, n));
+        }
+    }
+}
+
+int per_rank_batch(const TrainConfig& cfg, int world_size) {
+    SB_REQUIRE(world_size >= 1, "world size must be positive");
+    return cfg.scaling_mode == ScalingMode::weak ? cfg.batch_size : cfg.batch_size / world_size;
+}
+
+nlohmann::json to_json(const TrainConfig& cfg) {
+    // fp32 fields go out as the double with the same shortest text, so 1e-3f reads 0.001.
+    auto real = [](float v) { return std::strtod(number_text(v).c_str(), nullptr); };
+    const OptimizerConfig& opt = cfg.optimizer;
+    return nlohmann::json{
+        {"source", cfg.source},
+        {"model", cfg.model},
+        {"mlp",
+         {{"input_dim", cfg.mlp.input_dim},
+          {"hidden", cfg.mlp.hidden},
+          {"num_classes", cfg.mlp.num_classes},
+          {"activation", activation_name(cfg.mlp.activation)},
+          {"teacher_hidden", cfg.mlp.teacher_hidden}}},
+        {"batch_size", cfg.batch_size},
+        {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+        {"scaling", cfg.scaling},
+        {"steps", cfg.steps},
+        {"warmup", cfg.warmup},
+        {"dataset_batches", cfg.dataset_batches},
+        {"precision", precision_name(cfg.precision)},
+        {"optimizer",
+         {{"kind", optimizer_kind_name(opt.kind)},
+          {"lr", real(opt.lr)},
+          {"momentum", real(opt.momentum)},
+          {"weight_decay", real(opt.weight_decay)},
+          {"beta1", real(opt.beta1)},
+          {"beta2", real(opt.beta2)},
+          {"eps", real(opt.eps)}}},
+        {"bucket_mb", cfg.bucket_mb},
+        {"seed", cfg.seed},
+        {"backend", backend_choice_name(cfg.backend)},
+        {"out", cfg.out},
+    };
+}
+
+const char* scaling_mode_name(ScalingMode mode) { return mode == ScalingMode::weak ? "weak" : "strong"; }
+
+const char* backend_choice_name(BackendChoice backend) {
+    switch (backend) {
+        case BackendChoice::cpu: return "cpu";
+        case BackendChoice::cuda: return "cuda";
+        default: return "auto";
+    }
+}
+
+BackendChoice parse_backend_choice(const std::string& text) {
+    const Choice<BackendChoice>* c = find_choice(text, backend_choices());
+    if (!c) throw UserError(fmt::format("backend: {}", bad_choice_reason(text, backend_choices())));
+    return c->value;
+}
+
+Precision parse_precision(const std::string& text) {
+    const Choice<Precision>* c = find_choice(text, precision_choices());
+    if (!c) throw UserError(fmt::format("precision: {}", bad_choice_reason(text, precision_choices())));
+    return c->value;
+}
+
+}  // namespace sb

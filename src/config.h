@@ -1,0 +1,68 @@
+// The workload configuration of `scalebench train`: the built-in default, YAML loading
+// with validation of every key, type and range (errors name file:line:column and key),
+// and the resolved form written into every result record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/ops.h"
+
+namespace sb {
+
+enum class ScalingMode { weak, strong };
+enum class BackendChoice { auto_select, cpu, cuda };
+
+struct MlpConfig {
+    int input_dim = 256;
+    std::vector<int> hidden = {512, 512, 512};  // widths of the hidden layers
+    int num_classes = 16;
+    Activation activation = Activation::relu;
+    int teacher_hidden = 32;  // width of the fixed random teacher that labels the data
+};
+
+struct TrainConfig {
+    std::string source = "<built-in default>";  // file the config came from
+    std::string model = "mlp";
+    MlpConfig mlp;
+    int batch_size = 128;  // per rank (weak scaling) or global (strong scaling)
+    ScalingMode scaling_mode = ScalingMode::weak;
+    std::vector<int> scaling;  // world sizes to measure; empty = {launched world size}
+    int steps = 20;
+    int warmup = 3;
+    int dataset_batches = 8;  // distinct synthetic batches per rank, cycled over the steps
+    Precision precision = Precision::fp32;
+    OptimizerConfig optimizer;
+    double bucket_mb = 25.0;
+    uint64_t seed = 1234;
+    BackendChoice backend = BackendChoice::auto_select;
+    std::string out = "results/train.jsonl";
+};
+
+// Parses YAML text; `source` names the file in error messages. Throws UserError
+// "FILE:LINE:COL: key 'a.b': reason" on any unknown key, wrong type or bad value.
+TrainConfig parse_config(const std::string& yaml_text, const std::string& source);
+// Reads and parses a file; a missing or unreadable file is a UserError naming it.
+TrainConfig load_config_file(const std::string& path);
+// Checks cross-field rules that hold for any world size (after flags were applied).
+void validate_config(const TrainConfig& cfg);
+// Checks the rules that need the launched world size (scaling entries, divisibility).
+void validate_for_world(const TrainConfig& cfg, int world_size);
+
+// Per-rank batch for a sub-world of n ranks.
+int per_rank_batch(const TrainConfig& cfg, int world_size);
+
+nlohmann::json to_json(const TrainConfig& cfg);
+
+const char* scaling_mode_name(ScalingMode mode);
+const char* backend_choice_name(BackendChoice backend);
+
+// The spellings the config and the command-line flags share; an unknown one is a
+// UserError listing the valid values.
+BackendChoice parse_backend_choice(const std::string& text);
+Precision parse_precision(const std::string& text);
+
+}  // namespace sb

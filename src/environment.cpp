@@ -1,0 +1,127 @@
+// Process identity (rank, host, local rank) and the environment record of every result.
+#include "src/environment.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "src/errors.h"
+
+namespace sb {
+
+const char* git_commit();  // generated at build time (cmake/GitVersion.cmake)
+
+namespace {
+ProcessInfo g_process;
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+        }
+    }
+    return "unknown";
+}
+
+std::string compiler() {
+#if defined(__clang__)
+    return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+    return std::string("gcc ") + __VERSION__;
+#else
+    return "unknown";
+#endif
+}
+
+nlohmann::json slurm_facts() {
+    nlohmann::json slurm = nlohmann::json::object();
+    for (const char* key : {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",
+                            "SLURM_JOB_PARTITION", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_ID"}) {
+        if (const char* v = std::getenv(key)) slurm[key] = v;
+    }
+    return slurm;
+}
+
+// NCCL and MPI settings users tune; recorded so a result says how it was run.
+nlohmann::json tuning_variables() {
+    nlohmann::json vars = nlohmann::json::object();
+    for (char** e = environ; *e; ++e) {
+        std::string kv(*e);
+        auto eq = kv.find('=');
+        std::string key = kv.substr(0, eq);
+        if (key.rfind("NCCL_", 0) == 0 || key.rfind("OMPI_MCA_", 0) == 0 || key == "CUDA_VISIBLE_DEVICES" ||
+            key == "OMP_NUM_THREADS")
+            vars[key] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    }
+    return vars;
+}
+}  // namespace
+
+const ProcessInfo& process_info() { return g_process; }
+
+void init_process_info(MPI_Comm world) {
+    SB_CHECK_MPI(MPI_Comm_rank(world, &g_process.world_rank));
+    SB_CHECK_MPI(MPI_Comm_size(world, &g_process.world_size));
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int length = 0;
+    SB_CHECK_MPI(MPI_Get_processor_name(name, &length));
+    g_process.host.assign(name, static_cast<size_t>(length));
+    // Local rank: ranks that share memory are on one host (works under mpirun and srun).
+    MPI_Comm local;
+    SB_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g_process.world_rank, MPI_INFO_NULL, &local));
+    SB_CHECK_MPI(MPI_Comm_rank(local, &g_process.local_rank));
+    SB_CHECK_MPI(MPI_Comm_size(local, &g_process.local_size));
+    SB_CHECK_MPI(MPI_Comm_free(&local));
+}
+
+nlohmann::json collect_environment(MPI_Comm world) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    // Gather every rank's host name (fixed width keeps the collective simple).
+    std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
+    std::copy(g_process.host.begin(), g_process.host.end(), mine.begin());
+    std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+    SB_CHECK_MPI(MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                            MPI_CHAR, 0, world));
+    nlohmann::json env;
+    if (rank != 0) return env;
+
+    std::vector<std::string> hosts;
+    std::map<std::string, int> ranks_per_host;
+    for (int r = 0; r < size; ++r) {
+        std::string h(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+        hosts.push_back(h);
+        ranks_per_host[h]++;
+    }
+    char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    SB_CHECK_MPI(MPI_Get_library_version(mpi_version, &length));
+    std::string mpi(mpi_version, static_cast<size_t>(length));
+    if (auto nl = mpi.find_first_of("\n,"); nl != std::string::npos) mpi = mpi.substr(0, nl);
+
+    struct utsname uts {};
+    uname(&uts);
+    env["hostnames"] = hosts;  // index = world rank
+    env["ranks_per_host"] = ranks_per_host;
+    env["num_hosts"] = ranks_per_host.size();
+    env["world_size"] = size;
+    env["mpi_library"] = mpi;
+    env["compiler"] = compiler();
+    env["git_commit"] = git_commit();
+    env["cpu_model"] = cpu_model();
+    env["cpu_cores_online"] = sysconf(_SC_NPROCESSORS_ONLN);
+    env["kernel"] = std::string(uts.sysname) + " " + uts.release;
+    env["slurm"] = slurm_facts();
+    env["tuning_variables"] = tuning_variables();
+    return env;
+}
+
+}  // namespace sb

@@ -1,0 +1,206 @@
+// scalebench: the command line (DESIGN: Data flow step 1). Parses the subcommand and
+// flags, loads and validates the config on every rank, and maps failures to exit codes:
+// 0 ok, 2 bad input (printed once, by rank 0), 3 a correctness check failed,
+// 1 an internal failure (the job is aborted so no rank waits forever).
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include "src/backend.h"
+#include "src/config.h"
+#include "src/environment.h"
+#include "src/errors.h"
+#include "src/report.h"
+#include "src/runner.h"
+#ifdef SCALEBENCH_HAVE_CUDA
+#include "src/gemm_bench.h"
+#endif
+
+namespace sb {
+namespace {
+
+struct TrainFlags {
+    std::string config;
+    std::string backend, precision, scaling_mode, out;
+    std::vector<int> scaling;
+    std::optional<int> steps, warmup, batch_size;
+    std::optional<double> bucket_mb;
+};
+
+void add_train_options(CLI::App& sub, TrainFlags& f) {
+    sub.add_option("--config,-c", f.config, "workload YAML (default: the built-in MLP workload)");
+    sub.add_option("--backend", f.backend, "auto (CUDA when a GPU is visible), cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    sub.add_option("--precision", f.precision, "fp32, tf32, bf16 or fp16")
+        ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+    sub.add_option("--scaling", f.scaling, "world sizes to measure in this launch, e.g. 1,2,4")->delimiter(',');
+    sub.add_option("--scaling-mode", f.scaling_mode, "weak (batch per rank fixed) or strong (global batch fixed)")
+        ->check(CLI::IsMember({"weak", "strong"}));
+    sub.add_option("--steps", f.steps, "measured steps per world size");
+    sub.add_option("--warmup", f.warmup, "warm-up steps per world size (not measured)");
+    sub.add_option("--batch-size", f.batch_size, "batch per rank (weak) or global batch (strong)");
+    sub.add_option("--bucket-mb", f.bucket_mb, "gradient bucket size in MiB, as DDP's bucket_cap_mb");
+    sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
+}
+
+// Rank 0 reads the file and broadcasts its text, so every rank parses the same bytes
+// even where the file exists only on rank 0's host; errors are agreed on.
+TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
+    int rank = 0;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    std::string text, error;
+    if (rank == 0 && !path.empty()) {
+        std::ifstream in(path);
+        if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
+        std::stringstream buffer;
+        buffer << in.rdbuf();
+        text = buffer.str();
+    }
+    agree_on_errors(world, error);
+    long length = static_cast<long>(text.size());
+    SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG, 0, world));
+    text.resize(static_cast<size_t>(length));
+    SB_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world));
+    TrainConfig cfg;
+    try {
+        cfg = path.empty() ? TrainConfig{} : parse_config(text, path);
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    agree_on_errors(world, error);
+    return cfg;
+}
+
+void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
+    if (!f.backend.empty()) cfg.backend = parse_backend_choice(f.backend);
+    if (!f.precision.empty()) cfg.precision = parse_precision(f.precision);
+    if (!f.scaling.empty()) cfg.scaling = f.scaling;
+    if (!f.scaling_mode.empty()) cfg.scaling_mode = f.scaling_mode == "weak" ? ScalingMode::weak : ScalingMode::strong;
+    if (f.steps) cfg.steps = *f.steps;
+    if (f.warmup) cfg.warmup = *f.warmup;
+    if (f.batch_size) cfg.batch_size = *f.batch_size;
+    if (f.bucket_mb) cfg.bucket_mb = *f.bucket_mb;
+    if (!f.out.empty()) cfg.out = f.out;
+}
+
+// The results file must be writable before any work is done.
+std::string check_writable(const std::string& out) {
+    std::filesystem::path p(out);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec) return fmt::format("{}: cannot create folder for results: {}", out, ec.message());
+    const std::string probe = std::filesystem::exists(p) ? out : (p.has_parent_path() ? p.parent_path().string() : ".");
+    if (access(probe.c_str(), W_OK) != 0) return fmt::format("{}: results file is not writable: {}", out, std::strerror(errno));
+    return "";
+}
+
+int run_train(const TrainFlags& flags, MPI_Comm world) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    TrainConfig cfg = load_config_everywhere(flags.config, world);
+    std::string error;
+    try {
+        apply_flags(flags, cfg);
+        validate_config(cfg);
+        validate_for_world(cfg, size);
+        if (rank == 0) error = check_writable(cfg.out);
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    agree_on_errors(world, error);
+    std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
+    nlohmann::json environment = collect_environment(world);
+    const bool passed = run_training_sweep(cfg, *ops, world, environment);
+    return passed ? 0 : 3;
+}
+
+// `train` is the default subcommand: `scalebench --steps 5` means `scalebench train --steps 5`.
+std::vector<std::string> with_default_subcommand(int argc, char** argv, const CLI::App& app) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const bool top_level_flag = !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
+    bool is_subcommand = false;
+    if (!args.empty())
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+            if (sub->get_name() == args[0]) is_subcommand = true;
+    if (!is_subcommand && !top_level_flag) args.insert(args.begin(), "train");
+    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+    return args;
+}
+
+}  // namespace
+}  // namespace sb
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int code = 0;
+    try {
+        sb::init_process_info(MPI_COMM_WORLD);
+        CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)"};
+        app.set_version_flag("--version", "scalebench 0.1.0");
+        app.require_subcommand(1, 1);
+        sb::TrainFlags train_flags;
+        CLI::App* train = app.add_subcommand("train", "data-parallel training steps over a scaling sweep (default)");
+        sb::add_train_options(*train, train_flags);
+        sb::ReportOptions report_options;
+        CLI::App* report = app.add_subcommand("report", "print the scaling table of JSONL result files");
+        report->add_option("files", report_options.files, "JSONL files")->required()->check(CLI::ExistingFile);
+        report->add_flag("--csv", report_options.csv, "CSV instead of Markdown");
+#ifdef SCALEBENCH_HAVE_CUDA
+        sb::GemmOptions gemm_options;
+        CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
+        sb::add_gemm_options(*gemm, gemm_options);
+#endif
+        try {
+            app.parse(sb::with_default_subcommand(argc, argv, app));
+        } catch (const CLI::ParseError& e) {
+            // Help and version are exit 0; a bad flag is bad input: exit 2. Printed once.
+            if (rank == 0) app.exit(e);
+            MPI_Finalize();
+            return e.get_exit_code() == 0 ? 0 : 2;
+        }
+        if (train->parsed()) {
+            code = sb::run_train(train_flags, MPI_COMM_WORLD);
+        } else if (report->parsed()) {
+            if (rank == 0) {
+                int shown = sb::write_report(report_options, std::cout, std::cerr);
+                if (shown == 0) std::cerr << "scalebench report: no train records in the given files\n";
+            }
+        }
+#ifdef SCALEBENCH_HAVE_CUDA
+        else if (gemm->parsed()) {
+            code = sb::run_gemm(gemm_options, MPI_COMM_WORLD);
+        }
+#endif
+    } catch (const sb::AgreedError& e) {
+        if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
+        MPI_Finalize();
+        return 2;
+    } catch (const sb::UserError& e) {
+        const auto& p = sb::process_info();
+        fmt::print(stderr, "scalebench: error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
+        if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+        MPI_Finalize();
+        return 2;
+    } catch (const std::exception& e) {
+        const auto& p = sb::process_info();
+        fmt::print(stderr, "scalebench: internal error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
+        if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+        MPI_Finalize();
+        return 1;
+    }
+    MPI_Finalize();
+    return code;
+}

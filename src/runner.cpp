@@ -1,0 +1,317 @@
+#include "src/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "collectives/mpi_communicator.h"
+#include "models/mlp.h"
+#include "src/backend.h"
+#include "src/environment.h"
+#include "src/errors.h"
+#include "src/results.h"
+#include "src/stats.h"
+
+namespace sb {
+
+namespace {
+// Marker slots of one step (Ops::record_marker).
+enum Marker { kStepStart = 0, kBackwardEnd = 1, kCommWaited = 2, kOptimizerEnd = 3, kCommStart = 4, kCommEnd = 5 };
+
+// GradScaler's defaults (torch.amp): start at 2^16, halve on overflow, double after 2000 good steps.
+constexpr float kInitialLossScale = 65536.0f;
+constexpr int kLossScaleGrowthInterval = 2000;
+}  // namespace
+
+uint64_t checksum_bytes(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < bytes; ++i) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
+    : cfg_(cfg), ops_(ops), comm_(comm) {
+    local_batch_ = per_rank_batch(cfg, comm.size());
+    MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
+    model_ = std::make_unique<Mlp>(ops, shape);
+    const size_t n = model_->num_params();
+    const DType dtype = compute_dtype(ops.precision());
+
+    params_ = DeviceBuffer(ops, n * sizeof(float));
+    grads_ = DeviceBuffer(ops, n * sizeof(float));
+    if (dtype != DType::f32) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
+    const size_t state_buffers = cfg.optimizer.kind == OptimizerConfig::Kind::adamw ? 2 : 1;
+    state_a_ = DeviceBuffer(ops, n * sizeof(float));
+    ops.fill(state_a_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+    if (state_buffers == 2) {
+        state_b_ = DeviceBuffer(ops, n * sizeof(float));
+        ops.fill(state_b_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+    }
+    loss_ = DeviceBuffer(ops, sizeof(float));
+
+    // Identical initial weights on every rank: same seed, same portable generator.
+    std::vector<float> host(n);
+    model_->init_params(host.data(), cfg.seed);
+    ops.upload(params_.get(), host.data(), n * sizeof(float));
+    if (weights_.get())
+        ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
+
+    FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>()};
+    model_->bind(flat, local_batch_);
+
+    TeacherTask task{cfg.mlp.input_dim, cfg.mlp.num_classes, cfg.mlp.teacher_hidden, cfg.seed};
+    data_ = std::make_unique<TeacherDataset>(ops, task, cfg.dataset_batches, global_batch(),
+                                             comm.rank() * local_batch_, local_batch_);
+    bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>());
+    if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
+}
+
+DataParallelTrainer::~DataParallelTrainer() = default;
+
+StepTimes DataParallelTrainer::step(int64_t step) {
+    const size_t n = model_->num_params();
+    const DType dtype = compute_dtype(ops_.precision());
+    const Tensor weights_copy =
+        weights_.get() ? weights_.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+
+    ops_.record_marker(kStepStart);
+    bucketer_->start_step();
+    model_->forward_backward(data_->inputs(step), data_->labels(step), loss_.as<float>(), loss_scale_,
+                             bucketer_.get());
+    ops_.record_marker(kBackwardEnd);
+    bucketer_->wait_all();
+    ops_.record_marker(kCommWaited);
+    bool apply = true;
+    if (ops_.precision() == Precision::fp16) {
+        // Every rank sees the same averaged gradients, so all take the same decision.
+        apply = ops_.unscale_and_check(grads_.as<float>(), n, 1.0f / loss_scale_);
+        if (!apply) {
+            loss_scale_ *= 0.5f;
+            good_steps_ = 0;
+        } else if (++good_steps_ == kLossScaleGrowthInterval) {
+            loss_scale_ *= 2.0f;
+            good_steps_ = 0;
+        }
+    }
+    if (apply) {
+        ++optimizer_steps_;
+        if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
+            ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
+                            cfg_.optimizer, optimizer_steps_, weights_copy);
+        else
+            ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer,
+                          weights_copy);
+    }
+    ops_.record_marker(kOptimizerEnd);
+
+    StepTimes t;
+    t.step = ops_.elapsed_ms(kStepStart, kOptimizerEnd);
+    t.compute = ops_.elapsed_ms(kStepStart, kBackwardEnd);
+    t.exposed_comm = ops_.elapsed_ms(kBackwardEnd, kCommWaited);
+    t.optimizer = ops_.elapsed_ms(kCommWaited, kOptimizerEnd);
+    return t;
+}
+
+float DataParallelTrainer::last_loss() {
+    float loss = 0;
+    ops_.download(&loss, loss_.get(), sizeof(float));
+    return loss;
+}
+
+std::vector<float> DataParallelTrainer::params_host() {
+    std::vector<float> host(model_->num_params());
+    ops_.download(host.data(), params_.get(), host.size() * sizeof(float));
+    return host;
+}
+
+double DataParallelTrainer::time_gradient_allreduce(int iterations) {
+    std::vector<double> times;
+    float* grads = grads_.as<float>();
+    for (int it = 0; it < iterations; ++it) {
+        comm_.barrier();
+        ops_.record_marker(kCommStart);
+        std::vector<std::unique_ptr<CommRequest>> requests;
+        for (const Bucket& b : bucketer_->buckets())
+            requests.push_back(comm_.all_reduce(grads + b.offset, grads + b.offset, b.count, DType::f32, ReduceOp::avg));
+        for (auto& r : requests) r->wait();
+        ops_.record_marker(kCommEnd);
+        times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
+    }
+    return percentile(times, 50);
+}
+
+namespace {
+
+struct SweepRow {
+    int world_size = 0;
+    double samples_per_s = 0, per_rank = 0, efficiency = NAN, busbw = 0;
+    Summary step, compute, exposed, optimizer;
+};
+
+void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int world) {
+    fmt::print("scalebench train: {} model, {} parameters, backend {}, precision {}, {} scaling, batch {} {}, "
+               "{} ranks launched\n",
+               cfg.model, params, ops.name(), precision_name(ops.precision()), scaling_mode_name(cfg.scaling_mode),
+               cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world);
+    fmt::print("{:>5} {:>12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>7}\n", "ranks", "samples/s",
+               "per rank", "step ms", "min", "max", "compute", "exp.comm", "optimizer", "busbw", "eff.");
+    fmt::print("{:>5} {:>12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>7}\n", "", "", "", "median",
+               "", "", "ms", "ms", "ms", "GB/s", "");
+    std::fflush(stdout);
+}
+
+void print_row(const SweepRow& r) {
+    fmt::print("{:>5} {:>12.1f} {:>11.1f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.2f} {:>7}\n",
+               r.world_size, r.samples_per_s, r.per_rank, r.step.median, r.step.min, r.step.max, r.compute.median,
+               r.exposed.median, r.optimizer.median, r.busbw,
+               std::isnan(r.efficiency) ? std::string("-") : fmt::format("{:.1f}%", 100.0 * r.efficiency));
+    std::fflush(stdout);
+}
+
+std::string utc_timestamp() {
+    std::time_t now = std::time(nullptr);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    return text;
+}
+
+}  // namespace
+
+bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment) {
+    int world_rank = 0, world_size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &world_rank));
+    SB_CHECK_MPI(MPI_Comm_size(world, &world_size));
+    const std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
+    const std::vector<std::string> hosts =
+        environment.contains("hostnames") ? environment["hostnames"].get<std::vector<std::string>>()
+                                          : std::vector<std::string>{};
+    double samples_per_s_at_1 = NAN;
+    bool all_passed = true;
+    bool header_printed = false;
+    // One gradient communicator for the launch; each world size splits its first n ranks.
+    std::unique_ptr<Communicator> world_comm = create_communicator(ops, world);
+
+    for (int n : sizes) {
+        MPI_Comm sub = split_first_ranks(world, n);  // host-side reductions of the figures
+        std::unique_ptr<Communicator> comm = world_comm->split_first(n);
+        nlohmann::json record;
+        SweepRow row;
+        if (sub != MPI_COMM_NULL) {
+            DataParallelTrainer trainer(cfg, ops, *comm);
+            if (world_rank == 0 && !header_printed) {
+                print_header(cfg, ops, trainer.model().num_params(), world_size);
+                header_printed = true;
+            }
+            float initial_loss = 0;
+            std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
+            for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
+                StepTimes t = trainer.step(s);
+                if (s == 0) initial_loss = trainer.last_loss();
+                if (s >= cfg.warmup) times.insert(times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+            }
+            // Each step's figure is the slowest rank's (the step ends when the last rank is done).
+            std::vector<double> slowest(times.size());
+            SB_CHECK_MPI(MPI_Allreduce(times.data(), slowest.data(), static_cast<int>(times.size()), MPI_DOUBLE,
+                                       MPI_MAX, sub));
+            std::vector<double> phase[4];
+            for (size_t i = 0; i < slowest.size(); ++i) phase[i % 4].push_back(slowest[i]);
+
+            float losses[2] = {initial_loss, trainer.last_loss()}, mean_losses[2] = {0, 0};
+            SB_CHECK_MPI(MPI_Allreduce(losses, mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
+            for (float& l : mean_losses) l /= static_cast<float>(n);
+
+            // Replica check: data parallelism keeps every rank's parameters bitwise identical.
+            const std::vector<float> params = trainer.params_host();
+            uint64_t checksum = checksum_bytes(params.data(), params.size() * sizeof(float));
+            std::vector<uint64_t> checksums(static_cast<size_t>(n));
+            SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, sub));
+
+            const double allreduce_ms = trainer.time_gradient_allreduce(5);
+            double slowest_allreduce_ms = 0;
+            SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &slowest_allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+
+            if (world_rank == 0) {
+                nlohmann::json mismatched = nlohmann::json::array();
+                for (int r = 0; r < n; ++r)
+                    if (checksums[static_cast<size_t>(r)] != checksums[0])
+                        mismatched.push_back({{"rank", r}, {"host", r < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(r)] : "?"}});
+                const bool replicas_ok = mismatched.empty();
+                for (const auto& m : mismatched)
+                    fmt::print(stderr, "replica check FAILED: rank {} on {} holds parameters that differ from rank 0\n",
+                               m["rank"].get<int>(), m["host"].get<std::string>());
+                all_passed = all_passed && replicas_ok;
+
+                row.world_size = n;
+                row.step = summarize(phase[0]);
+                row.compute = summarize(phase[1]);
+                row.exposed = summarize(phase[2]);
+                row.optimizer = summarize(phase[3]);
+                const int global_batch = trainer.global_batch();
+                row.samples_per_s = global_batch / (row.step.median / 1000.0);
+                row.per_rank = row.samples_per_s / n;
+                if (n == 1) samples_per_s_at_1 = row.samples_per_s;
+                row.efficiency = row.samples_per_s / (n * samples_per_s_at_1);
+                const double gradient_bytes = static_cast<double>(trainer.bucketer().total_elements() * sizeof(float));
+                const double algbw = gradient_bytes / (slowest_allreduce_ms / 1000.0) / 1e9;
+                row.busbw = algbw * 2.0 * (n - 1) / n;
+                const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
+
+                record = {
+                    {"schema_version", kSchemaVersion},
+                    {"subcommand", "train"},
+                    {"timestamp", utc_timestamp()},
+                    {"world_size", n},
+                    {"launched_world_size", world_size},
+                    {"backend", ops.name()},
+                    {"precision", precision_name(ops.precision())},
+                    {"model", trainer.model().name()},
+                    {"num_params", trainer.model().num_params()},
+                    {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+                    {"local_batch", trainer.local_batch()},
+                    {"global_batch", global_batch},
+                    {"warmup_steps", cfg.warmup},
+                    {"measured_steps", cfg.steps},
+                    {"step_ms", to_json(row.step)},
+                    {"compute_ms", to_json(row.compute)},
+                    {"exposed_comm_ms", to_json(row.exposed)},
+                    {"optimizer_ms", to_json(row.optimizer)},
+                    {"samples_per_s", row.samples_per_s},
+                    {"samples_per_s_per_rank", row.per_rank},
+                    {"scaling_efficiency", std::isnan(row.efficiency) ? nlohmann::json() : nlohmann::json(row.efficiency)},
+                    {"speedup", std::isnan(samples_per_s_at_1) ? nlohmann::json() : nlohmann::json(row.samples_per_s / samples_per_s_at_1)},
+                    {"gradient_bytes", gradient_bytes},
+                    {"buckets", trainer.bucketer().buckets().size()},
+                    {"allreduce_ms", slowest_allreduce_ms},
+                    {"allreduce_algbw_gbps", algbw},
+                    {"allreduce_busbw_gbps", row.busbw},
+                    {"model_flops_per_step", flops_per_step},
+                    {"model_tflops_per_s", flops_per_step / (row.step.median / 1000.0) / 1e12},
+                    {"initial_loss", mean_losses[0]},
+                    {"final_loss", mean_losses[1]},
+                    {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", checksums[0])},
+                                       {"mismatched_ranks", mismatched}}},
+                    {"checks_passed", replicas_ok},
+                    {"config", to_json(cfg)},
+                    {"environment", environment},
+                };
+            }
+        }
+        if (sub != MPI_COMM_NULL) SB_CHECK_MPI(MPI_Comm_free(&sub));
+        SB_CHECK_MPI(MPI_Barrier(world));  // ranks outside this sub-world wait here
+        if (world_rank == 0) {
+            print_row(row);
+            append_record(cfg.out, record);
+        }
+    }
+    if (world_rank == 0) fmt::print("results appended to {}\n", cfg.out);
+    return all_passed;
+}
+
+}  // namespace sb

@@ -1,0 +1,65 @@
+// The training runner (DESIGN: Runner, Step, Timing): a data-parallel trainer for one
+// world size, and the sweep over the scaling list that measures each size in turn
+// inside one launch, prints rank 0's table and appends one record per size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include "collectives/bucketer.h"
+#include "collectives/communicator.h"
+#include "models/model.h"
+#include "models/ops.h"
+#include "models/teacher_data.h"
+#include "src/config.h"
+
+namespace sb {
+
+// Local wall time of each phase of one step, in ms.
+struct StepTimes {
+    double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
+};
+
+// One replica of the model on this rank, averaging gradients over `comm`.
+class DataParallelTrainer {
+public:
+    DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm);
+    ~DataParallelTrainer();
+
+    // Runs training step `step` (0-based; it picks the data batch and AdamW's count).
+    StepTimes step(int64_t step);
+    float last_loss();                  // this rank's mean loss of the last step
+    std::vector<float> params_host();   // fp32 master parameters
+    int local_batch() const { return local_batch_; }
+    int global_batch() const { return local_batch_ * comm_.size(); }
+    const Model& model() const { return *model_; }
+    const Bucketer& bucketer() const { return *bucketer_; }
+    // Median time of all-reducing every bucket back to back, outside the step (ms).
+    double time_gradient_allreduce(int iterations);
+
+private:
+    const TrainConfig& cfg_;
+    Ops& ops_;
+    Communicator& comm_;
+    int local_batch_ = 0;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<TeacherDataset> data_;
+    DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
+    std::unique_ptr<Bucketer> bucketer_;
+    float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
+    int good_steps_ = 0;
+    int64_t optimizer_steps_ = 0;
+};
+
+uint64_t checksum_bytes(const void* data, size_t bytes);  // FNV-1a 64
+
+// Runs every world size of cfg.scaling on `world` (collective), prints the table on
+// rank 0 and appends one record per size to cfg.out. Returns false when a check failed.
+bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment);
+
+}  // namespace sb

@@ -1,0 +1,664 @@
+// Config loading and validation (src/config.cpp): every YAML rule reports the exact
+// "FILE:LINE:COL: key 'x': reason" line, flags are re-checked without a line, world-size
+// rules, and the preset files in configs/ parse (default.yaml to exactly the built-in default).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "src/config.h"
+#include "src/errors.h"
+
+namespace sb {
+namespace {
+
+// The UserError line that parsing `yaml` gives, or a marker when it parses.
+std::string parse_error(const std::string& yaml) {
+    try {
+        parse_config(yaml, "t.yaml");
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<parsed without error>";
+}
+
+std::string validate_error(const TrainConfig& cfg) {
+    try {
+        validate_config(cfg);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<valid>";
+}
+
+std::string world_error(const TrainConfig& cfg, int world_size) {
+    try {
+        validate_for_world(cfg, world_size);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<valid>";
+}
+
+std::string preset_path(const std::string& name) { return std::string(SCALEBENCH_SOURCE_DIR) + "/configs/" + name; }
+
+// ---------------------------------------------------------------- values that parse
+
+TEST(ConfigParse, EmptyDocumentIsTheBuiltInDefault) {
+    for (const char* text : {"", "\n\n", "# only a comment\n", "---\n"}) {
+        TrainConfig cfg = parse_config(text, "empty.yaml");
+        nlohmann::json got = to_json(cfg);
+        nlohmann::json want = to_json(TrainConfig{});
+        EXPECT_EQ(got["source"], "empty.yaml");
+        got.erase("source");
+        want.erase("source");
+        EXPECT_EQ(got, want) << "for text '" << text << "'";
+    }
+}
+
+TEST(ConfigParse, ReadsEveryKey) {
+    TrainConfig cfg = parse_config(
+        "model: mlp\n"
+        "mlp:\n"
+        "  input_dim: 64\n"
+        "  hidden: [128, 96]\n"
+        "  num_classes: 10\n"
+        "  activation: gelu\n"
+        "  teacher_hidden: 8\n"
+        "batch_size: 48\n"
+        "scaling_mode: strong\n"
+        "scaling: [1, 2, 3]\n"
+        "steps: 7\n"
+        "warmup: 0\n"
+        "dataset_batches: 2\n"
+        "precision: bf16\n"
+        "optimizer:\n"
+        "  kind: sgd\n"
+        "  lr: 1e-2\n"
+        "  momentum: 0\n"
+        "  weight_decay: 5.0e-4\n"
+        "  beta1: 0.5\n"
+        "  beta2: .75\n"
+        "  eps: 1e-6\n"
+        "bucket_mb: 0.5\n"
+        "seed: 18446744073709551615\n"
+        "backend: cpu\n"
+        "out: \"r/x.jsonl\"\n",
+        "all.yaml");
+    EXPECT_EQ(cfg.source, "all.yaml");
+    EXPECT_EQ(cfg.model, "mlp");
+    EXPECT_EQ(cfg.mlp.input_dim, 64);
+    EXPECT_EQ(cfg.mlp.hidden, (std::vector<int>{128, 96}));
+    EXPECT_EQ(cfg.mlp.num_classes, 10);
+    EXPECT_EQ(cfg.mlp.activation, Activation::gelu);
+    EXPECT_EQ(cfg.mlp.teacher_hidden, 8);
+    EXPECT_EQ(cfg.batch_size, 48);
+    EXPECT_EQ(cfg.scaling_mode, ScalingMode::strong);
+    EXPECT_EQ(cfg.scaling, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(cfg.steps, 7);
+    EXPECT_EQ(cfg.warmup, 0);
+    EXPECT_EQ(cfg.dataset_batches, 2);
+    EXPECT_EQ(cfg.precision, Precision::bf16);
+    EXPECT_EQ(cfg.optimizer.kind, OptimizerConfig::Kind::sgd);
+    EXPECT_FLOAT_EQ(cfg.optimizer.lr, 0.01f);
+    EXPECT_FLOAT_EQ(cfg.optimizer.momentum, 0.0f);
+    EXPECT_FLOAT_EQ(cfg.optimizer.weight_decay, 5e-4f);
+    EXPECT_FLOAT_EQ(cfg.optimizer.beta1, 0.5f);
+    EXPECT_FLOAT_EQ(cfg.optimizer.beta2, 0.75f);
+    EXPECT_FLOAT_EQ(cfg.optimizer.eps, 1e-6f);
+    EXPECT_DOUBLE_EQ(cfg.bucket_mb, 0.5);
+    EXPECT_EQ(cfg.seed, 18446744073709551615ull);
+    EXPECT_EQ(cfg.backend, BackendChoice::cpu);
+    EXPECT_EQ(cfg.out, "r/x.jsonl");
+    EXPECT_EQ(validate_error(cfg), "<valid>");
+}
+
+TEST(ConfigParse, UnsetKeysKeepTheirDefaults) {
+    TrainConfig cfg = parse_config("steps: 5\noptimizer:\n  lr: 0.5\n", "t.yaml");
+    TrainConfig def;
+    EXPECT_EQ(cfg.steps, 5);
+    EXPECT_FLOAT_EQ(cfg.optimizer.lr, 0.5f);
+    EXPECT_EQ(cfg.optimizer.kind, def.optimizer.kind);
+    EXPECT_FLOAT_EQ(cfg.optimizer.beta2, def.optimizer.beta2);
+    EXPECT_EQ(cfg.mlp.hidden, def.mlp.hidden);
+    EXPECT_EQ(cfg.batch_size, def.batch_size);
+}
+
+TEST(ConfigParse, NumbersIntegersAndSigns) {
+    EXPECT_EQ(parse_config("warmup: +4\n", "t").warmup, 4);
+    EXPECT_EQ(parse_config("seed: 0\n", "t").seed, 0u);
+    EXPECT_DOUBLE_EQ(parse_config("bucket_mb: 4096\n", "t").bucket_mb, 4096.0);  // integer text is a number too
+    EXPECT_DOUBLE_EQ(parse_config("bucket_mb: 1E1\n", "t").bucket_mb, 10.0);
+    EXPECT_EQ(parse_config("mlp: {input_dim: 1048576}\n", "t").mlp.input_dim, 1 << 20);
+    EXPECT_EQ(parse_config("batch_size: 16777216\n", "t").batch_size, 1 << 24);
+    EXPECT_EQ(parse_config("steps: 1000000000\n", "t").steps, 1000000000);
+}
+
+// ---------------------------------------------------------------- unknown and repeated keys
+
+TEST(ConfigKeys, UnknownTopLevelKeySuggestsTheClosest) {
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "bucket_mbb: 4\n"),
+              "t.yaml:2:1: key 'bucket_mbb': unknown key; did you mean 'bucket_mb'?");
+    EXPECT_EQ(parse_error("stpes: 3\n"), "t.yaml:1:1: key 'stpes': unknown key; did you mean 'steps'?");
+    EXPECT_EQ(parse_error("Seed: 3\n"), "t.yaml:1:1: key 'Seed': unknown key; did you mean 'seed'?");
+}
+
+TEST(ConfigKeys, UnknownNestedKeySuggestsTheFullPath) {
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  input_dim: 8\n"
+                          "  hiden: [4]\n"),
+              "t.yaml:3:3: key 'mlp.hiden': unknown key; did you mean 'mlp.hidden'?");
+    EXPECT_EQ(parse_error("optimizer: {kind: sgd, momentun: 0.5}\n"),
+              "t.yaml:1:24: key 'optimizer.momentun': unknown key; did you mean 'optimizer.momentum'?");
+}
+
+TEST(ConfigKeys, KeyInTheWrongSectionNamesTheRightOne) {
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "lr: 0.1\n"),
+              "t.yaml:2:1: key 'lr': unknown key here; did you mean 'optimizer.lr'?");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  batch_size: 4\n"),
+              "t.yaml:2:3: key 'mlp.batch_size': unknown key here; did you mean the top-level key 'batch_size'?");
+}
+
+TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
+    EXPECT_EQ(parse_error("\n"
+                          "    colour: blue\n"),
+              "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, batch_size, scaling_mode, scaling, "
+              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, seed, backend, out");
+    EXPECT_EQ(parse_error("optimizer:\n"
+                          "  nesterov: true\n"),
+              "t.yaml:2:3: key 'optimizer.nesterov': unknown key; valid keys in 'optimizer': kind, lr, momentum, "
+              "weight_decay, beta1, beta2, eps");
+}
+
+TEST(ConfigKeys, RepeatedKeyIsAnError) {
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "warmup: 1\n"
+                          "steps: 4\n"),
+              "t.yaml:3:1: key 'steps': given twice (first at line 1)");
+}
+
+TEST(ConfigKeys, TopLevelMustBeAMap) {
+    EXPECT_EQ(parse_error("- steps: 3\n"), "t.yaml:1:1: the config must be a map of keys, got a list");
+    EXPECT_EQ(parse_error("just words\n"), "t.yaml:1:1: the config must be a map of keys, got a scalar");
+    EXPECT_EQ(parse_error("[a, b]: 1\n"), "t.yaml:1:1: keys must be names, got a list");
+}
+
+// ---------------------------------------------------------------- wrong types
+
+TEST(ConfigTypes, IntegerFieldsRejectEverythingButIntegers) {
+    EXPECT_EQ(parse_error("steps: 1.5\n"), "t.yaml:1:8: key 'steps': expected an integer, got '1.5'");
+    EXPECT_EQ(parse_error("steps: 1e3\n"), "t.yaml:1:8: key 'steps': expected an integer, got '1e3'");
+    EXPECT_EQ(parse_error("steps: 12abc\n"), "t.yaml:1:8: key 'steps': expected an integer, got '12abc'");
+    EXPECT_EQ(parse_error("steps: true\n"), "t.yaml:1:8: key 'steps': expected an integer, got 'true'");
+    EXPECT_EQ(parse_error("steps: 0x10\n"), "t.yaml:1:8: key 'steps': expected an integer, got '0x10'");
+    EXPECT_EQ(parse_error("steps: \"12\"\n"), "t.yaml:1:8: key 'steps': expected an integer, got the string \"12\"");
+    EXPECT_EQ(parse_error("steps: [12]\n"), "t.yaml:1:8: key 'steps': expected an integer, got a list");
+    EXPECT_EQ(parse_error("steps: {n: 12}\n"), "t.yaml:1:8: key 'steps': expected an integer, got a map");
+}
+
+TEST(ConfigTypes, MissingValueIsReportedAtItsKey) {
+    EXPECT_EQ(parse_error("warmup: 1\n"
+                          "steps:\n"
+                          "seed: 3\n"),
+              "t.yaml:2:1: key 'steps': expected an integer, got no value");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  num_classes: ~\n"),
+              "t.yaml:2:3: key 'mlp.num_classes': expected an integer, got no value");
+}
+
+TEST(ConfigTypes, RealFieldsAcceptIntegersAndExponents) {
+    EXPECT_FLOAT_EQ(parse_config("optimizer: {lr: 1e-3}\n", "t").optimizer.lr, 1e-3f);
+    EXPECT_FLOAT_EQ(parse_config("optimizer: {lr: 2}\n", "t").optimizer.lr, 2.0f);
+    EXPECT_EQ(parse_error("bucket_mb: abc\n"), "t.yaml:1:12: key 'bucket_mb': expected a number, got 'abc'");
+    EXPECT_EQ(parse_error("bucket_mb: .inf\n"), "t.yaml:1:12: key 'bucket_mb': expected a number, got '.inf'");
+    EXPECT_EQ(parse_error("bucket_mb: .nan\n"), "t.yaml:1:12: key 'bucket_mb': expected a number, got '.nan'");
+    EXPECT_EQ(parse_error("bucket_mb: false\n"), "t.yaml:1:12: key 'bucket_mb': expected a number, got 'false'");
+    EXPECT_EQ(parse_error("bucket_mb: '25'\n"), "t.yaml:1:12: key 'bucket_mb': expected a number, got the string \"25\"");
+    EXPECT_EQ(parse_error("optimizer:\n"
+                          "  kind: adamw\n"
+                          "  eps: 1e-8x\n"),
+              "t.yaml:3:8: key 'optimizer.eps': expected a number, got '1e-8x'");
+}
+
+TEST(ConfigTypes, RealsMustFitTheirStorage) {
+    EXPECT_EQ(parse_error("bucket_mb: 1e400\n"), "t.yaml:1:12: key 'bucket_mb': 1e400 is too large to be a number");
+    EXPECT_EQ(parse_error("optimizer: {lr: 1e39}\n"), "t.yaml:1:17: key 'optimizer.lr': 1e39 does not fit a 32-bit float");
+    EXPECT_EQ(parse_error("optimizer: {eps: 1e-50}\n"),
+              "t.yaml:1:18: key 'optimizer.eps': 1e-50 does not fit a 32-bit float");
+}
+
+TEST(ConfigTypes, ListsAndMapsWhereTheyBelong) {
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  hidden: {a: 1}\n"),
+              "t.yaml:2:11: key 'mlp.hidden': expected a list of integers, got a map");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  hidden: 512\n"),
+              "t.yaml:2:11: key 'mlp.hidden': expected a list of integers, got a scalar");
+    EXPECT_EQ(parse_error("mlp: [1, 2]\n"), "t.yaml:1:6: key 'mlp': expected a map, got a list");
+    EXPECT_EQ(parse_error("optimizer: adamw\n"), "t.yaml:1:12: key 'optimizer': expected a map, got a scalar");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "steps: 3\n"),
+              "t.yaml:1:1: key 'mlp': expected a map, got no value");
+    EXPECT_EQ(parse_error("out: [a]\n"), "t.yaml:1:6: key 'out': expected a string, got a list");
+    EXPECT_EQ(parse_error("precision: {a: 1}\n"),
+              "t.yaml:1:12: key 'precision': expected one of fp32, tf32, bf16, fp16, got a map");
+}
+
+TEST(ConfigTypes, ListEntriesAreCheckedOneByOne) {
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  hidden: [512, 256, 1.5]\n"),
+              "t.yaml:2:22: key 'mlp.hidden[2]': expected an integer, got '1.5'");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  hidden:\n"
+                          "    - 512\n"
+                          "    - [4]\n"),
+              "t.yaml:4:7: key 'mlp.hidden[1]': expected an integer, got a list");
+    EXPECT_EQ(parse_error("scaling: [1, two]\n"), "t.yaml:1:14: key 'scaling[1]': expected an integer, got 'two'");
+}
+
+// ---------------------------------------------------------------- ranges
+
+TEST(ConfigRanges, IntegerBounds) {
+    EXPECT_EQ(parse_error("batch_size: 0\n"), "t.yaml:1:13: key 'batch_size': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("batch_size: 16777217\n"), "t.yaml:1:13: key 'batch_size': must be <= 16777216, got 16777217");
+    EXPECT_EQ(parse_error("steps: 0\n"), "t.yaml:1:8: key 'steps': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("steps: 1000000001\n"), "t.yaml:1:8: key 'steps': must be <= 1000000000, got 1000000001");
+    EXPECT_EQ(parse_error("warmup: -1\n"), "t.yaml:1:9: key 'warmup': must be >= 0, got -1");
+    EXPECT_EQ(parse_error("dataset_batches: 0\n"), "t.yaml:1:18: key 'dataset_batches': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("mlp: {input_dim: 1048577}\n"),
+              "t.yaml:1:18: key 'mlp.input_dim': must be <= 1048576, got 1048577");
+    EXPECT_EQ(parse_error("mlp: {num_classes: 1}\n"), "t.yaml:1:20: key 'mlp.num_classes': must be >= 2, got 1");
+    EXPECT_EQ(parse_error("mlp: {teacher_hidden: 0}\n"),
+              "t.yaml:1:23: key 'mlp.teacher_hidden': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  hidden: [512, 0]\n"),
+              "t.yaml:2:17: key 'mlp.hidden[1]': must be >= 1, got 0");
+}
+
+TEST(ConfigRanges, IntegersBeyond64Bits) {
+    EXPECT_EQ(parse_error("steps: 99999999999999999999\n"),
+              "t.yaml:1:8: key 'steps': must be <= 1000000000, got 99999999999999999999");
+    EXPECT_EQ(parse_error("warmup: -99999999999999999999\n"),
+              "t.yaml:1:9: key 'warmup': must be >= 0, got -99999999999999999999");
+    EXPECT_EQ(parse_error("seed: -1\n"), "t.yaml:1:7: key 'seed': must be >= 0, got -1");
+    EXPECT_EQ(parse_error("seed: 18446744073709551616\n"),
+              "t.yaml:1:7: key 'seed': must be <= 18446744073709551615, got 18446744073709551616");
+}
+
+TEST(ConfigRanges, RealBounds) {
+    EXPECT_EQ(parse_error("bucket_mb: 0\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 0");
+    EXPECT_EQ(parse_error("bucket_mb: 4096.5\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 4096.5");
+    EXPECT_EQ(parse_error("optimizer:\n"
+                          "  lr: -0.1\n"),
+              "t.yaml:2:7: key 'optimizer.lr': must be > 0, got -0.1");
+    EXPECT_EQ(parse_error("optimizer: {momentum: 1.0}\n"),
+              "t.yaml:1:23: key 'optimizer.momentum': must be in [0, 1), got 1.0");
+    EXPECT_EQ(parse_error("optimizer: {weight_decay: -1e-4}\n"),
+              "t.yaml:1:27: key 'optimizer.weight_decay': must be >= 0, got -1e-4");
+    EXPECT_EQ(parse_error("optimizer: {beta1: -0.5}\n"), "t.yaml:1:20: key 'optimizer.beta1': must be in [0, 1), got -0.5");
+    EXPECT_EQ(parse_error("optimizer: {beta2: 1}\n"), "t.yaml:1:20: key 'optimizer.beta2': must be in [0, 1), got 1");
+    EXPECT_EQ(parse_error("optimizer: {eps: 0}\n"), "t.yaml:1:18: key 'optimizer.eps': must be > 0, got 0");
+}
+
+TEST(ConfigRanges, ScalingListIsNonEmptyStrictlyIncreasing) {
+    EXPECT_EQ(parse_error("scaling: []\n"), "t.yaml:1:10: key 'scaling': must be a non-empty list");
+    EXPECT_EQ(parse_error("scaling: [0, 1]\n"), "t.yaml:1:11: key 'scaling[0]': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("scaling:\n"
+                          "  - 1\n"
+                          "  - 2\n"
+                          "  - 2\n"),
+              "t.yaml:4:5: key 'scaling[2]': duplicate world size 2");
+    EXPECT_EQ(parse_error("scaling: [1, 4, 2]\n"),
+              "t.yaml:1:17: key 'scaling[2]': world sizes must be strictly increasing, got 2 after 4");
+    EXPECT_EQ(parse_error("mlp: {hidden: []}\n"), "t.yaml:1:15: key 'mlp.hidden': must be a non-empty list");
+}
+
+TEST(ConfigRanges, StringsMustNotBeEmpty) {
+    EXPECT_EQ(parse_error("out: ''\n"), "t.yaml:1:6: key 'out': must be a non-empty string");
+    EXPECT_EQ(parse_error("out:\n"), "t.yaml:1:1: key 'out': expected a string, got no value");
+}
+
+// ---------------------------------------------------------------- enums
+
+TEST(ConfigEnums, BadSpellingsListTheValidOnes) {
+    EXPECT_EQ(parse_error("precision: fp64\n"),
+              "t.yaml:1:12: key 'precision': unknown value 'fp64'; valid values: fp32, tf32, bf16, fp16");
+    EXPECT_EQ(parse_error("precision: fp61\n"),
+              "t.yaml:1:12: key 'precision': unknown value 'fp61'; valid values: fp32, tf32, bf16, fp16; "
+              "did you mean 'fp16'?");
+    EXPECT_EQ(parse_error("precision: float16\n"),
+              "t.yaml:1:12: key 'precision': unknown value 'float16'; valid values: fp32, tf32, bf16, fp16");
+    EXPECT_EQ(parse_error("scaling_mode: both\n"),
+              "t.yaml:1:15: key 'scaling_mode': unknown value 'both'; valid values: weak, strong");
+    EXPECT_EQ(parse_error("backend: gpu\n"),
+              "t.yaml:1:10: key 'backend': unknown value 'gpu'; valid values: auto, cpu, cuda; did you mean 'cpu'?");
+    EXPECT_EQ(parse_error("model: transformer\n"),
+              "t.yaml:1:8: key 'model': unknown value 'transformer'; valid values: mlp");
+    EXPECT_EQ(parse_error("mlp:\n"
+                          "  activation: swish\n"),
+              "t.yaml:2:15: key 'mlp.activation': unknown value 'swish'; valid values: relu, gelu, tanh, none");
+    EXPECT_EQ(parse_error("optimizer:\n"
+                          "  kind: adam\n"),
+              "t.yaml:2:9: key 'optimizer.kind': unknown value 'adam'; valid values: sgd, adamw; did you mean 'adamw'?");
+}
+
+TEST(ConfigEnums, EveryValidSpellingParses) {
+    EXPECT_EQ(parse_config("precision: fp32", "t").precision, Precision::fp32);
+    EXPECT_EQ(parse_config("precision: tf32", "t").precision, Precision::tf32);
+    EXPECT_EQ(parse_config("precision: bf16", "t").precision, Precision::bf16);
+    EXPECT_EQ(parse_config("precision: 'fp16'", "t").precision, Precision::fp16);
+    EXPECT_EQ(parse_config("mlp: {activation: relu}", "t").mlp.activation, Activation::relu);
+    EXPECT_EQ(parse_config("mlp: {activation: gelu}", "t").mlp.activation, Activation::gelu);
+    EXPECT_EQ(parse_config("mlp: {activation: tanh}", "t").mlp.activation, Activation::tanh);
+    EXPECT_EQ(parse_config("mlp: {activation: none}", "t").mlp.activation, Activation::none);
+    EXPECT_EQ(parse_config("backend: auto", "t").backend, BackendChoice::auto_select);
+    EXPECT_EQ(parse_config("backend: cuda", "t").backend, BackendChoice::cuda);
+    EXPECT_EQ(parse_config("scaling_mode: weak", "t").scaling_mode, ScalingMode::weak);
+    EXPECT_EQ(parse_config("optimizer: {kind: adamw}", "t").optimizer.kind, OptimizerConfig::Kind::adamw);
+}
+
+TEST(ConfigEnums, FlagParsersShareTheSpellings) {
+    EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
+    EXPECT_EQ(parse_precision("tf32"), Precision::tf32);
+    EXPECT_EQ(parse_backend_choice("auto"), BackendChoice::auto_select);
+    EXPECT_EQ(parse_backend_choice("cpu"), BackendChoice::cpu);
+    try {
+        parse_precision("int8");
+        FAIL() << "int8 parsed";
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "precision: unknown value 'int8'; valid values: fp32, tf32, bf16, fp16");
+    }
+    try {
+        parse_backend_choice("cudaa");
+        FAIL() << "cudaa parsed";
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "backend: unknown value 'cudaa'; valid values: auto, cpu, cuda; did you mean 'cuda'?");
+    }
+    EXPECT_STREQ(backend_choice_name(BackendChoice::auto_select), "auto");
+    EXPECT_STREQ(backend_choice_name(BackendChoice::cuda), "cuda");
+    EXPECT_STREQ(scaling_mode_name(ScalingMode::strong), "strong");
+}
+
+// ---------------------------------------------------------------- YAML syntax and documents
+
+TEST(ConfigSyntax, ErrorsCarryTheParsersLineAndColumn) {
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "mlp: {hidden: [1, 2}\n"),
+              "t.yaml:2:20: YAML syntax error: illegal flow end");
+    EXPECT_EQ(parse_error("a: b: c\n"), "t.yaml:1:5: YAML syntax error: illegal map value");
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "  warmup: 1\n"),
+              "t.yaml:2:9: YAML syntax error: illegal map value");
+}
+
+TEST(ConfigSyntax, OnlyOneDocument) {
+    EXPECT_EQ(parse_error("steps: 3\n"
+                          "---\n"
+                          "steps: 4\n"),
+              "t.yaml:3:1: the config must be one YAML document, found 2");
+}
+
+// ---------------------------------------------------------------- files
+
+TEST(ConfigFile, MissingFileNamesThePathAndTheReason) {
+    try {
+        load_config_file("/nonexistent/dir/x.yaml");
+        FAIL() << "a missing file loaded";
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "/nonexistent/dir/x.yaml: cannot read config file: No such file or directory");
+    }
+}
+
+TEST(ConfigFile, DirectoryIsNotAConfig) {
+    try {
+        load_config_file(SCALEBENCH_SOURCE_DIR "/configs");
+        FAIL() << "a directory loaded";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()), std::string(SCALEBENCH_SOURCE_DIR) + "/configs: cannot read config file: Is a directory");
+    }
+}
+
+TEST(ConfigFile, ErrorsNameTheFileAndSourceIsRecorded) {
+    std::string path = ::testing::TempDir() + "scalebench_test_config.yaml";
+    {
+        std::ofstream f(path);
+        f << "# a comment\n"
+             "steps: 4\n"
+             "mlp:\n"
+             "  hidden: [8, -8]\n";
+    }
+    try {
+        load_config_file(path);
+        FAIL() << "a bad file loaded";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()), path + ":4:15: key 'mlp.hidden[1]': must be >= 1, got -8");
+    }
+    {
+        std::ofstream f(path);
+        f << "steps: 4\n";
+    }
+    TrainConfig cfg = load_config_file(path);
+    EXPECT_EQ(cfg.source, path);
+    EXPECT_EQ(cfg.steps, 4);
+    std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------- presets
+
+TEST(ConfigPresets, DefaultYamlIsExactlyTheBuiltInDefault) {
+    TrainConfig cfg = load_config_file(preset_path("default.yaml"));
+    nlohmann::json got = to_json(cfg);
+    nlohmann::json want = to_json(TrainConfig{});
+    got.erase("source");
+    want.erase("source");
+    EXPECT_EQ(got, want) << "configs/default.yaml and TrainConfig's defaults drifted apart:\n"
+                         << got.dump(2) << "\n" << want.dump(2);
+    // Floats compared exactly, not through their printed text.
+    TrainConfig def;
+    EXPECT_EQ(cfg.optimizer.lr, def.optimizer.lr);
+    EXPECT_EQ(cfg.optimizer.momentum, def.optimizer.momentum);
+    EXPECT_EQ(cfg.optimizer.weight_decay, def.optimizer.weight_decay);
+    EXPECT_EQ(cfg.optimizer.beta1, def.optimizer.beta1);
+    EXPECT_EQ(cfg.optimizer.beta2, def.optimizer.beta2);
+    EXPECT_EQ(cfg.optimizer.eps, def.optimizer.eps);
+    EXPECT_EQ(cfg.bucket_mb, def.bucket_mb);
+}
+
+TEST(ConfigPresets, CiSmallIsTinyWithSeveralBuckets) {
+    TrainConfig cfg = load_config_file(preset_path("ci-small.yaml"));
+    validate_config(cfg);
+    EXPECT_EQ(cfg.mlp.input_dim, 64);
+    EXPECT_EQ(cfg.mlp.hidden, (std::vector<int>{128, 128}));
+    EXPECT_EQ(cfg.mlp.num_classes, 10);
+    EXPECT_EQ(cfg.batch_size, 32);
+    EXPECT_EQ(cfg.steps, 10);
+    EXPECT_EQ(cfg.warmup, 2);
+    // Several buckets even under DDP's rule (a bucket closes once it holds bucket_mb,
+    // parameters never split), which gives the fewest. Parameters in backward order:
+    // each layer's bias, then its weight, last layer first.
+    std::vector<int64_t> param_bytes;
+    std::vector<int> widths = {cfg.mlp.input_dim};
+    widths.insert(widths.end(), cfg.mlp.hidden.begin(), cfg.mlp.hidden.end());
+    widths.push_back(cfg.mlp.num_classes);
+    for (size_t layer = widths.size() - 1; layer >= 1; --layer) {
+        param_bytes.push_back(4 * int64_t{widths[layer]});
+        param_bytes.push_back(4 * int64_t{widths[layer - 1]} * widths[layer]);
+    }
+    double cap = cfg.bucket_mb * 1024 * 1024;
+    int buckets = 0;
+    double filled = 0;
+    for (int64_t bytes : param_bytes) {
+        filled += static_cast<double>(bytes);
+        if (filled >= cap) ++buckets, filled = 0;
+    }
+    if (filled > 0) ++buckets;
+    EXPECT_GE(buckets, 3) << "bucket_mb " << cfg.bucket_mb;
+}
+
+TEST(ConfigPresets, MlpLargeIsTheGpuBenchmark) {
+    TrainConfig cfg = load_config_file(preset_path("mlp-large.yaml"));
+    validate_config(cfg);
+    EXPECT_EQ(cfg.mlp.input_dim, 8192);
+    EXPECT_EQ(cfg.mlp.hidden, std::vector<int>(8, 8192));
+    EXPECT_EQ(cfg.mlp.num_classes, 1024);
+    EXPECT_EQ(cfg.mlp.activation, Activation::relu);
+    EXPECT_EQ(cfg.precision, Precision::bf16);
+    EXPECT_EQ(cfg.batch_size, 1024);
+    EXPECT_EQ(cfg.optimizer.kind, OptimizerConfig::Kind::adamw);
+    EXPECT_EQ(cfg.bucket_mb, 25.0);
+    EXPECT_EQ(cfg.steps, 50);
+    EXPECT_EQ(cfg.warmup, 10);
+}
+
+// ---------------------------------------------------------------- validate_config (after flags)
+
+TEST(ConfigValidate, DefaultIsValid) { EXPECT_EQ(validate_error(TrainConfig{}), "<valid>"); }
+
+TEST(ConfigValidate, OverriddenValuesAreRecheckedWithoutALine) {
+    TrainConfig cfg;
+    cfg.source = "run.yaml";
+    cfg.steps = 0;
+    EXPECT_EQ(validate_error(cfg), "run.yaml: key 'steps': must be >= 1, got 0");
+    cfg = TrainConfig{};
+    cfg.warmup = -2;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'warmup': must be >= 0, got -2");
+    cfg = TrainConfig{};
+    cfg.batch_size = 0;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'batch_size': must be >= 1, got 0");
+    cfg = TrainConfig{};
+    cfg.mlp.hidden = {64, 2000000};
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'mlp.hidden[1]': must be <= 1048576, got 2000000");
+    cfg = TrainConfig{};
+    cfg.mlp.hidden.clear();
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'mlp.hidden': must be a non-empty list");
+    cfg = TrainConfig{};
+    cfg.bucket_mb = 0.0;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'bucket_mb': must be in (0, 4096], got 0");
+    cfg = TrainConfig{};
+    cfg.optimizer.lr = 0.0f;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.lr': must be > 0, got 0");
+    cfg = TrainConfig{};
+    cfg.optimizer.beta2 = 1.0f;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.beta2': must be in [0, 1), got 1");
+    cfg = TrainConfig{};
+    cfg.model = "cnn";
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp");
+    cfg = TrainConfig{};
+    cfg.out = "";
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'out': must be a non-empty string");
+}
+
+TEST(ConfigValidate, ScalingListAfterFlags) {
+    TrainConfig cfg;
+    cfg.scaling = {};  // the launched world size
+    EXPECT_EQ(validate_error(cfg), "<valid>");
+    cfg.scaling = {1, 2, 2};
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling[2]': duplicate world size 2");
+    cfg.scaling = {2, 1};
+    EXPECT_EQ(validate_error(cfg),
+              "<built-in default>: key 'scaling[1]': world sizes must be strictly increasing, got 1 after 2");
+    cfg.scaling = {0};
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling[0]': must be >= 1, got 0");
+}
+
+// ---------------------------------------------------------------- world size rules
+
+TEST(ConfigWorld, ScalingEntriesMustFitTheLaunch) {
+    TrainConfig cfg = parse_config("scaling: [1, 2, 8]\n", "s.yaml");
+    EXPECT_EQ(world_error(cfg, 8), "<valid>");
+    EXPECT_EQ(world_error(cfg, 4),
+              "s.yaml: key 'scaling': scaling entry 8 exceeds the launched world size 4 (mpirun -np 4)");
+    cfg.scaling.clear();  // empty means {world_size}
+    EXPECT_EQ(world_error(cfg, 3), "<valid>");
+}
+
+TEST(ConfigWorld, StrongScalingNeedsADivisibleBatch) {
+    TrainConfig cfg = parse_config("scaling_mode: strong\nbatch_size: 100\nscaling: [1, 2, 3, 4]\n", "s.yaml");
+    EXPECT_EQ(world_error(cfg, 4),
+              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+    cfg.scaling = {1, 2, 4};
+    EXPECT_EQ(world_error(cfg, 4), "<valid>");
+    cfg.scaling.clear();  // only the launched size is measured
+    EXPECT_EQ(world_error(cfg, 4), "<valid>");
+    EXPECT_EQ(world_error(cfg, 3),
+              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+    cfg.scaling_mode = ScalingMode::weak;  // weak scaling: any batch works
+    EXPECT_EQ(world_error(cfg, 3), "<valid>");
+}
+
+TEST(ConfigWorld, PerRankBatch) {
+    TrainConfig cfg;
+    cfg.batch_size = 96;
+    EXPECT_EQ(per_rank_batch(cfg, 1), 96);
+    EXPECT_EQ(per_rank_batch(cfg, 4), 96);
+    cfg.scaling_mode = ScalingMode::strong;
+    EXPECT_EQ(per_rank_batch(cfg, 1), 96);
+    EXPECT_EQ(per_rank_batch(cfg, 4), 24);
+    EXPECT_EQ(per_rank_batch(cfg, 3), 32);
+}
+
+// ---------------------------------------------------------------- to_json
+
+TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
+    TrainConfig cfg = parse_config(
+        "mlp: {hidden: [32, 16], activation: tanh}\n"
+        "scaling: [1, 2]\n"
+        "scaling_mode: strong\n"
+        "precision: fp16\n"
+        "optimizer: {kind: sgd, lr: 0.05}\n"
+        "backend: cpu\n"
+        "seed: 7\n",
+        "j.yaml");
+    nlohmann::json j = to_json(cfg);
+    nlohmann::json want = {
+        {"source", "j.yaml"},
+        {"model", "mlp"},
+        {"mlp",
+         {{"input_dim", 256}, {"hidden", {32, 16}}, {"num_classes", 16}, {"activation", "tanh"}, {"teacher_hidden", 32}}},
+        {"batch_size", 128},
+        {"scaling_mode", "strong"},
+        {"scaling", {1, 2}},
+        {"steps", 20},
+        {"warmup", 3},
+        {"dataset_batches", 8},
+        {"precision", "fp16"},
+        {"optimizer",
+         {{"kind", "sgd"},
+          {"lr", 0.05},
+          {"momentum", 0.9},
+          {"weight_decay", 0.0},
+          {"beta1", 0.9},
+          {"beta2", 0.999},
+          {"eps", 1e-8}}},
+        {"bucket_mb", 25.0},
+        {"seed", 7},
+        {"backend", "cpu"},
+        {"out", "results/train.jsonl"},
+    };
+    EXPECT_EQ(j, want) << j.dump(2);
+    // Every YAML key has its JSON counterpart, so the JSON reads back as a config.
+    EXPECT_EQ(j["mlp"].size(), 5u);
+    EXPECT_EQ(j["optimizer"].size(), 7u);
+    EXPECT_EQ(j.size(), 15u);  // the 14 YAML keys and the source
+    EXPECT_EQ(j["scaling"].dump(), "[1,2]");
+    EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
+}
+
+TEST(ConfigJson, JsonOfTheDefaultReadsBackAsYaml) {
+    // JSON is YAML: the record of a run is itself a valid config giving the same run.
+    TrainConfig def;
+    def.scaling = {1, 2, 4};
+    nlohmann::json j = to_json(def);
+    j.erase("source");
+    TrainConfig back = parse_config(j.dump(), "record.json");
+    nlohmann::json again = to_json(back);
+    again.erase("source");
+    EXPECT_EQ(again, j);
+}
+
+}  // namespace
+}  // namespace sb
