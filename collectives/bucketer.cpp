@@ -45,6 +45,7 @@ Bucketer::Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Commu
 
 void Bucketer::start_step() {
     pending_.resize(buckets_.size());
+    reported_.assign(bucket_of_param_.size(), 0);
     for (size_t b = 0; b < buckets_.size(); ++b) {
         SB_REQUIRE(!requests_[b], "start_step before the previous step's buckets were waited for");
         pending_[b] = static_cast<int>(buckets_[b].param_indices.size());
@@ -55,9 +56,10 @@ void Bucketer::start_step() {
 void Bucketer::gradient_ready(int param_index) {
     SB_REQUIRE(param_index >= 0 && static_cast<size_t>(param_index) < bucket_of_param_.size(),
                fmt::format("gradient_ready({}) out of range", param_index));
-    const int b = bucket_of_param_[static_cast<size_t>(param_index)];
-    SB_REQUIRE(pending_[static_cast<size_t>(b)] > 0,
+    SB_REQUIRE(!reported_[static_cast<size_t>(param_index)],
                fmt::format("gradient of parameter {} reported twice in one step", param_index));
+    reported_[static_cast<size_t>(param_index)] = 1;
+    const int b = bucket_of_param_[static_cast<size_t>(param_index)];
     --pending_[static_cast<size_t>(b)];
     launch_ready();
     // Drive progress of the collectives in flight (MPI progresses only inside MPI calls).

@@ -42,7 +42,8 @@ private:
     float* grads_;
     std::vector<Bucket> buckets_;
     std::vector<int> bucket_of_param_;
-    std::vector<int> pending_;
+    std::vector<int> pending_;        // per bucket: gradients still to come
+    std::vector<char> reported_;      // per parameter: gradient reported this step
     std::vector<std::unique_ptr<CommRequest>> requests_;
     int next_to_launch_ = 0;
 };

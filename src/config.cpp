@@ -6,6 +6,7 @@
 #include "src/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -174,10 +176,10 @@ std::string bad_choice_reason(const std::string& text, const std::vector<Choice<
 }
 
 template <class E>
-const Choice<E>* find_choice(const std::string& text, const std::vector<Choice<E>>& choices) {
+std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E>>& choices) {
     for (const auto& c : choices)
-        if (c.name == text) return &c;
-    return nullptr;
+        if (c.name == text) return c.value;
+    return std::nullopt;
 }
 
 // ---- the keys of each section, in the order default.yaml lists them
@@ -372,12 +374,12 @@ private:
         if (!value.IsScalar())
             fail(where(value, key_node), key,
                  fmt::format("expected one of {}, got {}", join(names_of(choices)), node_kind(value)));
-        const Choice<E>* c = find_choice(value.Scalar(), choices);
-        if (!c) fail(where(value, key_node), key, bad_choice_reason(value.Scalar(), choices));
-        return c->value;
+        std::optional<E> found = find_choice(value.Scalar(), choices);
+        if (!found) fail(where(value, key_node), key, bad_choice_reason(value.Scalar(), choices));
+        return *found;
     }
 
-    // A non-empty list of integers in `range`; `what` names the list in errors.
+    // A non-empty list of at most max_entries integers in `range`; entries are named key[i].
     std::vector<int> int_list(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
                               IntRange range, int64_t max_entries) const {
         if (!value.IsSequence())
@@ -595,15 +597,15 @@ const char* backend_choice_name(BackendChoice backend) {
 }
 
 BackendChoice parse_backend_choice(const std::string& text) {
-    const Choice<BackendChoice>* c = find_choice(text, backend_choices());
-    if (!c) throw UserError(fmt::format("backend: {}", bad_choice_reason(text, backend_choices())));
-    return c->value;
+    std::optional<BackendChoice> found = find_choice(text, backend_choices());
+    if (!found) throw UserError(fmt::format("backend: {}", bad_choice_reason(text, backend_choices())));
+    return *found;
 }
 
 Precision parse_precision(const std::string& text) {
-    const Choice<Precision>* c = find_choice(text, precision_choices());
-    if (!c) throw UserError(fmt::format("precision: {}", bad_choice_reason(text, precision_choices())));
-    return c->value;
+    std::optional<Precision> found = find_choice(text, precision_choices());
+    if (!found) throw UserError(fmt::format("precision: {}", bad_choice_reason(text, precision_choices())));
+    return *found;
 }
 
 }  // namespace sb

@@ -460,7 +460,7 @@ nlohmann::json benchmark_this_rank(const std::vector<GemmCase>& cases, const Gem
         nlohmann::json telemetry_summary = telemetry.stop();
         const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
         const double tflops = flops / (t.median_ms * 1e-3) / 1e12;
-        std::optional<double> peak_tflops = peak ? peak_tflops_for_dtype(*peak, c.dtype) : std::nullopt;
+        const double peak_tflops = peak ? peak_tflops_for_dtype(*peak, c.dtype).value_or(0.0) : 0.0;  // 0: unknown
 
         nlohmann::json r;
         r["schema_version"] = kSchemaVersion;
@@ -483,8 +483,8 @@ nlohmann::json benchmark_this_rank(const std::vector<GemmCase>& cases, const Gem
         r["time_ms"] = {{"median", t.median_ms}, {"min", t.min_ms}, {"max", t.max_ms}};
         r["flops"] = flops;
         r["tflops"] = tflops;
-        r["peak_tflops"] = peak_tflops ? nlohmann::json(*peak_tflops) : nlohmann::json(nullptr);
-        r["fraction_of_peak"] = peak_tflops ? nlohmann::json(tflops / *peak_tflops) : nlohmann::json(nullptr);
+        r["peak_tflops"] = peak_tflops > 0 ? nlohmann::json(peak_tflops) : nlohmann::json(nullptr);
+        r["fraction_of_peak"] = peak_tflops > 0 ? nlohmann::json(tflops / peak_tflops) : nlohmann::json(nullptr);
         r["peak_source"] = peak ? nlohmann::json(peak->source) : nlohmann::json(nullptr);
         r["telemetry"] = telemetry_summary;
         r["gpu"] = gpu;

@@ -37,6 +37,8 @@ struct TrainFlags {
 };
 
 void add_train_options(CLI::App& sub, TrainFlags& f) {
+    // A flag given twice takes its last value, as a later flag overrides an earlier one.
+    sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     sub.add_option("--config,-c", f.config, "workload YAML (default: the built-in MLP workload)");
     sub.add_option("--backend", f.backend, "auto (CUDA when a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -236,7 +236,7 @@ CudaOps::CudaOps(Precision precision, int device) : impl_(std::make_unique<Impl>
 
 CudaOps::~CudaOps() = default;
 
-int CudaOps::visible_gpu_count() {
+int visible_gpu_count() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
         cudaGetLastError();  // clear it, so the next checked call does not see it

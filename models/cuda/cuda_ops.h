@@ -16,6 +16,9 @@
 
 namespace sb {
 
+// GPUs this process can see; 0 (never an exception) when there is no driver or GPU.
+int visible_gpu_count();
+
 class CudaOps final : public Ops {
 public:
     // Makes `device` current for the calling thread and keeps it: one rank drives one GPU.
@@ -23,9 +26,6 @@ public:
     ~CudaOps() override;
     CudaOps(const CudaOps&) = delete;
     CudaOps& operator=(const CudaOps&) = delete;
-
-    // GPUs this process can see; 0 (never an exception) when there is no driver or GPU.
-    static int visible_gpu_count();
 
     cudaStream_t cuda_stream() const;
     int device() const;

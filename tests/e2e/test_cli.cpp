@@ -13,7 +13,7 @@
 
 namespace {
 
-struct Run {
+struct Result {
     int code = -1;
     std::string out, err;
 };
@@ -31,11 +31,11 @@ std::string slurp(const std::filesystem::path& p) {
     return s.str();
 }
 
-Run run(const std::string& args, const std::string& launcher = "") {
+Result run(const std::string& args, const std::string& launcher = "") {
     const auto dir = scratch();
     const std::string cmd = launcher + " " + SCALEBENCH_BINARY + " " + args + " >" + (dir / "out").string() + " 2>" +
                             (dir / "err").string() + " </dev/null";
-    Run r;
+    Result r;
     int status = std::system(cmd.c_str());
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = slurp(dir / "out");
@@ -62,7 +62,7 @@ const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "
 TEST(Cli, DefaultRunAloneTrainsPrintsTheTableAndWritesARecord) {
     const std::string out = (scratch() / "alone.jsonl").string();
     std::filesystem::remove(out);
-    Run r = run("--backend cpu --steps 3 --warmup 1 --out " + out);
+    Result r = run("--backend cpu --steps 3 --warmup 1 --out " + out);
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("results appended to " + out), std::string::npos);
@@ -76,7 +76,7 @@ TEST(Cli, DefaultRunAloneTrainsPrintsTheTableAndWritesARecord) {
 TEST(Cli, ScalingSweepUnderMpirunWritesOneRecordPerSizeAndReportShowsThem) {
     const std::string out = (scratch() / "sweep.jsonl").string();
     std::filesystem::remove(out);
-    Run r = run("train" + kSmall + " --scaling 1,2 --out " + out, mpirun(2));
+    Result r = run("train" + kSmall + " --scaling 1,2 --out " + out, mpirun(2));
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_EQ(count(r.out, "samples/s"), 1u) << "the header is printed once, by rank 0:\n" << r.out;
     auto records = sb::read_records(out).records;
@@ -86,10 +86,10 @@ TEST(Cli, ScalingSweepUnderMpirunWritesOneRecordPerSizeAndReportShowsThem) {
     EXPECT_EQ(records[1]["environment"]["hostnames"].size(), 2u);
     EXPECT_TRUE(records[1]["replica_check"]["passed"].get<bool>());
 
-    Run md = run("report " + out);
+    Result md = run("report " + out);
     ASSERT_EQ(md.code, 0) << md.err;
     EXPECT_EQ(count(md.out, "| mlp | fp32 | weak |"), 2u) << md.out;
-    Run csv = run("report --csv " + out);
+    Result csv = run("report --csv " + out);
     ASSERT_EQ(csv.code, 0) << csv.err;
     EXPECT_EQ(count(csv.out, "\n"), 3u) << csv.out;  // header + 2 rows
     EXPECT_EQ(csv.out.rfind("system,backend,model", 0), 0u) << csv.out;
@@ -99,7 +99,7 @@ TEST(Cli, BadConfigKeyExits2WithFileLineColumnOnceAndWritesNothing) {
     const std::string cfg = write_file("bad.yaml", "steps: 3\nbatch_size: 8\nbukcet_mb: 4\n");
     const std::string out = (scratch() / "never.jsonl").string();
     std::filesystem::remove(out);
-    Run r = run("--config " + cfg + " --out " + out, mpirun(2));
+    Result r = run("--config " + cfg + " --out " + out, mpirun(2));
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_EQ(count(r.err, cfg + ":3:1:"), 1u) << r.err;
     EXPECT_NE(r.err.find("bukcet_mb"), std::string::npos) << r.err;
@@ -109,33 +109,33 @@ TEST(Cli, BadConfigKeyExits2WithFileLineColumnOnceAndWritesNothing) {
 TEST(Cli, OtherBadInputExits2) {
     const std::string out = (scratch() / "never2.jsonl").string();
     std::filesystem::remove(out);
-    Run missing = run("--config /nonexistent/x.yaml --out " + out);
+    Result missing = run("--config /nonexistent/x.yaml --out " + out);
     EXPECT_EQ(missing.code, 2);
     EXPECT_NE(missing.err.find("/nonexistent/x.yaml"), std::string::npos) << missing.err;
 
-    Run too_many = run(kSmall + " --scaling 1,2,4 --out " + out, mpirun(2));
+    Result too_many = run(kSmall + " --scaling 1,2,4 --out " + out, mpirun(2));
     EXPECT_EQ(too_many.code, 2) << too_many.err;
     EXPECT_NE(too_many.err.find("4"), std::string::npos) << too_many.err;
 
-    Run steps = run(kSmall + " --steps 0 --out " + out);
+    Result steps = run(kSmall + " --steps 0 --out " + out);
     EXPECT_EQ(steps.code, 2) << steps.err;
     EXPECT_NE(steps.err.find("steps"), std::string::npos) << steps.err;
 
-    Run flag = run("--no-such-flag");
+    Result flag = run("--no-such-flag");
     EXPECT_EQ(flag.code, 2) << flag.err;
     EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(Cli, BackendCudaWithoutAGpuIsAClearError) {
     if (std::system("nvidia-smi -L >/dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU is visible on this machine";
-    Run r = run(kSmall + " --backend cuda --out " + (scratch() / "cuda.jsonl").string());
+    Result r = run(kSmall + " --backend cuda --out " + (scratch() / "cuda.jsonl").string());
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("--backend cuda"), std::string::npos) << r.err;
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
     for (std::string sub : {"", "train ", "report "}) {
-        Run r = run(sub + "--help");
+        Result r = run(sub + "--help");
         EXPECT_EQ(r.code, 0) << sub;
         EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub << r.out;
     }

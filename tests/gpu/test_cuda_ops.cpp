@@ -1,0 +1,528 @@
+// CudaOps against the fp32 CPU backend (CpuOps) on fresh random inputs: every op, every
+// dtype, GEMM in all transpose combinations with odd sizes, alpha/beta, fused bias and
+// pointers offset from their allocations. Outputs are poisoned with NaN first and guarded
+// on both sides, so unwritten or overrun elements fail. bf16/f16/tf32 inputs are rounded
+// on the host and the CPU is given exactly those values. Tolerances on ‖out−ref‖/‖ref‖:
+// fp32 1e-5, tf32 1e-3, bf16/fp16 1e-2. Without a visible GPU every test is skipped.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/cpu/cpu_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace sb {
+namespace {
+
+using gpu_test::close;
+using gpu_test::GpuArray;
+using gpu_test::random_values;
+using gpu_test::rounded;
+using gpu_test::tolerance;
+
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
+const Activation kActivations[] = {Activation::none, Activation::relu, Activation::gelu, Activation::tanh};
+
+Tensor host_view(std::vector<float>& v, int64_t rows, int64_t cols) { return Tensor{v.data(), DType::f32, rows, cols}; }
+
+// Fresh seed and a CUDA backend per test; the seed is printed when a test fails.
+class CudaOpsTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        SKIP_WITHOUT_GPU();
+        seed_ = gpu_test::test_seed();
+        rng_.seed(seed_);
+        gpu_ = std::make_unique<CudaOps>(Precision::fp32, 0);
+    }
+    void TearDown() override {
+        if (HasFailure()) std::fprintf(stderr, "to replay: SCALEBENCH_TEST_SEED=%llu\n",
+                                       static_cast<unsigned long long>(seed_));
+    }
+    std::vector<float> values(size_t n, float lo = 0.1f, float hi = 1.0f) { return random_values(rng_, n, lo, hi); }
+
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::unique_ptr<CudaOps> gpu_;
+    CpuOps cpu_;
+};
+
+// ---------------------------------------------------------------------------- GEMM
+
+struct GemmDTypes {
+    DType ab, c;
+    Precision precision;
+};
+const GemmDTypes kGemmDTypes[] = {
+    {DType::f32, DType::f32, Precision::fp32}, {DType::f32, DType::f32, Precision::tf32},
+    {DType::bf16, DType::bf16, Precision::bf16}, {DType::bf16, DType::f32, Precision::bf16},
+    {DType::f16, DType::f16, Precision::fp16}, {DType::f16, DType::f32, Precision::fp16},
+};
+
+double gemm_tolerance(const GemmDTypes& d) {
+    if (d.ab == DType::f32) return d.precision == Precision::tf32 ? 1e-3 : 1e-5;
+    return 1e-2;
+}
+
+struct GemmShape {
+    int64_t m, n, k;
+};
+
+// Inputs in the GEMM's input rounding: the dtype's, and TF32's when the GEMM uses it.
+std::vector<float> gemm_inputs(std::mt19937_64& rng, size_t n, const GemmDTypes& d) {
+    std::vector<float> v = rounded(random_values(rng, n), d.ab);
+    if (d.precision == Precision::tf32)
+        for (float& x : v) x = gpu_test::round_tf32(x);
+    return v;
+}
+
+// One GEMM on the GPU (views at the given element offsets) against the CPU; returns the
+// GPU result so callers can compare runs.
+std::vector<float> check_gemm(CudaOps& gpu, CpuOps& cpu, std::mt19937_64& rng, const GemmDTypes& d, bool ta,
+                              bool tb, GemmShape s, float alpha, float beta, bool with_bias, int64_t offset = 0) {
+    SCOPED_TRACE(testing::Message() << "gemm " << (ta ? "T" : "N") << (tb ? "T" : "N") << " m=" << s.m << " n=" << s.n
+                                    << " k=" << s.k << " alpha=" << alpha << " beta=" << beta << " bias=" << with_bias
+                                    << " offset=" << offset << " " << dtype_name(d.ab) << "->" << dtype_name(d.c)
+                                    << " " << precision_name(d.precision));
+    const int64_t a_rows = ta ? s.k : s.m, a_cols = ta ? s.m : s.k;
+    const int64_t b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
+    std::vector<float> a = gemm_inputs(rng, static_cast<size_t>(s.m * s.k), d);
+    std::vector<float> b = gemm_inputs(rng, static_cast<size_t>(s.k * s.n), d);
+    std::vector<float> bias = random_values(rng, static_cast<size_t>(s.n));
+    // beta == 0: C starts as NaN on both sides; a GEMM that reads it fails.
+    std::vector<float> c0 = beta != 0.0f ? rounded(random_values(rng, static_cast<size_t>(s.m * s.n)), d.c)
+                                         : std::vector<float>(static_cast<size_t>(s.m * s.n),
+                                                              std::numeric_limits<float>::quiet_NaN());
+
+    GpuArray ga(gpu, d.ab, a_rows, a_cols, offset), gb(gpu, d.ab, b_rows, b_cols, offset);
+    GpuArray gc(gpu, d.c, s.m, s.n, offset), gbias(gpu, DType::f32, 1, s.n, offset);
+    ga.set(a);
+    gb.set(b);
+    if (beta != 0.0f) gc.set(c0);
+    gbias.set(bias);
+    gpu.gemm(ta, tb, alpha, ga.tensor, gb.tensor, beta, gc.tensor, with_bias ? gbias.f32() : nullptr);
+    std::vector<float> out = gc.get();
+    EXPECT_TRUE(gc.guards_intact()) << "GEMM wrote outside C";
+
+    std::vector<float> ref = c0;
+    cpu.gemm(ta, tb, alpha, host_view(a, a_rows, a_cols), host_view(b, b_rows, b_cols), beta,
+             host_view(ref, s.m, s.n), with_bias ? bias.data() : nullptr);
+    EXPECT_TRUE(close(out, ref, gemm_tolerance(d)));
+    return out;
+}
+
+class GemmTest : public CudaOpsTest, public ::testing::WithParamInterface<std::tuple<int, bool, bool>> {};
+
+TEST_P(GemmTest, MatchesCpuForOddShapesAlphaBetaAndBias) {
+    const GemmDTypes d = kGemmDTypes[std::get<0>(GetParam())];
+    const bool ta = std::get<1>(GetParam()), tb = std::get<2>(GetParam());
+    CudaOps gpu(d.precision, 0);
+    const GemmShape shapes[] = {{1, 1, 1}, {17, 33, 65}, {256, 512, 384}};
+    struct Variant {
+        float alpha, beta;
+        bool bias;
+    };
+    const Variant variants[] = {{1.0f, 0.0f, false}, {0.75f, 0.5f, true}, {-1.25f, 0.0f, true}, {1.0f, 1.0f, false}};
+    for (const GemmShape& s : shapes)
+        for (const Variant& v : variants) check_gemm(gpu, cpu_, rng_, d, ta, tb, s, v.alpha, v.beta, v.bias);
+
+    // The second call of a shape reuses its plan: no new heuristic query, same bits.
+    const size_t plans = gpu.matmul_plan_count();
+    std::mt19937_64 rng_a(seed_), rng_b(seed_);
+    std::vector<float> first = check_gemm(gpu, cpu_, rng_a, d, ta, tb, shapes[2], 0.75f, 0.5f, true);
+    std::vector<float> second = check_gemm(gpu, cpu_, rng_b, d, ta, tb, shapes[2], 0.75f, 0.5f, true);
+    EXPECT_EQ(gpu.matmul_plan_count(), plans);
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
+}
+
+std::string gemm_name(const ::testing::TestParamInfo<std::tuple<int, bool, bool>>& info) {
+    const GemmDTypes& d = kGemmDTypes[std::get<0>(info.param)];
+    return std::string(dtype_name(d.ab)) + "_to_" + dtype_name(d.c) + "_" + precision_name(d.precision) + "_" +
+           (std::get<1>(info.param) ? "T" : "N") + (std::get<2>(info.param) ? "T" : "N");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypesAndTransposes, GemmTest,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kGemmDTypes))),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         gemm_name);
+
+// Model tensors are offsets into flat buffers: A, B, C and the bias may be only 2- or
+// 4-byte aligned, and the same shape may come at several alignments.
+TEST_F(CudaOpsTest, GemmOnOffsetViewsOfEveryAlignment) {
+    for (const GemmDTypes& d : {kGemmDTypes[0], kGemmDTypes[2], kGemmDTypes[3], kGemmDTypes[4]}) {
+        CudaOps gpu(d.precision, 0);
+        for (int64_t offset : {0, 1, 2, 3, 8, 0})
+            for (bool ta : {false, true})
+                check_gemm(gpu, cpu_, rng_, d, ta, !ta, {48, 40, 72}, 1.0f, 0.25f, true, offset);
+    }
+}
+
+TEST_F(CudaOpsTest, GemmRejectsShapesThatDoNotChain) {
+    GpuArray a(*gpu_, DType::f32, 4, 5), b(*gpu_, DType::f32, 6, 3), c(*gpu_, DType::f32, 4, 3);
+    EXPECT_THROW(gpu_->gemm(false, false, 1.0f, a.tensor, b.tensor, 0.0f, c.tensor), std::exception);
+    GpuArray b16(*gpu_, DType::bf16, 5, 3);
+    EXPECT_THROW(gpu_->gemm(false, false, 1.0f, a.tensor, b16.tensor, 0.0f, c.tensor), std::exception);
+}
+
+// ---------------------------------------------------------------------------- memory
+
+TEST_F(CudaOpsTest, UploadDownloadRoundTripAndBackendFacts) {
+    EXPECT_EQ(gpu_->name(), "cuda");
+    EXPECT_EQ(gpu_->precision(), Precision::fp32);
+    EXPECT_EQ(gpu_->stream(), static_cast<void*>(gpu_->cuda_stream()));
+    EXPECT_EQ(gpu_->alloc(0), nullptr);
+    std::vector<float> v = values(1000);
+    DeviceBuffer buf(*gpu_, v.size() * sizeof(float));
+    gpu_->upload(buf.get(), v.data(), buf.bytes());
+    std::vector<float> back(v.size());
+    gpu_->download(back.data(), buf.get(), buf.bytes());
+    EXPECT_EQ(std::memcmp(v.data(), back.data(), buf.bytes()), 0);
+}
+
+TEST_F(CudaOpsTest, FillEveryDTypeAndStaysInItsView) {
+    for (DType dtype : kDTypes)
+        for (int64_t n : {1, 7, 1000, (1 << 20) + 3})
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n << " offset=" << offset);
+                const float value = values(1)[0] * 3.0f;
+                GpuArray t(*gpu_, dtype, 1, n, offset);
+                gpu_->fill(t.tensor, value);
+                const float expected = rounded({value}, dtype)[0];
+                std::vector<float> out = t.get();
+                size_t wrong = 0;
+                for (float x : out) wrong += x != expected;
+                EXPECT_EQ(wrong, 0u) << "expected " << expected;
+                EXPECT_TRUE(t.guards_intact());
+            }
+}
+
+// Casts round to nearest even, as the host conversions: bitwise equal.
+TEST_F(CudaOpsTest, CastBetweenEveryPairOfDTypes) {
+    for (DType from : kDTypes)
+        for (DType to : kDTypes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(from) << " -> " << dtype_name(to) << " offset=" << offset);
+                const int64_t rows = 37, cols = 1029;
+                // Log-uniform magnitudes 1e-7 .. 2e5: f16 subnormals and overflow to inf included.
+                std::vector<float> v = values(static_cast<size_t>(rows * cols));
+                std::uniform_real_distribution<float> exponent(-7.0f, 5.3f);
+                for (float& x : v) x = std::copysign(std::pow(10.0f, exponent(rng_)), x);
+                v = rounded(v, from);
+                GpuArray src(*gpu_, from, rows, cols, offset), dst(*gpu_, to, rows, cols, offset);
+                src.set(v);
+                gpu_->cast(src.tensor, dst.tensor);
+                std::vector<uint8_t> expected = gpu_test::encode(v, to);
+                EXPECT_EQ(dst.get_bytes(), expected);
+                EXPECT_TRUE(dst.guards_intact());
+            }
+}
+
+// ---------------------------------------------------------------------------- activations
+
+class ActivationTest : public CudaOpsTest, public ::testing::WithParamInterface<std::tuple<DType, Activation>> {};
+
+TEST_P(ActivationTest, ForwardMatchesCpu) {
+    const DType dtype = std::get<0>(GetParam());
+    const Activation act = std::get<1>(GetParam());
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {37, 129}, {1024, 1027}};
+    for (auto [rows, cols] : shapes)
+        for (int64_t offset : {0, 1}) {
+            SCOPED_TRACE(testing::Message() << rows << "x" << cols << " offset=" << offset);
+            std::vector<float> pre = rounded(values(static_cast<size_t>(rows * cols), 0.05f, 4.0f), dtype);
+            GpuArray gpre(*gpu_, dtype, rows, cols, offset), gout(*gpu_, dtype, rows, cols, offset);
+            gpre.set(pre);
+            gpu_->activation_forward(act, gpre.tensor, gout.tensor);
+            std::vector<float> ref(pre.size());
+            cpu_.activation_forward(act, host_view(pre, rows, cols), host_view(ref, rows, cols));
+            EXPECT_TRUE(close(gout.get(), ref, tolerance(dtype)));
+            EXPECT_TRUE(gout.guards_intact());
+        }
+}
+
+TEST_P(ActivationTest, BackwardMatchesCpuAlsoInPlace) {
+    const DType dtype = std::get<0>(GetParam());
+    const Activation act = std::get<1>(GetParam());
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {37, 129}, {1024, 1027}};
+    for (auto [rows, cols] : shapes)
+        for (int64_t offset : {0, 1})
+            for (bool in_place : {false, true}) {
+                SCOPED_TRACE(testing::Message() << rows << "x" << cols << " offset=" << offset
+                                                << " in_place=" << in_place);
+                const size_t n = static_cast<size_t>(rows * cols);
+                std::vector<float> pre = rounded(values(n, 0.05f, 4.0f), dtype);
+                std::vector<float> grad = rounded(values(n), dtype);
+                GpuArray gpre(*gpu_, dtype, rows, cols, offset), ggrad(*gpu_, dtype, rows, cols, offset);
+                GpuArray gout(*gpu_, dtype, rows, cols, offset);
+                gpre.set(pre);
+                ggrad.set(grad);
+                GpuArray& result = in_place ? ggrad : gout;
+                gpu_->activation_backward(act, gpre.tensor, ggrad.tensor, result.tensor);
+                std::vector<float> ref(n);
+                cpu_.activation_backward(act, host_view(pre, rows, cols), host_view(grad, rows, cols),
+                                         host_view(ref, rows, cols));
+                EXPECT_TRUE(close(result.get(), ref, tolerance(dtype)));
+                EXPECT_TRUE(result.guards_intact());
+            }
+}
+
+std::string activation_test_name(const ::testing::TestParamInfo<std::tuple<DType, Activation>>& info) {
+    return std::string(dtype_name(std::get<0>(info.param))) + "_" + activation_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDTypeAndActivation, ActivationTest,
+                         ::testing::Combine(::testing::ValuesIn(kDTypes), ::testing::ValuesIn(kActivations)),
+                         activation_test_name);
+
+// ---------------------------------------------------------------------------- bias_grad
+
+// Output is fp32 and the inputs are identical, so only summation order differs: 1e-5
+// for every input dtype. Two runs give the same bits.
+TEST_F(CudaOpsTest, BiasGradMatchesCpuAndIsBitwiseReproducible) {
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {37, 129}, {4096, 10}, {3, 5000}, {1000, 1000}, {4096, 768}};
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : shapes) {
+            SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols);
+            std::vector<float> grad = rounded(values(static_cast<size_t>(rows * cols)), dtype);
+            GpuArray ggrad(*gpu_, dtype, rows, cols), gout(*gpu_, DType::f32, 1, cols, 1);
+            ggrad.set(grad);
+            gpu_->bias_grad(ggrad.tensor, gout.f32());
+            std::vector<uint8_t> first = gout.get_bytes();
+            EXPECT_TRUE(gout.guards_intact());
+            gout.poison();
+            gpu_->bias_grad(ggrad.tensor, gout.f32());
+            EXPECT_EQ(gout.get_bytes(), first) << "bias_grad differs between two runs";
+
+            std::vector<float> ref(static_cast<size_t>(cols));
+            cpu_.bias_grad(host_view(grad, rows, cols), ref.data());
+            EXPECT_TRUE(close(gpu_test::decode(first, DType::f32), ref, 1e-5));
+        }
+}
+
+// ---------------------------------------------------------------------------- loss
+
+struct LossRun {
+    float loss;
+    std::vector<uint8_t> grad;
+};
+
+TEST_F(CudaOpsTest, SoftmaxCrossEntropyMatchesCpuIsStableAndReproducible) {
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {1, 2}, {37, 10}, {256, 1000}, {5, 50000}};
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : shapes)
+            for (float shift : {0.0f, 90.0f})  // exp(90) overflows fp32: only a max-shifted softmax survives
+                for (float grad_scale : {1.0f, 1024.0f})
+                    for (bool in_place : {false, true}) {
+                        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                        << " shift=" << shift << " grad_scale=" << grad_scale
+                                                        << " in_place=" << in_place);
+                        // Logits within +-2 (+ shift) keep every softmax entry >= e^-4 / cols, so the
+                        // fp32 result is well conditioned and 1e-5 is a fair bound.
+                        std::vector<float> logits = values(static_cast<size_t>(rows * cols), 0.05f, 2.0f);
+                        for (float& x : logits) x += shift;
+                        logits = rounded(logits, dtype);
+                        std::vector<int32_t> labels(static_cast<size_t>(rows));
+                        std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(cols - 1));
+                        for (int32_t& l : labels) l = pick(rng_);
+
+                        GpuArray glogits(*gpu_, dtype, rows, cols), ggrad(*gpu_, dtype, rows, cols);
+                        GpuArray gloss(*gpu_, DType::f32, 1, 1);
+                        DeviceBuffer glabels(*gpu_, labels.size() * sizeof(int32_t));
+                        gpu_->upload(glabels.get(), labels.data(), glabels.bytes());
+                        GpuArray& grad = in_place ? glogits : ggrad;
+                        auto run = [&] {
+                            glogits.set(logits);
+                            gloss.poison();
+                            if (!in_place) ggrad.poison();
+                            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(),
+                                                        grad.tensor, grad_scale);
+                            return LossRun{gloss.get()[0], grad.get_bytes()};
+                        };
+                        const LossRun first = run();
+                        const LossRun second = run();
+                        EXPECT_EQ(std::memcmp(&first.loss, &second.loss, sizeof(float)), 0)
+                            << "loss differs between two runs: " << first.loss << " vs " << second.loss;
+                        EXPECT_EQ(first.grad, second.grad) << "gradient differs between two runs";
+                        EXPECT_TRUE(grad.guards_intact());
+
+                        std::vector<float> ref_logits = logits;
+                        std::vector<float> ref_grad(logits.size());
+                        float ref_loss = 0.0f;
+                        cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+                                                   host_view(ref_grad, rows, cols), grad_scale);
+                        // Relative to max(|loss|, 0.1): a loss near 0 carries fp32 log(sum)
+                        // rounding of ~1e-7 absolute, which no fp32 kernel can beat.
+                        EXPECT_LE(std::fabs(first.loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
+                            << "loss " << first.loss << " vs reference " << ref_loss;
+                        EXPECT_TRUE(std::isfinite(first.loss));
+                        EXPECT_TRUE(close(gpu_test::decode(first.grad, dtype), ref_grad, tolerance(dtype)))
+                            << "gradient";
+                    }
+}
+
+// The CPU throws on a label outside [0, cols); the GPU cannot, so it must make it loud.
+TEST_F(CudaOpsTest, SoftmaxCrossEntropyOutOfRangeLabelGivesNaNLoss) {
+    const int64_t rows = 4, cols = 7;
+    GpuArray logits(*gpu_, DType::f32, rows, cols), grad(*gpu_, DType::f32, rows, cols), loss(*gpu_, DType::f32, 1, 1);
+    logits.set(values(static_cast<size_t>(rows * cols)));
+    for (int32_t bad : {-1, static_cast<int32_t>(cols)}) {
+        std::vector<int32_t> labels = {0, bad, 3, 6};
+        DeviceBuffer glabels(*gpu_, labels.size() * sizeof(int32_t));
+        gpu_->upload(glabels.get(), labels.data(), glabels.bytes());
+        gpu_->softmax_cross_entropy(logits.tensor, glabels.as<int32_t>(), loss.f32(), grad.tensor, 1.0f);
+        EXPECT_TRUE(std::isnan(loss.get()[0])) << "label " << bad;
+    }
+}
+
+// ---------------------------------------------------------------------------- optimizers
+
+struct CopyCase {
+    const char* name;
+    bool present;
+    DType dtype;
+    bool aliases_params;
+};
+const CopyCase kCopies[] = {{"none", false, DType::f32, false},
+                            {"f32", true, DType::f32, false},
+                            {"bf16", true, DType::bf16, false},
+                            {"f16", true, DType::f16, false},
+                            {"params_itself", true, DType::f32, true}};
+
+// The compute copy must be exactly the updated fp32 params in its dtype.
+void expect_copy_matches(const GpuArray* copy, const CopyCase& cc, const std::vector<float>& gpu_params) {
+    if (!cc.present || cc.aliases_params) return;
+    EXPECT_EQ(copy->get_bytes(), gpu_test::encode(gpu_params, cc.dtype)) << "weights_copy (" << cc.name << ")";
+    EXPECT_TRUE(copy->guards_intact());
+}
+
+TEST_F(CudaOpsTest, SgdThreeStepsMatchCpuWithEveryWeightsCopy) {
+    for (size_t n : {size_t{1}, size_t{1027}, (size_t{1} << 20) + 5})
+        for (int64_t offset : {0, 1})
+            for (float mu : {0.9f, 0.0f})
+                for (const CopyCase& cc : kCopies) {
+                    SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset << " momentum=" << mu
+                                                    << " copy=" << cc.name);
+                    OptimizerConfig cfg;
+                    cfg.kind = OptimizerConfig::Kind::sgd;
+                    cfg.lr = 0.05f;
+                    cfg.momentum = mu;
+                    cfg.weight_decay = 0.01f;
+                    const int64_t ni = static_cast<int64_t>(n);
+                    std::vector<float> params = values(n), buf(n, 0.0f);
+                    GpuArray gp(*gpu_, DType::f32, 1, ni, offset), gg(*gpu_, DType::f32, 1, ni, offset);
+                    GpuArray gbuf(*gpu_, DType::f32, 1, ni, offset);
+                    std::unique_ptr<GpuArray> gcopy;
+                    if (cc.present && !cc.aliases_params)
+                        gcopy = std::make_unique<GpuArray>(*gpu_, cc.dtype, 1, ni, offset);
+                    Tensor copy_t = !cc.present ? Tensor{} : cc.aliases_params ? gp.tensor : gcopy->tensor;
+                    gp.set(params);
+                    gbuf.set(buf);
+                    for (int step = 1; step <= 3; ++step) {
+                        std::vector<float> grads = values(n);
+                        gg.set(grads);
+                        gpu_->sgd_step(gp.f32(), gg.f32(), mu != 0.0f ? gbuf.f32() : nullptr, n, cfg, copy_t);
+                        cpu_.sgd_step(params.data(), grads.data(), mu != 0.0f ? buf.data() : nullptr, n, cfg, Tensor{});
+                    }
+                    std::vector<float> gpu_params = gp.get();
+                    EXPECT_TRUE(close(gpu_params, params, 1e-5)) << "params";
+                    EXPECT_TRUE(gp.guards_intact());
+                    if (mu != 0.0f) EXPECT_TRUE(close(gbuf.get(), buf, 1e-5)) << "momentum";
+                    expect_copy_matches(gcopy.get(), cc, gpu_params);
+                }
+}
+
+TEST_F(CudaOpsTest, AdamwThreeStepsMatchCpuWithEveryWeightsCopy) {
+    for (size_t n : {size_t{1}, size_t{1027}, (size_t{1} << 20) + 5})
+        for (int64_t offset : {0, 1})
+            for (const CopyCase& cc : kCopies) {
+                SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset << " copy=" << cc.name);
+                OptimizerConfig cfg;
+                cfg.kind = OptimizerConfig::Kind::adamw;
+                cfg.lr = 1e-2f;
+                cfg.weight_decay = 0.1f;
+                const int64_t ni = static_cast<int64_t>(n);
+                std::vector<float> params = values(n), m(n, 0.0f), v(n, 0.0f);
+                GpuArray gp(*gpu_, DType::f32, 1, ni, offset), gg(*gpu_, DType::f32, 1, ni, offset);
+                GpuArray gm(*gpu_, DType::f32, 1, ni, offset), gv(*gpu_, DType::f32, 1, ni, offset);
+                std::unique_ptr<GpuArray> gcopy;
+                if (cc.present && !cc.aliases_params) gcopy = std::make_unique<GpuArray>(*gpu_, cc.dtype, 1, ni, offset);
+                Tensor copy_t = !cc.present ? Tensor{} : cc.aliases_params ? gp.tensor : gcopy->tensor;
+                gp.set(params);
+                gm.set(m);
+                gv.set(v);
+                for (int64_t step = 1; step <= 3; ++step) {
+                    std::vector<float> grads = values(n);
+                    gg.set(grads);
+                    gpu_->adamw_step(gp.f32(), gg.f32(), gm.f32(), gv.f32(), n, cfg, step, copy_t);
+                    cpu_.adamw_step(params.data(), grads.data(), m.data(), v.data(), n, cfg, step, Tensor{});
+                }
+                std::vector<float> gpu_params = gp.get();
+                EXPECT_TRUE(close(gpu_params, params, 1e-5)) << "params";
+                EXPECT_TRUE(close(gm.get(), m, 1e-5)) << "m";
+                EXPECT_TRUE(close(gv.get(), v, 1e-5)) << "v";
+                EXPECT_TRUE(gp.guards_intact() && gm.guards_intact() && gv.guards_intact());
+                expect_copy_matches(gcopy.get(), cc, gpu_params);
+            }
+}
+
+// A power-of-two inv_scale is exact, so finite results equal the CPU's bitwise.
+TEST_F(CudaOpsTest, UnscaleAndCheckScalesAndFindsPlantedInfAndNaN) {
+    const float inv_scale = 1.0f / 1024.0f;
+    for (size_t n : {size_t{1}, size_t{1027}, (size_t{1} << 20) + 3})
+        for (int64_t offset : {0, 1}) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset);
+            const int64_t ni = static_cast<int64_t>(n);
+            GpuArray g(*gpu_, DType::f32, 1, ni, offset);
+            std::vector<float> grads = values(n, 1.0f, 1000.0f);
+            g.set(grads);
+            EXPECT_TRUE(gpu_->unscale_and_check(g.f32(), n, inv_scale));
+            std::vector<float> ref = grads;
+            EXPECT_TRUE(cpu_.unscale_and_check(ref.data(), n, inv_scale));
+            EXPECT_EQ(g.get_bytes(), gpu_test::encode(ref, DType::f32));
+            EXPECT_TRUE(g.guards_intact());
+            // One bad value, in the vectorised body and in the scalar tail.
+            for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN()})
+                for (size_t at : {n / 2, n - 1}) {
+                    std::vector<float> planted = grads;
+                    planted[at] = bad;
+                    g.set(planted);
+                    EXPECT_FALSE(gpu_->unscale_and_check(g.f32(), n, inv_scale)) << bad << " at " << at;
+                }
+            // Overflow by the scaling itself is caught as well.
+            g.set(std::vector<float>(n, 3e38f));
+            EXPECT_FALSE(gpu_->unscale_and_check(g.f32(), n, 4.0f));
+            g.set(grads);
+            EXPECT_TRUE(gpu_->unscale_and_check(g.f32(), n, inv_scale)) << "the flag is cleared between calls";
+        }
+}
+
+// ---------------------------------------------------------------------------- timing
+
+TEST_F(CudaOpsTest, MarkersTimeARealGemm) {
+    const int64_t n = 2048;
+    GpuArray a(*gpu_, DType::f32, n, n), b(*gpu_, DType::f32, n, n), c(*gpu_, DType::f32, n, n);
+    a.set(values(static_cast<size_t>(n * n)));
+    b.set(values(static_cast<size_t>(n * n)));
+    gpu_->gemm(false, false, 1.0f, a.tensor, b.tensor, 0.0f, c.tensor);  // plan + warm-up
+    gpu_->record_marker(3);
+    for (int i = 0; i < 5; ++i) gpu_->gemm(false, false, 1.0f, a.tensor, b.tensor, 0.0f, c.tensor);
+    gpu_->record_marker(7);
+    const double ms = gpu_->elapsed_ms(3, 7);
+    // 5 x 17 GFLOP: well above zero, well below a minute on any GPU.
+    EXPECT_GT(ms, 0.0);
+    EXPECT_LT(ms, 60000.0);
+    EXPECT_THROW(gpu_->record_marker(Ops::kMaxMarkers), std::exception);
+    EXPECT_THROW(gpu_->elapsed_ms(-1, 3), std::exception);
+}
+
+}  // namespace
+}  // namespace sb
