@@ -96,6 +96,12 @@ public:
     static constexpr int kMaxMarkers = 16;
     virtual void record_marker(int slot) = 0;
     virtual double elapsed_ms(int from_slot, int to_slot) = 0;
+    // Device time without host launch gaps, as nvbench's blocking kernel: hold_stream()
+    // makes the compute stream wait until release_stream(), so the work issued in between
+    // runs back to back. Returns false where the backend has no such thing (the CPU).
+    // Nothing issued in between may wait on the host.
+    virtual bool hold_stream() { return false; }
+    virtual void release_stream() {}
 };
 
 // RAII owner of one backend allocation.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/mlp.h"  // PortableRng, mix_seed
+#include "models/rng.h"
 #include "src/errors.h"
 
 namespace sb {

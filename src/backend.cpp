@@ -11,6 +11,8 @@
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
+#include "src/gpu_info.h"
+#include "src/gpu_peaks.h"
 #endif
 
 namespace sb {
@@ -80,6 +82,53 @@ std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm) {
 #endif
     (void)ops;
     return std::make_unique<MpiCommunicator>(comm);
+}
+
+nlohmann::json device_environment(Ops& ops) {
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) return gpu_environment(cuda->device());
+#endif
+    (void)ops;
+    return nlohmann::json::object();
+}
+
+std::optional<double> device_peak_tflops(Ops& ops) {
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) {
+        const auto env = gpu_environment(cuda->device());
+        const auto peak = find_gpu_peak(env.value("name", std::string()));
+        if (!peak) return std::nullopt;
+        return peak_tflops_for_dtype(*peak, precision_name(ops.precision()));
+    }
+#endif
+    (void)ops;
+    return std::nullopt;
+}
+
+#ifdef SCALEBENCH_HAVE_CUDA
+namespace {
+class NvmlTelemetry final : public Telemetry {
+public:
+    explicit NvmlTelemetry(int device) : sampler_(device) {}
+    void start() override { sampler_.start(); }
+    nlohmann::json stop() override { return sampler_.stop(); }
+
+private:
+    TelemetrySampler sampler_;
+};
+}  // namespace
+#endif
+
+std::unique_ptr<Telemetry> start_telemetry(Ops& ops) {
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) {
+        auto t = std::make_unique<NvmlTelemetry>(cuda->device());
+        t->start();
+        return t;
+    }
+#endif
+    (void)ops;
+    return nullptr;
 }
 
 }  // namespace sb

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
 #include "models/ops.h"
@@ -28,4 +30,20 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
 std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm);
 
 bool cuda_built();
+
+// What result records need from the backend, so the runner stays backend-neutral:
+// the device's part of the environment ({} on the CPU), the datasheet peak TFLOP/s at
+// the run's precision (nullopt on the CPU or for an unknown GPU), and telemetry sampled
+// while the measured steps run (nullptr on the CPU).
+nlohmann::json device_environment(Ops& ops);
+std::optional<double> device_peak_tflops(Ops& ops);
+
+class Telemetry {
+public:
+    virtual ~Telemetry() = default;
+    virtual void start() = 0;
+    virtual nlohmann::json stop() = 0;
+};
+std::unique_ptr<Telemetry> start_telemetry(Ops& ops);
+
 }  // namespace sb

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "src/errors.h"
@@ -122,6 +123,27 @@ nlohmann::json collect_environment(MPI_Comm world) {
     env["slurm"] = slurm_facts();
     env["tuning_variables"] = tuning_variables();
     return env;
+}
+
+// Collective over comm: every rank's JSON, in rank order, on rank 0 (empty elsewhere).
+std::vector<nlohmann::json> gather_json(const nlohmann::json& mine, MPI_Comm comm) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(comm, &size));
+    const std::string text = mine.dump();
+    int length = static_cast<int>(text.size());
+    std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+    SB_CHECK_MPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm));
+    int total = 0;
+    for (int r = 0; r < size; ++r) { offsets[static_cast<size_t>(r)] = total; total += lengths[static_cast<size_t>(r)]; }
+    std::string all(static_cast<size_t>(rank == 0 ? total : 0), '\0');
+    SB_CHECK_MPI(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm));
+    std::vector<nlohmann::json> result;
+    if (rank == 0)
+        for (int r = 0; r < size; ++r)
+            result.push_back(nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                                                              static_cast<size_t>(lengths[static_cast<size_t>(r)]))));
+    return result;
 }
 
 }  // namespace sb

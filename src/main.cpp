@@ -122,6 +122,11 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     agree_on_errors(world, error);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
     nlohmann::json environment = collect_environment(world);
+    const std::vector<nlohmann::json> devices = gather_json(device_environment(*ops), world);
+    if (rank == 0 && !devices.front().empty()) {
+        environment["gpu"] = devices.front();
+        environment["gpus_by_rank"] = devices;
+    }
     const bool passed = run_training_sweep(cfg, *ops, world, environment);
     return passed ? 0 : 3;
 }

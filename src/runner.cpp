@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -75,7 +76,12 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
 
 DataParallelTrainer::~DataParallelTrainer() = default;
 
-StepTimes DataParallelTrainer::step(int64_t step) {
+bool DataParallelTrainer::step_is_host_free() const {
+    // fp16 loss scaling reads the overflow flag on the host; MPI waits on the host.
+    return ops_.precision() != Precision::fp16 && ops_.stream() != nullptr;
+}
+
+void DataParallelTrainer::issue_step(int64_t step) {
     const size_t n = model_->num_params();
     const DType dtype = compute_dtype(ops_.precision());
     const Tensor weights_copy =
@@ -110,7 +116,9 @@ StepTimes DataParallelTrainer::step(int64_t step) {
                           weights_copy);
     }
     ops_.record_marker(kOptimizerEnd);
+}
 
+StepTimes DataParallelTrainer::step_times() {
     StepTimes t;
     t.step = ops_.elapsed_ms(kStepStart, kOptimizerEnd);
     t.compute = ops_.elapsed_ms(kStepStart, kBackwardEnd);
@@ -211,10 +219,25 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             }
             float initial_loss = 0;
             std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
+            std::unique_ptr<Telemetry> telemetry;
             for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
+                if (s == cfg.warmup) telemetry = start_telemetry(ops);
                 StepTimes t = trainer.step(s);
                 if (s == 0) initial_loss = trainer.last_loss();
                 if (s >= cfg.warmup) times.insert(times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+            }
+            const nlohmann::json telemetry_summary = telemetry ? telemetry->stop() : nlohmann::json();
+            // The same steps again with the stream held while they are issued: the device
+            // time of a step with no host launch gaps. The difference is host overhead.
+            std::vector<double> device_times;
+            if (trainer.step_is_host_free()) {
+                const int gated_steps = std::max(3, std::min(cfg.steps, 10));
+                for (int s = 0; s < gated_steps; ++s) {
+                    SB_REQUIRE(ops.hold_stream(), "backend cannot hold its stream");
+                    trainer.issue_step(cfg.warmup + cfg.steps + s);
+                    ops.release_stream();
+                    device_times.push_back(trainer.step_times().step);
+                }
             }
             // Each step's figure is the slowest rank's (the step ends when the last rank is done).
             std::vector<double> slowest(times.size());
@@ -236,6 +259,11 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             const double allreduce_ms = trainer.time_gradient_allreduce(5);
             double slowest_allreduce_ms = 0;
             SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &slowest_allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+            const double device_step_ms = device_times.empty() ? NAN : percentile(device_times, 50);
+            double slowest_device_step_ms = NAN;
+            SB_CHECK_MPI(MPI_Allreduce(&device_step_ms, &slowest_device_step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+            const std::vector<nlohmann::json> telemetry_by_rank = gather_json(telemetry_summary, sub);
+            const std::optional<double> peak = device_peak_tflops(ops);
 
             if (world_rank == 0) {
                 nlohmann::json mismatched = nlohmann::json::array();
@@ -262,6 +290,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                 const double algbw = gradient_bytes / (slowest_allreduce_ms / 1000.0) / 1e9;
                 row.busbw = algbw * 2.0 * (n - 1) / n;
                 const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
+                const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
 
                 record = {
                     {"schema_version", kSchemaVersion},
@@ -292,7 +321,13 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"allreduce_algbw_gbps", algbw},
                     {"allreduce_busbw_gbps", row.busbw},
                     {"model_flops_per_step", flops_per_step},
-                    {"model_tflops_per_s", flops_per_step / (row.step.median / 1000.0) / 1e12},
+                    {"model_tflops_per_s", tflops},
+                    {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
+                    {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
+                    {"device_step_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms)},
+                    {"host_overhead_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(row.step.median - slowest_device_step_ms)},
+                    {"gpu_busy_fraction", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms / row.step.median)},
+                    {"telemetry_by_rank", telemetry_by_rank},
                     {"initial_loss", mean_losses[0]},
                     {"final_loss", mean_losses[1]},
                     {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", checksums[0])},

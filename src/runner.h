@@ -31,8 +31,13 @@ public:
     DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm);
     ~DataParallelTrainer();
 
-    // Runs training step `step` (0-based; it picks the data batch and AdamW's count).
-    StepTimes step(int64_t step);
+    // Runs training step `step` (0-based; it picks the data batch): issue_step() queues
+    // the work, step_times() waits for it and reads the phase markers.
+    StepTimes step(int64_t step) { issue_step(step); return step_times(); }
+    void issue_step(int64_t step);
+    StepTimes step_times();
+    // Whether issue_step runs without host waits, so it can be timed under hold_stream().
+    bool step_is_host_free() const;
     float last_loss();                  // this rank's mean loss of the last step
     std::vector<float> params_host();   // fp32 master parameters
     int local_batch() const { return local_batch_; }

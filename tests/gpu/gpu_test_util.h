@@ -66,9 +66,9 @@ inline float from_bf16_bits(uint16_t u) {
     return x;
 }
 inline float from_f16_bits(uint16_t u) {
-    __half h;
-    std::memcpy(&h, &u, 2);
-    return __half2float(h);
+    __half_raw raw;
+    raw.x = u;
+    return __half2float(__half(raw));
 }
 // TF32 keeps 10 mantissa bits; inputs rounded to it make the TF32 GEMM's inputs exact.
 inline float round_tf32(float x) {

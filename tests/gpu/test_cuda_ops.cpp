@@ -434,7 +434,9 @@ TEST_F(CudaOpsTest, SgdThreeStepsMatchCpuWithEveryWeightsCopy) {
                     std::vector<float> gpu_params = gp.get();
                     EXPECT_TRUE(close(gpu_params, params, 1e-5)) << "params";
                     EXPECT_TRUE(gp.guards_intact());
-                    if (mu != 0.0f) EXPECT_TRUE(close(gbuf.get(), buf, 1e-5)) << "momentum";
+                    if (mu != 0.0f) {
+                        EXPECT_TRUE(close(gbuf.get(), buf, 1e-5)) << "momentum";
+                    }
                     expect_copy_matches(gcopy.get(), cc, gpu_params);
                 }
 }

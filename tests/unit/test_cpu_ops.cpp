@@ -9,6 +9,7 @@
 
 #include "models/cpu/cpu_ops.h"
 #include "models/mlp.h"
+#include "models/rng.h"
 #include "src/errors.h"
 
 namespace sb {
