@@ -518,7 +518,7 @@ std::string report_and_write(const std::vector<std::string>& gathered, const nlo
         if (!from["error"].is_null()) {
             const std::string why = from["error"].get<std::string>();
             const bool user = from["user_error"].get<bool>();
-            fmt::print(stderr, "gemm: rank {} failed: {}\n", r, why);
+            if (gathered.size() > 1) fmt::print(stderr, "gemm: rank {} failed: {}\n", r, why);
             if (failure.empty() || (failure[0] == 'U' && !user)) failure = (user ? "U" : "I") + why;
         }
     }

@@ -1,0 +1,153 @@
+// Whole training steps on CUDA against the CPU backend from the same initial weights,
+// and data parallelism on CUDA with the NCCL communicator: N ranks (one GPU each) with
+// global batch B end where 1 rank with batch B ends, with bitwise-identical replicas.
+// Runs on one GPU under `mpirun -np 1`; the same binary runs on 2-8 GPUs with -np N.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "collectives/mpi_communicator.h"
+#include "collectives/nccl_communicator.h"
+#include "models/cpu/cpu_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "src/environment.h"
+#include "src/results.h"
+#include "src/runner.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace sb {
+namespace {
+
+TrainConfig small_config(OptimizerConfig::Kind kind, Precision precision) {
+    TrainConfig cfg;
+    cfg.mlp.input_dim = 96;
+    cfg.mlp.hidden = {256, 128};
+    cfg.mlp.num_classes = 10;
+    cfg.mlp.activation = Activation::gelu;
+    cfg.mlp.teacher_hidden = 16;
+    cfg.batch_size = 64;
+    cfg.scaling_mode = ScalingMode::strong;
+    cfg.precision = precision;
+    cfg.optimizer.kind = kind;
+    cfg.optimizer.lr = kind == OptimizerConfig::Kind::sgd ? 0.05f : 1e-3f;
+    cfg.optimizer.weight_decay = 0.01f;
+    cfg.bucket_mb = 0.05;
+    cfg.dataset_batches = 2;
+    return cfg;
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        norm += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(diff / norm);
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<float> d(a.size());
+    for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+    return d;
+}
+
+int local_device() { return process_info().local_rank; }
+
+struct Case {
+    Precision precision;
+    double tolerance;  // on the parameter update after the steps, relative
+};
+
+class CudaTrainingStep : public ::testing::TestWithParam<Case> {};
+
+// SGD: the update is linear in the gradients, so its error is the gradients' error.
+TEST_P(CudaTrainingStep, MatchesTheCpuBackendFromTheSameWeights) {
+    SKIP_WITHOUT_GPU();
+    const Case c = GetParam();
+    const TrainConfig cfg = small_config(OptimizerConfig::Kind::sgd, c.precision);
+    TrainConfig cpu_cfg = cfg;
+    cpu_cfg.precision = Precision::fp32;
+    CpuOps cpu;
+    CudaOps cuda(c.precision, local_device());
+    MpiCommunicator cpu_comm(MPI_COMM_SELF);
+    NcclCommunicator nccl(MPI_COMM_SELF, cuda.stream());
+    DataParallelTrainer reference(cpu_cfg, cpu, cpu_comm);
+    DataParallelTrainer trainer(cfg, cuda, nccl);
+    const std::vector<float> initial = reference.params_host();
+    ASSERT_EQ(initial, trainer.params_host()) << "initial weights must be identical";
+    for (int s = 0; s < 3; ++s) {
+        reference.step(s);
+        trainer.step(s);
+        EXPECT_NEAR(trainer.last_loss(), reference.last_loss(), 10 * c.tolerance * reference.last_loss())
+            << "step " << s;
+    }
+    const double err = relative_error(minus(trainer.params_host(), initial), minus(reference.params_host(), initial));
+    EXPECT_LE(err, c.tolerance) << precision_name(c.precision);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaTrainingStep,
+                         ::testing::Values(Case{Precision::fp32, 1e-5}, Case{Precision::tf32, 1e-2},
+                                           Case{Precision::bf16, 3e-2}),
+                         [](const auto& info) { return std::string(precision_name(info.param.precision)); });
+
+TEST(CudaDataParallel, NRanksMatchOneRankWithTheGlobalBatchAndStayIdentical) {
+    SKIP_WITHOUT_GPU();
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
+        TrainConfig cfg = small_config(kind, Precision::fp32);
+        cfg.batch_size = 48 * size;
+        CudaOps cuda(Precision::fp32, local_device());
+        NcclCommunicator world(MPI_COMM_WORLD, cuda.stream());
+        DataParallelTrainer trainer(cfg, cuda, world);
+        ASSERT_GT(trainer.bucketer().buckets().size(), 1u);
+        for (int s = 0; s < 6; ++s) trainer.step(s);
+        const std::vector<float> params = trainer.params_host();
+        std::vector<float> rank0 = params;
+        MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        EXPECT_EQ(0, std::memcmp(rank0.data(), params.data(), params.size() * sizeof(float)))
+            << "rank " << rank << " differs from rank 0";
+        if (rank == 0) {
+            NcclCommunicator self(MPI_COMM_SELF, cuda.stream());
+            DataParallelTrainer single(cfg, cuda, self);
+            for (int s = 0; s < 6; ++s) single.step(s);
+            EXPECT_LE(relative_error(params, single.params_host()), 1e-5) << size << " GPUs vs 1";
+        }
+    }
+}
+
+TEST(CudaDataParallel, SweepRecordHasGpuFiguresAndPassesTheReplicaCheck) {
+    SKIP_WITHOUT_GPU();
+    TrainConfig cfg = small_config(OptimizerConfig::Kind::adamw, Precision::bf16);
+    cfg.scaling_mode = ScalingMode::weak;
+    cfg.steps = 5;
+    cfg.warmup = 2;
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    cfg.scaling = {size};
+    cfg.out = "/tmp/scalebench-gpu-sweep-test.jsonl";
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) std::remove(cfg.out.c_str());
+    CudaOps cuda(Precision::bf16, local_device());
+    EXPECT_TRUE(run_training_sweep(cfg, cuda, MPI_COMM_WORLD, nlohmann::json::object()));
+    if (rank == 0) {
+        auto records = read_records(cfg.out).records;
+        ASSERT_EQ(records.size(), 1u);
+        const auto& r = records[0];
+        EXPECT_EQ(r["backend"], "cuda");
+        EXPECT_TRUE(r["replica_check"]["passed"].get<bool>());
+        EXPECT_GT(r["mfu"].get<double>(), 0.0);
+        EXPECT_LT(r["mfu"].get<double>(), 1.0);
+        const double device = r["device_step_ms"].get<double>();
+        EXPECT_GT(device, 0.0);
+        EXPECT_LE(device, r["step_ms"]["max"].get<double>() * 1.05);
+        EXPECT_GE(r["telemetry_by_rank"].size(), 1u);
+    }
+}
+
+}  // namespace
+}  // namespace sb
