@@ -57,8 +57,13 @@ nlohmann::json tuning_variables() {
         std::string kv(*e);
         auto eq = kv.find('=');
         std::string key = kv.substr(0, eq);
-        if (key.rfind("NCCL_", 0) == 0 || key.rfind("OMPI_MCA_", 0) == 0 || key == "CUDA_VISIBLE_DEVICES" ||
-            key == "OMP_NUM_THREADS")
+        // Open MPI's own launch variables (OMPI_MCA_orte_*, ess, pmix) are left out: only
+        // the transport settings a user picks (btl, pml, mtl, coll, osc).
+        const bool ompi_transport = key.rfind("OMPI_MCA_btl", 0) == 0 || key.rfind("OMPI_MCA_pml", 0) == 0 ||
+                                    key.rfind("OMPI_MCA_mtl", 0) == 0 || key.rfind("OMPI_MCA_coll", 0) == 0 ||
+                                    key.rfind("OMPI_MCA_osc", 0) == 0;
+        if (key.rfind("NCCL_", 0) == 0 || key.rfind("UCX_", 0) == 0 || ompi_transport ||
+            key == "CUDA_VISIBLE_DEVICES" || key == "OMP_NUM_THREADS")
             vars[key] = eq == std::string::npos ? "" : kv.substr(eq + 1);
     }
     return vars;

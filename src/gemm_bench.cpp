@@ -3,10 +3,13 @@
 #include "src/gemm_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -297,6 +300,43 @@ void fill_random(const std::string& dtype, size_t count, uint64_t seed, char* ds
     SB_CHECK_CUDA(cudaMemcpy(dst, host.data(), host.size(), cudaMemcpyHostToDevice));
 }
 
+// Holds the stream until the host has issued every timed product, so the events time the
+// GPU's work and not the host's launch rate (a small GEMM runs faster than it launches),
+// as nvbench's blocking kernel does. It opens by itself after 2 s, should a full launch
+// queue ever block the host before it opens the gate.
+class LaunchGate {
+public:
+    explicit LaunchGate(cudaStream_t stream) : stream_(stream) {
+        SB_CHECK_CUDA(cudaLaunchHostFunc(stream_, &LaunchGate::wait, this));
+    }
+    // Opens the gate and drains the stream, so the host function never outlives *this.
+    ~LaunchGate() {
+        open();
+        cudaStreamSynchronize(stream_);
+    }
+    LaunchGate(const LaunchGate&) = delete;
+    LaunchGate& operator=(const LaunchGate&) = delete;
+    void open() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            open_ = true;
+        }
+        opened_.notify_all();
+    }
+
+private:
+    static void CUDART_CB wait(void* self) {
+        auto* gate = static_cast<LaunchGate*>(self);
+        std::unique_lock<std::mutex> lock(gate->mutex_);
+        gate->opened_.wait_for(lock, std::chrono::seconds(2), [gate] { return gate->open_; });
+    }
+
+    cudaStream_t stream_;
+    std::mutex mutex_;
+    std::condition_variable opened_;
+    bool open_ = false;
+};
+
 double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     size_t h = v.size() / 2;
@@ -305,7 +345,7 @@ double median_of(std::vector<double> v) {
 
 }  // namespace
 
-GemmTiming time_gemm(const GemmCase& c, int warmup, int iters) {
+GemmTiming time_gemm(const GemmCase& c, int warmup, int iters, TelemetrySampler* telemetry) {
     SB_REQUIRE(iters >= 1 && warmup >= 0, "time_gemm: iters >= 1 and warmup >= 0");
     const DtypeSpec spec = spec_of(c.dtype);
     int device = 0, l2_bytes = 0;
@@ -344,9 +384,6 @@ GemmTiming time_gemm(const GemmCase& c, int warmup, int iters) {
         const char* set = operands.get() + (i % sets) * set_bytes;
         matmul.run(set, set + a_bytes, out.get(), workspace.get(), stream.get());
     };
-    for (int i = 0; i < warmup; ++i) product(static_cast<size_t>(i));
-    SB_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
-
     std::vector<cudaEvent_t> events(2 * static_cast<size_t>(iters), nullptr);
     struct EventsGuard {
         std::vector<cudaEvent_t>& e;
@@ -356,14 +393,23 @@ GemmTiming time_gemm(const GemmCase& c, int warmup, int iters) {
         }
     } guard{events};
     for (auto& ev : events) SB_CHECK_CUDA(cudaEventCreate(&ev));
-    for (int i = 0; i < iters; ++i) {
-        SB_CHECK_CUDA(cudaEventRecord(events[2 * i], stream.get()));
-        product(static_cast<size_t>(warmup + i));
-        SB_CHECK_CUDA(cudaEventRecord(events[2 * i + 1], stream.get()));
+
+    if (telemetry) telemetry->start();
+    for (int i = 0; i < warmup; ++i) product(static_cast<size_t>(i));
+    SB_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
+    {
+        LaunchGate gate(stream.get());
+        for (int i = 0; i < iters; ++i) {
+            SB_CHECK_CUDA(cudaEventRecord(events[2 * i], stream.get()));
+            product(static_cast<size_t>(warmup + i));
+            SB_CHECK_CUDA(cudaEventRecord(events[2 * i + 1], stream.get()));
+        }
+        gate.open();
     }
     SB_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
 
     GemmTiming t;
+    if (telemetry) t.telemetry = telemetry->stop();
     t.buffer_sets = static_cast<int>(sets);
     t.workspace_bytes = kWorkspaceBytes;
     for (int i = 0; i < iters; ++i) {
@@ -455,9 +501,7 @@ nlohmann::json benchmark_this_rank(const std::vector<GemmCase>& cases, const Gem
     nlohmann::json records = nlohmann::json::array();
     for (const GemmCase& c : cases) {
         TelemetrySampler telemetry(device, 20);
-        telemetry.start();
-        GemmTiming t = time_gemm(c, opts.warmup, opts.iters);
-        nlohmann::json telemetry_summary = telemetry.stop();
+        GemmTiming t = time_gemm(c, opts.warmup, opts.iters, &telemetry);
         const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
         const double tflops = flops / (t.median_ms * 1e-3) / 1e12;
         const double peak_tflops = peak ? peak_tflops_for_dtype(*peak, c.dtype).value_or(0.0) : 0.0;  // 0: unknown
@@ -486,7 +530,7 @@ nlohmann::json benchmark_this_rank(const std::vector<GemmCase>& cases, const Gem
         r["peak_tflops"] = peak_tflops > 0 ? nlohmann::json(peak_tflops) : nlohmann::json(nullptr);
         r["fraction_of_peak"] = peak_tflops > 0 ? nlohmann::json(tflops / peak_tflops) : nlohmann::json(nullptr);
         r["peak_source"] = peak ? nlohmann::json(peak->source) : nlohmann::json(nullptr);
-        r["telemetry"] = telemetry_summary;
+        r["telemetry"] = t.telemetry;
         r["gpu"] = gpu;
         records.push_back(r);
     }
@@ -529,10 +573,16 @@ std::string report_and_write(const std::vector<std::string>& gathered, const nlo
 }  // namespace
 
 int run_gemm(const GemmOptions& opts, MPI_Comm world) {
-    if (opts.iters < 1) throw UserError(fmt::format("--iters {}: must be at least 1", opts.iters));
-    if (opts.warmup < 0) throw UserError(fmt::format("--warmup {}: must be 0 or more", opts.warmup));
-    if (opts.out.empty()) throw UserError("--out: needs a file path");
-    const std::vector<GemmCase> cases = gemm_cases(opts);  // the same on every rank: all throw alike
+    // Options are the same on every rank, so every rank finds the same fault: agreed.
+    std::vector<GemmCase> cases;
+    try {
+        if (opts.iters < 1) throw UserError(fmt::format("--iters {}: must be at least 1", opts.iters));
+        if (opts.warmup < 0) throw UserError(fmt::format("--warmup {}: must be 0 or more", opts.warmup));
+        if (opts.out.empty()) throw UserError("--out: needs a file path");
+        cases = gemm_cases(opts);
+    } catch (const UserError& e) {
+        throw AgreedError(e.what());
+    }
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
@@ -568,7 +618,7 @@ int run_gemm(const GemmOptions& opts, MPI_Comm world) {
     }
     failure = broadcast_string(failure, world);
     if (!failure.empty()) {
-        if (failure[0] == 'U') throw UserError(failure.substr(1));
+        if (failure[0] == 'U') throw AgreedError(failure.substr(1));  // every rank has the message
         throw std::runtime_error(failure.substr(1));
     }
     return 0;

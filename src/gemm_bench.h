@@ -11,12 +11,15 @@
 #include <vector>
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 namespace CLI {
 class App;
 }
 
 namespace sb {
+
+class TelemetrySampler;
 
 struct GemmOptions {
     std::vector<std::string> sizes;   // "MxNxK" or "N" (cube)
@@ -35,8 +38,9 @@ struct GemmOptions {
 void add_gemm_options(CLI::App& sub, GemmOptions& opts);
 
 // Collective over `world`: every rank benchmarks the GPU of its local rank; rank 0 prints
-// the table and appends one record per (rank, case) to opts.out. Returns 0; throws
-// UserError for bad options or a rank without a GPU (on every rank alike).
+// the table and appends one record per (rank, case) to opts.out. Returns 0. A fault is
+// thrown on every rank alike (no rank is left waiting): AgreedError (a UserError) for bad
+// options or a rank without a GPU, std::runtime_error for an internal failure.
 int run_gemm(const GemmOptions& opts, MPI_Comm world);
 
 // ---- the pieces, exposed for tests
@@ -56,11 +60,13 @@ struct GemmTiming {
     double median_ms = 0, min_ms = 0, max_ms = 0;
     int buffer_sets = 1;            // A/B sets rotated so the operands are not L2-resident
     size_t workspace_bytes = 0;
+    nlohmann::json telemetry;       // the sampler's summary over warm-up + timed products
 };
 
 // Times c on the current CUDA device: warmup products, then iters products each between
-// two events. Throws UserError when the operands do not fit in the free device memory.
-GemmTiming time_gemm(const GemmCase& c, int warmup, int iters);
+// two events. A telemetry sampler, when given, runs over exactly that GPU work (not the
+// operand set-up). Throws UserError when the operands do not fit in free device memory.
+GemmTiming time_gemm(const GemmCase& c, int warmup, int iters, TelemetrySampler* telemetry = nullptr);
 
 // One product through the same cuBLASLt path on the current device, for checking it:
 // a (m x k) and b (k x n) row-major, converted to c.dtype on the host (fp32 for tf32);

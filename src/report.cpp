@@ -1,7 +1,13 @@
+// `scalebench report`: reads train records (src/results.h) and prints the scaling table, or
+// with --compare the systems side by side; Markdown or CSV.
 #include "src/report.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <ostream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -24,21 +30,81 @@ double median_of(const nlohmann::json& j, const char* key) {
 
 std::string fixed(double v, int digits) { return std::isnan(v) ? "-" : fmt::format("{:.{}f}", v, digits); }
 
+std::string percent(double v) { return std::isnan(v) ? "-" : fmt::format("{:.1f}%", 100 * v); }
+
+double median(std::vector<double> v) {
+    v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string quoted = "\"";
+    for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+}
+
+// Markdown (first `left` columns left-aligned, the rest right-aligned) or CSV.
+void write_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                 size_t left, bool csv, std::ostream& out) {
+    if (csv) {
+        auto line = [&](const std::vector<std::string>& cells) {
+            for (size_t i = 0; i < cells.size(); ++i) out << (i ? "," : "") << csv_field(cells[i]);
+            out << "\n";
+        };
+        line(header);
+        for (const auto& r : rows) line(r);
+        return;
+    }
+    auto line = [&](const std::vector<std::string>& cells) {
+        out << "|";
+        for (const auto& c : cells) out << " " << c << " |";
+        out << "\n";
+    };
+    line(header);
+    out << "|";
+    for (size_t i = 0; i < header.size(); ++i) out << (i < left ? " --- |" : " ---: |");
+    out << "\n";
+    for (const auto& r : rows) line(r);
+}
+
 }  // namespace
 
+std::string config_label(const nlohmann::json& record) {
+    std::string workload = record.value("model", std::string("?"));
+    if (record.contains("config") && record["config"].is_object() && record["config"].contains("source") &&
+        record["config"]["source"].is_string()) {
+        const std::string source = record["config"]["source"].get<std::string>();
+        if (!source.empty() && source[0] != '<') workload = std::filesystem::path(source).stem().string();
+    }
+    const std::string mode = record.value("scaling_mode", std::string("?"));
+    const std::string batch = mode == "weak" ? fmt::format("batch {}/rank", record.value("local_batch", 0))
+                                             : fmt::format("global batch {}", record.value("global_batch", 0));
+    return fmt::format("{}, {}, {}, {}", workload, record.value("precision", std::string("?")), mode, batch);
+}
+
 std::string system_label(const nlohmann::json& record) {
-    std::string host = "?";
-    if (record.contains("environment") && record["environment"].contains("hostnames") &&
-        !record["environment"]["hostnames"].empty())
-        host = record["environment"]["hostnames"][0].get<std::string>();
+    const nlohmann::json env = record.contains("environment") && record["environment"].is_object()
+                                   ? record["environment"] : nlohmann::json::object();
     std::string device = record.value("backend", std::string("?"));
-    if (record.contains("environment") && record["environment"].contains("gpu") &&
-        record["environment"]["gpu"].contains("name"))
-        device = record["environment"]["gpu"]["name"].get<std::string>();
+    if (env.contains("gpu") && env["gpu"].is_object() && env["gpu"].contains("name") && env["gpu"]["name"].is_string())
+        device = env["gpu"]["name"].get<std::string>();
+    // A Slurm job's first host changes from job to job; its partition names the machine.
+    if (env.contains("slurm") && env["slurm"].is_object() && env["slurm"].contains("SLURM_JOB_PARTITION") &&
+        env["slurm"]["SLURM_JOB_PARTITION"].is_string())
+        return fmt::format("{} (Slurm partition {})", device, env["slurm"]["SLURM_JOB_PARTITION"].get<std::string>());
+    std::string host = "?";
+    if (env.contains("hostnames") && env["hostnames"].is_array() && !env["hostnames"].empty() &&
+        env["hostnames"][0].is_string())
+        host = env["hostnames"][0].get<std::string>();
     return fmt::format("{} ({})", device, host);
 }
 
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err) {
+    if (options.compare) return write_comparison(options, out, err);
     const std::vector<std::string> header = {"system", "backend", "model", "precision", "mode", "ranks",
                                              "global batch", "samples/s", "per rank", "step ms", "compute ms",
                                              "exposed comm ms", "optimizer ms", "busbw GB/s", "efficiency"};
@@ -56,35 +122,88 @@ int write_report(const ReportOptions& options, std::ostream& out, std::ostream& 
                             fixed(median_of(r, "step_ms"), 3), fixed(median_of(r, "compute_ms"), 3),
                             fixed(median_of(r, "exposed_comm_ms"), 3), fixed(median_of(r, "optimizer_ms"), 3),
                             fixed(number(r, "allreduce_busbw_gbps"), 2),
-                            std::isnan(eff) ? "-" : fmt::format("{:.1f}%", 100 * eff)});
+                            percent(eff)});
         }
     }
-    if (options.csv) {
-        auto csv_field = [](const std::string& s) {
-            if (s.find_first_of(",\"\n") == std::string::npos) return s;
-            std::string quoted = "\"";
-            for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-            return quoted + "\"";
-        };
-        auto line = [&](const std::vector<std::string>& cells) {
-            for (size_t i = 0; i < cells.size(); ++i) out << (i ? "," : "") << csv_field(cells[i]);
-            out << "\n";
-        };
-        line(header);
-        for (const auto& r : rows) line(r);
-    } else {
-        auto line = [&](const std::vector<std::string>& cells) {
-            out << "|";
-            for (const auto& c : cells) out << " " << c << " |";
-            out << "\n";
-        };
-        line(header);
-        out << "|";
-        for (size_t i = 0; i < header.size(); ++i) out << (i < 5 ? " --- |" : " ---: |");
-        out << "\n";
-        for (const auto& r : rows) line(r);
-    }
+    write_table(header, rows, 5, options.csv, out);
     return static_cast<int>(rows.size());
+}
+
+int write_comparison(const ReportOptions& options, std::ostream& out, std::ostream& err) {
+    struct Point {
+        std::vector<double> samples_per_s, efficiency, busbw;
+    };
+    struct Group {
+        std::string file, system, config;
+        std::map<int, Point> by_size;
+    };
+    std::vector<Group> groups;  // in the order first seen
+    int compared = 0;
+    for (const std::string& file : options.files) {
+        ReadResult read = read_records(file);
+        for (const auto& w : read.warnings) err << w << "\n";
+        for (const auto& r : read.records) {
+            if (r.value("subcommand", std::string()) != "train" || !r.contains("world_size") ||
+                !r["world_size"].is_number_integer())
+                continue;
+            const std::string system = system_label(r), config = config_label(r);
+            auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+                return x.file == file && x.system == system && x.config == config;
+            });
+            if (g == groups.end()) g = groups.insert(groups.end(), Group{file, system, config, {}});
+            Point& p = g->by_size[r["world_size"].get<int>()];
+            p.samples_per_s.push_back(number(r, "samples_per_s"));
+            p.efficiency.push_back(number(r, "scaling_efficiency"));
+            p.busbw.push_back(number(r, "allreduce_busbw_gbps"));
+            ++compared;
+        }
+    }
+    // Name each group by its system; add the workload, then the file, only where names collide.
+    auto names_with = [&](bool config, bool file) {
+        std::vector<std::string> names;
+        for (const Group& g : groups) {
+            std::string name = g.system;
+            if (config) name += ", " + g.config;
+            if (file) name += " [" + std::filesystem::path(g.file).filename().string() + "]";
+            names.push_back(name);
+        }
+        return names;
+    };
+    auto unique = [](std::vector<std::string> names) {
+        std::sort(names.begin(), names.end());
+        return std::adjacent_find(names.begin(), names.end()) == names.end();
+    };
+    std::vector<std::string> names = names_with(false, false);
+    if (!unique(names)) names = names_with(true, false);
+    if (!unique(names)) names = names_with(false, true);
+    if (!unique(names)) names = names_with(true, true);
+
+    std::set<int> sizes;
+    for (const Group& g : groups)
+        for (const auto& [n, p] : g.by_size) sizes.insert(n);
+    std::vector<std::string> header = {"ranks"};
+    for (const std::string& name : names)
+        for (const char* what : {"samples/s", "efficiency", "busbw GB/s"}) header.push_back(name + " " + what);
+    std::vector<std::vector<std::string>> rows;
+    for (int n : sizes) {
+        std::vector<std::string> row = {std::to_string(n)};
+        for (const Group& g : groups) {
+            auto it = g.by_size.find(n);
+            if (it == g.by_size.end()) {
+                row.insert(row.end(), {"-", "-", "-"});
+                continue;
+            }
+            const double throughput = median(it->second.samples_per_s);
+            double efficiency = median(it->second.efficiency);
+            if (std::isnan(efficiency) && g.by_size.count(1))
+                efficiency = throughput / (n * median(g.by_size.at(1).samples_per_s));
+            row.insert(row.end(), {fixed(throughput, 1), percent(efficiency), fixed(median(it->second.busbw), 2)});
+        }
+        rows.push_back(row);
+    }
+    if (groups.empty()) return 0;
+    write_table(header, rows, 1, options.csv, out);
+    return compared;
 }
 
 }  // namespace sb

@@ -1,4 +1,6 @@
-// `scalebench report`: the efficiency table again, from JSONL files (Markdown or CSV).
+// `scalebench report`: the efficiency table again, from JSONL files (Markdown or CSV), and
+// with --compare a side-by-side table of systems (rows: world size; per system: throughput,
+// efficiency, busbw).
 #pragma once
 
 #include <iosfwd>
@@ -12,13 +14,25 @@ namespace sb {
 struct ReportOptions {
     std::vector<std::string> files;
     bool csv = false;
+    bool compare = false;  // side by side: one column group per system/config
 };
 
 // Writes the table of the `train` records to `out`, warnings (skipped lines) to `err`.
-// Returns the number of records shown.
+// Returns the number of records shown (with `compare`: the number of records compared).
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err);
 
-// The system a record ran on, as people name it: "2x NVIDIA H200 (host)" or "cpu (host)".
+// The side-by-side table of `compare`. A column group is one system (system_label) running one
+// workload (config_label); where two groups would read alike, the config, else the file name,
+// else both are added. Repeated measurements of one world size are shown as their median; an
+// efficiency missing from a record (a launch without n = 1) is taken against the group's n = 1.
+int write_comparison(const ReportOptions& options, std::ostream& out, std::ostream& err);
+
+// The workload of a record, as people name it: "ci-small, fp32, weak, batch 32/rank".
+std::string config_label(const nlohmann::json& record);
+
+// The system a record ran on, as people name it: the GPU name (else the backend) and the host of
+// rank 0, or the Slurm partition for a Slurm job: "NVIDIA H200 (node17)", "cpu (Slurm partition gpu)".
+// results/plot_scaling.py names systems the same way.
 std::string system_label(const nlohmann::json& record);
 
 }  // namespace sb

@@ -8,6 +8,7 @@
 // The fused bias (length m, one value per column-major row) is then one value per
 // row-major column of C, as ops.h asks.
 #include "models/cuda/cuda_ops.h"
+#include "models/cuda/stream_gate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -72,8 +73,12 @@ struct GemmPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool fused_bias = false;  // false with a bias: gemm, then kernels::add_bias
-    bool verified = false;    // has run once without error
+    bool fused_bias = false;  // false with a bias: gemm, then kernels::gemm_bias_epilogue
+    // Unfused bias on a bf16/f16 C: the product goes to fp32 scratch and the epilogue
+    // kernel rounds once (rounding C, then adding the bias, would round twice).
+    bool via_f32 = false;
+    size_t c_elems = 0;
+    bool verified = false;  // has run once without error
 
     void destroy() {
         if (desc) cublasLtMatmulDescDestroy(desc);
@@ -86,7 +91,7 @@ struct GemmPlan {
 };
 
 // cuBLASLt statuses that mean "this configuration has no kernel", which a fused bias
-// answers by falling back to gemm + add_bias.
+// answers by falling back to gemm + gemm_bias_epilogue.
 bool unsupported(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE; }
 
 }  // namespace
@@ -99,10 +104,11 @@ struct CudaOps::Impl {
     void* workspace = nullptr;
     cudaEvent_t events[Ops::kMaxMarkers] = {};
     std::map<GemmKey, GemmPlan> plans;
-    void* scratch = nullptr;  // bias_grad partials, per-row losses; grows, never shrinks
+    void* scratch = nullptr;  // bias_grad partials, per-row losses, fp32 GEMM products; only grows
     size_t scratch_bytes = 0;
     int* flag_device = nullptr;  // unscale_and_check's non-finite flag
     int* flag_host = nullptr;    // pinned
+    std::unique_ptr<StreamGate> gate;  // created on first hold_stream()
 
     ~Impl() {
         if (ctx.stream) SB_WARN_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -146,6 +152,10 @@ struct CudaOps::Impl {
             SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
                                                            sizeof(op_lt_b)));
             plan.fused_bias = key.bias && allow_fused;
+            plan.via_f32 = key.bias && !plan.fused_bias && key.c != DType::f32;
+            plan.c_elems = static_cast<size_t>(key.m * key.n);
+            const DType c_type = plan.via_f32 ? DType::f32 : key.c;
+            const uint32_t align_c = plan.via_f32 ? 256u : key.align_c;  // scratch is cudaMalloc'd
             if (plan.fused_bias) {
                 const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
                 const cudaDataType_t bias_type = CUDA_R_32F;
@@ -165,7 +175,7 @@ struct CudaOps::Impl {
                                                        static_cast<uint64_t>(a_cols), a_rows));
             SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_b, cuda_type(key.ab), static_cast<uint64_t>(b_rows),
                                                        static_cast<uint64_t>(b_cols), b_rows));
-            SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_c, cuda_type(key.c), static_cast<uint64_t>(key.m),
+            SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_c, cuda_type(c_type), static_cast<uint64_t>(key.m),
                                                        static_cast<uint64_t>(key.n), key.m));
 
             cublasLtMatmulPreference_t pref = nullptr;
@@ -177,7 +187,7 @@ struct CudaOps::Impl {
                 const uint64_t ws = kWorkspaceBytes;
                 SB_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                      &ws, sizeof(ws)));
-                const uint32_t align[4] = {key.align_a, key.align_b, key.align_c, key.align_c};
+                const uint32_t align[4] = {key.align_a, key.align_b, align_c, align_c};
                 const cublasLtMatmulPreferenceAttributes_t attr[4] = {
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -215,9 +225,14 @@ struct CudaOps::Impl {
         if (plan.fused_bias)
             SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                            sizeof(bias)));
+        void* out = c;
+        if (plan.via_f32) {
+            out = scratch_space(plan.c_elems * sizeof(float));
+            beta = 0.0f;  // the epilogue kernel applies beta to C
+        }
         // Swapped operands: cuBLASLt's A is our B.
-        return cublasLtMatmul(lt, plan.desc, &alpha, b, plan.lt_a, a, plan.lt_b, &beta, c, plan.lt_c, c, plan.lt_c,
-                              &plan.algo, workspace, kWorkspaceBytes, ctx.stream);
+        return cublasLtMatmul(lt, plan.desc, &alpha, b, plan.lt_a, a, plan.lt_b, &beta, out, plan.lt_c, out,
+                              plan.lt_c, &plan.algo, workspace, kWorkspaceBytes, ctx.stream);
     }
 };
 
@@ -248,6 +263,11 @@ int visible_gpu_count() {
 cudaStream_t CudaOps::cuda_stream() const { return impl_->ctx.stream; }
 int CudaOps::device() const { return impl_->device; }
 size_t CudaOps::matmul_plan_count() const { return impl_->plans.size(); }
+size_t CudaOps::matmul_unfused_bias_plan_count() const {
+    size_t count = 0;
+    for (const auto& kv : impl_->plans) count += kv.first.bias && !kv.second.fused_bias;
+    return count;
+}
 Precision CudaOps::precision() const { return impl_->precision; }
 
 // ---- memory
@@ -325,7 +345,14 @@ void CudaOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, con
     if (status != CUBLAS_STATUS_SUCCESS)
         throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
     plan.verified = true;
-    if (bias && !plan.fused_bias) kernels::add_bias(impl_->ctx, c.dtype, c.data, c.rows, c.cols, bias);
+    if (bias && !plan.fused_bias) {
+        if (plan.via_f32)
+            kernels::gemm_bias_epilogue(impl_->ctx, c.dtype, c.data, static_cast<const float*>(impl_->scratch),
+                                        c.rows, c.cols, beta, bias);
+        else  // f32 C already holds alpha op(A) op(B) + beta C
+            kernels::gemm_bias_epilogue(impl_->ctx, DType::f32, c.data, static_cast<const float*>(c.data), c.rows,
+                                        c.cols, 0.0f, bias);
+    }
 }
 
 // ---- elementwise and reductions
@@ -419,6 +446,16 @@ void CudaOps::synchronize() { SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.str
 void CudaOps::record_marker(int slot) {
     SB_REQUIRE(slot >= 0 && slot < kMaxMarkers, "record_marker: slot out of range");
     SB_CHECK_CUDA(cudaEventRecord(impl_->events[slot], impl_->ctx.stream));
+}
+
+bool CudaOps::hold_stream() {
+    if (!impl_->gate) impl_->gate = std::make_unique<StreamGate>();
+    impl_->gate->hold(impl_->ctx.stream);
+    return true;
+}
+
+void CudaOps::release_stream() {
+    if (impl_->gate) impl_->gate->release();
 }
 
 double CudaOps::elapsed_ms(int from_slot, int to_slot) {

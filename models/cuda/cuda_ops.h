@@ -32,6 +32,8 @@ public:
     // GEMM plans (descriptors + chosen algorithm) cached so far; one per distinct
     // shape/transpose/dtype/bias/alignment combination.
     size_t matmul_plan_count() const;
+    // Of those, the plans with a bias that cuBLASLt could not fuse (gemm + epilogue kernel).
+    size_t matmul_unfused_bias_plan_count() const;
 
     std::string name() const override { return "cuda"; }
     Precision precision() const override;
@@ -63,6 +65,8 @@ public:
     void synchronize() override;
     void record_marker(int slot) override;
     double elapsed_ms(int from_slot, int to_slot) override;
+    bool hold_stream() override;
+    void release_stream() override;
 
 private:
     struct Impl;

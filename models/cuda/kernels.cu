@@ -240,22 +240,29 @@ void activation_backward(const Context& ctx, Activation act, DType dtype, const 
     });
 }
 
-// ---- add_bias: c[i, j] += bias[j]; only the GEMM fallback uses it, so it stays simple.
+// ---- gemm_bias_epilogue: c[i, j] = acc[i, j] + beta * c[i, j] + bias[j], rounded once to
+// c's dtype. The GEMM fallback when cuBLASLt has no fused bias: acc is the fp32 product
+// alpha * op(A) op(B) (or C itself, beta 0, when C is f32). acc may alias c.
 
 template <class T>
-__global__ void add_bias_kernel(T* c, int64_t rows, int64_t cols, const float* __restrict__ bias) {
+__global__ void gemm_bias_epilogue_kernel(T* c, const float* acc, int64_t rows, int64_t cols, float beta,
+                                          const float* __restrict__ bias) {
     const int64_t n = rows * cols;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-        c[i] = from_f32<T>(to_f32(c[i]) + bias[i % cols]);
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = acc[i] + bias[i % cols];
+        if (beta != 0.0f) v += beta * to_f32(c[i]);  // beta == 0: c may hold garbage, never read it
+        c[i] = from_f32<T>(v);
+    }
 }
 
-void add_bias(const Context& ctx, DType dtype, void* c, int64_t rows, int64_t cols, const float* bias) {
+void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* acc, int64_t rows, int64_t cols,
+                        float beta, const float* bias) {
     if (rows <= 0 || cols <= 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        add_bias_kernel<T><<<grid_for(ctx, static_cast<size_t>(rows * cols)), kThreads, 0, ctx.stream>>>(
-            static_cast<T*>(c), rows, cols, bias);
+        gemm_bias_epilogue_kernel<T><<<grid_for(ctx, static_cast<size_t>(rows * cols)), kThreads, 0, ctx.stream>>>(
+            static_cast<T*>(c), acc, rows, cols, beta, bias);
         SB_CHECK_LAUNCH();
     });
 }
@@ -384,7 +391,8 @@ __global__ void softmax_xent_kernel(const TIn* logits, const int32_t* __restrict
         const bool valid = label >= 0 && label < cols;
         const float x_label = valid ? to_f32(x[label]) : NAN;
         __syncthreads();  // everyone has read x[label] before grad (maybe == logits) is written
-        if (threadIdx.x == 0) row_loss[row] = logf(sum) + mx - x_label;
+        // (mx - x_label) first: adding log(sum) to mx first would round it at mx's scale.
+        if (threadIdx.x == 0) row_loss[row] = logf(sum) + (mx - x_label);
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
             float p = expf(to_f32(x[j]) - mx) / sum;
             float d = valid ? (p - (j == label ? 1.0f : 0.0f)) * scale : NAN;

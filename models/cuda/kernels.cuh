@@ -26,8 +26,10 @@ void activation_forward(const Context& ctx, Activation act, DType dtype, const v
 void activation_backward(const Context& ctx, Activation act, DType dtype, const void* pre,
                          const void* grad_out, void* grad_pre, size_t n);
 
-// c[i, j] += bias[j] (the GEMM fallback when cuBLASLt has no fused bias for a case).
-void add_bias(const Context& ctx, DType dtype, void* c, int64_t rows, int64_t cols, const float* bias);
+// c = acc + beta * c + bias[j], rounded once to c's dtype (c is not read when beta == 0):
+// the GEMM fallback when cuBLASLt has no fused bias for a case. acc is fp32 and may alias c.
+void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* acc, int64_t rows, int64_t cols,
+                        float beta, const float* bias);
 
 // Column sums of a rows x cols matrix. bias_grad_chunks() says how many row chunks the
 // first stage splits the rows into; when it is > 1, `partials` must hold chunks * cols

@@ -16,6 +16,7 @@
 
 #include "src/errors.h"
 #include "src/gemm_bench.h"
+#include "src/gpu_info.h"
 #include "src/gpu_peaks.h"
 #include "src/results.h"
 
@@ -185,13 +186,17 @@ TEST(GemmProduct, IsRowMajorAtimesBInEveryDtype) {
 TEST(GemmTimingTest, TimesEveryProductAndRotatesBuffersThatFitInL2) {
     SKIP_WITHOUT_GPU();
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    GemmTiming t = time_gemm(GemmCase{256, 256, 256, "fp16"}, 2, 5);
+    TelemetrySampler telemetry(0, 10);
+    GemmTiming t = time_gemm(GemmCase{256, 256, 256, "fp16"}, 2, 5, &telemetry);
     ASSERT_EQ(t.times_ms.size(), 5u);
     for (double ms : t.times_ms) EXPECT_GT(ms, 0);
     EXPECT_LE(t.min_ms, t.median_ms);
     EXPECT_LE(t.median_ms, t.max_ms);
     EXPECT_GE(t.buffer_sets, 2);  // 256 KiB of operands is far below any L2 we run on
     EXPECT_EQ(t.workspace_bytes, size_t{32} << 20);
+    ASSERT_TRUE(t.telemetry.is_object());
+    if (t.telemetry["nvml"] == "ok") EXPECT_GE(t.telemetry["samples"].get<int>(), 2);  // first and last
+    else EXPECT_TRUE(t.telemetry["nvml_error"].is_string());
 }
 
 // ---- a whole run (GPU, collective)
@@ -244,7 +249,8 @@ TEST(RunGemm, WritesOneValidRecordPerRankAndCase) {
             EXPECT_TRUE(r["fraction_of_peak"].is_null()) << name;
         }
         EXPECT_TRUE(r["environment"].is_object());
-        EXPECT_TRUE(r["telemetry"].is_object());
+        ASSERT_TRUE(r["telemetry"].is_object());
+        EXPECT_TRUE(r["telemetry"]["nvml"] == "ok" || r["telemetry"]["nvml"] == "unavailable");
     }
     std::remove(o.out.c_str());
 }

@@ -3,7 +3,8 @@
 
 Same method as src/gemm_bench.cpp: uniform [-1, 1) operands, A/B buffer sets rotated so one
 pass over them is three L2s (no timing of the cache), C preallocated in the input dtype,
-warm-up products, then every product timed between two CUDA events; median/min/max ms;
+warm-up products, then every product timed between two CUDA events, all issued before the
+GPU reaches them (so small products time the GPU, not the launch rate); median/min/max ms;
 TFLOP/s = 2MNK / median. fp32 runs with torch.backends.cuda.matmul.allow_tf32 = False,
 tf32 with True.
 
@@ -76,6 +77,10 @@ def time_mm(m, n, k, dtype, warmup, iters, device):
         torch.mm(a, b, out=c)
     torch.cuda.synchronize(device)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    # Keep the GPU busy while Python issues the timed products, so the events time the GPU's
+    # work, not Python's launch rate (scalebench holds its stream with a gate likewise).
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(int(2e6 * (10 + 0.1 * iters)))  # ~1 ms per 2e6 cycles at H100/H200 clocks
     for i, (start, stop) in enumerate(events):
         a, b = operands[(warmup + i) % sets]
         start.record()

@@ -1,0 +1,443 @@
+#!/usr/bin/python3
+"""Scaling plots from scalebench JSONL records (results/SCHEMA.md).
+
+  /usr/bin/python3 results/plot_scaling.py results/*.jsonl -o plots/
+
+writes, as PNG and SVG:
+  efficiency  scaling efficiency T(n) / (n T(1)) against GPU count, one line per system/config,
+              the ideal at 100 %
+  throughput  samples/s against GPU count, with each line's ideal n T(1)
+  breakdown   median compute / exposed communication / optimizer time per step, stacked, per
+              GPU count (one panel per system/config)
+  busbw       bus bandwidth (out-of-place, nccl-tests' busbw) against message size of each
+              collective in `scalebench comm` records (only when the files hold some)
+Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
+A system is named from the environment record: the GPU name (environment.gpu.name, else the
+backend) and the host of rank 0, or the Slurm partition when the run was a Slurm job (as
+`scalebench report` names them). The same system and workload found in two files are two lines,
+the file name added; --label FILE=NAME names a file's system instead (--label NAME: every
+file's), and files given the same NAME are merged into one line (the files of a node sweep). Repeated measurements of one world
+size in a line (several launches, the n = 1 run of each node-sweep job) are drawn as their median.
+
+Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input is refused:
+a missing file, a malformed line (FILE:LINE named), a record lacking a needed field, or files
+without any train/comm record exit 2 with a one-line reason.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+PROG = "plot_scaling.py"
+PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
+          ("exposed_comm_ms", "exposed communication", "#DD8452"),
+          ("optimizer_ms", "optimizer", "#55A868")]
+
+
+class InputError(Exception):
+    """Bad input: reported as one line, exit 2."""
+
+
+# --- reading ---------------------------------------------------------------------------
+
+def read_jsonl(path, skip_bad_lines):
+    """Yields (line_number, record) for each non-blank line; malformed lines are errors."""
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}")
+    with f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
+                message = f"{path}:{number}: malformed record: {e}"
+                if not skip_bad_lines:
+                    raise InputError(message + " (--skip-bad-lines to skip it)")
+                print(f"{PROG}: warning: {message}; skipped", file=sys.stderr)
+                continue
+            yield number, record
+
+
+def number(record, key, where):
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: field '{key}' is {json.dumps(value)}, expected a number")
+    return float(value)
+
+
+def median_of(record, key, where):
+    value = record.get(key)
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: field '{key}' is {json.dumps(value)}, expected a summary with 'median'")
+    return number(value, "median", f"{where}: {key}")
+
+
+def system_name(record, label_override):
+    if label_override:
+        return label_override
+    env = record.get("environment") or {}
+    gpu = env.get("gpu") or {}
+    device = gpu.get("name") or record.get("backend") or "?"
+    slurm = env.get("slurm") or {}
+    if slurm.get("SLURM_JOB_PARTITION"):
+        where = f"Slurm partition {slurm['SLURM_JOB_PARTITION']}"
+    else:
+        hosts = env.get("hostnames") or ["?"]
+        where = hosts[0]
+    return f"{device} ({where})"
+
+
+def config_name(record):
+    cfg = record.get("config") or {}
+    source = os.path.splitext(os.path.basename(str(cfg.get("source", ""))))[0]
+    model = source if source and not source.startswith("<") else record.get("model", "?")
+    mode = record.get("scaling_mode", "?")
+    batch = (f"batch {record.get('local_batch')}/rank" if mode == "weak"
+             else f"global batch {record.get('global_batch')}")
+    return f"{model}, {record.get('precision', '?')}, {mode}, {batch}"
+
+
+class Series:
+    """Records of one system and config, measured or projected, keyed by world size; `file` is
+    the file they came from (None when --label merged several files under one name)."""
+
+    def __init__(self, file, system, config, projected):
+        self.file, self.system, self.config, self.projected = file, system, config, projected
+        self.by_n = {}
+        self.file_in_label = False
+
+    @property
+    def base(self):
+        """What a colour stands for: a projection shares its measurement's colour."""
+        return (self.system, self.config, self.file if self.file_in_label else None)
+
+    @property
+    def label(self):
+        where = f" [{os.path.basename(self.file)}]" if self.file_in_label else ""
+        return f"{self.system}{where}: {self.config}" + (" (projected)" if self.projected else "")
+
+    def sizes(self):
+        return sorted(self.by_n)
+
+    def value(self, n, key):
+        values = [r[key] for r in self.by_n[n] if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    def throughput_at_1(self):
+        return self.value(1, "samples_per_s") if 1 in self.by_n else None
+
+    def efficiency(self, n):
+        """The records' own figure (against n = 1 of the same launch), else against this
+        series' n = 1 (one launch per world size)."""
+        own = self.value(n, "scaling_efficiency")
+        if own is not None:
+            return own
+        t1 = self.throughput_at_1()
+        return None if t1 is None else self.value(n, "samples_per_s") / (n * t1)
+
+
+def load(paths, labels, skip_bad_lines):
+    train, comm = {}, {}
+    for path in paths:
+        for line, r in read_jsonl(path, skip_bad_lines):
+            where = f"{path}:{line}"
+            kind = r.get("subcommand")
+            projected = r.get("projected") is True
+            if kind == "train" or (kind == "project" and "samples_per_s" in r):
+                n = r.get("world_size")
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    raise InputError(f"{where}: field 'world_size' is {json.dumps(n)}, expected a whole number >= 1")
+                eff = r.get("scaling_efficiency")
+                row = {
+                    "samples_per_s": number(r, "samples_per_s", where),
+                    "scaling_efficiency": None if eff is None else number(r, "scaling_efficiency", where),
+                    "step_ms": median_of(r, "step_ms", where),
+                }
+                for key, _, _ in PHASES:
+                    row[key] = median_of(r, key, where)
+                key = (None if path in labels else path, system_name(r, labels.get(path)), config_name(r), projected)
+                series = train.setdefault(key, Series(*key))
+                series.by_n.setdefault(n, []).append(row)
+            elif kind == "comm":
+                # `scalebench comm` (src/comm_command.cpp): one record per (world size, op, dtype,
+                # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
+                n = r.get("world_size")
+                rows = r.get("rows")
+                if not isinstance(rows, list) or not rows:
+                    raise InputError(f"{where}: comm record has no 'rows' (expected a list of sizes)")
+                placement = None
+                points = []
+                for i, row in enumerate(rows):
+                    at = f"{where}: rows[{i}]"
+                    if not isinstance(row, dict):
+                        raise InputError(f"{at}: expected an object")
+                    # Out-of-place is nccl-tests' headline figure; in-place where only that ran.
+                    chosen = "out_of_place" if isinstance(row.get("out_of_place"), dict) else "in_place"
+                    if not isinstance(row.get(chosen), dict):
+                        raise InputError(f"{at}: neither 'out_of_place' nor 'in_place' was measured")
+                    placement = placement or chosen
+                    points.append((number(row, "size_bytes", at), number(row[chosen], "busbw_gbps", f"{at}.{chosen}")))
+                op = r.get("op", "?")
+                dtype = r.get("dtype", "?")
+                redop = r.get("redop")
+                what = f"{op} {dtype}" + (f" {redop}" if redop and redop != "none" else "")
+                what += f", {n} ranks, {r.get('backend', '?')}" + (", in-place" if placement == "in_place" else "")
+                key = (None if path in labels else path, system_name(r, labels.get(path)), what, projected)
+                series = comm.setdefault(key, Series(*key))
+                for size, busbw in points:
+                    series.by_n.setdefault(size, []).append({"busbw_gbps": busbw})
+    if not train and not comm:
+        raise InputError(f"{', '.join(paths)}: no train or comm records to plot")
+    for group in (train.values(), comm.values()):
+        # The same system and workload in two files (NCCL_ALGO=Ring in one, Tree in the other)
+        # are two lines, told apart by file name; --label merges files on purpose.
+        names = {}
+        for s in group:
+            names.setdefault((s.system, s.config, s.projected), []).append(s)
+        for same in names.values():
+            if len(same) > 1:
+                for s in same:
+                    s.file_in_label = True
+    return list(train.values()), list(comm.values())
+
+
+# --- drawing ----------------------------------------------------------------------------
+
+def style_for(all_series):
+    """One colour per system/config; measured solid, projected dashed."""
+    import matplotlib.pyplot as plt
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    bases = []
+    for s in all_series:
+        if s.base not in bases:
+            bases.append(s.base)
+    return lambda s: {"color": colours[bases.index(s.base) % len(colours)],
+                      "linestyle": "--" if s.projected else "-",
+                      "marker": "o" if not s.projected else "s"}
+
+
+def gpu_axis(ax, sizes):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([str(n) for n in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("GPUs n (MPI ranks; CPU ranks on the CPU backend)")
+    if len(sizes) == 1:
+        ax.set_xlim(sizes[0] / 1.5, sizes[0] * 1.5)
+
+
+def legend(ax, fig, count):
+    # Long system names: the legend goes under the axes once there are several lines.
+    if count <= 3:
+        ax.legend(fontsize="small", loc="best")
+    else:
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
+
+
+def save(fig, outdir, prefix, name, formats, written):
+    for fmt in formats:
+        path = os.path.join(outdir, f"{prefix}{name}.{fmt}")
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+        written.append(path)
+
+
+def plot_efficiency(plt, series, style, outdir, prefix, formats, written):
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    sizes = sorted({n for s in series for n in s.sizes()})
+    ax.axhline(100, color="0.4", linestyle=":", linewidth=1.2, label="ideal (100 %)")
+    drawn, top = 0, 110
+    for s in series:
+        points = [(n, s.efficiency(n)) for n in s.sizes()]
+        points = [(n, 100 * e) for n, e in points if e is not None]
+        if not points:
+            print(f"{PROG}: note: {s.label}: no n = 1 record, so no efficiency to draw", file=sys.stderr)
+            continue
+        ax.plot(*zip(*points), label=s.label, **style(s))
+        top = max(top, max(e for _, e in points) * 1.08)
+        drawn += 1
+    gpu_axis(ax, sizes)
+    ax.set_ylim(0, top)
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_title("Scaling efficiency T(n) / (n \u00b7 T(1)), samples/s")
+    ax.grid(True, alpha=0.3)
+    legend(ax, fig, drawn + 1)
+    save(fig, outdir, prefix, "efficiency", formats, written)
+    plt.close(fig)
+
+
+def plot_throughput(plt, series, style, outdir, prefix, formats, written):
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    sizes = sorted({n for s in series for n in s.sizes()})
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    ideal_drawn = False
+    for s in series:
+        ns = s.sizes()
+        ax.plot(ns, [s.value(n, "samples_per_s") for n in ns], label=s.label, **style(s))
+        t1 = s.throughput_at_1()
+        if t1 is not None and len(ns) > 1:
+            ax.plot(ns, [n * t1 for n in ns], color=style(s)["color"], linestyle=":", linewidth=1.2)
+            ideal_drawn = True
+    gpu_axis(ax, sizes)
+    ax.set_yscale("log")
+    values = [v for s in series for n in s.sizes() if (v := s.value(n, "samples_per_s")) > 0]
+    narrow = bool(values) and max(values) / min(values) < 20  # within about a decade: label more ticks
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9) if narrow else (1, 2, 5)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human_count(v)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_ylabel("throughput (samples/s, log scale)")
+    ax.set_title("Training throughput against GPU count")
+    ax.grid(True, which="major", alpha=0.3)
+    if ideal_drawn:
+        # One legend entry for all the ideal lines: each is drawn in its line's colour.
+        ax.plot([], [], color="0.3", linestyle=":", linewidth=1.2, label="ideal n \u00b7 T(1) of the line of its colour")
+    legend(ax, fig, len(series) + ideal_drawn)
+    save(fig, outdir, prefix, "throughput", formats, written)
+    plt.close(fig)
+
+
+def plot_breakdown(plt, series, outdir, prefix, formats, written):
+    count = len(series)
+    cols = min(count, 2)
+    rows = math.ceil(count / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    for ax, s in zip(axes.flat, series):
+        ns = s.sizes()
+        x = list(range(len(ns)))
+        bottom = [0.0] * len(ns)
+        for key, name, colour in PHASES:
+            heights = [s.value(n, key) for n in ns]
+            ax.bar(x, heights, bottom=bottom, color=colour, label=name, width=0.6,
+                   hatch="//" if s.projected else None, edgecolor="white" if not s.projected else "0.3")
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.plot(x, [s.value(n, "step_ms") for n in ns], linestyle="none", marker="_", markersize=28,
+                color="black", label="whole step (median)")
+        ax.set_xticks(x)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xlabel("GPUs n")
+        ax.set_ylabel("time per step (ms, median)")
+        ax.set_title(s.label, fontsize="medium", wrap=True)
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in list(axes.flat)[count:]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=4, fontsize="small", bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    save(fig, outdir, prefix, "breakdown", formats, written)
+    plt.close(fig)
+
+
+def human_count(v):
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
+
+
+def human_bytes(b):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024 or unit == "GiB":
+            return f"{b:g} {unit}"
+        b /= 1024
+
+
+def plot_busbw(plt, series, style, outdir, prefix, formats, written):
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    sizes = sorted({b for s in series for b in s.sizes()})
+    for s in series:
+        bs = s.sizes()
+        ax.plot(bs, [s.value(b, "busbw_gbps") for b in bs], label=s.label, **style(s))
+    ax.set_xscale("log", base=2)
+    ticks = sizes if len(sizes) <= 12 else sizes[:: math.ceil(len(sizes) / 12)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([human_bytes(b) for b in ticks], rotation=45, ha="right")
+    ax.minorticks_off()
+    ax.set_xlabel("message size (bytes, as nccl-tests' size column)")
+    ax.set_ylabel("bus bandwidth (GB/s, 10\u2079 bytes/s)")
+    ax.set_title("Collective bus bandwidth against message size (nccl-tests' busbw)")
+    ax.grid(True, alpha=0.3)
+    legend(ax, fig, len(series))
+    save(fig, outdir, prefix, "busbw", formats, written)
+    plt.close(fig)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("files", nargs="+", help="JSONL result files")
+    parser.add_argument("-o", "--outdir", default=".", help="folder the plots go to (default: .)")
+    parser.add_argument("--prefix", default="", help="file name prefix, e.g. 'h200-' gives h200-efficiency.png")
+    parser.add_argument("--formats", default="png,svg", help="comma-separated (default: png,svg)")
+    parser.add_argument("--label", action="append", default=[], metavar="[FILE=]NAME",
+                        help="name the system of FILE's records NAME (repeatable); without FILE=, of "
+                             "every file not named otherwise; files of one NAME are merged into one line")
+    parser.add_argument("--skip-bad-lines", action="store_true",
+                        help="skip malformed lines with a warning instead of refusing the file")
+    args = parser.parse_args(argv)
+
+    labels = {}
+    for item in args.label:
+        file, sep, name = item.partition("=")
+        if sep and file in args.files:
+            if not name:
+                raise InputError(f"--label '{item}': empty NAME")
+            labels[file] = name
+        elif item.strip():
+            # No FILE= prefix naming one of the files: the name of every file's system.
+            for f in args.files:
+                labels.setdefault(f, item)
+        else:
+            raise InputError(f"--label '{item}': expected NAME or FILE=NAME")
+    formats = [f for f in args.formats.split(",") if f]
+    for f in formats:
+        if f not in ("png", "svg", "pdf"):
+            raise InputError(f"--formats: '{f}' is not png, svg or pdf")
+
+    train, comm = load(args.files, labels, args.skip_bad_lines)
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        print(f"{PROG}: error: matplotlib is missing ({e}); install python3-matplotlib and run with "
+              "/usr/bin/python3", file=sys.stderr)
+        return 1
+    os.makedirs(args.outdir, exist_ok=True)
+    # Measured before projected, so a projection is drawn over the measurement it predicts.
+    order = lambda s: (s.system, s.config, s.file or "", s.projected)
+    train.sort(key=order)
+    comm.sort(key=order)
+    written = []
+    if train:
+        style = style_for(train)
+        plot_efficiency(plt, train, style, args.outdir, args.prefix, formats, written)
+        plot_throughput(plt, train, style, args.outdir, args.prefix, formats, written)
+        plot_breakdown(plt, train, args.outdir, args.prefix, formats, written)
+    else:
+        print(f"{PROG}: note: no train records: no efficiency, throughput or breakdown plots", file=sys.stderr)
+    if comm:
+        plot_busbw(plt, comm, style_for(comm), args.outdir, args.prefix, formats, written)
+    else:
+        print(f"{PROG}: note: no comm records: no busbw plot (run `scalebench comm` for one)", file=sys.stderr)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except InputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# From a local sweep to plots: launch/sweep.sh runs the real binary on the CPU backend
+# (mpirun -np 2, configs/ci-small.yaml, the built-in --scaling 1,2 sweep, and once more one
+# launch per world size), the records are checked (a record per world size, the tuned NCCL
+# variables recorded, NCCL_NVLS_ENABLE=0 by default), results/plot_scaling.py draws them
+# (PNG and SVG, non-trivial), `scalebench report --compare` sets the two side by side, and
+# bad input is refused with a reason naming the file (and line).
+#   tests/plot/test_plot_scaling.sh SCALEBENCH_BINARY SOURCE_DIR
+# Exit 0 pass, 1 fail, 77 skip (only when /usr/bin/python3 cannot import matplotlib).
+set -uo pipefail
+
+bin=$(realpath "${1:?usage: test_plot_scaling.sh SCALEBENCH_BINARY SOURCE_DIR}")
+src=$(realpath "${2:?usage: test_plot_scaling.sh SCALEBENCH_BINARY SOURCE_DIR}")
+py=/usr/bin/python3
+plot=$src/results/plot_scaling.py
+log() { echo "plot test: $*"; }
+if ! "$py" -c 'import matplotlib' 2>/dev/null; then
+  log "SKIP: $py cannot import matplotlib (apt-get install python3-matplotlib)"
+  exit 77
+fi
+tmp=$(mktemp -d /tmp/scalebench-plot.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { log "FAIL: $*"; failures=$((failures + 1)); }
+
+# --- records from the real binary, through the local sweep script -------------------------
+unset NCCL_NVLS_ENABLE
+export NCCL_ALGO=Ring NCCL_PROTO=Simple
+sweep=("$src/launch/sweep.sh" --bin "$bin" --config "$src/configs/ci-small.yaml" --backend cpu --np 2 --no-bind)
+timeout 300 "${sweep[@]}" --out "$tmp/one-launch.jsonl" >"$tmp/sweep1.log" 2>&1 ||
+  { cat "$tmp/sweep1.log"; fail "launch/sweep.sh (one launch) exited $?"; }
+timeout 300 "${sweep[@]}" --per-size --out "$tmp/per-size.jsonl" >"$tmp/sweep2.log" 2>&1 ||
+  { cat "$tmp/sweep2.log"; fail "launch/sweep.sh --per-size exited $?"; }
+"$py" - "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" <<'EOF' || fail "the sweep's records are not what it ran"
+import json, sys
+errors = []
+for path, launched in ((sys.argv[1], {1: 2, 2: 2}), (sys.argv[2], {1: 1, 2: 2})):
+    records = [json.loads(l) for l in open(path) if l.strip()]
+    sizes = sorted(r["world_size"] for r in records)
+    if sizes != [1, 2]:
+        errors.append(f"{path}: world sizes {sizes}, expected [1, 2]")
+    for r in records:
+        n, tuning = r["world_size"], r["environment"]["tuning_variables"]
+        if r["launched_world_size"] != launched[n]:
+            errors.append(f"{path}: n={n} launched on {r['launched_world_size']} ranks, expected {launched[n]}")
+        for key, want in (("NCCL_ALGO", "Ring"), ("NCCL_PROTO", "Simple"), ("NCCL_NVLS_ENABLE", "0")):
+            if tuning.get(key) != want:
+                errors.append(f"{path}: n={n} {key}={tuning.get(key)!r}, expected {want!r}")
+if errors:
+    sys.exit("\n".join(errors))
+print("plot test: sweep records ok")
+EOF
+
+# --- the plots ---------------------------------------------------------------------------
+# comm records in the shape `scalebench comm` writes ({subcommand, op, world_size, bytes,
+# busbw_gbps}); the values are an input for the drawing, not a measurement.
+for size in 1024 65536 4194304 67108864; do
+  printf '{"schema_version":1,"subcommand":"comm","op":"all_reduce","world_size":2,"bytes":%d,"busbw_gbps":%s,"backend":"cpu","environment":{"hostnames":["plot-test","plot-test"]}}\n' \
+    "$size" "$(awk -v s="$size" 'BEGIN { print 10 * s / (s + 1048576) }')"
+done >"$tmp/comm.jsonl"
+
+out=$tmp/plots
+"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" "$tmp/comm.jsonl" -o "$out" --prefix ci- \
+  >"$tmp/plot.log" 2>&1 || { cat "$tmp/plot.log"; fail "plot_scaling.py exited $? on good input"; }
+for name in efficiency throughput breakdown busbw; do
+  png=$out/ci-$name.png svg=$out/ci-$name.svg
+  if [[ ! -s $png ]]; then fail "$png not written"; continue; fi
+  [[ $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$png is not a PNG"
+  (($(stat -c %s "$png") > 20000)) || fail "$png is only $(stat -c %s "$png") bytes"
+  if [[ ! -s $svg ]]; then fail "$svg not written"; continue; fi
+  grep -q '<svg' "$svg" || fail "$svg is not an SVG"
+  (($(stat -c %s "$svg") > 20000)) || fail "$svg is only $(stat -c %s "$svg") bytes"
+done
+# Two files of one system and workload are two lines, named by their files (SVG keeps text as <!-- comments -->).
+grep -q 'one-launch.jsonl' "$out/ci-efficiency.svg" && grep -q 'per-size.jsonl' "$out/ci-efficiency.svg" ||
+  fail "the efficiency plot does not name both files' lines"
+# Projected records (as `scalebench project` marks them) are drawn apart from the measured ones.
+"$py" -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line); r["projected"] = True; print(json.dumps(r))' "$tmp/one-launch.jsonl" >"$tmp/projected.jsonl"
+"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection" >/dev/null 2>&1 ||
+  fail "plot_scaling.py with projected records exited $?"
+grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
+  fail "projected records are not told apart in the efficiency plot"
+"$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/only-train" >"$tmp/plot2.log" 2>&1 ||
+  fail "plot_scaling.py on train records alone exited $?"
+grep -q 'no comm records: no busbw plot' "$tmp/plot2.log" || fail "no note that the busbw plot was left out"
+
+# --- report --compare on the same records ---------------------------------------------------
+"$bin" report --compare "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" >"$tmp/compare.md" 2>&1 ||
+  { cat "$tmp/compare.md"; fail "scalebench report --compare exited $?"; }
+grep -q '^| ranks | cpu (.*) \[one-launch.jsonl\] samples/s |' "$tmp/compare.md" &&
+  grep -Eq '^\| 2 \| [0-9.]+ \| [0-9.]+% \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|' "$tmp/compare.md" ||
+  { cat "$tmp/compare.md"; fail "report --compare does not show both launches side by side"; }
+
+# --- bad input is refused -----------------------------------------------------------------
+refuses() {  # refuses WHAT EXPECTED_MESSAGE ARGS...: exit 2 and the message on stderr
+  local what=$1 expected=$2; shift 2
+  "$py" "$plot" "$@" -o "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
+  local rc=$?
+  ((rc == 2)) || fail "$what: exit $rc, expected 2"
+  grep -qF -- "$expected" "$tmp/bad.err" || fail "$what: stderr lacks '$expected': $(cat "$tmp/bad.err")"
+}
+refuses "missing file" "$tmp/nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
+{ head -1 "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
+refuses "malformed line" "$tmp/malformed.jsonl:2: malformed record" "$tmp/malformed.jsonl"
+"$py" "$plot" "$tmp/malformed.jsonl" --skip-bad-lines -o "$tmp/skipped" >/dev/null 2>"$tmp/skip.err" ||
+  fail "--skip-bad-lines did not plot the good line"
+grep -qF "$tmp/malformed.jsonl:2: malformed record" "$tmp/skip.err" || fail "--skip-bad-lines did not name the line"
+echo '[1, 2]' >"$tmp/array.jsonl"
+refuses "a line that is not an object" "$tmp/array.jsonl:1: malformed record: not a JSON object" "$tmp/array.jsonl"
+echo '{"subcommand": "gemm", "tflops": 1.0}' >"$tmp/gemm.jsonl"
+refuses "no usable records" "no train or comm records to plot" "$tmp/gemm.jsonl"
+head -1 "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
+  >"$tmp/lacking.jsonl"
+refuses "record lacking a field" "$tmp/lacking.jsonl:1: field 'samples_per_s' is null, expected a number" "$tmp/lacking.jsonl"
+: >"$tmp/empty.jsonl"
+refuses "empty file" "no train or comm records to plot" "$tmp/empty.jsonl"
+refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
+refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
+# --label NAME merges the two files of one system into one line, named NAME.
+"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" --label "ci box" -o "$tmp/merged" >/dev/null 2>&1 ||
+  fail "plot_scaling.py --label exited $?"
+grep -q 'ci box: ci-small' "$tmp/merged/efficiency.svg" && ! grep -q 'per-size.jsonl' "$tmp/merged/efficiency.svg" ||
+  fail "--label NAME did not merge the files into one line named NAME"
+
+if ((failures)); then log "$failures failure(s)"; exit 1; fi
+log "PASS"
