@@ -189,8 +189,11 @@ def load(paths, labels, skip_bad_lines):
                 dtype = r.get("dtype", "?")
                 redop = r.get("redop")
                 what = f"{op} {dtype}" + (f" {redop}" if redop and redop != "none" else "")
-                what += f", {n} ranks, {r.get('backend', '?')}" + (", in-place" if placement == "in_place" else "")
-                key = (None if path in labels else path, system_name(r, labels.get(path)), what, projected)
+                system = system_name(r, labels.get(path))
+                backend = r.get("backend", "?")
+                what += f", {n} ranks" + ("" if system.startswith(backend) else f", {backend}")
+                what += ", in-place" if placement == "in_place" else ""
+                key = (None if path in labels else path, system, what, projected)
                 series = comm.setdefault(key, Series(*key))
                 for size, busbw in points:
                     series.by_n.setdefault(size, []).append({"busbw_gbps": busbw})

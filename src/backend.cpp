@@ -11,6 +11,8 @@
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
+#include <cuda_runtime_api.h>
+
 #include "src/gpu_info.h"
 #include "src/gpu_peaks.h"
 #endif
@@ -40,11 +42,42 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
     throw AgreedError(message);
 }
 
+namespace {
+// Collective: two ranks of one host driving the same GPU would make every figure wrong.
+void check_one_rank_per_gpu(int device, MPI_Comm world) {
+    std::string bus_id = "none";
+#ifdef SCALEBENCH_HAVE_CUDA
+    char text[32] = {};
+    if (device >= 0 && cudaDeviceGetPCIBusId(text, sizeof text, device) == cudaSuccess) bus_id = text;
+#endif
+    (void)device;
+    const ProcessInfo& p = process_info();
+    MPI_Comm local;
+    SB_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, p.world_rank, MPI_INFO_NULL, &local));
+    std::vector<char> mine(32, '\0'), all(32 * static_cast<size_t>(p.local_size));
+    std::copy(bus_id.begin(), bus_id.end(), mine.begin());
+    std::vector<int> ranks(static_cast<size_t>(p.local_size));
+    SB_CHECK_MPI(MPI_Allgather(mine.data(), 32, MPI_CHAR, all.data(), 32, MPI_CHAR, local));
+    SB_CHECK_MPI(MPI_Allgather(&p.world_rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, local));
+    SB_CHECK_MPI(MPI_Comm_free(&local));
+    std::string error;
+    for (int i = 0; i < p.local_size && error.empty(); ++i)
+        for (int j = i + 1; j < p.local_size; ++j)
+            if (std::string(&all[32 * static_cast<size_t>(i)]) == std::string(&all[32 * static_cast<size_t>(j)])) {
+                error = fmt::format("ranks {} and {} on host {} both drive GPU {}: one rank per GPU",
+                                    ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>(j)], p.host,
+                                    std::string(&all[32 * static_cast<size_t>(i)]));
+                break;
+            }
+    agree_on_errors(world, error);
+}
+}  // namespace
+
 std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {
     const ProcessInfo& p = process_info();
     std::string error;
     std::unique_ptr<Ops> ops;
-    int gpus = 0;
+    int gpus = 0, device = -1;
 #ifdef SCALEBENCH_HAVE_CUDA
     gpus = visible_gpu_count();
 #endif
@@ -59,12 +92,15 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
                 throw UserError("--backend cuda: this scalebench was built without CUDA (no nvcc at build time)");
             if (gpus == 0)
                 throw UserError(fmt::format("--backend cuda: no GPU visible to rank {} on host {}", p.world_rank, p.host));
-            if (p.local_size > gpus)
+            // Rank i of a host drives GPU i; where each rank sees a single GPU (Slurm's
+            // --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) it drives that one.
+            if (p.local_size > gpus && gpus > 1)
                 throw UserError(fmt::format("{} ranks run on host {} but it has {} GPU(s) visible: one rank per GPU "
                                             "(launch at most {} ranks per host)",
                                             p.local_size, p.host, gpus, gpus));
+            device = p.local_size > gpus ? 0 : p.local_rank;
 #ifdef SCALEBENCH_HAVE_CUDA
-            ops = std::make_unique<CudaOps>(precision, p.local_rank);
+            ops = std::make_unique<CudaOps>(precision, device);
 #endif
         } else {
             ops = std::make_unique<CpuOps>(precision);
@@ -73,6 +109,7 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
         error = e.what();
     }
     agree_on_errors(world, error);
+    if (choice == BackendChoice::cuda) check_one_rank_per_gpu(device, world);
     return ops;
 }
 

@@ -42,9 +42,16 @@ void add_gemm_options(CLI::App& sub, GemmOptions& opts) {
     sub.add_option("--dtype", opts.dtypes, "fp16, bf16, fp32, tf32 (comma list)")
         ->delimiter(',')
         ->each(mark_explicit);
-    sub.add_option("--warmup", opts.warmup, "untimed products before timing")->capture_default_str();
-    sub.add_option("--iters", opts.iters, "timed products per case")->capture_default_str();
-    sub.add_option("--out", opts.out, "JSONL file the records are appended to")->capture_default_str();
+    // As in `train`, a scalar flag given twice takes its last value.
+    sub.add_option("--warmup", opts.warmup, "untimed products before timing")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub.add_option("--iters", opts.iters, "timed products per case")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub.add_option("--out", opts.out, "JSONL file the records are appended to")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
 GemmCase parse_gemm_size(const std::string& text) {

@@ -165,6 +165,8 @@ int main(int argc, char** argv) {
         CLI::App* report = app.add_subcommand("report", "print the scaling table of JSONL result files");
         report->add_option("files", report_options.files, "JSONL files")->required()->check(CLI::ExistingFile);
         report->add_flag("--csv", report_options.csv, "CSV instead of Markdown");
+        report->add_flag("--compare", report_options.compare,
+                         "systems side by side: throughput, efficiency and busbw at each world size");
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");

@@ -120,7 +120,7 @@ TEST(GemmCli, OptionsAreRepeatableCommaListsAndMarkTheCasesExplicit) {
     GemmOptions o;
     add_gemm_options(*app.add_subcommand("gemm", "GEMM throughput"), o);
     const char* argv[] = {"scalebench", "gemm", "--size", "1024,2048x1024x512", "--size", "64",
-                          "--dtype", "bf16,tf32", "--iters", "7", "--warmup", "2"};
+                          "--dtype", "bf16,tf32", "--iters", "3", "--iters", "7", "--warmup", "2"};
     app.parse(static_cast<int>(sizeof(argv) / sizeof(argv[0])), argv);
     EXPECT_EQ(o.sizes, (std::vector<std::string>{"1024", "2048x1024x512", "64"}));
     EXPECT_EQ(o.dtypes, (std::vector<std::string>{"bf16", "tf32"}));

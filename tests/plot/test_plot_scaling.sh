@@ -27,10 +27,16 @@ fail() { log "FAIL: $*"; failures=$((failures + 1)); }
 unset NCCL_NVLS_ENABLE
 export NCCL_ALGO=Ring NCCL_PROTO=Simple
 sweep=("$src/launch/sweep.sh" --bin "$bin" --config "$src/configs/ci-small.yaml" --backend cpu --np 2 --no-bind)
-timeout 300 "${sweep[@]}" --out "$tmp/one-launch.jsonl" >"$tmp/sweep1.log" 2>&1 ||
-  { cat "$tmp/sweep1.log"; fail "launch/sweep.sh (one launch) exited $?"; }
-timeout 300 "${sweep[@]}" --per-size --out "$tmp/per-size.jsonl" >"$tmp/sweep2.log" 2>&1 ||
-  { cat "$tmp/sweep2.log"; fail "launch/sweep.sh --per-size exited $?"; }
+# expect_ok LOG WHAT COMMAND...: runs COMMAND (output to LOG); a failure shows LOG and its exit code.
+expect_ok() {
+  local log_file=$1 what=$2; shift 2
+  "$@" >"$log_file" 2>&1
+  local rc=$?
+  ((rc == 0)) || { cat "$log_file"; fail "$what exited $rc"; }
+  return $rc
+}
+expect_ok "$tmp/sweep1.log" "launch/sweep.sh (one launch)" timeout 300 "${sweep[@]}" --out "$tmp/one-launch.jsonl"
+expect_ok "$tmp/sweep2.log" "launch/sweep.sh --per-size" timeout 300 "${sweep[@]}" --per-size --out "$tmp/per-size.jsonl"
 "$py" - "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" <<'EOF' || fail "the sweep's records are not what it ran"
 import json, sys
 errors = []
@@ -52,16 +58,28 @@ print("plot test: sweep records ok")
 EOF
 
 # --- the plots ---------------------------------------------------------------------------
-# comm records in the shape `scalebench comm` writes ({subcommand, op, world_size, bytes,
-# busbw_gbps}); the values are an input for the drawing, not a measurement.
-for size in 1024 65536 4194304 67108864; do
-  printf '{"schema_version":1,"subcommand":"comm","op":"all_reduce","world_size":2,"bytes":%d,"busbw_gbps":%s,"backend":"cpu","environment":{"hostnames":["plot-test","plot-test"]}}\n' \
-    "$size" "$(awk -v s="$size" 'BEGIN { print 10 * s / (s + 1048576) }')"
-done >"$tmp/comm.jsonl"
+# comm records: from the real `scalebench comm` (MPI backend) where the binary has it;
+# otherwise one record in the shape src/comm_command.cpp writes (rows of size_bytes with
+# out_of_place/in_place busbw), whose values are only an input for the drawing.
+# (`scalebench comm --help` alone would not tell: an unknown word runs the default `train`.)
+if "$bin" --help 2>/dev/null | grep -Eq '^ +comm( |$)'; then
+  expect_ok "$tmp/comm.log" "scalebench comm" timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+    -np 2 "$bin" comm --backend mpi -b 1K -e 4M -f 4 -n 5 --out "$tmp/comm.jsonl"
+else
+  log "note: $bin has no comm subcommand; plotting a comm record written by this test"
+  "$py" - >"$tmp/comm.jsonl" <<'EOF'
+import json
+rows = [{"size_bytes": b, "count": b // 4,
+         "out_of_place": {"time_us": 5 + b / 2e3, "busbw_gbps": 2 * b / (b + 2**20)},
+         "in_place": {"time_us": 5 + b / 2e3, "busbw_gbps": 2 * b / (b + 2**20)}} for b in (1024, 16384, 262144, 4194304)]
+print(json.dumps({"schema_version": 1, "subcommand": "comm", "op": "all_reduce", "dtype": "float", "redop": "sum",
+                  "world_size": 2, "backend": "mpi", "rows": rows, "environment": {"hostnames": ["plot-test"] * 2}}))
+EOF
+fi
 
 out=$tmp/plots
-"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" "$tmp/comm.jsonl" -o "$out" --prefix ci- \
-  >"$tmp/plot.log" 2>&1 || { cat "$tmp/plot.log"; fail "plot_scaling.py exited $? on good input"; }
+expect_ok "$tmp/plot.log" "plot_scaling.py on good input" \
+  "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" "$tmp/comm.jsonl" -o "$out" --prefix ci-
 for name in efficiency throughput breakdown busbw; do
   png=$out/ci-$name.png svg=$out/ci-$name.svg
   if [[ ! -s $png ]]; then fail "$png not written"; continue; fi
@@ -78,17 +96,17 @@ grep -q 'one-launch.jsonl' "$out/ci-efficiency.svg" && grep -q 'per-size.jsonl' 
 "$py" -c 'import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line); r["projected"] = True; print(json.dumps(r))' "$tmp/one-launch.jsonl" >"$tmp/projected.jsonl"
-"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection" >/dev/null 2>&1 ||
-  fail "plot_scaling.py with projected records exited $?"
+expect_ok "$tmp/projected.log" "plot_scaling.py with projected records" \
+  "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection"
 grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
   fail "projected records are not told apart in the efficiency plot"
-"$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/only-train" >"$tmp/plot2.log" 2>&1 ||
-  fail "plot_scaling.py on train records alone exited $?"
+expect_ok "$tmp/plot2.log" "plot_scaling.py on train records alone" \
+  "$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/only-train"
 grep -q 'no comm records: no busbw plot' "$tmp/plot2.log" || fail "no note that the busbw plot was left out"
 
 # --- report --compare on the same records ---------------------------------------------------
-"$bin" report --compare "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" >"$tmp/compare.md" 2>&1 ||
-  { cat "$tmp/compare.md"; fail "scalebench report --compare exited $?"; }
+expect_ok "$tmp/compare.md" "scalebench report --compare" \
+  "$bin" report --compare "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl"
 grep -q '^| ranks | cpu (.*) \[one-launch.jsonl\] samples/s |' "$tmp/compare.md" &&
   grep -Eq '^\| 2 \| [0-9.]+ \| [0-9.]+% \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \|' "$tmp/compare.md" ||
   { cat "$tmp/compare.md"; fail "report --compare does not show both launches side by side"; }
@@ -104,11 +122,13 @@ refuses() {  # refuses WHAT EXPECTED_MESSAGE ARGS...: exit 2 and the message on 
 refuses "missing file" "$tmp/nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
 { head -1 "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
 refuses "malformed line" "$tmp/malformed.jsonl:2: malformed record" "$tmp/malformed.jsonl"
-"$py" "$plot" "$tmp/malformed.jsonl" --skip-bad-lines -o "$tmp/skipped" >/dev/null 2>"$tmp/skip.err" ||
-  fail "--skip-bad-lines did not plot the good line"
+expect_ok "$tmp/skip.err" "plot_scaling.py --skip-bad-lines" \
+  "$py" "$plot" "$tmp/malformed.jsonl" --skip-bad-lines -o "$tmp/skipped"
 grep -qF "$tmp/malformed.jsonl:2: malformed record" "$tmp/skip.err" || fail "--skip-bad-lines did not name the line"
 echo '[1, 2]' >"$tmp/array.jsonl"
 refuses "a line that is not an object" "$tmp/array.jsonl:1: malformed record: not a JSON object" "$tmp/array.jsonl"
+echo '{"subcommand": "comm", "op": "all_reduce", "world_size": 2}' >"$tmp/comm-no-rows.jsonl"
+refuses "comm record without rows" "$tmp/comm-no-rows.jsonl:1: comm record has no 'rows'" "$tmp/comm-no-rows.jsonl"
 echo '{"subcommand": "gemm", "tflops": 1.0}' >"$tmp/gemm.jsonl"
 refuses "no usable records" "no train or comm records to plot" "$tmp/gemm.jsonl"
 head -1 "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
@@ -119,8 +139,8 @@ refuses "empty file" "no train or comm records to plot" "$tmp/empty.jsonl"
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 # --label NAME merges the two files of one system into one line, named NAME.
-"$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" --label "ci box" -o "$tmp/merged" >/dev/null 2>&1 ||
-  fail "plot_scaling.py --label exited $?"
+expect_ok "$tmp/merged.log" "plot_scaling.py --label" \
+  "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" --label "ci box" -o "$tmp/merged"
 grep -q 'ci box: ci-small' "$tmp/merged/efficiency.svg" && ! grep -q 'per-size.jsonl' "$tmp/merged/efficiency.svg" ||
   fail "--label NAME did not merge the files into one line named NAME"
 
