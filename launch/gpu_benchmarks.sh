@@ -17,12 +17,13 @@ if [[ ! -x build-gpu/scalebench ]]; then
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" >"$out/build.log" 2>&1
 fi
-cmake --build build-gpu -j"$(nproc)" >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+cmake --build build-gpu -j"$(nproc)" --target scalebench >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1 || true
 
 if [[ $what == all || $what == tests ]]; then
   echo "== GPU test suite on $gpus GPU(s)"
+  cmake --build build-gpu -j"$(nproc)" --target scalebench_gpu_tests >>"$out/build.log" 2>&1 || tail -40 "$out/build.log"
   set +e
   mpirun "${root_flags[@]}" -np "$gpus" build-gpu/tests/scalebench_gpu_tests 2>&1 | tee "$out/gpu_tests.log" | tail -25
   set -e
