@@ -35,13 +35,34 @@ public:
     // compute stream (Ops::stream()) that produced their input.
     virtual std::unique_ptr<CommRequest> all_reduce(const void* send, void* recv, size_t count,
                                                     DType dtype, ReduceOp op) = 0;
-    // recv holds count elements; send holds count * size().
+    // recv holds count elements; send holds count * size(). In place, as NCCL, when
+    // recv == send + rank() * count elements.
     virtual std::unique_ptr<CommRequest> reduce_scatter(const void* send, void* recv, size_t count,
                                                         DType dtype, ReduceOp op) = 0;
-    // send holds count elements; recv holds count * size().
+    // send holds count elements; recv holds count * size(). In place, as NCCL, when
+    // send == recv + rank() * count elements.
     virtual std::unique_ptr<CommRequest> all_gather(const void* send, void* recv, size_t count,
                                                     DType dtype) = 0;
     virtual std::unique_ptr<CommRequest> broadcast(void* buf, size_t count, DType dtype, int root) = 0;
+    // Out of place: recv on every rank (root included) gets root's send; send is read on
+    // root only. In place when send == recv.
+    virtual std::unique_ptr<CommRequest> broadcast(const void* send, void* recv, size_t count, DType dtype,
+                                                   int root) = 0;
+    // recv on root gets the reduction of every rank's send; recv is not written elsewhere.
+    // In place when send == recv.
+    virtual std::unique_ptr<CommRequest> reduce(const void* send, void* recv, size_t count, DType dtype,
+                                                ReduceOp op, int root) = 0;
+    // send and recv hold count_per_peer * size() elements: block j of send goes to rank j,
+    // block j of recv comes from rank j. In place (send == recv) only on MPI; NCCL reads and
+    // writes the same blocks concurrently, so nccl-tests times it but does not check it.
+    virtual std::unique_ptr<CommRequest> alltoall(const void* send, void* recv, size_t count_per_peer,
+                                                  DType dtype) = 0;
+    // One exchange: count elements of send to rank peer_send while count elements arrive in
+    // recv from rank peer_recv (a ring shift when every rank sends to rank + 1). In place
+    // (send == recv) only on MPI (MPI_Sendrecv_replace); on NCCL it races, so nccl-tests
+    // times it but does not check it.
+    virtual std::unique_ptr<CommRequest> sendrecv(const void* send, void* recv, size_t count, DType dtype,
+                                                  int peer_send, int peer_recv) = 0;
     // Host-side barrier across the communicator's ranks.
     virtual void barrier() = 0;
     // Collective: a communicator of this one's first n ranks (MPI_Comm_split,

@@ -1,21 +1,74 @@
 #include "collectives/mpi_communicator.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
+#include <functional>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "collectives/host_dtype.h"
 #include "src/errors.h"
 
 namespace sb {
 
 namespace {
 
-MPI_Datatype mpi_type(DType dtype) {
-    if (dtype == DType::f32) return MPI_FLOAT;
-    throw UserError(fmt::format("the MPI communicator reduces f32 only; got {}", dtype_name(dtype)));
+// ---- half and bfloat16. MPI has neither, so they travel as 2-byte datatypes and reduce
+// through user-defined ops that compute each pair in fp32 and round back to nearest even.
+// Created once, on first use; MPI_Finalize frees them.
+
+MPI_Datatype make_16bit_type(const char* name) {
+    MPI_Datatype type;
+    SB_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &type));
+    SB_CHECK_MPI(MPI_Type_set_name(type, name));
+    SB_CHECK_MPI(MPI_Type_commit(&type));
+    return type;
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+template <DType D, ReduceOp Op>
+void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+    for (int i = 0; i < *len; ++i) {
+        const float a = load_as_float(D, in, static_cast<size_t>(i));
+        const float b = load_as_float(D, inout, static_cast<size_t>(i));
+        const float r = Op == ReduceOp::max ? std::max(a, b) : Op == ReduceOp::min ? std::min(a, b) : a + b;
+        store_from_float(D, inout, static_cast<size_t>(i), r);
+    }
+}
+
+MPI_Op make_op(MPI_User_function* function) {
+    MPI_Op op;
+    SB_CHECK_MPI(MPI_Op_create(function, /*commute=*/1, &op));
+    return op;
+}
+
+template <DType D>
+MPI_Op op_16bit(ReduceOp op) {
+    static const MPI_Op sum = make_op(&reduce_16bit<D, ReduceOp::sum>);
+    static const MPI_Op max = make_op(&reduce_16bit<D, ReduceOp::max>);
+    static const MPI_Op min = make_op(&reduce_16bit<D, ReduceOp::min>);
+    return op == ReduceOp::max ? max : op == ReduceOp::min ? min : sum;  // avg = sum, scaled on completion
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+    switch (dtype) {
+        case DType::f32: return MPI_FLOAT;
+        case DType::f16: {
+            static const MPI_Datatype half = make_16bit_type("scalebench_half");
+            return half;
+        }
+        case DType::bf16: {
+            static const MPI_Datatype bfloat16 = make_16bit_type("scalebench_bfloat16");
+            return bfloat16;
+        }
+    }
+    throw UserError(fmt::format("the MPI communicator has no datatype for {}", dtype_name(dtype)));
+}
+
+MPI_Op mpi_op(ReduceOp op, DType dtype) {
+    if (dtype == DType::f16) return op_16bit<DType::f16>(op);
+    if (dtype == DType::bf16) return op_16bit<DType::bf16>(op);
     switch (op) {
         case ReduceOp::sum:
         case ReduceOp::avg: return MPI_SUM;  // avg = sum, then divided on completion
@@ -31,39 +84,54 @@ int mpi_count(size_t count) {
     return static_cast<int>(count);
 }
 
-// One MPI request; for ReduceOp::avg the result is scaled once it has completed.
+// The average is the sum times 1/size, applied once the sum has arrived.
+std::function<void()> scale_on_completion(ReduceOp op, void* data, size_t count, DType dtype, int size) {
+    if (op != ReduceOp::avg) return {};
+    const float scale = 1.0f / static_cast<float>(size);
+    return [=] {
+        for (size_t i = 0; i < count; ++i) store_from_float(dtype, data, i, load_as_float(dtype, data, i) * scale);
+    };
+}
+
+// One operation of zero or more MPI requests; `finish` runs once they have all completed
+// (the avg scaling, moving an in-place reduce-scatter block into place).
 class MpiRequest final : public CommRequest {
 public:
-    MpiRequest(MPI_Request request, float* scale_data, size_t scale_count, float scale)
-        : request_(request), scale_data_(scale_data), scale_count_(scale_count), scale_(scale) {}
+    MpiRequest(std::vector<MPI_Request> requests, std::function<void()> finish)
+        : requests_(std::move(requests)), finish_(std::move(finish)) {}
     ~MpiRequest() override {
-        if (!done_) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+        if (done_) return;
+        MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+        if (finish_) finish_();
     }
     bool test() override {
         if (done_) return true;
         int flag = 0;
-        SB_CHECK_MPI(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
-        if (flag) finish();
+        SB_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE));
+        if (flag) complete();
         return done_;
     }
     void wait() override {
         if (done_) return;
-        SB_CHECK_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-        finish();
+        SB_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+        complete();
     }
 
 private:
-    void finish() {
+    void complete() {
         done_ = true;
-        if (scale_data_)
-            for (size_t i = 0; i < scale_count_; ++i) scale_data_[i] *= scale_;
+        if (finish_) finish_();
     }
-    MPI_Request request_;
-    float* scale_data_;
-    size_t scale_count_;
-    float scale_;
+    std::vector<MPI_Request> requests_;
+    std::function<void()> finish_;
     bool done_ = false;
 };
+
+std::unique_ptr<CommRequest> request(MPI_Request r, std::function<void()> finish = {}) {
+    return std::make_unique<MpiRequest>(std::vector<MPI_Request>{r}, std::move(finish));
+}
+
+constexpr int kSendRecvTag = 17;
 
 }  // namespace
 
@@ -79,36 +147,83 @@ MpiCommunicator::~MpiCommunicator() {
 
 std::unique_ptr<CommRequest> MpiCommunicator::all_reduce(const void* send, void* recv, size_t count,
                                                          DType dtype, ReduceOp op) {
-    MPI_Request request;
+    MPI_Request r;
     const void* src = send == recv ? MPI_IN_PLACE : send;
-    SB_CHECK_MPI(MPI_Iallreduce(src, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_, &request));
-    const bool avg = op == ReduceOp::avg;
-    return std::make_unique<MpiRequest>(request, avg ? static_cast<float*>(recv) : nullptr, count,
-                                        1.0f / static_cast<float>(size_));
+    SB_CHECK_MPI(MPI_Iallreduce(src, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype), comm_, &r));
+    return request(r, scale_on_completion(op, recv, count, dtype, size_));
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
                                                              DType dtype, ReduceOp op) {
-    MPI_Request request;
-    SB_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_,
-                                           &request));
-    const bool avg = op == ReduceOp::avg;
-    return std::make_unique<MpiRequest>(request, avg ? static_cast<float*>(recv) : nullptr, count,
-                                        1.0f / static_cast<float>(size_));
+    MPI_Request r;
+    const size_t block = count * dtype_size(dtype);
+    if (recv != static_cast<const char*>(send) + rank_ * block) {
+        SB_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype),
+                                               comm_, &r));
+        return request(r, scale_on_completion(op, recv, count, dtype, size_));
+    }
+    // In place, NCCL's way (recv is this rank's block of send). MPI's in-place form leaves
+    // the result at the start of the buffer, so it is moved to the rank's block afterwards.
+    void* buffer = const_cast<void*>(send);
+    SB_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpi_count(count), mpi_type(dtype),
+                                           mpi_op(op, dtype), comm_, &r));
+    auto scale = scale_on_completion(op, recv, count, dtype, size_);
+    return request(r, [=] {
+        if (recv != buffer) std::memmove(recv, buffer, block);
+        if (scale) scale();
+    });
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::all_gather(const void* send, void* recv, size_t count,
                                                          DType dtype) {
-    MPI_Request request;
-    SB_CHECK_MPI(MPI_Iallgather(send, mpi_count(count), mpi_type(dtype), recv, mpi_count(count), mpi_type(dtype),
-                                comm_, &request));
-    return std::make_unique<MpiRequest>(request, nullptr, 0, 1.0f);
+    MPI_Request r;
+    // In place, NCCL's way, is MPI's: send is this rank's block of recv.
+    const bool in_place = send == static_cast<const char*>(recv) + rank_ * count * dtype_size(dtype);
+    SB_CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(count), mpi_type(dtype), recv,
+                                mpi_count(count), mpi_type(dtype), comm_, &r));
+    return request(r);
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
-    MPI_Request request;
-    SB_CHECK_MPI(MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, &request));
-    return std::make_unique<MpiRequest>(request, nullptr, 0, 1.0f);
+    MPI_Request r;
+    SB_CHECK_MPI(MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, &r));
+    return request(r);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::broadcast(const void* send, void* recv, size_t count, DType dtype,
+                                                        int root) {
+    if (rank_ == root && send != recv) std::memcpy(recv, send, count * dtype_size(dtype));
+    return broadcast(recv, count, dtype, root);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::reduce(const void* send, void* recv, size_t count, DType dtype,
+                                                     ReduceOp op, int root) {
+    MPI_Request r;
+    const bool root_in_place = rank_ == root && send == recv;
+    SB_CHECK_MPI(MPI_Ireduce(root_in_place ? MPI_IN_PLACE : send, recv, mpi_count(count), mpi_type(dtype),
+                             mpi_op(op, dtype), root, comm_, &r));
+    return request(r, rank_ == root ? scale_on_completion(op, recv, count, dtype, size_) : nullptr);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::alltoall(const void* send, void* recv, size_t count_per_peer,
+                                                       DType dtype) {
+    MPI_Request r;
+    SB_CHECK_MPI(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(count_per_peer), mpi_type(dtype),
+                               recv, mpi_count(count_per_peer), mpi_type(dtype), comm_, &r));
+    return request(r);
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::sendrecv(const void* send, void* recv, size_t count, DType dtype,
+                                                       int peer_send, int peer_recv) {
+    if (send == recv) {  // MPI has no non-blocking form of the in-place exchange
+        SB_CHECK_MPI(MPI_Sendrecv_replace(recv, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag,
+                                          peer_recv, kSendRecvTag, comm_, MPI_STATUS_IGNORE));
+        return std::make_unique<MpiRequest>(std::vector<MPI_Request>{}, nullptr);
+    }
+    std::vector<MPI_Request> r(2);
+    SB_CHECK_MPI(MPI_Irecv(recv, mpi_count(count), mpi_type(dtype), peer_recv, kSendRecvTag, comm_, &r[0]));
+    SB_CHECK_MPI(MPI_Isend(send, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag, comm_, &r[1]));
+    return std::make_unique<MpiRequest>(std::move(r), nullptr);
 }
 
 void MpiCommunicator::barrier() { SB_CHECK_MPI(MPI_Barrier(comm_)); }

@@ -1,5 +1,7 @@
 // Communicator over MPI for host memory (the CPU backend): non-blocking collectives
 // (MPI_Iallreduce & co.) whose progress is driven by test() calls during backward.
+// f32 maps to MPI_FLOAT; half and bfloat16 to 2-byte MPI datatypes with user-defined
+// reduction ops that compute in fp32 and round to nearest even.
 #pragma once
 
 #include <mpi.h>
@@ -27,6 +29,14 @@ public:
                                                 ReduceOp op) override;
     std::unique_ptr<CommRequest> all_gather(const void* send, void* recv, size_t count, DType dtype) override;
     std::unique_ptr<CommRequest> broadcast(void* buf, size_t count, DType dtype, int root) override;
+    std::unique_ptr<CommRequest> broadcast(const void* send, void* recv, size_t count, DType dtype,
+                                           int root) override;
+    std::unique_ptr<CommRequest> reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                                        int root) override;
+    std::unique_ptr<CommRequest> alltoall(const void* send, void* recv, size_t count_per_peer,
+                                          DType dtype) override;
+    std::unique_ptr<CommRequest> sendrecv(const void* send, void* recv, size_t count, DType dtype, int peer_send,
+                                          int peer_recv) override;
     void barrier() override;
     std::unique_ptr<Communicator> split_first(int n) override;
 

@@ -125,6 +125,47 @@ std::unique_ptr<CommRequest> NcclCommunicator::broadcast(void* buf, size_t count
     });
 }
 
+std::unique_ptr<CommRequest> NcclCommunicator::broadcast(const void* send, void* recv, size_t count, DType dtype,
+                                                         int root) {
+    return issue([&](ncclComm_t c, cudaStream_t s) {
+        SB_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, c, s));
+    });
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::reduce(const void* send, void* recv, size_t count, DType dtype,
+                                                      ReduceOp op, int root) {
+    return issue([&](ncclComm_t c, cudaStream_t s) {
+        SB_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, c, s));
+    });
+}
+
+// One send and one receive per peer in a group, as nccl-tests' alltoall (NCCL 2.28's
+// ncclAlltoAll is the same pattern inside the library).
+std::unique_ptr<CommRequest> NcclCommunicator::alltoall(const void* send, void* recv, size_t count_per_peer,
+                                                        DType dtype) {
+    const size_t block = count_per_peer * dtype_size(dtype);
+    return issue([&](ncclComm_t c, cudaStream_t s) {
+        SB_CHECK_NCCL(ncclGroupStart());
+        for (int peer = 0; peer < size_; ++peer) {
+            SB_CHECK_NCCL(ncclSend(static_cast<const char*>(send) + peer * block, count_per_peer, nccl_type(dtype),
+                                   peer, c, s));
+            SB_CHECK_NCCL(ncclRecv(static_cast<char*>(recv) + peer * block, count_per_peer, nccl_type(dtype), peer,
+                                   c, s));
+        }
+        SB_CHECK_NCCL(ncclGroupEnd());
+    });
+}
+
+std::unique_ptr<CommRequest> NcclCommunicator::sendrecv(const void* send, void* recv, size_t count, DType dtype,
+                                                        int peer_send, int peer_recv) {
+    return issue([&](ncclComm_t c, cudaStream_t s) {
+        SB_CHECK_NCCL(ncclGroupStart());
+        SB_CHECK_NCCL(ncclSend(send, count, nccl_type(dtype), peer_send, c, s));
+        SB_CHECK_NCCL(ncclRecv(recv, count, nccl_type(dtype), peer_recv, c, s));
+        SB_CHECK_NCCL(ncclGroupEnd());
+    });
+}
+
 void NcclCommunicator::barrier() {
     SB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
     SB_CHECK_MPI(MPI_Barrier(impl_->mpi));

@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include "src/backend.h"
+#include "src/comm_command.h"
 #include "src/config.h"
 #include "src/environment.h"
 #include "src/errors.h"
@@ -167,6 +168,9 @@ int main(int argc, char** argv) {
         report->add_flag("--csv", report_options.csv, "CSV instead of Markdown");
         report->add_flag("--compare", report_options.compare,
                          "systems side by side: throughput, efficiency and busbw at each world size");
+        sb::CommOptions comm_options;
+        CLI::App* comm = app.add_subcommand("comm", "collective sweeps (all_reduce & co.) in the format of nccl-tests");
+        sb::add_comm_options(*comm, comm_options);
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
@@ -182,6 +186,8 @@ int main(int argc, char** argv) {
         }
         if (train->parsed()) {
             code = sb::run_train(train_flags, MPI_COMM_WORLD);
+        } else if (comm->parsed()) {
+            code = sb::run_comm(comm_options, MPI_COMM_WORLD);
         } else if (report->parsed()) {
             if (rank == 0) {
                 int shown = sb::write_report(report_options, std::cout, std::cerr);

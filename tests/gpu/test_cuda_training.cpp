@@ -15,6 +15,7 @@
 #include "src/environment.h"
 #include "src/results.h"
 #include "src/runner.h"
+#include "tests/test_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace sb {
@@ -38,14 +39,7 @@ TrainConfig small_config(OptimizerConfig::Kind kind, Precision precision) {
     return cfg;
 }
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        norm += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(diff / norm);
-}
+using test::relative_error;
 
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
     std::vector<float> d(a.size());

@@ -14,6 +14,7 @@
 #include "src/config.h"
 #include "src/results.h"
 #include "src/runner.h"
+#include "tests/test_util.h"
 
 namespace sb {
 namespace {
@@ -79,14 +80,7 @@ TrainConfig small_config(OptimizerConfig::Kind kind) {
     return cfg;
 }
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        norm += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(diff / norm);
-}
+using test::relative_error;
 
 class DataParallel : public ::testing::TestWithParam<OptimizerConfig::Kind> {};
 

@@ -39,6 +39,10 @@ public:
     std::unique_ptr<CommRequest> reduce_scatter(const void*, void*, size_t, DType, ReduceOp) override { return nullptr; }
     std::unique_ptr<CommRequest> all_gather(const void*, void*, size_t, DType) override { return nullptr; }
     std::unique_ptr<CommRequest> broadcast(void*, size_t, DType, int) override { return nullptr; }
+    std::unique_ptr<CommRequest> broadcast(const void*, void*, size_t, DType, int) override { return nullptr; }
+    std::unique_ptr<CommRequest> reduce(const void*, void*, size_t, DType, ReduceOp, int) override { return nullptr; }
+    std::unique_ptr<CommRequest> alltoall(const void*, void*, size_t, DType) override { return nullptr; }
+    std::unique_ptr<CommRequest> sendrecv(const void*, void*, size_t, DType, int, int) override { return nullptr; }
     void barrier() override {}
     std::unique_ptr<Communicator> split_first(int) override { return nullptr; }
 };
