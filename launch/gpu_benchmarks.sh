@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds scalebench with CUDA and produces the GPU figures the README quotes, into
 # OUTDIR (default results/gpu-<host>-<date>): the GPU test-suite log, `scalebench gemm`
-# beside torch.mm in the same command, and the MLP training benchmark.
-#   launch/gpu_benchmarks.sh [OUTDIR] [all|tests|gemm|train]
+# beside torch.mm in the same command, the MLP training benchmark and an NCCL sweep.
+#   launch/gpu_benchmarks.sh [OUTDIR] [all|tests|gemm|train|comm]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/gpu-$(hostname -s)-$(date -u +%Y%m%d)}
@@ -39,4 +39,10 @@ if [[ $what == all || $what == train ]]; then
   rm -f "$out/mlp-large.jsonl"
   mpirun "${root_flags[@]}" -np "$gpus" build-gpu/scalebench train --config configs/mlp-large.yaml \
       --out "$out/mlp-large.jsonl" | tee "$out/mlp-large.txt"
+fi
+if [[ $what == all || $what == comm ]]; then
+  echo "== comm: NCCL all-reduce sweep on $gpus GPU(s)"
+  rm -f "$out/comm.jsonl"
+  mpirun "${root_flags[@]}" -np "$gpus" build-gpu/scalebench comm --backend nccl --op all_reduce -b 8 -e 256M -f 2 \
+      --out "$out/comm.jsonl" | tee "$out/comm.txt"
 fi
