@@ -32,14 +32,16 @@ std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t 
     return buckets;
 }
 
-Bucketer::Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads)
-    : comm_(comm), grads_(grads) {
+Bucketer::Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads,
+                   Ops& ops, DType comm_dtype)
+    : comm_(comm), grads_(grads), ops_(ops), comm_dtype_(comm_dtype) {
     const size_t bucket_bytes = static_cast<size_t>(bucket_mb * 1024.0 * 1024.0);
     buckets_ = assign_buckets(params, bucket_bytes > 0 ? bucket_bytes : 1, sizeof(float));
     bucket_of_param_.assign(params.size(), -1);
     for (size_t b = 0; b < buckets_.size(); ++b)
         for (int i : buckets_[b].param_indices) bucket_of_param_[static_cast<size_t>(i)] = static_cast<int>(b);
     requests_.resize(buckets_.size());
+    if (comm_dtype_ != DType::f32) compressed_ = DeviceBuffer(ops_, total_elements() * dtype_size(comm_dtype_));
     start_step();
 }
 
@@ -70,9 +72,10 @@ void Bucketer::gradient_ready(int param_index) {
 void Bucketer::launch_ready() {
     while (next_to_launch_ < static_cast<int>(buckets_.size()) && pending_[static_cast<size_t>(next_to_launch_)] == 0) {
         const Bucket& bucket = buckets_[static_cast<size_t>(next_to_launch_)];
-        float* span = grads_ + bucket.offset;
+        void* span = span_of(bucket);
+        if (comm_dtype_ != DType::f32) ops_.cast(fp32_view(bucket), compressed_view(bucket));
         requests_[static_cast<size_t>(next_to_launch_)] =
-            comm_.all_reduce(span, span, bucket.count, DType::f32, ReduceOp::avg);
+            comm_.all_reduce(span, span, bucket.count, comm_dtype_, ReduceOp::avg);
         ++next_to_launch_;
     }
 }
@@ -81,10 +84,24 @@ void Bucketer::wait_all() {
     SB_REQUIRE(next_to_launch_ == static_cast<int>(buckets_.size()),
                fmt::format("wait_all with {} of {} buckets launched: some gradients were never reported",
                            next_to_launch_, buckets_.size()));
-    for (auto& request : requests_) {
-        request->wait();
-        request.reset();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        requests_[b]->wait();
+        requests_[b].reset();
+        if (comm_dtype_ != DType::f32) ops_.cast(compressed_view(buckets_[b]), fp32_view(buckets_[b]));
     }
+}
+
+Tensor Bucketer::fp32_view(const Bucket& b) const {
+    return Tensor{grads_ + b.offset, DType::f32, 1, static_cast<int64_t>(b.count)};
+}
+
+Tensor Bucketer::compressed_view(const Bucket& b) const {
+    return Tensor{static_cast<char*>(compressed_.get()) + b.offset * dtype_size(comm_dtype_), comm_dtype_, 1,
+                  static_cast<int64_t>(b.count)};
+}
+
+void* Bucketer::span_of(const Bucket& b) const {
+    return comm_dtype_ == DType::f32 ? static_cast<void*>(grads_ + b.offset) : compressed_view(b).data;
 }
 
 size_t Bucketer::total_elements() const {

@@ -2,7 +2,9 @@
 // reverse order (the order backward produces them), into buckets of about bucket_mb;
 // a parameter is never split. Since the flat gradient buffer is in forward order, each
 // bucket is one contiguous span and is all-reduced (average) in place with one call,
-// started the moment its last gradient lands. Buckets start in order.
+// started the moment its last gradient lands. Buckets start in order. With a 16-bit
+// comm_dtype (DDP's bf16/fp16 compress hooks) each bucket is cast into a 16-bit copy,
+// all-reduced there and cast back into the fp32 gradients once it has completed.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,8 @@ std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t 
 
 class Bucketer : public GradientSink {
 public:
-    Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads);
+    Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads, Ops& ops,
+             DType comm_dtype = DType::f32);
 
     void start_step();                            // every parameter pending again
     void gradient_ready(int param_index) override;  // launches buckets that became complete
@@ -34,12 +37,19 @@ public:
     int launched() const { return next_to_launch_; }
     const std::vector<Bucket>& buckets() const { return buckets_; }
     size_t total_elements() const;
+    DType comm_dtype() const { return comm_dtype_; }
 
 private:
     void launch_ready();
+    Tensor fp32_view(const Bucket& b) const;
+    Tensor compressed_view(const Bucket& b) const;
+    void* span_of(const Bucket& b) const;  // what the all-reduce of bucket b reduces
 
     Communicator& comm_;
     float* grads_;
+    Ops& ops_;
+    DType comm_dtype_;
+    DeviceBuffer compressed_;  // 16-bit copy of the gradients when comm_dtype != f32
     std::vector<Bucket> buckets_;
     std::vector<int> bucket_of_param_;
     std::vector<int> pending_;        // per bucket: gradients still to come

@@ -95,6 +95,10 @@ std::vector<Choice<Precision>> precision_choices() {
     return out;
 }
 
+std::vector<Choice<DType>> grad_dtype_choices() {
+    return {{"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
+}
+
 std::vector<Choice<Activation>> activation_choices() {
     std::vector<Choice<Activation>> out;
     for (Activation a : {Activation::relu, Activation::gelu, Activation::tanh, Activation::none})
@@ -185,7 +189,7 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 // ---- the keys of each section, in the order default.yaml lists them
 const std::vector<std::string> kTopKeys = {"model", "mlp", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
-                                           "seed", "backend", "out"};
+                                           "grad_dtype", "seed", "backend", "out"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"};
 
@@ -230,6 +234,7 @@ public:
             else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
             else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
             else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
+            else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
             else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
@@ -580,6 +585,7 @@ nlohmann::json to_json(const TrainConfig& cfg) {
           {"beta2", real(opt.beta2)},
           {"eps", real(opt.eps)}}},
         {"bucket_mb", cfg.bucket_mb},
+        {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
         {"seed", cfg.seed},
         {"backend", backend_choice_name(cfg.backend)},
         {"out", cfg.out},
@@ -606,6 +612,20 @@ Precision parse_precision(const std::string& text) {
     std::optional<Precision> found = find_choice(text, precision_choices());
     if (!found) throw UserError(fmt::format("precision: {}", bad_choice_reason(text, precision_choices())));
     return *found;
+}
+
+DType parse_grad_dtype(const std::string& text) {
+    std::optional<DType> found = find_choice(text, grad_dtype_choices());
+    if (!found) throw UserError(fmt::format("grad_dtype: {}", bad_choice_reason(text, grad_dtype_choices())));
+    return *found;
+}
+
+const char* grad_dtype_name(DType dtype) {
+    switch (dtype) {
+        case DType::bf16: return "bf16";
+        case DType::f16: return "fp16";
+        default: return "fp32";
+    }
 }
 
 }  // namespace sb

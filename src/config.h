@@ -37,6 +37,7 @@ struct TrainConfig {
     Precision precision = Precision::fp32;
     OptimizerConfig optimizer;
     double bucket_mb = 25.0;
+    DType grad_dtype = DType::f32;  // dtype gradients are all-reduced in (DDP's bf16/fp16 compress hooks)
     uint64_t seed = 1234;
     BackendChoice backend = BackendChoice::auto_select;
     std::string out = "results/train.jsonl";
@@ -64,5 +65,8 @@ const char* backend_choice_name(BackendChoice backend);
 // UserError listing the valid values.
 BackendChoice parse_backend_choice(const std::string& text);
 Precision parse_precision(const std::string& text);
+// "fp32", "bf16" or "fp16" (the names grad_dtype takes).
+DType parse_grad_dtype(const std::string& text);
+const char* grad_dtype_name(DType dtype);
 
 }  // namespace sb

@@ -31,7 +31,7 @@ namespace {
 
 struct TrainFlags {
     std::string config;
-    std::string backend, precision, scaling_mode, out;
+    std::string backend, precision, scaling_mode, out, grad_dtype;
     std::vector<int> scaling;
     std::optional<int> steps, warmup, batch_size;
     std::optional<double> bucket_mb;
@@ -52,6 +52,8 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--warmup", f.warmup, "warm-up steps per world size (not measured)");
     sub.add_option("--batch-size", f.batch_size, "batch per rank (weak) or global batch (strong)");
     sub.add_option("--bucket-mb", f.bucket_mb, "gradient bucket size in MiB, as DDP's bucket_cap_mb");
+    sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
 }
 
@@ -93,6 +95,7 @@ void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
     if (f.batch_size) cfg.batch_size = *f.batch_size;
     if (f.bucket_mb) cfg.bucket_mb = *f.bucket_mb;
     if (!f.out.empty()) cfg.out = f.out;
+    if (!f.grad_dtype.empty()) cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
 }
 
 // The results file must be writable before any work is done.
@@ -122,6 +125,9 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     }
     agree_on_errors(world, error);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
+    if (ops->name() == "cpu" && cfg.grad_dtype != DType::f32)
+        throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
+                                      cfg.source, grad_dtype_name(cfg.grad_dtype)));
     nlohmann::json environment = collect_environment(world);
     const std::vector<nlohmann::json> devices = gather_json(device_environment(*ops), world);
     if (rank == 0 && !devices.front().empty()) {

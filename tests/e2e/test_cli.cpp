@@ -121,6 +121,10 @@ TEST(Cli, OtherBadInputExits2) {
     EXPECT_EQ(steps.code, 2) << steps.err;
     EXPECT_NE(steps.err.find("steps"), std::string::npos) << steps.err;
 
+    Result compressed = run(kSmall + " --grad-dtype bf16 --out " + out);
+    EXPECT_EQ(compressed.code, 2) << compressed.err;
+    EXPECT_NE(compressed.err.find("key 'grad_dtype': bf16 needs the cuda backend"), std::string::npos) << compressed.err;
+
     Result flag = run("--no-such-flag");
     EXPECT_EQ(flag.code, 2) << flag.err;
     EXPECT_FALSE(std::filesystem::exists(out));

@@ -83,7 +83,7 @@ TEST_P(CudaTrainingStep, MatchesTheCpuBackendFromTheSameWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CudaTrainingStep,
                          ::testing::Values(Case{Precision::fp32, 1e-5}, Case{Precision::tf32, 1e-2},
-                                           Case{Precision::bf16, 3e-2}),
+                                           Case{Precision::bf16, 3e-2}, Case{Precision::fp16, 3e-2}),
                          [](const auto& info) { return std::string(precision_name(info.param.precision)); });
 
 TEST(CudaDataParallel, NRanksMatchOneRankWithTheGlobalBatchAndStayIdentical) {
@@ -140,6 +140,35 @@ TEST(CudaDataParallel, SweepRecordHasGpuFiguresAndPassesTheReplicaCheck) {
         EXPECT_GT(device, 0.0);
         EXPECT_LE(device, r["step_ms"]["max"].get<double>() * 1.05);
         EXPECT_GE(r["telemetry_by_rank"].size(), 1u);
+    }
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+// DDP's bf16/fp16 compress hooks: the all-reduce runs on a 16-bit copy of each bucket.
+// Against the fp32 all-reduce the parameter update agrees to 16-bit rounding.
+TEST(CudaDataParallel, SixteenBitGradientAllReduceMatchesFp32WithinRounding) {
+    SKIP_WITHOUT_GPU();
+    for (DType grad_dtype : {DType::bf16, DType::f16}) {
+        TrainConfig cfg = small_config(OptimizerConfig::Kind::sgd, Precision::fp32);
+        CudaOps cuda(Precision::fp32, local_device());
+        NcclCommunicator world(MPI_COMM_WORLD, cuda.stream());
+        DataParallelTrainer full(cfg, cuda, world);
+        cfg.grad_dtype = grad_dtype;
+        DataParallelTrainer compressed(cfg, cuda, world);
+        EXPECT_EQ(compressed.bucketer().comm_dtype(), grad_dtype);
+        const std::vector<float> initial = full.params_host();
+        for (int s = 0; s < 3; ++s) {
+            full.step(s);
+            compressed.step(s);
+        }
+        const double err = relative_error(minus(compressed.params_host(), initial), minus(full.params_host(), initial));
+        EXPECT_LE(err, grad_dtype == DType::bf16 ? 1e-2 : 2e-3) << dtype_name(grad_dtype);
+        EXPECT_GT(err, 0.0) << "a 16-bit all-reduce cannot be bit-identical to fp32";
     }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/bucketer.h"
+#include "models/cpu/cpu_ops.h"
 
 namespace sb {
 namespace {
@@ -85,7 +86,8 @@ TEST(Bucketer, LaunchesExactlyWhenTheLastGradientLands) {
     auto params = layout({6, 3, 5, 2, 12, 1});
     std::vector<float> grads(29, 1.0f);
     RecordingComm comm;
-    Bucketer bucketer(params, 40.0 / (1024.0 * 1024.0), comm, grads.data());
+    CpuOps ops;
+    Bucketer bucketer(params, 40.0 / (1024.0 * 1024.0), comm, grads.data(), ops);
     ASSERT_EQ(bucketer.buckets().size(), 3u);
     bucketer.start_step();
     bucketer.gradient_ready(5);
@@ -110,7 +112,8 @@ TEST(Bucketer, LaterBucketWaitsForEarlierOnesToStartInOrder) {
     auto params = layout({6, 3, 5, 2, 12, 1});
     std::vector<float> grads(29, 1.0f);
     RecordingComm comm;
-    Bucketer bucketer(params, 40.0 / (1024.0 * 1024.0), comm, grads.data());
+    CpuOps ops;
+    Bucketer bucketer(params, 40.0 / (1024.0 * 1024.0), comm, grads.data(), ops);
     bucketer.start_step();
     for (int i : {3, 2, 1}) bucketer.gradient_ready(i);  // bucket 1 complete, bucket 0 not
     EXPECT_EQ(comm.calls.size(), 0u);
@@ -125,7 +128,8 @@ TEST(Bucketer, RejectsADoubleReportAndAnIncompleteStep) {
     auto params = layout({4, 4});
     std::vector<float> grads(8);
     RecordingComm comm;
-    Bucketer bucketer(params, 1.0, comm, grads.data());
+    CpuOps ops;
+    Bucketer bucketer(params, 1.0, comm, grads.data(), ops);
     bucketer.start_step();
     bucketer.gradient_ready(1);
     EXPECT_THROW(bucketer.gradient_ready(1), std::runtime_error);

@@ -167,7 +167,7 @@ TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
               "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, batch_size, scaling_mode, scaling, "
-              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, seed, backend, out");
+              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  nesterov: true\n"),
               "t.yaml:2:3: key 'optimizer.nesterov': unknown key; valid keys in 'optimizer': kind, lr, momentum, "
@@ -635,6 +635,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
           {"beta2", 0.999},
           {"eps", 1e-8}}},
         {"bucket_mb", 25.0},
+        {"grad_dtype", "fp32"},
         {"seed", 7},
         {"backend", "cpu"},
         {"out", "results/train.jsonl"},
@@ -643,7 +644,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     // Every YAML key has its JSON counterpart, so the JSON reads back as a config.
     EXPECT_EQ(j["mlp"].size(), 5u);
     EXPECT_EQ(j["optimizer"].size(), 7u);
-    EXPECT_EQ(j.size(), 15u);  // the 14 YAML keys and the source
+    EXPECT_EQ(j.size(), 16u);  // the 15 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }
@@ -661,4 +662,17 @@ TEST(ConfigJson, JsonOfTheDefaultReadsBackAsYaml) {
 }
 
 }  // namespace
+TEST(Config, GradDtypeTakesTheAllReduceDtypes) {
+    EXPECT_EQ(parse_config("grad_dtype: bf16\n", "g.yaml").grad_dtype, DType::bf16);
+    EXPECT_EQ(parse_config("grad_dtype: fp16\n", "g.yaml").grad_dtype, DType::f16);
+    EXPECT_EQ(parse_grad_dtype("fp32"), DType::f32);
+    EXPECT_THROW(parse_grad_dtype("int8"), UserError);
+    try {
+        parse_config("steps: 2\ngrad_dtype: bf61\n", "g.yaml");
+        FAIL() << "a bad grad_dtype must be rejected";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("g.yaml:2:13: key 'grad_dtype': unknown value 'bf61'", 0), 0u) << e.what();
+    }
+}
+
 }  // namespace sb
