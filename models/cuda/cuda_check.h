@@ -14,11 +14,14 @@
 #define SB_CHECK_CUDA(call)                                                                    \
     do {                                                                                       \
         cudaError_t sb_cuda_rc_ = (call);                                                      \
-        if (sb_cuda_rc_ != cudaSuccess)                                                        \
+        if (sb_cuda_rc_ != cudaSuccess) {                                                      \
+            /* clear a non-sticky error, so a later launch check does not report it again */    \
+            (void)cudaGetLastError();                                                          \
             ::sb::throw_call_error("CUDA", #call,                                              \
                                    std::string(cudaGetErrorName(sb_cuda_rc_)) + ": " +         \
                                        cudaGetErrorString(sb_cuda_rc_),                        \
                                    __FILE__, __LINE__);                                        \
+        }                                                                                      \
     } while (0)
 
 #define SB_CHECK_CUBLAS(call)                                                                  \
