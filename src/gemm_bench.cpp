@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -24,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/cuda/cuda_check.h"
+#include "models/cuda/stream_gate.h"
 #include "src/environment.h"
 #include "src/errors.h"
 #include "src/gpu_info.h"
@@ -307,43 +306,6 @@ void fill_random(const std::string& dtype, size_t count, uint64_t seed, char* ds
     SB_CHECK_CUDA(cudaMemcpy(dst, host.data(), host.size(), cudaMemcpyHostToDevice));
 }
 
-// Holds the stream until the host has issued every timed product, so the events time the
-// GPU's work and not the host's launch rate (a small GEMM runs faster than it launches),
-// as nvbench's blocking kernel does. It opens by itself after 2 s, should a full launch
-// queue ever block the host before it opens the gate.
-class LaunchGate {
-public:
-    explicit LaunchGate(cudaStream_t stream) : stream_(stream) {
-        SB_CHECK_CUDA(cudaLaunchHostFunc(stream_, &LaunchGate::wait, this));
-    }
-    // Opens the gate and drains the stream, so the host function never outlives *this.
-    ~LaunchGate() {
-        open();
-        cudaStreamSynchronize(stream_);
-    }
-    LaunchGate(const LaunchGate&) = delete;
-    LaunchGate& operator=(const LaunchGate&) = delete;
-    void open() {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            open_ = true;
-        }
-        opened_.notify_all();
-    }
-
-private:
-    static void CUDART_CB wait(void* self) {
-        auto* gate = static_cast<LaunchGate*>(self);
-        std::unique_lock<std::mutex> lock(gate->mutex_);
-        gate->opened_.wait_for(lock, std::chrono::seconds(2), [gate] { return gate->open_; });
-    }
-
-    cudaStream_t stream_;
-    std::mutex mutex_;
-    std::condition_variable opened_;
-    bool open_ = false;
-};
-
 double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     size_t h = v.size() / 2;
@@ -404,15 +366,16 @@ GemmTiming time_gemm(const GemmCase& c, int warmup, int iters, TelemetrySampler*
     if (telemetry) telemetry->start();
     for (int i = 0; i < warmup; ++i) product(static_cast<size_t>(i));
     SB_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
-    {
-        LaunchGate gate(stream.get());
-        for (int i = 0; i < iters; ++i) {
-            SB_CHECK_CUDA(cudaEventRecord(events[2 * i], stream.get()));
-            product(static_cast<size_t>(warmup + i));
-            SB_CHECK_CUDA(cudaEventRecord(events[2 * i + 1], stream.get()));
-        }
-        gate.open();
+    // The stream is held until every timed product is queued, so the events time the GPU's
+    // work and not the host's launch rate (a small GEMM runs faster than it launches).
+    StreamGate gate;
+    gate.hold(stream.get());
+    for (int i = 0; i < iters; ++i) {
+        SB_CHECK_CUDA(cudaEventRecord(events[2 * i], stream.get()));
+        product(static_cast<size_t>(warmup + i));
+        SB_CHECK_CUDA(cudaEventRecord(events[2 * i + 1], stream.get()));
     }
+    gate.release();
     SB_CHECK_CUDA(cudaStreamSynchronize(stream.get()));
 
     GemmTiming t;
