@@ -10,6 +10,7 @@
 
 #include "collectives/host_dtype.h"
 #include "src/errors.h"
+#include "src/watchdog.h"
 
 namespace sb {
 
@@ -94,18 +95,24 @@ std::function<void()> scale_on_completion(ReduceOp op, void* data, size_t count,
 }
 
 // One operation of zero or more MPI requests; `finish` runs once they have all completed
-// (the avg scaling, moving an in-place reduce-scatter block into place).
+// (the avg scaling, moving an in-place reduce-scatter block into place). wait() polls
+// with the collective timeout (src/watchdog.h), so a rank that stopped answering ends
+// the job with its name instead of a hang.
 class MpiRequest final : public CommRequest {
 public:
-    MpiRequest(std::vector<MPI_Request> requests, std::function<void()> finish)
-        : requests_(std::move(requests)), finish_(std::move(finish)) {}
+    MpiRequest(std::vector<MPI_Request> requests, std::function<void()> finish, MPI_Comm comm, const char* what)
+        : requests_(std::move(requests)), finish_(std::move(finish)), comm_(comm), what_(what) {}
     ~MpiRequest() override {
         if (done_) return;
-        MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-        if (finish_) finish_();
+        try {
+            wait();
+        } catch (const std::exception& e) {
+            abort_job(e.what());  // a destructor cannot throw; an MPI error here is fatal
+        }
     }
     bool test() override {
         if (done_) return true;
+        serve_side_channel();
         int flag = 0;
         SB_CHECK_MPI(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE));
         if (flag) complete();
@@ -113,7 +120,7 @@ public:
     }
     void wait() override {
         if (done_) return;
-        SB_CHECK_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+        wait_requests(static_cast<int>(requests_.size()), requests_.data(), comm_, what_);
         complete();
     }
 
@@ -124,11 +131,14 @@ private:
     }
     std::vector<MPI_Request> requests_;
     std::function<void()> finish_;
+    MPI_Comm comm_;
+    const char* what_;
     bool done_ = false;
 };
 
-std::unique_ptr<CommRequest> request(MPI_Request r, std::function<void()> finish = {}) {
-    return std::make_unique<MpiRequest>(std::vector<MPI_Request>{r}, std::move(finish));
+std::unique_ptr<CommRequest> request(MPI_Request r, MPI_Comm comm, const char* what,
+                                     std::function<void()> finish = {}) {
+    return std::make_unique<MpiRequest>(std::vector<MPI_Request>{r}, std::move(finish), comm, what);
 }
 
 constexpr int kSendRecvTag = 17;
@@ -137,6 +147,8 @@ constexpr int kSendRecvTag = 17;
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
     SB_CHECK_MPI(MPI_Comm_dup(comm, &comm_));
+    // MPI errors come back as codes that become exceptions with their text (not MPI's abort).
+    SB_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     SB_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     SB_CHECK_MPI(MPI_Comm_size(comm_, &size_));
 }
@@ -150,7 +162,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::all_reduce(const void* send, void*
     MPI_Request r;
     const void* src = send == recv ? MPI_IN_PLACE : send;
     SB_CHECK_MPI(MPI_Iallreduce(src, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype), comm_, &r));
-    return request(r, scale_on_completion(op, recv, count, dtype, size_));
+    return request(r, comm_, "all_reduce", scale_on_completion(op, recv, count, dtype, size_));
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
@@ -160,7 +172,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::reduce_scatter(const void* send, v
     if (recv != static_cast<const char*>(send) + rank_ * block) {
         SB_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype),
                                                comm_, &r));
-        return request(r, scale_on_completion(op, recv, count, dtype, size_));
+        return request(r, comm_, "reduce_scatter", scale_on_completion(op, recv, count, dtype, size_));
     }
     // In place, NCCL's way (recv is this rank's block of send). MPI's in-place form leaves
     // the result at the start of the buffer, so it is moved to the rank's block afterwards.
@@ -168,7 +180,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::reduce_scatter(const void* send, v
     SB_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpi_count(count), mpi_type(dtype),
                                            mpi_op(op, dtype), comm_, &r));
     auto scale = scale_on_completion(op, recv, count, dtype, size_);
-    return request(r, [=] {
+    return request(r, comm_, "reduce_scatter", [=] {
         if (recv != buffer) std::memmove(recv, buffer, block);
         if (scale) scale();
     });
@@ -181,13 +193,13 @@ std::unique_ptr<CommRequest> MpiCommunicator::all_gather(const void* send, void*
     const bool in_place = send == static_cast<const char*>(recv) + rank_ * count * dtype_size(dtype);
     SB_CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(count), mpi_type(dtype), recv,
                                 mpi_count(count), mpi_type(dtype), comm_, &r));
-    return request(r);
+    return request(r, comm_, "all_gather");
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
     MPI_Request r;
     SB_CHECK_MPI(MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, &r));
-    return request(r);
+    return request(r, comm_, "broadcast");
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::broadcast(const void* send, void* recv, size_t count, DType dtype,
@@ -202,7 +214,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::reduce(const void* send, void* rec
     const bool root_in_place = rank_ == root && send == recv;
     SB_CHECK_MPI(MPI_Ireduce(root_in_place ? MPI_IN_PLACE : send, recv, mpi_count(count), mpi_type(dtype),
                              mpi_op(op, dtype), root, comm_, &r));
-    return request(r, rank_ == root ? scale_on_completion(op, recv, count, dtype, size_) : nullptr);
+    return request(r, comm_, "reduce", rank_ == root ? scale_on_completion(op, recv, count, dtype, size_) : nullptr);
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::alltoall(const void* send, void* recv, size_t count_per_peer,
@@ -210,23 +222,28 @@ std::unique_ptr<CommRequest> MpiCommunicator::alltoall(const void* send, void* r
     MPI_Request r;
     SB_CHECK_MPI(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(count_per_peer), mpi_type(dtype),
                                recv, mpi_count(count_per_peer), mpi_type(dtype), comm_, &r));
-    return request(r);
+    return request(r, comm_, "alltoall");
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::sendrecv(const void* send, void* recv, size_t count, DType dtype,
                                                        int peer_send, int peer_recv) {
     if (send == recv) {  // MPI has no non-blocking form of the in-place exchange
+        WatchdogScope guard("sendrecv (MPI_Sendrecv_replace)");
         SB_CHECK_MPI(MPI_Sendrecv_replace(recv, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag,
                                           peer_recv, kSendRecvTag, comm_, MPI_STATUS_IGNORE));
-        return std::make_unique<MpiRequest>(std::vector<MPI_Request>{}, nullptr);
+        return std::make_unique<MpiRequest>(std::vector<MPI_Request>{}, nullptr, comm_, "sendrecv");
     }
     std::vector<MPI_Request> r(2);
     SB_CHECK_MPI(MPI_Irecv(recv, mpi_count(count), mpi_type(dtype), peer_recv, kSendRecvTag, comm_, &r[0]));
     SB_CHECK_MPI(MPI_Isend(send, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag, comm_, &r[1]));
-    return std::make_unique<MpiRequest>(std::move(r), nullptr);
+    return std::make_unique<MpiRequest>(std::move(r), nullptr, comm_, "sendrecv");
 }
 
-void MpiCommunicator::barrier() { SB_CHECK_MPI(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+    MPI_Request r;
+    SB_CHECK_MPI(MPI_Ibarrier(comm_, &r));
+    wait_requests(1, &r, comm_, "barrier");
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::split_first(int n) {
     MPI_Comm sub = split_first_ranks(comm_, n);

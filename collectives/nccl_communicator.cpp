@@ -3,10 +3,17 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "models/cuda/cuda_check.h"
+#include "src/environment.h"
 #include "src/errors.h"
+#include "src/watchdog.h"
 
 namespace sb {
 
@@ -31,48 +38,120 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     return ncclSum;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// A completion event shared by the request and the watchdog's list of pending work.
+struct Event {
+    cudaEvent_t event = nullptr;
+    ~Event() {
+        if (event) cudaEventDestroy(event);
+    }
+};
+
 // A collective on the communication stream; done_ is recorded right after it.
 class NcclRequest final : public CommRequest {
 public:
-    NcclRequest(cudaEvent_t done, cudaStream_t compute) : done_(done), compute_(compute) {}
-    ~NcclRequest() override { cudaEventDestroy(done_); }
+    NcclRequest(std::shared_ptr<Event> done, cudaStream_t compute) : done_(std::move(done)), compute_(compute) {}
     bool test() override {
-        cudaError_t rc = cudaEventQuery(done_);
+        cudaError_t rc = cudaEventQuery(done_->event);
         if (rc == cudaErrorNotReady) return false;
         SB_CHECK_CUDA(rc);
         return true;
     }
     // Device-side wait: the compute stream goes on only after the collective.
-    void wait() override { SB_CHECK_CUDA(cudaStreamWaitEvent(compute_, done_, 0)); }
+    void wait() override { SB_CHECK_CUDA(cudaStreamWaitEvent(compute_, done_->event, 0)); }
 
 private:
-    cudaEvent_t done_;
+    std::shared_ptr<Event> done_;
     cudaStream_t compute_;
+};
+
+struct Pending {
+    std::shared_ptr<Event> done;
+    Clock::time_point issued;
+    const char* what;
 };
 
 }  // namespace
 
+// The watchdog thread (src/watchdog.h) polls every communicator every 100 ms: an
+// asynchronous NCCL error (a peer's connection broke) or a collective pending longer than
+// the collective timeout (a peer stopped) aborts the communicator, so its kernels stop
+// spinning, and then the job. The hot path only appends to `pending`.
 struct NcclCommunicator::Impl {
     MPI_Comm mpi = MPI_COMM_NULL;  // own duplicate, for the unique id and host barriers
     ncclComm_t nccl = nullptr;
     cudaStream_t compute = nullptr;
     cudaStream_t stream = nullptr;  // communication stream
+    std::mutex mutex;
+    std::deque<Pending> pending;
+    std::string members;  // "world ranks 0 (h0), 1 (h1)" for messages
+    long monitor = 0;
+    bool aborted = false;
     ~Impl() {
-        if (nccl) ncclCommDestroy(nccl);
+        if (monitor) unregister_monitor(monitor);
+        if (nccl && !aborted) ncclCommDestroy(nccl);
         if (stream) cudaStreamDestroy(stream);
         if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
     }
+
+    // On the watchdog thread: empty while healthy.
+    std::string poll() {
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+            const std::string detail = ncclGetLastError(nccl);
+            abort_comm();
+            return fmt::format("rank {} on {}: NCCL communicator of {} reported an asynchronous error: {}{}{}",
+                               process_info().world_rank, process_info().host, members, ncclGetErrorString(async),
+                               detail.empty() ? "" : ": ", detail);
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        while (!pending.empty() && cudaEventQuery(pending.front().done->event) != cudaErrorNotReady) pending.pop_front();
+        if (pending.empty()) return "";
+        const double age = std::chrono::duration<double>(Clock::now() - pending.front().issued).count();
+        if (age <= collective_timeout_s()) return "";
+        const char* what = pending.front().what;
+        abort_comm();
+        return fmt::format("rank {} on {}: NCCL collective {} did not complete within {} s; a rank of the "
+                           "communicator ({}) stopped answering",
+                           process_info().world_rank, process_info().host, what, collective_timeout_s(), members);
+    }
+    void abort_comm() {
+        if (aborted) return;
+        aborted = true;
+        ncclCommAbort(nccl);  // NCCL's way to stop kernels waiting on a peer that will not come
+    }
 };
+
+namespace {
+
+std::string describe_members(MPI_Comm comm) {
+    int size = 0;
+    SB_CHECK_MPI(MPI_Comm_size(comm, &size));
+    std::vector<int> ranks(static_cast<size_t>(size));
+    const int mine = process_info().world_rank;
+    SB_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, ranks.data(), 1, MPI_INT, comm));
+    return fmt::format("world ranks {}", fmt::join(ranks, ", "));
+}
+
+}  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream) : impl_(std::make_unique<Impl>()) {
     SB_CHECK_MPI(MPI_Comm_dup(comm, &impl_->mpi));
+    SB_CHECK_MPI(MPI_Comm_set_errhandler(impl_->mpi, MPI_ERRORS_RETURN));
     SB_CHECK_MPI(MPI_Comm_rank(impl_->mpi, &rank_));
     SB_CHECK_MPI(MPI_Comm_size(impl_->mpi, &size_));
     impl_->compute = static_cast<cudaStream_t>(compute_stream);
     ncclUniqueId id;
     if (rank_ == 0) SB_CHECK_NCCL(ncclGetUniqueId(&id));
     SB_CHECK_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, impl_->mpi));
-    SB_CHECK_NCCL(ncclCommInitRank(&impl_->nccl, size_, id, rank_));
+    {
+        WatchdogScope guard("ncclCommInitRank");
+        SB_CHECK_NCCL(ncclCommInitRank(&impl_->nccl, size_, id, rank_));
+    }
+    impl_->members = describe_members(impl_->mpi);
+    Impl* impl = impl_.get();
+    impl_->monitor = register_monitor([impl] { return impl->poll(); });
     // Highest priority, so bucket all-reduces are not queued behind backward kernels.
     int least = 0, greatest = 0;
     SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -82,59 +161,71 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream) : impl_(
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
     SB_CHECK_NCCL(ncclCommUserRank(impl_->nccl, &rank_));
     SB_CHECK_NCCL(ncclCommCount(impl_->nccl, &size_));
+    impl_->members = describe_members(impl_->mpi);
+    Impl* raw = impl_.get();
+    impl_->monitor = register_monitor([raw] { return raw->poll(); });
 }
 
 NcclCommunicator::~NcclCommunicator() = default;
 
 template <class Launch>
-std::unique_ptr<CommRequest> NcclCommunicator::issue(Launch&& launch) {
-    cudaEvent_t inputs_ready, done;
+std::unique_ptr<CommRequest> NcclCommunicator::issue(const char* what, Launch&& launch) {
+    cudaEvent_t inputs_ready, done;  // `what` is a literal: it outlives the request
     SB_CHECK_CUDA(cudaEventCreateWithFlags(&inputs_ready, cudaEventDisableTiming));
     SB_CHECK_CUDA(cudaEventRecord(inputs_ready, impl_->compute));
     SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, inputs_ready, 0));
     SB_CHECK_CUDA(cudaEventDestroy(inputs_ready));  // destruction is deferred until it completes
     launch(impl_->nccl, impl_->stream);
     SB_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    auto event = std::make_shared<Event>();
+    event->event = done;
     SB_CHECK_CUDA(cudaEventRecord(done, impl_->stream));
-    return std::make_unique<NcclRequest>(done, impl_->compute);
+    {
+        std::lock_guard<std::mutex> lock(impl_->mutex);
+        // Dropped here too, so the list stays short where no watchdog thread runs (tests).
+        auto& pending = impl_->pending;
+        while (!pending.empty() && cudaEventQuery(pending.front().done->event) != cudaErrorNotReady) pending.pop_front();
+        pending.push_back({event, Clock::now(), what});
+    }
+    return std::make_unique<NcclRequest>(std::move(event), impl_->compute);
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                                           ReduceOp op) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("all_reduce", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), c, s));
     });
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
                                                               DType dtype, ReduceOp op) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("reduce_scatter", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), c, s));
     });
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::all_gather(const void* send, void* recv, size_t count, DType dtype) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("all_gather", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), c, s));
     });
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("broadcast", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, c, s));
     });
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::broadcast(const void* send, void* recv, size_t count, DType dtype,
                                                          int root) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("broadcast", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, c, s));
     });
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::reduce(const void* send, void* recv, size_t count, DType dtype,
                                                       ReduceOp op, int root) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("reduce", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, c, s));
     });
 }
@@ -144,7 +235,7 @@ std::unique_ptr<CommRequest> NcclCommunicator::reduce(const void* send, void* re
 std::unique_ptr<CommRequest> NcclCommunicator::alltoall(const void* send, void* recv, size_t count_per_peer,
                                                         DType dtype) {
     const size_t block = count_per_peer * dtype_size(dtype);
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("alltoall", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclGroupStart());
         for (int peer = 0; peer < size_; ++peer) {
             SB_CHECK_NCCL(ncclSend(static_cast<const char*>(send) + peer * block, count_per_peer, nccl_type(dtype),
@@ -158,7 +249,7 @@ std::unique_ptr<CommRequest> NcclCommunicator::alltoall(const void* send, void* 
 
 std::unique_ptr<CommRequest> NcclCommunicator::sendrecv(const void* send, void* recv, size_t count, DType dtype,
                                                         int peer_send, int peer_recv) {
-    return issue([&](ncclComm_t c, cudaStream_t s) {
+    return issue("sendrecv", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclGroupStart());
         SB_CHECK_NCCL(ncclSend(send, count, nccl_type(dtype), peer_send, c, s));
         SB_CHECK_NCCL(ncclRecv(recv, count, nccl_type(dtype), peer_recv, c, s));
@@ -166,9 +257,21 @@ std::unique_ptr<CommRequest> NcclCommunicator::sendrecv(const void* send, void* 
     });
 }
 
+// Polls the stream instead of cudaStreamSynchronize, so the watchdog's abort of a stuck
+// communicator is not waited on forever here; the MPI barrier has the timeout too.
 void NcclCommunicator::barrier() {
-    SB_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
-    SB_CHECK_MPI(MPI_Barrier(impl_->mpi));
+    for (;;) {
+        cudaError_t rc = cudaStreamQuery(impl_->stream);
+        if (rc != cudaErrorNotReady) {
+            SB_CHECK_CUDA(rc);
+            break;
+        }
+        serve_side_channel();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    MPI_Request r;
+    SB_CHECK_MPI(MPI_Ibarrier(impl_->mpi, &r));
+    wait_requests(1, &r, impl_->mpi, "barrier");
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split_first(int n) {
@@ -176,7 +279,10 @@ std::unique_ptr<Communicator> NcclCommunicator::split_first(int n) {
     impl->compute = impl_->compute;
     const bool member = rank_ < n;
     SB_CHECK_MPI(MPI_Comm_split(impl_->mpi, member ? 0 : MPI_UNDEFINED, rank_, &impl->mpi));
-    SB_CHECK_NCCL(ncclCommSplit(impl_->nccl, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &impl->nccl, nullptr));
+    {
+        WatchdogScope guard("ncclCommSplit");
+        SB_CHECK_NCCL(ncclCommSplit(impl_->nccl, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &impl->nccl, nullptr));
+    }
     if (!member) return nullptr;
     int least = 0, greatest = 0;
     SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));

@@ -1,7 +1,9 @@
 // Communicator over NCCL for device memory (the CUDA backend): ncclUniqueId broadcast
 // over MPI, collectives on a dedicated communication stream that first waits for the
 // compute stream's work issued so far, and completion events the compute stream can
-// wait on, so gradient all-reduce overlaps the rest of backward.
+// wait on, so gradient all-reduce overlaps the rest of backward. The watchdog thread
+// aborts a communicator with an asynchronous error or a collective older than the
+// collective timeout (ncclCommAbort), then the job (src/watchdog.h).
 #pragma once
 
 #include <mpi.h>
@@ -46,7 +48,7 @@ private:
     struct Impl;
     NcclCommunicator(std::unique_ptr<Impl> impl);
     template <class Launch>
-    std::unique_ptr<CommRequest> issue(Launch&& launch);
+    std::unique_ptr<CommRequest> issue(const char* what, Launch&& launch);
     std::unique_ptr<Impl> impl_;
     int rank_ = 0;
     int size_ = 1;

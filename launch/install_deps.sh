@@ -4,7 +4,8 @@
 # /usr/local/cuda the build picks it up, otherwise scalebench builds CPU-only.
 set -euo pipefail
 packages=(build-essential cmake git pkg-config openmpi-bin libopenmpi-dev libyaml-cpp-dev libgtest-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev python3-matplotlib)
+          libcli11-dev nlohmann-json3-dev libfmt-dev python3-matplotlib
+          clang libclang-rt-dev)  # clang + libFuzzer/ASan runtimes: tests/fuzz
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -467,20 +467,62 @@ private:
 
 }  // namespace
 
-TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
-    std::vector<YAML::Node> documents;
-    try {
-        documents = YAML::LoadAll(yaml_text);
-    } catch (const YAML::Exception& e) {  // ParserException and friends: all carry a mark
-        throw UserError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+namespace {
+
+// The position of the first byte that is not valid UTF-8 (JSON records need UTF-8), as
+// 1-based line and column; {0, 0} when the text is valid.
+std::pair<int, int> first_invalid_utf8(const std::string& text) {
+    int line = 1, column = 1;
+    for (size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        bool ok = length != 0 && i + length <= text.size() && !(length == 2 && c < 0xC2);
+        for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+        if (!ok) return {line, column};
+        if (c == '\n') { ++line; column = 1; } else { ++column; }
+        i += length;
     }
+    return {0, 0};
+}
+
+// The line of a document marker ("---" or "...") that starts a second document, or 0.
+// (YAML::LoadAll would find it too, but loops forever on some inputs, e.g. ",".)
+int second_document_line(const std::string& text) {
+    bool content = false;
+    int line = 0;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        const std::string row = text.substr(start, end - start);
+        ++line;
+        const bool marker = (row.rfind("---", 0) == 0 || row.rfind("...", 0) == 0) &&
+                            (row.size() == 3 || row[3] == ' ' || row[3] == '\t' || row[3] == '\r');
+        const size_t first = row.find_first_not_of(" \t\r");
+        if (marker && content && row.rfind("---", 0) == 0) return line;
+        if (!marker && first != std::string::npos && row[first] != '#') content = true;
+        start = end + 1;
+    }
+    return 0;
+}
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
     TrainConfig cfg;
     cfg.source = source;
     Reader reader(source);
-    if (documents.size() > 1)
-        reader.fail_at(documents[1].Mark(),
-                       fmt::format("the config must be one YAML document, found {}", documents.size()));
-    if (!documents.empty()) reader.read_document(documents[0], cfg);
+    if (auto [line, column] = first_invalid_utf8(yaml_text); line != 0)
+        throw UserError(fmt::format("{}:{}:{}: the config is not valid UTF-8", source, line, column));
+    if (int line = second_document_line(yaml_text); line != 0)
+        throw UserError(fmt::format("{}:{}:1: the config must be one YAML document; a second one starts here", source, line));
+    YAML::Node document;
+    try {
+        document = YAML::Load(yaml_text);
+    } catch (const YAML::Exception& e) {  // ParserException and friends: all carry a mark
+        throw UserError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+    }
+    reader.read_document(document, cfg);
     return cfg;
 }
 

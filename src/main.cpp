@@ -22,6 +22,8 @@
 #include "src/errors.h"
 #include "src/report.h"
 #include "src/runner.h"
+#include "src/stress.h"
+#include "src/watchdog.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/gemm_bench.h"
 #endif
@@ -35,6 +37,7 @@ struct TrainFlags {
     std::vector<int> scaling;
     std::optional<int> steps, warmup, batch_size;
     std::optional<double> bucket_mb;
+    bool recheck_allreduce = false;
 };
 
 void add_train_options(CLI::App& sub, TrainFlags& f) {
@@ -55,6 +58,8 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
+    sub.add_flag("--recheck-allreduce", f.recheck_allreduce,
+                 "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
 }
 
 // Rank 0 reads the file and broadcasts its text, so every rank parses the same bytes
@@ -124,6 +129,8 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
+    // From here on a fault leaves an "incomplete" record after the ones written so far.
+    set_incomplete_record(cfg.out, "train");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
     if (ops->name() == "cpu" && cfg.grad_dtype != DType::f32)
         throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
@@ -134,7 +141,8 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         environment["gpu"] = devices.front();
         environment["gpus_by_rank"] = devices;
     }
-    const bool passed = run_training_sweep(cfg, *ops, world, environment);
+    const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
+    set_incomplete_record("", "");
     return passed ? 0 : 3;
 }
 
@@ -162,6 +170,7 @@ int main(int argc, char** argv) {
     int code = 0;
     try {
         sb::init_process_info(MPI_COMM_WORLD);
+        sb::init_fault_handling(MPI_COMM_WORLD);
         CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)"};
         app.set_version_flag("--version", "scalebench 0.1.0");
         app.require_subcommand(1, 1);
@@ -177,6 +186,9 @@ int main(int argc, char** argv) {
         sb::CommOptions comm_options;
         CLI::App* comm = app.add_subcommand("comm", "collective sweeps (all_reduce & co.) in the format of nccl-tests");
         sb::add_comm_options(*comm, comm_options);
+        sb::StressOptions stress_options;
+        CLI::App* stress = app.add_subcommand("stress", "training for a duration (72h soak): interval records, telemetry, replica checks");
+        sb::add_stress_options(*stress, stress_options);
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
@@ -187,13 +199,20 @@ int main(int argc, char** argv) {
         } catch (const CLI::ParseError& e) {
             // Help and version are exit 0; a bad flag is bad input: exit 2. Printed once.
             if (rank == 0) app.exit(e);
+            sb::shutdown_fault_handling();
             MPI_Finalize();
             return e.get_exit_code() == 0 ? 0 : 2;
         }
         if (train->parsed()) {
             code = sb::run_train(train_flags, MPI_COMM_WORLD);
+        } else if (stress->parsed()) {
+            sb::set_incomplete_record(stress_options.out, "stress");
+            code = sb::run_stress(stress_options, MPI_COMM_WORLD);
+            sb::set_incomplete_record("", "");
         } else if (comm->parsed()) {
+            sb::set_incomplete_record(comm_options.out, "comm");
             code = sb::run_comm(comm_options, MPI_COMM_WORLD);
+            sb::set_incomplete_record("", "");
         } else if (report->parsed()) {
             if (rank == 0) {
                 int shown = sb::write_report(report_options, std::cout, std::cerr);
@@ -207,21 +226,27 @@ int main(int argc, char** argv) {
 #endif
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
+        sb::shutdown_fault_handling();
         MPI_Finalize();
         return 2;
     } catch (const sb::UserError& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
+        sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+        sb::shutdown_fault_handling();
         MPI_Finalize();
         return 2;
     } catch (const std::exception& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: internal error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
+        sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+        sb::shutdown_fault_handling();
         MPI_Finalize();
         return 1;
     }
+    sb::shutdown_fault_handling();
     MPI_Finalize();
     return code;
 }

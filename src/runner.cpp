@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <optional>
 
@@ -140,20 +141,63 @@ std::vector<float> DataParallelTrainer::params_host() {
     return host;
 }
 
-double DataParallelTrainer::time_gradient_allreduce(int iterations) {
+void DataParallelTrainer::all_reduce_every_bucket() {
     // Exactly what a step's buckets do (casts included with a 16-bit grad_dtype), but
     // all at once and with no backward to hide behind.
+    bucketer_->start_step();
+    for (int i = static_cast<int>(model_->params().size()) - 1; i >= 0; --i) bucketer_->gradient_ready(i);
+    bucketer_->wait_all();
+}
+
+double DataParallelTrainer::time_gradient_allreduce(int iterations) {
     std::vector<double> times;
     for (int it = 0; it < iterations; ++it) {
         comm_.barrier();
         ops_.record_marker(kCommStart);
-        bucketer_->start_step();
-        for (int i = static_cast<int>(model_->params().size()) - 1; i >= 0; --i) bucketer_->gradient_ready(i);
-        bucketer_->wait_all();
+        all_reduce_every_bucket();
         ops_.record_marker(kCommEnd);
         times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
     }
     return percentile(times, 50);
+}
+
+uint64_t DataParallelTrainer::params_checksum() {
+    const std::vector<float> params = params_host();
+    return checksum_bytes(params.data(), params.size() * sizeof(float));
+}
+
+void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
+    const size_t n = model_->num_params();
+    SB_REQUIRE(params.size() == n, fmt::format("{} parameters given, the model has {}", params.size(), n));
+    ops_.upload(params_.get(), params.data(), n * sizeof(float));
+    if (weights_.get())
+        ops_.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)),
+                  weights_.tensor(compute_dtype(ops_.precision()), 1, static_cast<int64_t>(n)));
+}
+
+void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
+    std::vector<float> params = params_host();
+    SB_REQUIRE(index < params.size() && bit >= 0 && bit < 32,
+               fmt::format("parameter {} bit {} of {} parameters", index, bit, params.size()));
+    uint32_t word = 0;
+    std::memcpy(&word, &params[index], sizeof word);
+    word ^= uint32_t{1} << bit;
+    std::memcpy(&params[index], &word, sizeof word);
+    set_params_host(params);
+}
+
+size_t DataParallelTrainer::recheck_gradient_allreduce() {
+    const size_t n = model_->num_params();
+    std::vector<float> input(n), first(n), second(n);
+    ops_.download(input.data(), grads_.get(), n * sizeof(float));
+    all_reduce_every_bucket();
+    ops_.download(first.data(), grads_.get(), n * sizeof(float));
+    ops_.upload(grads_.get(), input.data(), n * sizeof(float));
+    all_reduce_every_bucket();
+    ops_.download(second.data(), grads_.get(), n * sizeof(float));
+    size_t mismatched = 0;
+    for (size_t i = 0; i < n; ++i) mismatched += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
+    return mismatched;
 }
 
 namespace {
@@ -193,7 +237,8 @@ std::string utc_timestamp() {
 
 }  // namespace
 
-bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment) {
+bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment,
+                        const SweepChecks& checks) {
     int world_rank = 0, world_size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &world_rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &world_size));
@@ -257,6 +302,12 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             std::vector<uint64_t> checksums(static_cast<size_t>(n));
             SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, sub));
 
+            // On demand: the same all-reduce twice from identical inputs must give the same bits.
+            long long recheck_mismatched = 0;
+            if (checks.recheck_allreduce) {
+                const long long mine = static_cast<long long>(trainer.recheck_gradient_allreduce());
+                SB_CHECK_MPI(MPI_Allreduce(&mine, &recheck_mismatched, 1, MPI_LONG_LONG, MPI_SUM, sub));
+            }
             const double allreduce_ms = trainer.time_gradient_allreduce(5);
             double slowest_allreduce_ms = 0;
             SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &slowest_allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
@@ -275,7 +326,11 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                 for (const auto& m : mismatched)
                     fmt::print(stderr, "replica check FAILED: rank {} on {} holds parameters that differ from rank 0\n",
                                m["rank"].get<int>(), m["host"].get<std::string>());
-                all_passed = all_passed && replicas_ok;
+                const bool recheck_ok = recheck_mismatched == 0;
+                if (!recheck_ok)
+                    fmt::print(stderr, "all-reduce recheck FAILED at {} ranks: {} gradient elements differ between two "
+                                       "all-reduces of identical inputs\n", n, recheck_mismatched);
+                all_passed = all_passed && replicas_ok && recheck_ok;
 
                 row.world_size = n;
                 row.step = summarize(phase[0]);
@@ -335,10 +390,12 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"final_loss", mean_losses[1]},
                     {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", checksums[0])},
                                        {"mismatched_ranks", mismatched}}},
-                    {"checks_passed", replicas_ok},
+                    {"checks_passed", replicas_ok && recheck_ok},
                     {"config", to_json(cfg)},
                     {"environment", environment},
                 };
+                if (checks.recheck_allreduce)
+                    record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", recheck_mismatched}};
             }
         }
         if (sub != MPI_COMM_NULL) SB_CHECK_MPI(MPI_Comm_free(&sub));

@@ -47,7 +47,21 @@ public:
     // Median time of all-reducing every bucket back to back, outside the step (ms).
     double time_gradient_allreduce(int iterations);
 
+    // Replica checks (silent data corruption): FNV-1a 64 of the fp32 parameters, which
+    // data parallelism keeps bitwise identical on every rank; set_params_host replaces
+    // them (and the compute copy), e.g. to resynchronise a replica found to differ.
+    uint64_t params_checksum();
+    void set_params_host(const std::vector<float>& params);
+    // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only.
+    void flip_parameter_bit(size_t index, int bit);
+    // All-reduces the gradient buffer as it stands twice, from identical inputs, and
+    // counts the elements whose two results differ in any bit on this rank (0 for a
+    // deterministic reduction). Collective over the trainer's communicator.
+    size_t recheck_gradient_allreduce();
+
 private:
+    void all_reduce_every_bucket();
+
     const TrainConfig& cfg_;
     Ops& ops_;
     Communicator& comm_;
@@ -63,8 +77,16 @@ private:
 
 uint64_t checksum_bytes(const void* data, size_t bytes);  // FNV-1a 64
 
+// Checks the sweep runs on demand, beyond the replica check it always runs.
+struct SweepChecks {
+    // After the measured steps, all-reduce one gradient buffer twice and compare the bits;
+    // adds `allreduce_recheck` to each record.
+    bool recheck_allreduce = false;
+};
+
 // Runs every world size of cfg.scaling on `world` (collective), prints the table on
 // rank 0 and appends one record per size to cfg.out. Returns false when a check failed.
-bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment);
+bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment,
+                        const SweepChecks& checks = {});
 
 }  // namespace sb

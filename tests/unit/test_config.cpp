@@ -399,7 +399,18 @@ TEST(ConfigSyntax, OnlyOneDocument) {
     EXPECT_EQ(parse_error("steps: 3\n"
                           "---\n"
                           "steps: 4\n"),
-              "t.yaml:3:1: the config must be one YAML document, found 2");
+              "t.yaml:2:1: the config must be one YAML document; a second one starts here");
+    // A leading marker and an end marker are one document.
+    EXPECT_EQ(parse_config("---\nsteps: 3\n...\n", "t.yaml").steps, 3);
+}
+
+// Found by tests/fuzz: yaml-cpp's LoadAll loops forever on a lone ",", and a non-UTF-8
+// string was accepted, only to fail when its record was written after the whole run.
+TEST(ConfigSyntax, FuzzerFindingsAreClearErrors) {
+    // "," now returns at once: yaml-cpp reads it as an empty document, i.e. the defaults.
+    EXPECT_EQ(parse_config(",", "t.yaml").steps, TrainConfig{}.steps);
+    EXPECT_EQ(parse_error("steps: 3\nout: \"r\xff.jsonl\"\n"), "t.yaml:2:8: the config is not valid UTF-8");
+    EXPECT_EQ(parse_config("out: \"r\xc3\xa9sultats.jsonl\"\n", "t.yaml").out, "r\xc3\xa9sultats.jsonl");
 }
 
 // ---------------------------------------------------------------- files
