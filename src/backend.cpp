@@ -1,5 +1,9 @@
 #include "src/backend.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -72,6 +76,32 @@ void check_one_rank_per_gpu(int device, MPI_Comm world) {
     agree_on_errors(world, error);
 }
 }  // namespace
+
+TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
+    int rank = 0;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    std::string text, error;
+    if (rank == 0 && !path.empty()) {
+        std::ifstream in(path);
+        if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
+        std::stringstream buffer;
+        buffer << in.rdbuf();
+        text = buffer.str();
+    }
+    agree_on_errors(world, error);
+    long length = static_cast<long>(text.size());
+    SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG, 0, world));
+    text.resize(static_cast<size_t>(length));
+    SB_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world));
+    TrainConfig cfg;
+    try {
+        cfg = path.empty() ? TrainConfig{} : parse_config(text, path);
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    agree_on_errors(world, error);
+    return cfg;
+}
 
 std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {
     const ProcessInfo& p = process_info();

@@ -20,6 +20,11 @@ namespace sb {
 // with the message of the lowest failing rank.
 void agree_on_errors(MPI_Comm comm, const std::string& local_error);
 
+// Collective: rank 0 reads the config file and broadcasts its text, so every rank parses
+// the same bytes even where the file exists only on rank 0's host; errors are agreed on.
+// An empty path is the built-in default.
+TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
+
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
 // Ops. Errors (no GPU, more ranks on a host than GPUs, CPU with a precision it lacks)
 // are AgreedErrors naming rank and host.

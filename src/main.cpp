@@ -62,33 +62,6 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
                  "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
 }
 
-// Rank 0 reads the file and broadcasts its text, so every rank parses the same bytes
-// even where the file exists only on rank 0's host; errors are agreed on.
-TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
-    int rank = 0;
-    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
-    std::string text, error;
-    if (rank == 0 && !path.empty()) {
-        std::ifstream in(path);
-        if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
-        std::stringstream buffer;
-        buffer << in.rdbuf();
-        text = buffer.str();
-    }
-    agree_on_errors(world, error);
-    long length = static_cast<long>(text.size());
-    SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG, 0, world));
-    text.resize(static_cast<size_t>(length));
-    SB_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world));
-    TrainConfig cfg;
-    try {
-        cfg = path.empty() ? TrainConfig{} : parse_config(text, path);
-    } catch (const UserError& e) {
-        error = e.what();
-    }
-    agree_on_errors(world, error);
-    return cfg;
-}
 
 void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
     if (!f.backend.empty()) cfg.backend = parse_backend_choice(f.backend);

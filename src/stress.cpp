@@ -504,33 +504,11 @@ void add_stress_options(CLI::App& sub, StressOptions& o) {
 
 namespace {
 
-// Rank 0 reads each file and broadcasts its text (the file may exist only on its host).
+// Each file read by rank 0 and broadcast (load_config_everywhere); none = the built-in default.
 std::vector<TrainConfig> load_configs_everywhere(const std::vector<std::string>& paths, MPI_Comm world) {
-    int rank = 0;
-    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     std::vector<TrainConfig> out;
-    if (paths.empty()) out.emplace_back();  // the built-in default workload
-    for (const std::string& path : paths) {
-        std::string text, error;
-        if (rank == 0) {
-            std::ifstream in(path);
-            if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
-            std::stringstream buffer;
-            buffer << in.rdbuf();
-            text = buffer.str();
-        }
-        agree_on_errors(world, error);
-        long length = static_cast<long>(text.size());
-        SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG, 0, world));
-        text.resize(static_cast<size_t>(length));
-        SB_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world));
-        try {
-            out.push_back(parse_config(text, path));
-        } catch (const UserError& e) {
-            error = e.what();
-        }
-        agree_on_errors(world, error);
-    }
+    if (paths.empty()) out.emplace_back();
+    for (const std::string& path : paths) out.push_back(load_config_everywhere(path, world));
     return out;
 }
 

@@ -13,26 +13,15 @@
 
 #include "collectives/sweep.h"
 #include "src/results.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace {
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
+using sb::e2e::Result;
+using sb::e2e::slurp;
 
-std::filesystem::path scratch() {
-    auto dir = std::filesystem::temp_directory_path() / ("scalebench-comm-e2e-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    return dir;
-}
 
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+std::filesystem::path scratch() { return sb::e2e::scratch("comm-e2e"); }
 
 Result run(const std::string& args, int np) {
     const auto dir = scratch();

@@ -17,27 +17,16 @@
 
 #include "src/errors.h"
 #include "src/results.h"
+#include "tests/e2e/e2e_util.h"
 #include "src/stress.h"
 
 namespace {
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
+using sb::e2e::Result;
+using sb::e2e::slurp;
 
-std::filesystem::path scratch() {
-    auto dir = std::filesystem::temp_directory_path() / ("scalebench-stress-e2e-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    return dir;
-}
 
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+std::filesystem::path scratch() { return sb::e2e::scratch("stress-e2e"); }
 
 std::string command(const std::string& args, const std::string& launcher) {
     const auto dir = scratch();
