@@ -124,18 +124,6 @@ std::string utc_timestamp() {
     return text;
 }
 
-// The results file must be writable before any work is done.
-std::string check_writable(const std::string& out) {
-    std::filesystem::path p(out);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return fmt::format("--out {}: cannot create folder for results: {}", out, ec.message());
-    const std::string probe =
-        std::filesystem::exists(p) ? out : (p.has_parent_path() ? p.parent_path().string() : ".");
-    if (access(probe.c_str(), W_OK) != 0)
-        return fmt::format("--out {}: results file is not writable: {}", out, std::strerror(errno));
-    return "";
-}
 
 // MPI counts are ints: the largest call of the sweep must fit.
 std::string check_mpi_counts(const CommPlan& p, int world_size) {
@@ -256,7 +244,8 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     std::string error;
     try {
         plan = plan_comm(opts, size);
-        if (rank == 0) error = check_writable(plan.out);
+        if (rank == 0) error = results_file_problem(plan.out);
+        if (!error.empty()) error = "--out " + error;
     } catch (const UserError& e) {
         error = e.what();
     }

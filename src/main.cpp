@@ -2,14 +2,9 @@
 // flags, loads and validates the config on every rank, and maps failures to exit codes:
 // 0 ok, 2 bad input (printed once, by rank 0), 3 a correctness check failed,
 // 1 an internal failure (the job is aborted so no rank waits forever).
-#include <unistd.h>
 
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -21,6 +16,7 @@
 #include "src/environment.h"
 #include "src/errors.h"
 #include "src/report.h"
+#include "src/results.h"
 #include "src/runner.h"
 #include "src/stress.h"
 #include "src/watchdog.h"
@@ -76,16 +72,6 @@ void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
     if (!f.grad_dtype.empty()) cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
 }
 
-// The results file must be writable before any work is done.
-std::string check_writable(const std::string& out) {
-    std::filesystem::path p(out);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return fmt::format("{}: cannot create folder for results: {}", out, ec.message());
-    const std::string probe = std::filesystem::exists(p) ? out : (p.has_parent_path() ? p.parent_path().string() : ".");
-    if (access(probe.c_str(), W_OK) != 0) return fmt::format("{}: results file is not writable: {}", out, std::strerror(errno));
-    return "";
-}
 
 int run_train(const TrainFlags& flags, MPI_Comm world) {
     int rank = 0, size = 1;
@@ -97,7 +83,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         apply_flags(flags, cfg);
         validate_config(cfg);
         validate_for_world(cfg, size);
-        if (rank == 0) error = check_writable(cfg.out);
+        if (rank == 0) error = results_file_problem(cfg.out);
     } catch (const UserError& e) {
         error = e.what();
     }

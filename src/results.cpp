@@ -16,6 +16,17 @@
 
 namespace sb {
 
+std::string results_file_problem(const std::string& path) {
+    std::filesystem::path p(path);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec) return fmt::format("{}: cannot create folder for results: {}", path, ec.message());
+    const std::string probe = std::filesystem::exists(p) ? path : (p.has_parent_path() ? p.parent_path().string() : ".");
+    if (::access(probe.c_str(), W_OK) != 0)
+        return fmt::format("{}: results file is not writable: {}", path, std::strerror(errno));
+    return "";
+}
+
 void append_record(const std::string& path, const nlohmann::json& record) {
     std::filesystem::path p(path);
     std::error_code ec;

@@ -12,6 +12,10 @@ namespace sb {
 
 constexpr int kSchemaVersion = 1;
 
+// Checked before any work is done: the folder of `path` can be made and the file (or,
+// when it does not exist yet, its folder) is writable. Empty when fine, else the reason.
+std::string results_file_problem(const std::string& path);
+
 // Appends one line (creating folders as needed), flushed and fsynced.
 void append_record(const std::string& path, const nlohmann::json& record);
 

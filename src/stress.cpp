@@ -545,15 +545,6 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
     return plan;
 }
 
-std::string check_writable(const std::string& out) {
-    std::filesystem::path p(out);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return fmt::format("{}: cannot create folder for results: {}", out, ec.message());
-    const std::string probe = std::filesystem::exists(p) ? out : (p.has_parent_path() ? p.parent_path().string() : ".");
-    if (access(probe.c_str(), W_OK) != 0) return fmt::format("{}: results file is not writable: {}", out, std::strerror(errno));
-    return "";
-}
 
 }  // namespace
 
@@ -566,7 +557,7 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::string error;
     try {
         plan = plan_stress(opts, std::move(workloads), size);
-        if (rank == 0) error = check_writable(plan.out);
+        if (rank == 0) error = results_file_problem(plan.out);
     } catch (const UserError& e) {
         error = e.what();
     }
