@@ -1,6 +1,7 @@
 // Names and sizes of the backend-neutral enums declared in models/ops.h.
 #include "models/ops.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "src/errors.h"
@@ -54,8 +55,13 @@ const char* activation_name(Activation act) {
         case Activation::relu: return "relu";
         case Activation::gelu: return "gelu";
         case Activation::tanh: return "tanh";
+        case Activation::gelu_erf: return "gelu_erf";
     }
     return "unknown";
+}
+
+void Ops::missing_op(const char* op) const {
+    throw std::logic_error(std::string("the ") + name() + " backend has no " + op);
 }
 
 }  // namespace sb

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/dataset.h"
 #include "models/ops.h"
 
 namespace sb {
@@ -26,15 +27,15 @@ void make_shard(const TeacherTask& task, int64_t batch_slot, int64_t first_sampl
 // A rank's share of a pool of `dataset_batches` global batches, built on the host once
 // and uploaded: rank r of n holds rows [rank_offset_rows, rank_offset_rows + local_rows)
 // of every global batch (rank_offset_rows = r * local_rows).
-class TeacherDataset {
+class TeacherDataset final : public Dataset {
 public:
     TeacherDataset(Ops& ops, const TeacherTask& task, int dataset_batches, int global_batch, int rank_offset_rows,
                    int local_rows);
 
     // Backend tensors of batch (step % dataset_batches): inputs in compute dtype
     // (local_rows x input_dim), labels int32 (local_rows).
-    Tensor inputs(int64_t step) const;
-    const int32_t* labels(int64_t step) const;
+    Tensor inputs(int64_t step) const override;
+    const int32_t* labels(int64_t step) const override;
 
     int local_rows() const { return local_rows_; }
     int dataset_batches() const { return dataset_batches_; }

@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 
 #include "collectives/mpi_communicator.h"
-#include "models/mlp.h"
 #include "src/backend.h"
 #include "src/environment.h"
 #include "src/errors.h"
 #include "src/results.h"
 #include "src/stats.h"
+#include "src/workload.h"
 
 namespace sb {
 
@@ -41,8 +41,7 @@ uint64_t checksum_bytes(const void* data, size_t bytes) {
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
     : cfg_(cfg), ops_(ops), comm_(comm) {
     local_batch_ = per_rank_batch(cfg, comm.size());
-    MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
-    model_ = std::make_unique<Mlp>(ops, shape);
+    model_ = create_model(cfg, ops);
     const size_t n = model_->num_params();
     const DType dtype = compute_dtype(ops.precision());
 
@@ -68,9 +67,7 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>()};
     model_->bind(flat, local_batch_);
 
-    TeacherTask task{cfg.mlp.input_dim, cfg.mlp.num_classes, cfg.mlp.teacher_hidden, cfg.seed};
-    data_ = std::make_unique<TeacherDataset>(ops, task, cfg.dataset_batches, global_batch(),
-                                             comm.rank() * local_batch_, local_batch_);
+    data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;

@@ -15,7 +15,7 @@
 #include "collectives/communicator.h"
 #include "models/model.h"
 #include "models/ops.h"
-#include "models/teacher_data.h"
+#include "models/dataset.h"
 #include "src/config.h"
 
 namespace sb {
@@ -67,7 +67,7 @@ private:
     Communicator& comm_;
     int local_batch_ = 0;
     std::unique_ptr<Model> model_;
-    std::unique_ptr<TeacherDataset> data_;
+    std::unique_ptr<Dataset> data_;
     DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
     std::unique_ptr<Bucketer> bucketer_;
     float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling

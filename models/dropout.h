@@ -1,0 +1,31 @@
+// The dropout mask every backend draws (Ops::dropout, attention): a counter-based hash of
+// (seed, element index), so CPU and CUDA keep exactly the same elements and the backward
+// recomputes the mask instead of storing it. splitmix64's finaliser mixes the counter.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SB_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define SB_HOST_DEVICE inline
+#endif
+
+namespace sb {
+
+SB_HOST_DEVICE uint64_t dropout_hash(uint64_t seed, uint64_t index) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// True when element `index` survives dropout with probability p (0 <= p < 1).
+SB_HOST_DEVICE bool dropout_keep(uint64_t seed, uint64_t index, float p) {
+    const uint32_t r = static_cast<uint32_t>(dropout_hash(seed, index) >> 32);
+    return static_cast<double>(r) >= static_cast<double>(p) * 4294967296.0;
+}
+
+}  // namespace sb
+
+#undef SB_HOST_DEVICE

@@ -1,0 +1,21 @@
+// The workload a TrainConfig names (DESIGN: Runner): the model, written once against Ops,
+// and its synthetic data shard for one rank. The trainer, the projection and the tests
+// build models only through here, so a new model is added in one place.
+#pragma once
+
+#include <memory>
+
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/ops.h"
+#include "src/config.h"
+
+namespace sb {
+
+std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops);
+
+// Rank `rank`'s rows [rank * local_rows, (rank + 1) * local_rows) of every global batch.
+std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
+                                        int local_rows);
+
+}  // namespace sb
