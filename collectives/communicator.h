@@ -65,6 +65,9 @@ public:
                                                   int peer_send, int peer_recv) = 0;
     // Host-side barrier across the communicator's ranks.
     virtual void barrier() = 0;
+    // Puts work already queued on the compute stream under the collective deadline, as
+    // if it were a collective: a replayed CUDA graph holding collectives. No-op on MPI.
+    virtual void watch_stream(const char* /*what*/) {}
     // Collective: a communicator of this one's first n ranks (MPI_Comm_split,
     // ncclCommSplit); ranks >= n get nullptr. Used for each world size of a sweep.
     virtual std::unique_ptr<Communicator> split_first(int n) = 0;

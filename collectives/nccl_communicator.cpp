@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -40,34 +41,66 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 using Clock = std::chrono::steady_clock;
 
-// A completion event shared by the request and the watchdog's list of pending work.
-struct Event {
-    cudaEvent_t event = nullptr;
-    ~Event() {
-        if (event) cudaEventDestroy(event);
+// Completion events are reused: creating and destroying two CUDA events per collective
+// cost microseconds of host time, most of a small all-reduce's latency. An event goes
+// back to its pool when the last holder (request or watchdog list) lets go of it.
+class EventPool : public std::enable_shared_from_this<EventPool> {
+public:
+    ~EventPool() {
+        for (cudaEvent_t e : free_) cudaEventDestroy(e);
     }
+    std::shared_ptr<cudaEvent_t> take() {
+        cudaEvent_t event = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!free_.empty()) {
+                event = free_.back();
+                free_.pop_back();
+            }
+        }
+        if (!event) SB_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        std::weak_ptr<EventPool> pool = shared_from_this();
+        return std::shared_ptr<cudaEvent_t>(new cudaEvent_t(event), [pool](cudaEvent_t* e) {
+            if (auto p = pool.lock()) {
+                std::lock_guard<std::mutex> lock(p->mutex_);
+                p->free_.push_back(*e);
+            } else {
+                cudaEventDestroy(*e);
+            }
+            delete e;
+        });
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<cudaEvent_t> free_;
 };
+using Event = std::shared_ptr<cudaEvent_t>;
 
 // A collective on the communication stream; done_ is recorded right after it.
 class NcclRequest final : public CommRequest {
 public:
-    NcclRequest(std::shared_ptr<Event> done, cudaStream_t compute) : done_(std::move(done)), compute_(compute) {}
+    NcclRequest(Event done, cudaStream_t compute, bool captured)
+        : done_(std::move(done)), compute_(compute), captured_(captured) {}
+    // A collective recorded into a CUDA graph has not run: it completes only in a replay.
     bool test() override {
-        cudaError_t rc = cudaEventQuery(done_->event);
+        if (captured_) return false;
+        cudaError_t rc = cudaEventQuery(*done_);
         if (rc == cudaErrorNotReady) return false;
         SB_CHECK_CUDA(rc);
         return true;
     }
     // Device-side wait: the compute stream goes on only after the collective.
-    void wait() override { SB_CHECK_CUDA(cudaStreamWaitEvent(compute_, done_->event, 0)); }
+    void wait() override { SB_CHECK_CUDA(cudaStreamWaitEvent(compute_, *done_, 0)); }
 
 private:
-    std::shared_ptr<Event> done_;
+    Event done_;
     cudaStream_t compute_;
+    bool captured_;
 };
 
 struct Pending {
-    std::shared_ptr<Event> done;
+    Event done;
     Clock::time_point issued;
     const char* what;
 };
@@ -83,6 +116,8 @@ struct NcclCommunicator::Impl {
     ncclComm_t nccl = nullptr;
     cudaStream_t compute = nullptr;
     cudaStream_t stream = nullptr;  // communication stream
+    cudaEvent_t inputs_ready = nullptr;  // reused: a wait takes the event's state when issued
+    std::shared_ptr<EventPool> events = std::make_shared<EventPool>();
     std::mutex mutex;
     std::deque<Pending> pending;
     std::string members;  // "world ranks 0 (h0), 1 (h1)" for messages
@@ -91,6 +126,7 @@ struct NcclCommunicator::Impl {
     ~Impl() {
         if (monitor) unregister_monitor(monitor);
         if (nccl && !aborted) ncclCommDestroy(nccl);
+        if (inputs_ready) cudaEventDestroy(inputs_ready);
         if (stream) cudaStreamDestroy(stream);
         if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
     }
@@ -106,7 +142,7 @@ struct NcclCommunicator::Impl {
                                detail.empty() ? "" : ": ", detail);
         }
         std::lock_guard<std::mutex> lock(mutex);
-        while (!pending.empty() && cudaEventQuery(pending.front().done->event) != cudaErrorNotReady) pending.pop_front();
+        while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
         if (pending.empty()) return "";
         const double age = std::chrono::duration<double>(Clock::now() - pending.front().issued).count();
         if (age <= collective_timeout_s()) return "";
@@ -115,6 +151,13 @@ struct NcclCommunicator::Impl {
         return fmt::format("rank {} on {}: NCCL collective {} did not complete within {} s; a rank of the "
                            "communicator ({}) stopped answering",
                            process_info().world_rank, process_info().host, what, collective_timeout_s(), members);
+    }
+    // Puts a completion event under the deadline. Completed entries are dropped here too,
+    // so the list stays short where no watchdog thread runs (tests).
+    void track(const Event& event, const char* what) {
+        std::lock_guard<std::mutex> lock(mutex);
+        while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
+        pending.push_back({event, Clock::now(), what});
     }
     void abort_comm() {
         if (aborted) return;
@@ -156,6 +199,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream) : impl_(
     int least = 0, greatest = 0;
     SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     SB_CHECK_CUDA(cudaStreamCreateWithPriority(&impl_->stream, cudaStreamNonBlocking, greatest));
+    SB_CHECK_CUDA(cudaEventCreateWithFlags(&impl_->inputs_ready, cudaEventDisableTiming));
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -170,24 +214,24 @@ NcclCommunicator::~NcclCommunicator() = default;
 
 template <class Launch>
 std::unique_ptr<CommRequest> NcclCommunicator::issue(const char* what, Launch&& launch) {
-    cudaEvent_t inputs_ready, done;  // `what` is a literal: it outlives the request
-    SB_CHECK_CUDA(cudaEventCreateWithFlags(&inputs_ready, cudaEventDisableTiming));
-    SB_CHECK_CUDA(cudaEventRecord(inputs_ready, impl_->compute));
-    SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, inputs_ready, 0));
-    SB_CHECK_CUDA(cudaEventDestroy(inputs_ready));  // destruction is deferred until it completes
+    // `what` is a literal: it outlives the request.
+    SB_CHECK_CUDA(cudaEventRecord(impl_->inputs_ready, impl_->compute));
+    SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, impl_->inputs_ready, 0));
     launch(impl_->nccl, impl_->stream);
-    SB_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    auto event = std::make_shared<Event>();
-    event->event = done;
-    SB_CHECK_CUDA(cudaEventRecord(done, impl_->stream));
-    {
-        std::lock_guard<std::mutex> lock(impl_->mutex);
-        // Dropped here too, so the list stays short where no watchdog thread runs (tests).
-        auto& pending = impl_->pending;
-        while (!pending.empty() && cudaEventQuery(pending.front().done->event) != cudaErrorNotReady) pending.pop_front();
-        pending.push_back({event, Clock::now(), what});
-    }
-    return std::make_unique<NcclRequest>(std::move(event), impl_->compute);
+    Event event = impl_->events->take();
+    SB_CHECK_CUDA(cudaEventRecord(*event, impl_->stream));
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SB_CHECK_CUDA(cudaStreamIsCapturing(impl_->compute, &capture));
+    const bool captured = capture != cudaStreamCaptureStatusNone;
+    // Captured work is watched when its graph is replayed (watch_stream).
+    if (!captured) impl_->track(event, what);
+    return std::make_unique<NcclRequest>(std::move(event), impl_->compute, captured);
+}
+
+void NcclCommunicator::watch_stream(const char* what) {
+    Event event = impl_->events->take();
+    SB_CHECK_CUDA(cudaEventRecord(*event, impl_->compute));
+    impl_->track(event, what);
 }
 
 std::unique_ptr<CommRequest> NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
@@ -287,6 +331,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split_first(int n) {
     int least = 0, greatest = 0;
     SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     SB_CHECK_CUDA(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, greatest));
+    SB_CHECK_CUDA(cudaEventCreateWithFlags(&impl->inputs_ready, cudaEventDisableTiming));
     return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(impl)));
 }
 

@@ -42,6 +42,7 @@ public:
     std::unique_ptr<CommRequest> sendrecv(const void* send, void* recv, size_t count, DType dtype, int peer_send,
                                           int peer_recv) override;
     void barrier() override;
+    void watch_stream(const char* what) override;
     std::unique_ptr<Communicator> split_first(int n) override;
 
 private:

@@ -46,6 +46,7 @@ constexpr IntRange kStepsRange{1, kMaxSteps};
 constexpr IntRange kWarmupRange{0, kMaxSteps};
 constexpr IntRange kDatasetBatchesRange{1, kMaxDatasetBatches};
 constexpr IntRange kWorldRange{1, kMaxWorld};
+constexpr IntRange kSdcCheckEveryRange{0, kMaxSteps};
 
 // A real interval; open ends exclude the bound, has_hi = false means unbounded above.
 struct RealRange {
@@ -189,7 +190,8 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 // ---- the keys of each section, in the order default.yaml lists them
 const std::vector<std::string> kTopKeys = {"model", "mlp", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
-                                           "grad_dtype", "seed", "backend", "out"};
+                                           "grad_dtype", "seed", "backend", "out", "cuda_graphs",
+                                           "sdc_check_every"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"};
 
@@ -238,6 +240,9 @@ public:
             else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
+            else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
+            else if (key == "sdc_check_every")
+                cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
         });
     }
 
@@ -323,6 +328,15 @@ private:
         std::string problem = int_range_problem(v, range);
         if (!problem.empty()) fail(where(value, key_node), key, problem);
         return v;
+    }
+
+    // YAML 1.2's core booleans only: `true`/`false` (yaml-cpp would also take yes/no/on/off).
+    bool boolean(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+        if (!value.IsScalar()) fail(where(value, key_node), key, fmt::format("expected true or false, got {}", node_kind(value)));
+        const std::string& text = value.Scalar();
+        if (value.Tag() == "!" || (text != "true" && text != "false"))
+            fail(where(value, key_node), key, fmt::format("expected true or false, got '{}'", text));
+        return text == "true";
     }
 
     uint64_t unsigned_integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
@@ -631,6 +645,8 @@ nlohmann::json to_json(const TrainConfig& cfg) {
         {"seed", cfg.seed},
         {"backend", backend_choice_name(cfg.backend)},
         {"out", cfg.out},
+        {"cuda_graphs", cfg.cuda_graphs},
+        {"sdc_check_every", cfg.sdc_check_every},
     };
 }
 

@@ -33,6 +33,7 @@ struct TrainFlags {
     std::vector<int> scaling;
     std::optional<int> steps, warmup, batch_size;
     std::optional<double> bucket_mb;
+    std::optional<bool> cuda_graphs;
     bool recheck_allreduce = false;
 };
 
@@ -54,6 +55,7 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
+    sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
     sub.add_flag("--recheck-allreduce", f.recheck_allreduce,
                  "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
 }
@@ -70,6 +72,7 @@ void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
     if (f.bucket_mb) cfg.bucket_mb = *f.bucket_mb;
     if (!f.out.empty()) cfg.out = f.out;
     if (!f.grad_dtype.empty()) cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
+    if (f.cuda_graphs) cfg.cuda_graphs = *f.cuda_graphs;
 }
 
 

@@ -71,6 +71,7 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
+    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
 }
 
 DataParallelTrainer::~DataParallelTrainer() = default;
@@ -80,19 +81,43 @@ bool DataParallelTrainer::step_is_host_free() const {
     return ops_.precision() != Precision::fp16 && ops_.stream() != nullptr;
 }
 
-void DataParallelTrainer::issue_step(int64_t step) {
-    const size_t n = model_->num_params();
-    const DType dtype = compute_dtype(ops_.precision());
-    const Tensor weights_copy =
-        weights_.get() ? weights_.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
-
-    ops_.record_marker(kStepStart);
+void DataParallelTrainer::issue_gradients(int64_t step) {
     bucketer_->start_step();
     model_->forward_backward(data_->inputs(step), data_->labels(step), loss_.as<float>(), loss_scale_,
                              bucketer_.get());
     ops_.record_marker(kBackwardEnd);
     bucketer_->wait_all();
     ops_.record_marker(kCommWaited);
+}
+
+void DataParallelTrainer::issue_step(int64_t step) {
+    const size_t n = model_->num_params();
+    const DType dtype = compute_dtype(ops_.precision());
+    const Tensor weights_copy =
+        weights_.get() ? weights_.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+
+    // With graphs, the first step runs eagerly (it sizes lazily grown buffers and caches
+    // GEMM plans, which a capture must not do); each later step replays the graph of its
+    // data batch, captured on first use. The optimizer stays outside: its step count
+    // changes every step.
+    if (use_graphs_ && step >= 1) {
+        const int key = static_cast<int>(step % cfg_.dataset_batches);
+        const void* inputs = data_->inputs(step).data;
+        auto it = graph_inputs_.find(key);
+        if (it == graph_inputs_.end()) {
+            ops_.begin_capture();
+            issue_gradients(step);
+            ops_.end_capture(key);
+            it = graph_inputs_.emplace(key, inputs).first;
+        }
+        SB_REQUIRE(it->second == inputs, "the data batch of a step moved since its graph was captured");
+        ops_.record_marker(kStepStart);
+        ops_.replay(key);
+        comm_.watch_stream("training step (CUDA graph)");
+    } else {
+        ops_.record_marker(kStepStart);
+        issue_gradients(step);
+    }
     bool apply = true;
     if (ops_.precision() == Precision::fp16) {
         // Every rank sees the same averaged gradients, so all take the same decision.
@@ -379,6 +404,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"model_tflops_per_s", tflops},
                     {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
                     {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
+                    {"cuda_graphs", trainer.uses_graphs()},
                     {"device_step_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms)},
                     {"host_overhead_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(row.step.median - slowest_device_step_ms)},
                     {"gpu_busy_fraction", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms / row.step.median)},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,8 @@ public:
     StepTimes step_times();
     // Whether issue_step runs without host waits, so it can be timed under hold_stream().
     bool step_is_host_free() const;
+    // Whether steps replay CUDA graphs (cuda_graphs, a host-free step, a backend with graphs).
+    bool uses_graphs() const { return use_graphs_; }
     float last_loss();                  // this rank's mean loss of the last step
     std::vector<float> params_host();   // fp32 master parameters
     int local_batch() const { return local_batch_; }
@@ -60,6 +63,8 @@ public:
     size_t recheck_gradient_allreduce();
 
 private:
+    // Forward, backward and the bucket all-reduces, up to the optimizer.
+    void issue_gradients(int64_t step);
     void all_reduce_every_bucket();
 
     const TrainConfig& cfg_;
@@ -73,6 +78,8 @@ private:
     float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
     int good_steps_ = 0;
     int64_t optimizer_steps_ = 0;
+    bool use_graphs_ = false;
+    std::map<int, const void*> graph_inputs_;  // captured graph key -> the input batch it reads
 };
 
 uint64_t checksum_bytes(const void* data, size_t bytes);  // FNV-1a 64

@@ -490,7 +490,8 @@ void add_stress_options(CLI::App& sub, StressOptions& o) {
         ->required();
     sub.add_option("--interval", o.interval, "how often to summarise and append a record (default 10m)");
     sub.add_option("--sdc-check-every", o.sdc_check_every,
-                   "compare the ranks' parameter checksums every K steps (0: off; default 100)");
+                   "compare the ranks' parameter checksums every K steps (0: off; default: the first "
+                   "workload's sdc_check_every, 100)");
     sub.add_option("--backend", o.backend, "auto (CUDA when a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     sub.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (every workload)")
@@ -516,8 +517,10 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
     StressPlan plan;
     plan.duration_s = parse_duration(o.duration, "--duration");
     plan.interval_s = parse_duration(o.interval, "--interval");
-    if (o.sdc_check_every < 0) throw UserError(fmt::format("--sdc-check-every {}: must be >= 0", o.sdc_check_every));
-    plan.sdc_check_every = o.sdc_check_every;
+    if (o.sdc_check_every && *o.sdc_check_every < 0)
+        throw UserError(fmt::format("--sdc-check-every {}: must be >= 0", *o.sdc_check_every));
+    // One period for the whole run (steps are counted across the alternating workloads).
+    plan.sdc_check_every = o.sdc_check_every ? *o.sdc_check_every : workloads.front().sdc_check_every;
     plan.out = o.out;
     if (!o.plant_bit_flip.empty()) {
         plan.planted_flip = parse_planted_flip(o.plant_bit_flip);

@@ -34,7 +34,7 @@ struct StressOptions {
     std::vector<std::string> configs;  // --config A.yaml,B.yaml or repeated; empty = built-in default
     std::string duration = "1h";
     std::string interval = "10m";
-    int sdc_check_every = 100;  // steps between replica checks; 0 = off
+    std::optional<int> sdc_check_every;  // steps between replica checks (0 = off); else the config's
     std::string backend, precision;  // override every workload's when given
     std::optional<int> batch_size;
     std::string out = "results/stress.jsonl";

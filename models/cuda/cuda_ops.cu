@@ -109,10 +109,13 @@ struct CudaOps::Impl {
     int* flag_device = nullptr;  // unscale_and_check's non-finite flag
     int* flag_host = nullptr;    // pinned
     std::unique_ptr<StreamGate> gate;  // created on first hold_stream()
+    std::map<int, cudaGraphExec_t> graphs;
+    bool capturing = false;
 
     ~Impl() {
         if (ctx.stream) SB_WARN_CUDA(cudaStreamSynchronize(ctx.stream));
         for (auto& kv : plans) kv.second.destroy();
+        for (auto& kv : graphs) SB_WARN_CUDA(cudaGraphExecDestroy(kv.second));
         if (lt) cublasLtDestroy(lt);
         for (cudaEvent_t e : events)
             if (e) SB_WARN_CUDA(cudaEventDestroy(e));
@@ -445,7 +448,41 @@ void CudaOps::synchronize() { SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.str
 
 void CudaOps::record_marker(int slot) {
     SB_REQUIRE(slot >= 0 && slot < kMaxMarkers, "record_marker: slot out of range");
-    SB_CHECK_CUDA(cudaEventRecord(impl_->events[slot], impl_->ctx.stream));
+    // In a capture a plain record is only an ordering edge; an external record becomes a
+    // node that timestamps the event at every replay.
+    SB_CHECK_CUDA(cudaEventRecordWithFlags(impl_->events[slot], impl_->ctx.stream,
+                                           impl_->capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
+}
+
+// Thread-local mode: the watchdog thread may go on querying events while we capture.
+void CudaOps::begin_capture() {
+    SB_REQUIRE(!impl_->capturing, "begin_capture: a capture is already open");
+    SB_CHECK_CUDA(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
+    impl_->capturing = true;
+}
+
+void CudaOps::end_capture(int key) {
+    SB_REQUIRE(impl_->capturing, "end_capture without begin_capture");
+    impl_->capturing = false;
+    cudaGraph_t graph = nullptr;
+    SB_CHECK_CUDA(cudaStreamEndCapture(impl_->ctx.stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+    SB_WARN_CUDA(cudaGraphDestroy(graph));
+    SB_CHECK_CUDA(rc);
+    auto it = impl_->graphs.find(key);
+    if (it != impl_->graphs.end()) {
+        SB_CHECK_CUDA(cudaGraphExecDestroy(it->second));
+        it->second = exec;
+    } else {
+        impl_->graphs.emplace(key, exec);
+    }
+}
+
+void CudaOps::replay(int key) {
+    auto it = impl_->graphs.find(key);
+    SB_REQUIRE(it != impl_->graphs.end(), "replay: no graph captured under this key");
+    SB_CHECK_CUDA(cudaGraphLaunch(it->second, impl_->ctx.stream));
 }
 
 bool CudaOps::hold_stream() {

@@ -67,6 +67,10 @@ public:
     double elapsed_ms(int from_slot, int to_slot) override;
     bool hold_stream() override;
     void release_stream() override;
+    bool has_graphs() const override { return true; }
+    void begin_capture() override;
+    void end_capture(int key) override;
+    void replay(int key) override;
 
 private:
     struct Impl;

@@ -221,6 +221,23 @@ TEST(StressCli, PlantedBitFlipExits3NamingRankAndHost) {
     EXPECT_FALSE(records.back()["checks_passed"].get<bool>());
 }
 
+// The period comes from the workload's sdc_check_every when --sdc-check-every is not given.
+TEST(StressCli, SdcCheckPeriodFromTheConfigFile) {
+    const std::string out = fresh("flip-yaml.jsonl");
+    const auto config = scratch() / "sdc-every-4.yaml";
+    std::ofstream(config) << slurp(std::filesystem::path(SCALEBENCH_SOURCE_DIR) / "configs/ci-small.yaml")
+                          << "sdc_check_every: 4\n";
+    Result r = run("stress --config " + config.string() +
+                       " --backend cpu --duration 2s --interval 1s --plant-bit-flip 1@25 --out " + out,
+                   mpirun(2));
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    const auto records = sb::read_records(out).records;
+    ASSERT_GE(records.size(), 2u);
+    ASSERT_EQ(records[0]["sdc_events"].size(), 1u) << records[0].dump();
+    EXPECT_EQ(records[0]["sdc_events"][0]["step"], 28) << "the first multiple of 4 after the flip at 25";
+    EXPECT_EQ(records.back()["sdc_check_every"], 4);
+}
+
 TEST(StressCli, TrainRecheckAllreduceIsRecordedOnlyWhenAsked) {
     const std::string out = fresh("recheck.jsonl");
     Result r = run("train" + kSmall + " --steps 3 --recheck-allreduce --out " + out, mpirun(2));

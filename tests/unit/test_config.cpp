@@ -167,7 +167,8 @@ TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
               "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, batch_size, scaling_mode, scaling, "
-              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out");
+              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out, "
+              "cuda_graphs, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  nesterov: true\n"),
               "t.yaml:2:3: key 'optimizer.nesterov': unknown key; valid keys in 'optimizer': kind, lr, momentum, "
@@ -650,12 +651,14 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
         {"seed", 7},
         {"backend", "cpu"},
         {"out", "results/train.jsonl"},
+        {"cuda_graphs", true},
+        {"sdc_check_every", 100},
     };
     EXPECT_EQ(j, want) << j.dump(2);
     // Every YAML key has its JSON counterpart, so the JSON reads back as a config.
     EXPECT_EQ(j["mlp"].size(), 5u);
     EXPECT_EQ(j["optimizer"].size(), 7u);
-    EXPECT_EQ(j.size(), 16u);  // the 15 YAML keys and the source
+    EXPECT_EQ(j.size(), 18u);  // the 17 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }
@@ -686,4 +689,30 @@ TEST(Config, GradDtypeTakesTheAllReduceDtypes) {
     }
 }
 
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(ConfigParse, CudaGraphsAndSdcCheckEvery) {
+    TrainConfig cfg = parse_config("cuda_graphs: false\nsdc_check_every: 7\n", "t.yaml");
+    EXPECT_FALSE(cfg.cuda_graphs);
+    EXPECT_EQ(cfg.sdc_check_every, 7);
+    EXPECT_EQ(to_json(cfg)["cuda_graphs"], false);
+    EXPECT_EQ(to_json(cfg)["sdc_check_every"], 7);
+    EXPECT_EQ(parse_config("sdc_check_every: 0\n", "t.yaml").sdc_check_every, 0);  // 0 = off
+}
+
+TEST(ConfigErrors, CudaGraphsTakesOnlyTrueOrFalse) {
+    EXPECT_EQ(parse_error("steps: 3\ncuda_graphs: yes\n"), "t.yaml:2:14: key 'cuda_graphs': expected true or false, got 'yes'");
+    EXPECT_EQ(parse_error("cuda_graphs: \"true\"\n"), "t.yaml:1:14: key 'cuda_graphs': expected true or false, got 'true'");
+    EXPECT_EQ(parse_error("cuda_graphs: [true]\n"), "t.yaml:1:14: key 'cuda_graphs': expected true or false, got a list");
+}
+
+TEST(ConfigErrors, SdcCheckEveryIsANonNegativeInteger) {
+    EXPECT_EQ(parse_error("sdc_check_every: -1\n"), "t.yaml:1:18: key 'sdc_check_every': must be >= 0, got -1");
+    EXPECT_EQ(parse_error("sdc_check_every: 2.5\n"), "t.yaml:1:18: key 'sdc_check_every': expected an integer, got '2.5'");
+}
+
+}  // namespace
 }  // namespace sb
