@@ -12,6 +12,11 @@
 namespace sb {
 
 enum class ReduceOp { sum, avg, max, min };
+
+// Where a device communicator issues its collectives: on a stream of its own, ordered
+// after the compute stream's work and overlapping what follows it (training), or on the
+// compute stream itself, as nccl-tests does (collective sweeps). MPI has no streams.
+enum class CollectiveStream { own, compute };
 const char* reduce_op_name(ReduceOp op);
 
 // A collective in flight. test() advances it without blocking (MPI needs to be

@@ -77,28 +77,6 @@ private:
 };
 using Event = std::shared_ptr<cudaEvent_t>;
 
-// A collective on the communication stream; done_ is recorded right after it.
-class NcclRequest final : public CommRequest {
-public:
-    NcclRequest(Event done, cudaStream_t compute, bool captured)
-        : done_(std::move(done)), compute_(compute), captured_(captured) {}
-    // A collective recorded into a CUDA graph has not run: it completes only in a replay.
-    bool test() override {
-        if (captured_) return false;
-        cudaError_t rc = cudaEventQuery(*done_);
-        if (rc == cudaErrorNotReady) return false;
-        SB_CHECK_CUDA(rc);
-        return true;
-    }
-    // Device-side wait: the compute stream goes on only after the collective.
-    void wait() override { SB_CHECK_CUDA(cudaStreamWaitEvent(compute_, *done_, 0)); }
-
-private:
-    Event done_;
-    cudaStream_t compute_;
-    bool captured_;
-};
-
 struct Pending {
     Event done;
     Clock::time_point issued;
@@ -127,7 +105,7 @@ struct NcclCommunicator::Impl {
         if (monitor) unregister_monitor(monitor);
         if (nccl && !aborted) ncclCommDestroy(nccl);
         if (inputs_ready) cudaEventDestroy(inputs_ready);
-        if (stream) cudaStreamDestroy(stream);
+        if (stream && stream != compute) cudaStreamDestroy(stream);
         if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
     }
 
@@ -152,6 +130,13 @@ struct NcclCommunicator::Impl {
                            "communicator ({}) stopped answering",
                            process_info().world_rank, process_info().host, what, collective_timeout_s(), members);
     }
+    // Highest priority, so bucket all-reduces are not queued behind backward kernels.
+    void create_stream() {
+        int least = 0, greatest = 0;
+        SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        SB_CHECK_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest));
+        SB_CHECK_CUDA(cudaEventCreateWithFlags(&inputs_ready, cudaEventDisableTiming));
+    }
     // Puts a completion event under the deadline. Completed entries are dropped here too,
     // so the list stays short where no watchdog thread runs (tests).
     void track(const Event& event, const char* what) {
@@ -168,6 +153,49 @@ struct NcclCommunicator::Impl {
 
 namespace {
 
+// A collective issued on the communicator's stream. Its completion event is recorded on
+// the first test() or wait(), not at issue: on the in-order stream that point follows
+// this collective (and perhaps later ones, which only makes a wait conservative), and a
+// collective nobody asks about costs nothing but the NCCL call. The communicator
+// outlives its requests.
+class NcclRequest final : public CommRequest {
+public:
+    NcclRequest(NcclCommunicator::Impl* impl, const char* what) : impl_(impl), what_(what) {}
+    // A collective recorded into a CUDA graph has not run: it completes only in a replay.
+    bool test() override {
+        if (in_capture()) return false;
+        cudaError_t rc = cudaEventQuery(*done());
+        if (rc == cudaErrorNotReady) return false;
+        SB_CHECK_CUDA(rc);
+        return true;
+    }
+    // Device-side wait: the compute stream goes on only after the collective.
+    void wait() override {
+        const Event& event = done();
+        if (impl_->stream != impl_->compute) SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->compute, *event, 0));
+    }
+
+private:
+    // Captured work is put under the deadline when its graph is replayed (watch_stream).
+    const Event& done() {
+        if (!done_) {
+            done_ = impl_->events->take();
+            SB_CHECK_CUDA(cudaEventRecord(*done_, impl_->stream));
+            if (!in_capture()) impl_->track(done_, what_);
+        }
+        return done_;
+    }
+    bool in_capture() const {
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        SB_CHECK_CUDA(cudaStreamIsCapturing(impl_->compute, &capture));
+        return capture != cudaStreamCaptureStatusNone;
+    }
+
+    NcclCommunicator::Impl* impl_;
+    const char* what_;  // a literal
+    Event done_;
+};
+
 std::string describe_members(MPI_Comm comm) {
     int size = 0;
     SB_CHECK_MPI(MPI_Comm_size(comm, &size));
@@ -179,7 +207,8 @@ std::string describe_members(MPI_Comm comm) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream) : impl_(std::make_unique<Impl>()) {
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream, CollectiveStream stream)
+    : impl_(std::make_unique<Impl>()) {
     SB_CHECK_MPI(MPI_Comm_dup(comm, &impl_->mpi));
     SB_CHECK_MPI(MPI_Comm_set_errhandler(impl_->mpi, MPI_ERRORS_RETURN));
     SB_CHECK_MPI(MPI_Comm_rank(impl_->mpi, &rank_));
@@ -195,11 +224,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream) : impl_(
     impl_->members = describe_members(impl_->mpi);
     Impl* impl = impl_.get();
     impl_->monitor = register_monitor([impl] { return impl->poll(); });
-    // Highest priority, so bucket all-reduces are not queued behind backward kernels.
-    int least = 0, greatest = 0;
-    SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    SB_CHECK_CUDA(cudaStreamCreateWithPriority(&impl_->stream, cudaStreamNonBlocking, greatest));
-    SB_CHECK_CUDA(cudaEventCreateWithFlags(&impl_->inputs_ready, cudaEventDisableTiming));
+    impl_->stream = impl_->compute;
+    if (stream == CollectiveStream::own) impl_->create_stream();
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -214,18 +240,12 @@ NcclCommunicator::~NcclCommunicator() = default;
 
 template <class Launch>
 std::unique_ptr<CommRequest> NcclCommunicator::issue(const char* what, Launch&& launch) {
-    // `what` is a literal: it outlives the request.
-    SB_CHECK_CUDA(cudaEventRecord(impl_->inputs_ready, impl_->compute));
-    SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, impl_->inputs_ready, 0));
+    if (impl_->stream != impl_->compute) {  // after the compute stream's work issued so far
+        SB_CHECK_CUDA(cudaEventRecord(impl_->inputs_ready, impl_->compute));
+        SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, impl_->inputs_ready, 0));
+    }
     launch(impl_->nccl, impl_->stream);
-    Event event = impl_->events->take();
-    SB_CHECK_CUDA(cudaEventRecord(*event, impl_->stream));
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    SB_CHECK_CUDA(cudaStreamIsCapturing(impl_->compute, &capture));
-    const bool captured = capture != cudaStreamCaptureStatusNone;
-    // Captured work is watched when its graph is replayed (watch_stream).
-    if (!captured) impl_->track(event, what);
-    return std::make_unique<NcclRequest>(std::move(event), impl_->compute, captured);
+    return std::make_unique<NcclRequest>(impl_.get(), what);
 }
 
 void NcclCommunicator::watch_stream(const char* what) {
@@ -328,10 +348,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split_first(int n) {
         SB_CHECK_NCCL(ncclCommSplit(impl_->nccl, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &impl->nccl, nullptr));
     }
     if (!member) return nullptr;
-    int least = 0, greatest = 0;
-    SB_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    SB_CHECK_CUDA(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, greatest));
-    SB_CHECK_CUDA(cudaEventCreateWithFlags(&impl->inputs_ready, cudaEventDisableTiming));
+    impl->stream = impl->compute;
+    if (impl_->stream != impl_->compute) impl->create_stream();
     return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(impl)));
 }
 

@@ -1,7 +1,9 @@
 // Communicator over NCCL for device memory (the CUDA backend): ncclUniqueId broadcast
 // over MPI, collectives on a dedicated communication stream that first waits for the
 // compute stream's work issued so far, and completion events the compute stream can
-// wait on, so gradient all-reduce overlaps the rest of backward. The watchdog thread
+// wait on, so gradient all-reduce overlaps the rest of backward. For collective sweeps
+// (`scalebench comm`) the collectives may instead run on the compute stream itself, as
+// nccl-tests issues them: nothing but the NCCL call per collective. The watchdog thread
 // aborts a communicator with an asynchronous error or a collective older than the
 // collective timeout (ncclCommAbort), then the job (src/watchdog.h).
 #pragma once
@@ -18,7 +20,7 @@ class NcclCommunicator final : public Communicator {
 public:
     // Collective over `comm`; the CUDA device must already be set. compute_stream is
     // the cudaStream_t of the Ops whose buffers are reduced.
-    NcclCommunicator(MPI_Comm comm, void* compute_stream);
+    NcclCommunicator(MPI_Comm comm, void* compute_stream, CollectiveStream stream = CollectiveStream::own);
     ~NcclCommunicator() override;
     NcclCommunicator(const NcclCommunicator&) = delete;
     NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -45,8 +47,9 @@ public:
     void watch_stream(const char* what) override;
     std::unique_ptr<Communicator> split_first(int n) override;
 
+    struct Impl;  // in the .cpp; its requests use it too
+
 private:
-    struct Impl;
     NcclCommunicator(std::unique_ptr<Impl> impl);
     template <class Launch>
     std::unique_ptr<CommRequest> issue(const char* what, Launch&& launch);

@@ -268,19 +268,19 @@ private:
     }
 
     // iters launches back to back, timed as one interval (nccl-tests). Where collectives
-    // are ordered on a stream they are all issued before any is waited for; on the host
-    // (MPI) each completes before the next starts, as MPI forbids touching the buffers of
-    // a pending operation.
+    // are ordered on a stream they are all issued before the last is waited for (which
+    // waits for all, and puts them under the collective deadline); on the host (MPI) each
+    // completes before the next starts, as MPI forbids touching the buffers of a pending
+    // operation.
     double timed_ms(const CollectiveArgs& a) {
         const bool stream_ordered = ops_.stream() != nullptr;
-        std::vector<std::unique_ptr<CommRequest>> in_flight;
+        std::unique_ptr<CommRequest> last;
         ops_.record_marker(0);
         for (int i = 0; i < opts_.iters; ++i) {
-            auto request = c_.run(comm_, a);
-            if (stream_ordered) in_flight.push_back(std::move(request));
-            else request->wait();
+            last = c_.run(comm_, a);
+            if (!stream_ordered) last->wait();
         }
-        for (auto& request : in_flight) request->wait();
+        if (stream_ordered) last->wait();
         ops_.record_marker(1);
         return ops_.elapsed_ms(0, 1) / opts_.iters;
     }

@@ -143,11 +143,12 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
     return ops;
 }
 
-std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm) {
+std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm, CollectiveStream stream) {
 #ifdef SCALEBENCH_HAVE_CUDA
-    if (ops.name() == "cuda") return std::make_unique<NcclCommunicator>(comm, ops.stream());
+    if (ops.name() == "cuda") return std::make_unique<NcclCommunicator>(comm, ops.stream(), stream);
 #endif
     (void)ops;
+    (void)stream;
     return std::make_unique<MpiCommunicator>(comm);
 }
 

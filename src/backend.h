@@ -32,7 +32,8 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
 
 // Collective over `comm`: the communicator the backend uses for gradients (MPI for the
 // CPU, NCCL for CUDA), over its own duplicate of `comm`.
-std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm);
+std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm,
+                                                  CollectiveStream stream = CollectiveStream::own);
 
 bool cuda_built();
 

@@ -261,7 +261,8 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     }
     const std::vector<nlohmann::json> devices = gather_json(device_line(*ops), world);
 
-    std::unique_ptr<Communicator> world_comm = create_communicator(*ops, world);
+    // On the compute stream, as nccl-tests: a collective costs the NCCL call and nothing else.
+    std::unique_ptr<Communicator> world_comm = create_communicator(*ops, world, CollectiveStream::compute);
     const std::string backend = world_comm->name();
     int wrong = 0;
     for (int n : plan.scaling) {

@@ -205,6 +205,7 @@ struct CudaOps::Impl {
             cublasLtMatmulPreferenceDestroy(pref);
             const bool found = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
             if (!found && plan.fused_bias && (unsupported(status) || status == CUBLAS_STATUS_SUCCESS)) {
+                (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
                 plan.destroy();
                 return make_plan(key, bias, false);
             }
@@ -336,6 +337,7 @@ void CudaOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, con
     cublasStatus_t status = impl_->run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
     if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
         // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
+        (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
         plan.destroy();
         try {
             plan = impl_->make_plan(key, bias, false);

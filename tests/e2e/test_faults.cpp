@@ -162,7 +162,11 @@ TEST(Faults, WriterKilledMidAppendLeavesWholeRecordsAndAtMostATornLastLine) {
                 sb::append_record(path, record);
             }
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 400));
+        // Kill at a random moment once the first record is down (a loaded machine may
+        // take a while to schedule the child at all).
+        for (int waited = 0; waited < 1000 && !(fs::exists(path) && fs::file_size(path) > (1u << 20)); ++waited)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 400));
         ::kill(child, SIGKILL);
         int status = 0;
         ::waitpid(child, &status, 0);

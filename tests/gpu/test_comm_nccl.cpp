@@ -37,7 +37,7 @@ protected:
     void SetUp() override {
         SKIP_WITHOUT_GPU();
         ops = std::make_unique<CudaOps>(Precision::fp32, process_info().local_rank);
-        comm = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, ops->stream());
+        comm = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, ops->stream(), CollectiveStream::compute);
     }
     SweepOptions options(DType d, ReduceOp op = ReduceOp::sum) const {
         SweepOptions o;
@@ -53,18 +53,23 @@ protected:
     std::unique_ptr<NcclCommunicator> comm;
 };
 
+// On the compute stream (as `scalebench comm` issues them) and on the training's own
+// communication stream.
 TEST_F(NcclSweep, EveryCollectiveAndDtypeChecksClean) {
-    for (const Collective* c : all_collectives())
-        for (DType d : {DType::f32, DType::f16, DType::bf16})
-            for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
-                if (!c->reduces && op != ReduceOp::sum) continue;
-                const SweepResult r = run_sweep(*c, options(d, op), *ops, *comm, MPI_COMM_WORLD);
-                EXPECT_EQ(r.wrong_measurements, 0) << c->name << " " << dtype_name(d) << " " << reduce_op_name(op);
-                for (const SweepRow& row : r.rows) {
-                    EXPECT_TRUE(row.out_of_place.checked);
-                    EXPECT_GT(row.out_of_place.time_us, 0) << c->name;
+    for (CollectiveStream stream : {CollectiveStream::compute, CollectiveStream::own}) {
+        comm = std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, ops->stream(), stream);
+        for (const Collective* c : all_collectives())
+            for (DType d : {DType::f32, DType::f16, DType::bf16})
+                for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
+                    if (!c->reduces && op != ReduceOp::sum) continue;
+                    const SweepResult r = run_sweep(*c, options(d, op), *ops, *comm, MPI_COMM_WORLD);
+                    EXPECT_EQ(r.wrong_measurements, 0) << c->name << " " << dtype_name(d) << " " << reduce_op_name(op);
+                    for (const SweepRow& row : r.rows) {
+                        EXPECT_TRUE(row.out_of_place.checked);
+                        EXPECT_GT(row.out_of_place.time_us, 0) << c->name;
+                    }
                 }
-            }
+    }
 }
 
 TEST_F(NcclSweep, CheckCatchesAPlantedWrongElementInDeviceMemory) {
