@@ -281,6 +281,11 @@ double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
     return us * 1e-3;
 }
 
+double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
+    const int n = g * nodes;
+    return bytes / (all_reduce_ms(bytes, g, nodes) * 1e-3) / 1e9 * 2.0 * (n - 1) / n;
+}
+
 // ---------------------------------------------------------------- schedule
 
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {

@@ -78,6 +78,8 @@ struct CostModel {
     // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms); 0 GPUs apart is the call's fixed cost.
     double all_reduce_ms(double bytes, int gpus_per_node, int nodes) const;
     double ring_busbw_gbps(int gpus) const;  // intra-node ring of `gpus`, large messages
+    // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.
+    double all_reduce_busbw_gbps(double bytes, int gpus_per_node, int nodes) const;
 };
 
 struct ProjectedStep {
