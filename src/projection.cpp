@@ -161,6 +161,8 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                 const double shape = shape_model.gemm_shape_factor(r["m"].get<int64_t>(), r["n"].get<int64_t>(),
                                                                    r["k"].get<int64_t>(), 1);
                 bases[i].push_back(r["fraction_of_peak"].get<double>() / shape);
+                cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(),
+                                     r["fraction_of_peak"].get<double>()});
             } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
                        !r["rows"].empty()) {
                 const int world = r.value("world_size", 0);
@@ -221,6 +223,11 @@ double CostModel::peak_tflops(Precision precision) const {
 }
 
 double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const {
+    std::vector<double> same_shape;
+    for (const auto& g : calibration.gemms)
+        if (g.precision == precision_index(precision) && g.m == op.m && g.n == op.n && g.k == op.k && op.batch == 1)
+            same_shape.push_back(g.fraction);
+    if (!same_shape.empty()) return std::min(1.0, median(same_shape));
     double base = calibration.gemm_base[precision_index(precision)];
     // The profile's figure is the efficiency of an 8192^3 product; the shape model carries it to others.
     if (base < 0) base = hw.gemm_efficiency.value / gemm_shape_factor(8192, 8192, 8192, 1);

@@ -53,6 +53,14 @@ struct Calibration {
     // GEMM efficiency at large shapes per precision ("fp32", "tf32", "bf16", "fp16"),
     // as implied by measured records through the shape model; < 0 when not measured.
     double gemm_base[4] = {-1, -1, -1, -1};
+    // Measured GEMMs of the GPU: an op of exactly this shape and precision takes the
+    // measured efficiency instead of the shape model's.
+    struct MeasuredGemm {
+        int precision = 0;
+        int64_t m = 0, n = 0, k = 0;
+        double fraction = 0;
+    };
+    std::vector<MeasuredGemm> gemms;
     std::vector<std::string> notes;   // what was used, and from where
     double memory_efficiency = -1;    // from a single-rank out-of-place all-reduce (a device copy)
     double collective_alpha_us = -1;  // fixed cost of one all-reduce call

@@ -247,3 +247,26 @@ TEST(Calibration, ReadsTheCommittedH200Records) {
 
 }  // namespace
 }  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(CostModel, AMeasuredGemmOfTheSameShapeOverridesTheShapeModel) {
+    Calibration cal;
+    cal.gemm_base[static_cast<int>(Precision::bf16)] = 0.8;
+    cal.gemms.push_back({static_cast<int>(Precision::bf16), 1024, 8192, 8192, 0.55});
+    const CostModel m(profile("h200-sxm"), cal);
+    TracedOp op;
+    op.tensor_core = true;
+    op.m = 1024;
+    op.n = 8192;
+    op.k = 8192;
+    EXPECT_DOUBLE_EQ(m.gemm_efficiency(op, Precision::bf16), 0.55);
+    op.k = 4096;  // another shape: the shape model from the calibrated base
+    EXPECT_DOUBLE_EQ(m.gemm_efficiency(op, Precision::bf16), 0.8 * m.gemm_shape_factor(1024, 8192, 4096, 1));
+    op.k = 8192;  // another precision: not this measurement
+    EXPECT_NE(m.gemm_efficiency(op, Precision::fp16), 0.55);
+}
+
+}  // namespace
+}  // namespace sb
