@@ -150,42 +150,48 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
     for (const auto& file : files) {
         ReadResult read = read_records(file);
         if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
-        for (const auto& r : read.records) {
-            const std::string sub = r.value("subcommand", "");
-            const std::string gpu = record_gpu(r);
-            if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one
-            if (sub == "gemm" && r.contains("fraction_of_peak") && r["fraction_of_peak"].is_number()) {
-                const std::string dtype = r.value("dtype", "");
-                const int i = static_cast<int>(std::find(kPrecisionNames, kPrecisionNames + 4, dtype) - kPrecisionNames);
-                if (i >= 4) continue;
-                const double shape = shape_model.gemm_shape_factor(r["m"].get<int64_t>(), r["n"].get<int64_t>(),
-                                                                   r["k"].get<int64_t>(), 1);
-                bases[i].push_back(r["fraction_of_peak"].get<double>() / shape);
-                cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(),
-                                     r["fraction_of_peak"].get<double>()});
-            } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
-                       !r["rows"].empty()) {
-                const int world = r.value("world_size", 0);
-                const nlohmann::json& fit = r["fit"];
-                if (fit.is_object() && fit.contains("alpha_us"))
-                    cal.collective_alpha_us = cal.collective_alpha_us < 0 ? fit["alpha_us"].get<double>()
-                                                                          : std::min(cal.collective_alpha_us, fit["alpha_us"].get<double>());
-                const nlohmann::json& last = r["rows"].back();
-                if (world == 1 && last.contains("out_of_place") && last["out_of_place"].is_object()) {
-                    // One rank's out-of-place all-reduce is a device-to-device copy: bytes read and written.
-                    const double bytes = last["size_bytes"].get<double>();
-                    const double us = last["out_of_place"]["time_us"].get<double>();
-                    cal.memory_efficiency = std::min(1.0, 2.0 * bytes / (us * 1e-6) / 1e9 / hw.peak.mem_bw_gbps);
-                    cal.notes.push_back(fmt::format("memory efficiency {:.3f} from {}: single-rank out-of-place all_reduce "
-                                                    "of {} bytes (a device copy) in {:.1f} us",
-                                                    cal.memory_efficiency, file, bytes, us));
-                } else if (world > 1 && world <= static_cast<int>(hw.gpus_per_node.value) && fit.is_object() &&
-                           fit.contains("beta_busbw_gbps")) {
-                    cal.ring_busbw_gbps = fit["beta_busbw_gbps"].get<double>();
-                    cal.ring_busbw_world = world;
-                    cal.notes.push_back(fmt::format("intra-node busbw {:.1f} GB/s from {} (all_reduce fit, {} ranks)",
-                                                    cal.ring_busbw_gbps, file, world));
+        for (size_t index = 0; index < read.records.size(); ++index) {
+            const nlohmann::json& r = read.records[index];
+            try {
+                const std::string sub = r.value("subcommand", "");
+                const std::string gpu = record_gpu(r);
+                if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one
+                if (sub == "gemm" && r.contains("fraction_of_peak") && r["fraction_of_peak"].is_number()) {
+                    const std::string dtype = r.value("dtype", "");
+                    const int i = static_cast<int>(std::find(kPrecisionNames, kPrecisionNames + 4, dtype) - kPrecisionNames);
+                    if (i >= 4) continue;
+                    const double shape = shape_model.gemm_shape_factor(r["m"].get<int64_t>(), r["n"].get<int64_t>(),
+                                                                       r["k"].get<int64_t>(), 1);
+                    bases[i].push_back(r["fraction_of_peak"].get<double>() / shape);
+                    cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(),
+                                         r["fraction_of_peak"].get<double>()});
+                } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
+                           !r["rows"].empty()) {
+                    const int world = r.value("world_size", 0);
+                    const nlohmann::json& fit = r["fit"];
+                    if (fit.is_object() && fit.contains("alpha_us"))
+                        cal.collective_alpha_us = cal.collective_alpha_us < 0 ? fit["alpha_us"].get<double>()
+                                                                              : std::min(cal.collective_alpha_us, fit["alpha_us"].get<double>());
+                    const nlohmann::json& last = r["rows"].back();
+                    if (world == 1 && last.contains("out_of_place") && last["out_of_place"].is_object()) {
+                        // One rank's out-of-place all-reduce is a device-to-device copy: bytes read and written.
+                        const double bytes = last["size_bytes"].get<double>();
+                        const double us = last["out_of_place"]["time_us"].get<double>();
+                        cal.memory_efficiency = std::min(1.0, 2.0 * bytes / (us * 1e-6) / 1e9 / hw.peak.mem_bw_gbps);
+                        cal.notes.push_back(fmt::format("memory efficiency {:.3f} from {}: single-rank out-of-place all_reduce "
+                                                        "of {} bytes (a device copy) in {:.1f} us",
+                                                        cal.memory_efficiency, file, bytes, us));
+                    } else if (world > 1 && world <= static_cast<int>(hw.gpus_per_node.value) && fit.is_object() &&
+                               fit.contains("beta_busbw_gbps")) {
+                        cal.ring_busbw_gbps = fit["beta_busbw_gbps"].get<double>();
+                        cal.ring_busbw_world = world;
+                        cal.notes.push_back(fmt::format("intra-node busbw {:.1f} GB/s from {} (all_reduce fit, {} ranks)",
+                                                        cal.ring_busbw_gbps, file, world));
+                    }
                 }
+            } catch (const nlohmann::json::exception& e) {
+                throw UserError(fmt::format("{}: record {}: not a scalebench {} record: {}", file, index + 1,
+                                            r.is_object() ? r.value("subcommand", std::string("?")) : "?", e.what()));
             }
         }
     }

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "collectives/bucketer.h"
 #include "models/trace_ops.h"
 #include "src/hardware.h"
 #include "src/projection.h"
+#include "src/errors.h"
+#include "src/results.h"
 #include "src/workload.h"
 
 namespace sb {
@@ -266,6 +269,26 @@ TEST(CostModel, AMeasuredGemmOfTheSameShapeOverridesTheShapeModel) {
     EXPECT_DOUBLE_EQ(m.gemm_efficiency(op, Precision::bf16), 0.8 * m.gemm_shape_factor(1024, 8192, 4096, 1));
     op.k = 8192;  // another precision: not this measurement
     EXPECT_NE(m.gemm_efficiency(op, Precision::fp16), 0.55);
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(Calibration, AMalformedRecordIsAUserErrorNamingFileAndRecord) {
+    const auto path = std::filesystem::temp_directory_path() / "scalebench-bad-gemm.jsonl";
+    std::filesystem::remove(path);
+    append_record(path.string(), {{"subcommand", "gemm"}, {"gpu", {{"name", "NVIDIA H200"}}}, {"dtype", "bf16"},
+                                  {"fraction_of_peak", 0.7}, {"m", "big"}});
+    try {
+        calibrate(profile("h200-sxm"), {path.string()});
+        FAIL() << "accepted a gemm record without its shape";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find(path.string() + ": record 1: not a scalebench gemm record"),
+                  std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
