@@ -14,6 +14,7 @@
 #include "src/projection.h"
 #include "src/errors.h"
 #include "src/results.h"
+#include "src/config.h"
 #include "src/workload.h"
 
 namespace sb {
@@ -288,6 +289,39 @@ TEST(Calibration, AMalformedRecordIsAUserErrorNamingFileAndRecord) {
     } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find(path.string() + ": record 1: not a scalebench gemm record"),
                   std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+// The "done when": every profile projects every preset workload (configs/*.yaml, the
+// transformer presets included once they are there), with finite, positive figures.
+TEST(ProjectWorkload, EveryProfileProjectsEveryPresetWorkload) {
+    std::vector<std::string> workloads, profiles;
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs"))
+        if (e.path().extension() == ".yaml") workloads.push_back(e.path().string());
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs/hardware"))
+        profiles.push_back(e.path().string());
+    ASSERT_GE(workloads.size(), 3u);
+    for (const auto& w : workloads) {
+        TrainConfig cfg = load_config_file(w);
+        if (cfg.scaling_mode == ScalingMode::strong) cfg.batch_size = std::max(cfg.batch_size / 8, 1) * 8;
+        const StepTrace one = trace_step(cfg, per_rank_batch(cfg, 1));  // traced once per workload
+        for (const auto& p : profiles) {
+            const CostModel model(load_hardware_profile(p));
+            for (int g : {1, 2, 4, 8}) {
+                const ProjectedStep s = schedule_step(one, model, g, 1);
+                EXPECT_TRUE(std::isfinite(s.step_ms) && s.step_ms > 0) << w << " on " << p << " at " << g;
+                EXPECT_GE(s.exposed_comm_ms, 0.0);
+                EXPECT_NEAR(s.step_ms, s.compute_ms + s.exposed_comm_ms + s.optimizer_ms, 1e-9);
+            }
+            // Two nodes cost at least what one does.
+            EXPECT_GE(schedule_step(one, model, 8, 2).step_ms, schedule_step(one, model, 8, 1).step_ms) << w << " on " << p;
+        }
     }
 }
 
