@@ -32,11 +32,15 @@ std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t 
     return buckets;
 }
 
+std::vector<Bucket> bucket_layout(const std::vector<ParamInfo>& params, double bucket_mb) {
+    const size_t bucket_bytes = static_cast<size_t>(bucket_mb * 1024.0 * 1024.0);
+    return assign_buckets(params, bucket_bytes > 0 ? bucket_bytes : 1, sizeof(float));
+}
+
 Bucketer::Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads,
                    Ops& ops, DType comm_dtype)
     : comm_(comm), grads_(grads), ops_(ops), comm_dtype_(comm_dtype) {
-    const size_t bucket_bytes = static_cast<size_t>(bucket_mb * 1024.0 * 1024.0);
-    buckets_ = assign_buckets(params, bucket_bytes > 0 ? bucket_bytes : 1, sizeof(float));
+    buckets_ = bucket_layout(params, bucket_mb);
     bucket_of_param_.assign(params.size(), -1);
     for (size_t b = 0; b < buckets_.size(); ++b)
         for (int i : buckets_[b].param_indices) bucket_of_param_[static_cast<size_t>(i)] = static_cast<int>(b);

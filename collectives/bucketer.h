@@ -25,6 +25,9 @@ struct Bucket {
 // Pure assignment, testable on its own.
 std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t bucket_bytes,
                                    size_t element_bytes);
+// The layout a Bucketer with `bucket_mb` uses (sizes in fp32 gradient bytes, whatever the
+// comm dtype), without a communicator: the projection replays it.
+std::vector<Bucket> bucket_layout(const std::vector<ParamInfo>& params, double bucket_mb);
 
 class Bucketer : public GradientSink {
 public:

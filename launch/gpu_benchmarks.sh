@@ -33,6 +33,11 @@ if [[ $what == all || $what == gemm ]]; then
   rm -f "$out/gemm.jsonl"
   build-gpu/scalebench gemm --out "$out/gemm.jsonl" | tee "$out/gemm.txt"
   python3 tests/reference/torch_mm.py --compare "$out/gemm.jsonl" | tee "$out/gemm_vs_torch.txt"
+  # The GEMM shapes of configs/mlp-large.yaml's step (forward and dX M=1024, weight gradients
+  # K=1024, the 1024-class last layer), for `scalebench project --calibrate`.
+  rm -f "$out/gemm-shapes.jsonl"
+  build-gpu/scalebench gemm --dtype bf16 --size 1024x8192x8192,8192x8192x1024,1024x1024x8192,1024x8192x1024 \
+      --out "$out/gemm-shapes.jsonl" | tee "$out/gemm-shapes.txt"
 fi
 if [[ $what == all || $what == train ]]; then
   echo "== MLP training benchmark"

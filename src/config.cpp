@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/errors.h"
+#include "src/yaml_fields.h"
 
 namespace sb {
 namespace {
@@ -250,7 +251,7 @@ public:
         throw UserError(fmt::format("{}:{}:{}: {}", source_, mark.line + 1, mark.column + 1, reason));
     }
 
-private:
+    // The typed helpers below also serve YamlFields (src/yaml_fields.h).
     using KeyHandler = std::function<void(const std::string&, const YAML::Node&, const YAML::Node&)>;
 
     [[noreturn]] void fail(const YAML::Mark& mark, const std::string& key, const std::string& reason) const {
@@ -522,36 +523,91 @@ int second_document_line(const std::string& text) {
 
 }  // namespace
 
-TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
-    TrainConfig cfg;
-    cfg.source = source;
-    Reader reader(source);
+YAML::Node load_yaml_document(const std::string& yaml_text, const std::string& source, const std::string& what) {
     if (auto [line, column] = first_invalid_utf8(yaml_text); line != 0)
-        throw UserError(fmt::format("{}:{}:{}: the config is not valid UTF-8", source, line, column));
+        throw UserError(fmt::format("{}:{}:{}: the {} is not valid UTF-8", source, line, column, what));
     if (int line = second_document_line(yaml_text); line != 0)
-        throw UserError(fmt::format("{}:{}:1: the config must be one YAML document; a second one starts here", source, line));
-    YAML::Node document;
+        throw UserError(fmt::format("{}:{}:1: the {} must be one YAML document; a second one starts here", source, line, what));
     try {
-        document = YAML::Load(yaml_text);
+        return YAML::Load(yaml_text);
     } catch (const YAML::Exception& e) {  // ParserException and friends: all carry a mark
         throw UserError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
     }
-    reader.read_document(document, cfg);
-    return cfg;
 }
 
-TrainConfig load_config_file(const std::string& path) {
+std::string read_text_file(const std::string& path, const std::string& what) {
     std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (!file) throw UserError(fmt::format("{}: cannot read config file: {}", path, std::strerror(errno)));
+    if (!file) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
     std::string text;
     char chunk[65536];
     size_t got = 0;
     while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
     int read_errno = std::ferror(file) ? errno : 0;  // e.g. EISDIR: fopen accepts a directory
     std::fclose(file);
-    if (read_errno != 0) throw UserError(fmt::format("{}: cannot read config file: {}", path, std::strerror(read_errno)));
-    return parse_config(text, path);
+    if (read_errno != 0) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(read_errno)));
+    return text;
 }
+
+TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
+    TrainConfig cfg;
+    cfg.source = source;
+    Reader reader(source);
+    reader.read_document(load_yaml_document(yaml_text, source, "config"), cfg);
+    return cfg;
+}
+
+TrainConfig load_config_file(const std::string& path) { return parse_config(read_text_file(path, "config file"), path); }
+
+struct YamlFields::Impl {
+    explicit Impl(const std::string& source) : reader(source) {}
+    Reader reader;
+};
+
+YamlFields::YamlFields(const std::string& source) : impl_(std::make_unique<Impl>(source)) {}
+YamlFields::~YamlFields() = default;
+
+void YamlFields::for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                              const KeyHandler& handle) {
+    impl_->reader.for_each_key(map, prefix, known, handle);
+}
+
+void YamlFields::expect_map(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+    impl_->reader.expect_map(value, key_node, key);
+}
+
+int64_t YamlFields::integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, int64_t lo,
+                            int64_t hi) const {
+    return impl_->reader.integer(value, key_node, key, IntRange{lo, hi});
+}
+
+double YamlFields::real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo,
+                        bool lo_open, double hi) const {
+    return impl_->reader.real(value, key_node, key, RealRange{lo, lo_open, hi > lo, hi, false});
+}
+
+std::string YamlFields::non_empty_text(const YAML::Node& value, const YAML::Node& key_node,
+                                       const std::string& key) const {
+    return impl_->reader.non_empty_text(value, key_node, key);
+}
+
+bool YamlFields::boolean(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
+    return impl_->reader.choice(value, key_node, key, std::vector<Choice<bool>>{{"true", true}, {"false", false}});
+}
+
+std::string YamlFields::choice(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                               const std::vector<std::string>& names) const {
+    std::vector<Choice<std::string>> choices;
+    for (const auto& n : names) choices.push_back({n, n});
+    return impl_->reader.choice(value, key_node, key, choices);
+}
+
+void YamlFields::fail(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                      const std::string& reason) const {
+    impl_->reader.fail_at(value.IsNull() || value.Mark().is_null() ? key_node.Mark() : value.Mark(),
+                          fmt::format("key '{}': {}", key, reason));
+}
+
+void YamlFields::fail_at(const YAML::Mark& mark, const std::string& reason) const { impl_->reader.fail_at(mark, reason); }
 
 void validate_config(const TrainConfig& cfg) {
     Checker check(cfg);

@@ -14,6 +14,7 @@
 #include "src/comm_command.h"
 #include "src/config.h"
 #include "src/environment.h"
+#include "src/project_command.h"
 #include "src/errors.h"
 #include "src/report.h"
 #include "src/results.h"
@@ -151,6 +152,12 @@ int main(int argc, char** argv) {
         sb::StressOptions stress_options;
         CLI::App* stress = app.add_subcommand("stress", "training for a duration (72h soak): interval records, telemetry, replica checks");
         sb::add_stress_options(*stress, stress_options);
+        sb::ProjectOptions project_options;
+        CLI::App* project = app.add_subcommand("project", "projected scaling of a workload on a hardware profile (no GPU needed)");
+        sb::add_project_options(*project, project_options);
+        sb::ProjectOptions compare_options;
+        CLI::App* compare = app.add_subcommand("compare", "the buyer's table: a workload projected on several hardware profiles");
+        sb::add_compare_options(*compare, compare_options);
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
@@ -175,6 +182,9 @@ int main(int argc, char** argv) {
             sb::set_incomplete_record(comm_options.out, "comm");
             code = sb::run_comm(comm_options, MPI_COMM_WORLD);
             sb::set_incomplete_record("", "");
+        } else if (project->parsed() || compare->parsed()) {
+            // A model evaluated on the host: rank 0 alone; errors are bad input (exit 2).
+            if (rank == 0) code = project->parsed() ? sb::run_project(project_options) : sb::run_compare(compare_options);
         } else if (report->parsed()) {
             if (rank == 0) {
                 int shown = sb::write_report(report_options, std::cout, std::cerr);

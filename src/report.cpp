@@ -86,7 +86,18 @@ std::string config_label(const nlohmann::json& record) {
     return fmt::format("{}, {}, {}, {}", workload, record.value("precision", std::string("?")), mode, batch);
 }
 
+// `train` records and `project` ones (the same fields, computed instead of measured).
+static bool is_scaling_record(const nlohmann::json& record) {
+    const std::string sub = record.value("subcommand", std::string());
+    return sub == "train" || sub == "project";
+}
+
 std::string system_label(const nlohmann::json& record) {
+    if (record.value("projected", false)) {
+        nlohmann::json measured_like = record;
+        measured_like.erase("projected");
+        return system_label(measured_like) + " projected";
+    }
     const nlohmann::json env = record.contains("environment") && record["environment"].is_object()
                                    ? record["environment"] : nlohmann::json::object();
     std::string device = record.value("backend", std::string("?"));
@@ -113,7 +124,7 @@ int write_report(const ReportOptions& options, std::ostream& out, std::ostream& 
         ReadResult read = read_records(file);
         for (const auto& w : read.warnings) err << w << "\n";
         for (const auto& r : read.records) {
-            if (r.value("subcommand", std::string()) != "train") continue;
+            if (!is_scaling_record(r)) continue;
             const double eff = number(r, "scaling_efficiency");
             rows.push_back({system_label(r), r.value("backend", "?"), r.value("model", "?"),
                             r.value("precision", "?"), r.value("scaling_mode", "?"),
@@ -143,7 +154,7 @@ int write_comparison(const ReportOptions& options, std::ostream& out, std::ostre
         ReadResult read = read_records(file);
         for (const auto& w : read.warnings) err << w << "\n";
         for (const auto& r : read.records) {
-            if (r.value("subcommand", std::string()) != "train" || !r.contains("world_size") ||
+            if (!is_scaling_record(r) || !r.contains("world_size") ||
                 !r["world_size"].is_number_integer())
                 continue;
             const std::string system = system_label(r), config = config_label(r);

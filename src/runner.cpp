@@ -224,17 +224,17 @@ size_t DataParallelTrainer::recheck_gradient_allreduce() {
 
 namespace {
 
-struct SweepRow {
-    int world_size = 0;
-    double samples_per_s = 0, per_rank = 0, efficiency = NAN, busbw = 0;
-    Summary step, compute, exposed, optimizer;
-};
-
 void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int world) {
     fmt::print("scalebench train: {} model, {} parameters, backend {}, precision {}, {} scaling, batch {} {}, "
                "{} ranks launched\n",
                cfg.model, params, ops.name(), precision_name(ops.precision()), scaling_mode_name(cfg.scaling_mode),
                cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world);
+    print_scaling_table_columns();
+}
+
+}  // namespace
+
+void print_scaling_table_columns() {
     fmt::print("{:>5} {:>12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>7}\n", "ranks", "samples/s",
                "per rank", "step ms", "min", "max", "compute", "exp.comm", "optimizer", "busbw", "eff.");
     fmt::print("{:>5} {:>12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>7}\n", "", "", "", "median",
@@ -242,7 +242,7 @@ void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int wor
     std::fflush(stdout);
 }
 
-void print_row(const SweepRow& r) {
+void print_scaling_table_row(const ScalingRow& r) {
     fmt::print("{:>5} {:>12.1f} {:>11.1f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.2f} {:>7}\n",
                r.world_size, r.samples_per_s, r.per_rank, r.step.median, r.step.min, r.step.max, r.compute.median,
                r.exposed.median, r.optimizer.median, r.busbw,
@@ -256,8 +256,6 @@ std::string utc_timestamp() {
     std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     return text;
 }
-
-}  // namespace
 
 bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment,
                         const SweepChecks& checks) {
@@ -278,7 +276,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
         MPI_Comm sub = split_first_ranks(world, n);  // host-side reductions of the figures
         std::unique_ptr<Communicator> comm = world_comm->split_first(n);
         nlohmann::json record;
-        SweepRow row;
+        ScalingRow row;
         if (sub != MPI_COMM_NULL) {
             DataParallelTrainer trainer(cfg, ops, *comm);
             if (world_rank == 0 && !header_printed) {
@@ -424,7 +422,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
         if (sub != MPI_COMM_NULL) SB_CHECK_MPI(MPI_Comm_free(&sub));
         SB_CHECK_MPI(MPI_Barrier(world));  // ranks outside this sub-world wait here
         if (world_rank == 0) {
-            print_row(row);
+            print_scaling_table_row(row);
             append_record(cfg.out, record);
         }
     }

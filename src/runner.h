@@ -3,6 +3,7 @@
 // inside one launch, prints rank 0's table and appends one record per size.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "models/ops.h"
 #include "models/dataset.h"
 #include "src/config.h"
+#include "src/stats.h"
 
 namespace sb {
 
@@ -90,6 +92,16 @@ struct SweepChecks {
     // adds `allreduce_recheck` to each record.
     bool recheck_allreduce = false;
 };
+
+// One row of the scaling table `train` prints and `project` prints the same way.
+struct ScalingRow {
+    int world_size = 0;
+    double samples_per_s = 0, per_rank = 0, efficiency = NAN, busbw = 0;
+    Summary step, compute, exposed, optimizer;
+};
+void print_scaling_table_columns();
+void print_scaling_table_row(const ScalingRow& row);
+std::string utc_timestamp();  // "2026-12-02T15:13:20Z"
 
 // Runs every world size of cfg.scaling on `world` (collective), prints the table on
 // rank 0 and appends one record per size to cfg.out. Returns false when a check failed.

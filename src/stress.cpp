@@ -140,13 +140,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string utc_timestamp() {
-    std::time_t now = std::time(nullptr);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    return text;
-}
-
 // Collective: every rank's JSON on every rank, in rank order.
 std::vector<nlohmann::json> allgather_json(const nlohmann::json& mine, MPI_Comm comm) {
     int size = 1;

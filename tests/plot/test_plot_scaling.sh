@@ -92,10 +92,10 @@ done
 # Two files of one system and workload are two lines, named by their files (SVG keeps text as <!-- comments -->).
 grep -q 'one-launch.jsonl' "$out/ci-efficiency.svg" && grep -q 'per-size.jsonl' "$out/ci-efficiency.svg" ||
   fail "the efficiency plot does not name both files' lines"
-# Projected records (as `scalebench project` marks them) are drawn apart from the measured ones.
-"$py" -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line); r["projected"] = True; print(json.dumps(r))' "$tmp/one-launch.jsonl" >"$tmp/projected.jsonl"
+# Projected records, as `scalebench project` writes them, are drawn apart from the measured ones.
+expect_ok "$tmp/project.log" "scalebench project" \
+  "$bin" project --hardware "$src/configs/hardware/a100-sxm4-40gb.yaml" --config "$src/configs/ci-small.yaml" \
+  --gpus 1,2 --out "$tmp/projected.jsonl"
 expect_ok "$tmp/projected.log" "plot_scaling.py with projected records" \
   "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection"
 grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||

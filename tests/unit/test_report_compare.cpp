@@ -102,3 +102,24 @@ TEST(ReportCompare, NoTrainRecordsComparesNothing) {
 
 }  // namespace
 }  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(ReportCompare, ProjectedRecordsStandBesideMeasuredOnes) {
+    const std::string a = fresh_path("measured-and-projected.jsonl");
+    const nlohmann::json box = {{"hostnames", {"vm"}}, {"gpu", {{"name", "NVIDIA H200"}}}};
+    const nlohmann::json profile = {{"hostnames", {"h200-sxm"}}, {"gpu", {{"name", "NVIDIA H200"}}}};
+    append_record(a, train_record(box, 1, 1000.0, 1.0, 0.0));
+    nlohmann::json projected = train_record(profile, 1, 1100.0, 1.0, 0.0);
+    projected["subcommand"] = "project";
+    projected["projected"] = true;
+    append_record(a, projected);
+    std::ostringstream md, err;
+    EXPECT_EQ(write_report({{a}, false, true}, md, err), 2);
+    EXPECT_NE(md.str().find("NVIDIA H200 (h200-sxm) projected samples/s"), std::string::npos) << md.str();
+    EXPECT_NE(md.str().find("NVIDIA H200 (vm) samples/s"), std::string::npos) << md.str();
+}
+
+}  // namespace
+}  // namespace sb

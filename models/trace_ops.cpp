@@ -1,0 +1,168 @@
+// TraceOps (see trace_ops.h): FLOPs and bytes of each op, as the CPU and CUDA backends do
+// the work. Bytes count every operand read once and every result written once (GEMM with
+// beta != 0 reads C too); that is the traffic a roofline bounds the op's time with.
+#include "models/trace_ops.h"
+
+#include <fmt/format.h>
+
+#include "src/errors.h"
+
+namespace sb {
+
+namespace {
+double fp32_bytes(double elements) { return elements * 4.0; }
+}  // namespace
+
+TracedOp& TraceOps::record(const char* kind, DType dtype, double bytes) {
+    TracedOp op;
+    op.kind = kind;
+    op.dtype = dtype;
+    op.bytes = bytes;
+    ops_.push_back(op);
+    return ops_.back();
+}
+
+void* TraceOps::alloc(size_t bytes) {
+    // Distinct, aligned and never dereferenced: pointer arithmetic on it stays in range.
+    void* ptr = reinterpret_cast<void*>(next_address_);
+    allocated_ += static_cast<double>(bytes);
+    next_address_ += (bytes + 255) / 256 * 256 + 256;
+    return ptr;
+}
+
+void TraceOps::fill(const Tensor& t, float) { record("fill", t.dtype, static_cast<double>(t.bytes())); }
+
+void TraceOps::cast(const Tensor& src, const Tensor& dst) {
+    SB_REQUIRE(src.numel() == dst.numel(), "trace cast: numel differs");
+    record("cast", src.dtype, static_cast<double>(src.bytes() + dst.bytes()));
+}
+
+void TraceOps::gemm(bool trans_a, bool trans_b, float, const Tensor& a, const Tensor& b, float beta,
+                    const Tensor& c, const float* bias) {
+    const int64_t m = trans_a ? a.cols : a.rows;
+    const int64_t k = trans_a ? a.rows : a.cols;
+    const int64_t kb = trans_b ? b.cols : b.rows;
+    const int64_t n = trans_b ? b.rows : b.cols;
+    SB_REQUIRE(k == kb && c.rows == m && c.cols == n,
+               fmt::format("trace gemm: {}x{} @ {}x{} into {}x{}", m, k, kb, n, c.rows, c.cols));
+    double bytes = static_cast<double>(a.bytes() + b.bytes() + c.bytes() * (beta != 0.0f ? 2 : 1));
+    if (bias) bytes += fp32_bytes(static_cast<double>(n));
+    TracedOp& op = record("gemm", a.dtype, bytes);
+    op.tensor_core = true;
+    op.m = m;
+    op.n = n;
+    op.k = k;
+    op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+void TraceOps::activation_forward(Activation, const Tensor& pre, const Tensor& out) {
+    record("activation_forward", pre.dtype, static_cast<double>(pre.bytes() + out.bytes()));
+}
+
+void TraceOps::activation_backward(Activation, const Tensor& pre, const Tensor& grad_out, const Tensor& grad_pre) {
+    record("activation_backward", pre.dtype, static_cast<double>(pre.bytes() + grad_out.bytes() + grad_pre.bytes()));
+}
+
+void TraceOps::bias_grad(const Tensor& grad, float*) {
+    record("bias_grad", grad.dtype, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
+}
+
+void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, float*, const Tensor& grad_logits, float) {
+    record("softmax_cross_entropy", logits.dtype,
+           static_cast<double>(logits.bytes() + grad_logits.bytes()) + 4.0 * static_cast<double>(logits.rows));
+}
+
+void TraceOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+    record("add", a.dtype, static_cast<double>(a.bytes() + b.bytes() + out.bytes()));
+}
+
+void TraceOps::layernorm_forward(const Tensor& x, const float*, const float*, float, const Tensor& out, float*,
+                                 float*) {
+    // x in, out, gamma and beta, mean and rstd per row.
+    record("layernorm_forward", x.dtype,
+           static_cast<double>(x.bytes() + out.bytes()) + fp32_bytes(2.0 * x.cols + 2.0 * x.rows));
+}
+
+void TraceOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*, const float*,
+                                  const Tensor& grad_x, float*, float*) {
+    record("layernorm_backward", x.dtype,
+           static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) +
+               fp32_bytes(3.0 * x.cols + 2.0 * x.rows));
+}
+
+void TraceOps::embedding_forward(const int32_t*, const Tensor& table, const Tensor& out, bool accumulate) {
+    // The gathered rows, the ids, out written (and read when accumulating).
+    record("embedding_forward", table.dtype,
+           static_cast<double>(out.bytes() * (accumulate ? 3 : 2)) + 4.0 * static_cast<double>(out.rows));
+}
+
+void TraceOps::embedding_backward(const int32_t*, const Tensor& grad_out, float*, int64_t) {
+    // grad_out read, each touched table row read-modified-written in fp32.
+    record("embedding_backward", grad_out.dtype,
+           static_cast<double>(grad_out.bytes()) + fp32_bytes(2.0 * static_cast<double>(grad_out.numel())) +
+               4.0 * static_cast<double>(grad_out.rows));
+}
+
+void TraceOps::dropout(const Tensor& in, const Tensor& out, float, uint64_t) {
+    record("dropout", in.dtype, static_cast<double>(in.bytes() + out.bytes()));
+}
+
+size_t TraceOps::attention_saved_bytes(const AttentionShape& s) const {
+    // The probabilities P of a materialized (unfused) attention, batch x heads x seq x seq.
+    return static_cast<size_t>(s.batch) * s.heads * s.seq * s.seq * dtype_size(compute_dtype(precision_));
+}
+
+void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void*, uint64_t) {
+    // Q K^T and P V: two batched (seq x seq x head_dim) GEMMs per head; softmax and
+    // dropout pass over P. Causal masking is applied to full-size products.
+    const double saved = static_cast<double>(attention_saved_bytes(s));
+    TracedOp& op = record("attention_forward", qkv.dtype, static_cast<double>(qkv.bytes() + out.bytes()) + 3.0 * saved);
+    op.tensor_core = true;
+    op.m = s.seq;
+    op.n = s.seq;
+    op.k = s.head_dim;
+    op.batch = static_cast<int64_t>(s.batch) * s.heads;
+    op.flops = 2.0 * 2.0 * static_cast<double>(op.batch) * s.seq * s.seq * s.head_dim;
+}
+
+void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
+                                  const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
+    // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four products of the forward's size.
+    const double saved = static_cast<double>(attention_saved_bytes(s));
+    TracedOp& op = record("attention_backward", qkv.dtype,
+                          static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes()) +
+                              3.0 * saved);
+    op.tensor_core = true;
+    op.m = s.seq;
+    op.n = s.seq;
+    op.k = s.head_dim;
+    op.batch = static_cast<int64_t>(s.batch) * s.heads;
+    op.flops = 4.0 * 2.0 * static_cast<double>(op.batch) * s.seq * s.seq * s.head_dim;
+}
+
+void TraceOps::sgd_step(float*, const float*, float*, size_t n, const OptimizerConfig&, const Tensor& weights_copy) {
+    // params and momentum read and written, grads read, the compute copy written.
+    record("sgd_step", DType::f32, fp32_bytes(5.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
+}
+
+void TraceOps::adamw_step(float*, const float*, float*, float*, size_t n, const OptimizerConfig&, int64_t,
+                          const Tensor& weights_copy) {
+    // params, m, v read and written, grads read, the compute copy written.
+    record("adamw_step", DType::f32, fp32_bytes(7.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
+}
+
+bool TraceOps::unscale_and_check(float*, size_t n, float) {
+    record("unscale_and_check", DType::f32, fp32_bytes(2.0 * static_cast<double>(n)));
+    return true;
+}
+
+void TraceGradientSink::gradient_ready(int param_index) {
+    SB_REQUIRE(param_index >= 0 && static_cast<size_t>(param_index) < ready_after_.size(),
+               fmt::format("gradient_ready({}) out of range", param_index));
+    SB_REQUIRE(ready_after_[static_cast<size_t>(param_index)] < 0,
+               fmt::format("gradient {} reported twice", param_index));
+    ready_after_[static_cast<size_t>(param_index)] = static_cast<int64_t>(ops_.position());
+    order_.push_back(param_index);
+}
+
+}  // namespace sb

@@ -1,0 +1,105 @@
+// The tracing backend of the projection (DESIGN: Projection): an Ops that computes nothing
+// and records every call the real model code issues, in issue order, with its shapes,
+// dtype, FLOPs and bytes moved. Memory is fake: alloc returns distinct non-null addresses
+// nobody dereferences, upload/download do nothing. A model bound to TraceOps and run once
+// gives the op list the runner would execute for the same config.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "models/ops.h"
+
+namespace sb {
+
+struct TracedOp {
+    std::string kind;       // the Ops method, e.g. "gemm", "layernorm_forward"
+    DType dtype = DType::f32;  // of the main operand (gemm: the inputs)
+    bool tensor_core = false;  // a GEMM-like op whose FLOPs run at the GEMM peak
+    // GEMM-like ops: C (m x n) = A (m x k) @ B (k x n), `batch` times.
+    int64_t m = 0, n = 0, k = 0, batch = 1;
+    double flops = 0;  // 2 per multiply-add; elementwise work is counted in bytes only
+    double bytes = 0;  // read + written, in backend memory
+};
+
+class TraceOps : public Ops {
+public:
+    explicit TraceOps(Precision precision) : precision_(precision) {}
+    std::string name() const override { return "trace"; }
+    Precision precision() const override { return precision_; }
+
+    const std::vector<TracedOp>& trace() const { return ops_; }
+    size_t position() const { return ops_.size(); }  // index the next op will get
+    void clear() { ops_.clear(); }
+    // Backend memory the model asked for so far (released memory not subtracted: buffers
+    // live for the whole run), the footprint a GPU must hold.
+    double allocated_bytes() const { return allocated_; }
+
+    void* alloc(size_t bytes) override;
+    void release(void*) override {}
+    void upload(void*, const void*, size_t) override {}
+    void download(void*, const void*, size_t) override {}
+    void fill(const Tensor& t, float value) override;
+    void cast(const Tensor& src, const Tensor& dst) override;
+    void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, const Tensor& c,
+              const float* bias = nullptr) override;
+    void activation_forward(Activation act, const Tensor& pre, const Tensor& out) override;
+    void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
+                             const Tensor& grad_pre) override;
+    void bias_grad(const Tensor& grad, float* bias_grad) override;
+    void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss, const Tensor& grad_logits,
+                               float grad_scale) override;
+    void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+    void layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                           float* mean, float* rstd) override;
+    void layernorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                            const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override;
+    void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out, bool accumulate) override;
+    void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
+                            int64_t table_rows) override;
+    void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override;
+    size_t attention_saved_bytes(const AttentionShape& shape) const override;
+    void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
+                           uint64_t seed) override;
+    void attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, const void* saved,
+                            const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) override;
+    void sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
+                  const Tensor& weights_copy) override;
+    void adamw_step(float* params, const float* grads, float* m, float* v, size_t n, const OptimizerConfig& cfg,
+                    int64_t step, const Tensor& weights_copy) override;
+    bool unscale_and_check(float* grads, size_t n, float inv_scale) override;
+
+    void* stream() override { return nullptr; }
+    void synchronize() override {}
+    void record_marker(int) override {}
+    double elapsed_ms(int, int) override { return 0.0; }
+
+private:
+    TracedOp& record(const char* kind, DType dtype, double bytes);
+
+    Precision precision_;
+    std::vector<TracedOp> ops_;
+    uintptr_t next_address_ = 4096;
+    double allocated_ = 0;
+};
+
+// Records, for each parameter, the trace position at which backward reported its
+// gradient final: the op index the gradient is ready after.
+class TraceGradientSink : public GradientSink {
+public:
+    TraceGradientSink(const TraceOps& ops, size_t num_params) : ops_(ops), ready_after_(num_params, -1) {}
+    void gradient_ready(int param_index) override;
+    // ready_after()[i]: number of ops issued when gradient i was reported; -1 if never.
+    const std::vector<int64_t>& ready_after() const { return ready_after_; }
+    const std::vector<int>& order() const { return order_; }  // parameter indices, as reported
+
+private:
+    const TraceOps& ops_;
+    std::vector<int64_t> ready_after_;
+    std::vector<int> order_;
+};
+
+}  // namespace sb

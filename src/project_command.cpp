@@ -1,0 +1,315 @@
+// `scalebench project` and `scalebench compare` (src/project_command.h).
+#include "src/project_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "collectives/bucketer.h"
+#include "src/errors.h"
+#include "src/results.h"
+#include "src/runner.h"
+#include "src/stats.h"
+#include "src/workload.h"
+
+namespace sb {
+
+namespace {
+
+void add_common(CLI::App& sub, ProjectOptions& o) {
+    sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub.add_option("--config,-c", o.config, "workload YAML (default: the built-in MLP workload)");
+    sub.add_option("--calibrate", o.calibrate,
+                   "gemm/comm JSONL records of the profile's GPU to calibrate from (repeatable, comma lists)")
+        ->delimiter(',')
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::ExistingFile);
+    sub.add_option("--profile-dir", o.profile_dir, "where profile names are looked up (default configs/hardware)");
+}
+
+Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
+
+HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
+    return load_hardware_profile(hardware_profile_path(name, o.profile_dir));
+}
+
+TrainConfig load_workload(const ProjectOptions& o) {
+    TrainConfig cfg = o.config.empty() ? TrainConfig{} : load_config_file(o.config);
+    validate_config(cfg);
+    return cfg;
+}
+
+std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) {
+    const int per_node = static_cast<int>(hw.gpus_per_node.value);
+    if (o.gpus.empty()) {
+        std::vector<int> out;
+        for (int g : {1, 2, 4, 8})
+            if (g <= per_node) out.push_back(g);
+        return out;
+    }
+    for (int g : o.gpus)
+        if (g < 1 || g > per_node)
+            throw UserError(fmt::format("--gpus {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
+    return o.gpus;
+}
+
+}  // namespace
+
+void add_project_options(CLI::App& sub, ProjectOptions& o) {
+    add_common(sub, o);
+    sub.add_option("--hardware", o.hardware, "hardware profile: a name in configs/hardware or a YAML path")->required();
+    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
+        ->delimiter(',');
+    sub.add_option("--nodes", o.nodes, "node counts, e.g. 1,2,4 (default 1)")->delimiter(',');
+    sub.add_option("--out,-o", o.out, "JSONL file the projected records are appended to");
+}
+
+void add_compare_options(CLI::App& sub, ProjectOptions& o) {
+    add_common(sub, o);
+    sub.add_option("--hardware", o.hardware, "hardware profiles, comma separated (names or paths)")->required();
+}
+
+std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
+                                         const std::vector<int>& nodes) {
+    std::map<int, StepTrace> traces;  // by local batch
+    auto trace_for = [&](int world) -> const StepTrace& {
+        if (cfg.scaling_mode == ScalingMode::strong && cfg.batch_size % world != 0)
+            throw UserError(fmt::format("{}: key 'batch_size': batch_size {} is not divisible by world size {} "
+                                        "(scaling_mode: strong)", cfg.source, cfg.batch_size, world));
+        const int local = per_rank_batch(cfg, world);
+        auto it = traces.find(local);
+        if (it == traces.end()) it = traces.emplace(local, trace_step(cfg, local)).first;
+        return it->second;
+    };
+    const std::vector<Bucket> buckets = [&] {
+        TraceOps ops(cfg.precision);
+        return bucket_layout(create_model(cfg, ops)->params(), cfg.bucket_mb);
+    }();
+    const ProjectedStep one = schedule_step(trace_for(1), model, 1, 1);
+    const double samples_at_1 = per_rank_batch(cfg, 1) / (one.step_ms / 1e3);
+    const std::vector<std::string> assumptions = projection_assumptions(model);
+
+    std::vector<Projection> out;
+    for (int N : nodes) {
+        if (N > 1 && !model.hw.has_network())
+            throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, model.hw.source));
+        for (int g : gpus) {
+            const int world = g * N;
+            const StepTrace& t = trace_for(world);
+            Projection p;
+            p.step = schedule_step(t, model, g, N);
+            p.global_batch = t.local_batch * world;
+            p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
+            p.efficiency = p.samples_per_s / (world * samples_at_1);
+            const double algbw = t.gradient_bytes / (p.step.allreduce_ms / 1e3) / 1e9;
+            p.busbw = world > 1 ? algbw * 2.0 * (world - 1) / world : 0.0;
+            const double flops_per_step = t.flops_per_sample * p.global_batch;
+            const double tflops = flops_per_step / (p.step.step_ms / 1e3) / 1e12;
+            const double peak = model.peak_tflops(cfg.precision);
+            const HardwareProfile& hw = model.hw;
+            p.record = {
+                {"schema_version", kSchemaVersion},
+                {"subcommand", "project"},
+                {"projected", true},
+                {"timestamp", utc_timestamp()},
+                {"world_size", world},
+                {"nodes", N},
+                {"gpus_per_node", g},
+                {"backend", "projected"},
+                {"precision", precision_name(cfg.precision)},
+                {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
+                {"model", t.model},
+                {"num_params", t.num_params},
+                {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+                {"local_batch", t.local_batch},
+                {"global_batch", p.global_batch},
+                {"step_ms", to_json(single(p.step.step_ms))},
+                {"compute_ms", to_json(single(p.step.compute_ms))},
+                {"exposed_comm_ms", to_json(single(p.step.exposed_comm_ms))},
+                {"optimizer_ms", to_json(single(p.step.optimizer_ms))},
+                {"samples_per_s", p.samples_per_s},
+                {"samples_per_s_per_rank", p.samples_per_s / world},
+                {"scaling_efficiency", p.efficiency},
+                {"speedup", p.samples_per_s / samples_at_1},
+                {"gradient_bytes", t.gradient_bytes},
+                {"buckets", buckets.size()},
+                {"allreduce_ms", p.step.allreduce_ms},
+                {"allreduce_algbw_gbps", algbw},
+                {"allreduce_busbw_gbps", p.busbw},
+                {"model_flops_per_step", flops_per_step},
+                {"model_tflops_per_s", tflops},
+                {"peak_tflops_per_gpu", peak},
+                {"mfu", tflops / (world * peak)},
+                {"memory_per_gpu_gb", t.memory_bytes / 1e9},
+                {"fits_memory", t.memory_bytes <= hw.memory_gb.value * 1e9},
+                {"traced_ops", t.ops.size()},
+                {"hardware", to_json(hw)},
+                {"calibration", {{"files", model.calibration.files}, {"notes", model.calibration.notes}}},
+                {"assumptions", assumptions},
+                {"config", to_json(cfg)},
+                // What plot_scaling.py and report name a system by.
+                {"environment", {{"gpu", {{"name", hw.device_name}}}, {"hostnames", {hw.name}}}},
+            };
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
+int run_project(const ProjectOptions& o) {
+    const HardwareProfile hw = load_profile(o, o.hardware);
+    const TrainConfig cfg = load_workload(o);
+    const std::vector<int> gpus = gpu_counts(o, hw);
+    const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
+    for (int N : nodes)
+        if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
+    if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
+    const CostModel model(hw, calibrate(hw, o.calibrate));
+    const std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
+    fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
+               cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
+               precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
+               cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
+    for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
+    if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
+    print_scaling_table_columns();
+    for (const Projection& p : rows) {
+        ScalingRow row;
+        row.world_size = p.step.world_size;
+        row.samples_per_s = p.samples_per_s;
+        row.per_rank = p.samples_per_s / p.step.world_size;
+        row.efficiency = p.efficiency;
+        row.busbw = p.busbw;
+        row.step = single(p.step.step_ms);
+        row.compute = single(p.step.compute_ms);
+        row.exposed = single(p.step.exposed_comm_ms);
+        row.optimizer = single(p.step.optimizer_ms);
+        print_scaling_table_row(row);
+        append_record(o.out, p.record);
+    }
+    fmt::print("projected (not measured); {} record(s) appended to {}\n", rows.size(), o.out);
+    return 0;
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+struct CompareRow {
+    HardwareProfile hw;
+    std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
+    const Projection& at_max() const { return by_gpus.back(); }
+    const Projection* at(int g) const {
+        for (const auto& p : by_gpus)
+            if (p.step.world_size == g) return &p;
+        return nullptr;
+    }
+    int max_gpus() const { return by_gpus.back().step.world_size; }
+    double per_10k(const Projection& p) const {
+        return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
+    }
+    double per_kw(const Projection& p) const { return p.samples_per_s / (p.step.world_size * hw.tdp_w.value / 1e3); }
+    bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
+};
+
+// The profile that maximises `score` among those `eligible`, or nullptr.
+template <class Score, class Eligible>
+const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligible eligible) {
+    const CompareRow* found = nullptr;
+    for (const auto& r : rows)
+        if (eligible(r) && (!found || score(r) > score(*found))) found = &r;
+    return found;
+}
+
+}  // namespace
+
+int run_compare(const ProjectOptions& o) {
+    std::vector<std::string> names;
+    std::stringstream list(o.hardware);
+    for (std::string item; std::getline(list, item, ',');)
+        if (!item.empty()) names.push_back(item);
+    if (names.empty()) throw UserError("--hardware: name at least one profile");
+    const TrainConfig cfg = load_workload(o);
+    std::vector<CompareRow> rows;
+    for (const auto& name : names) {
+        CompareRow row{load_profile(o, name), {}};
+        const CostModel model(row.hw, calibrate(row.hw, o.calibrate));
+        row.by_gpus = project_workload(cfg, model, gpu_counts(ProjectOptions{}, row.hw), {1});
+        rows.push_back(std::move(row));
+    }
+    const auto& any = rows.front().at_max().record;
+    fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
+               "measured)\n",
+               cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
+               scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
+               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
+    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile", "1 GPU", "2 GPUs",
+               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GB", "fits");
+    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "", "samples/s", "", "", "",
+               "at max", "ms at max", "at max", "at max", "per GPU", "");
+    for (const auto& r : rows) {
+        auto cell = [&](int g) {
+            const Projection* p = r.at(g);
+            return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
+        };
+        const Projection& top = r.at_max();
+        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>5.1f}% {:>9.3f} {:>9.1f} {:>9.1f} {:>8.2f} {:>6}\n", r.hw.name,
+                   cell(1), cell(2), cell(4), cell(8), 100.0 * top.efficiency, top.step.exposed_comm_ms, r.per_10k(top),
+                   r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(), r.fits() ? "yes" : "NO");
+    }
+    fmt::print("per $10k: samples/s per 10,000 USD of GPUs (the profiles' reference prices, GPUs only); per kW: per "
+               "kW of GPU TDP\n\nverdicts for this workload:\n");
+
+    auto verdict = [&](const char* scenario, const CompareRow* r, const std::string& reason) {
+        if (!r) fmt::print("  {:<22} none of the profiles: {}\n", scenario, reason);
+        else fmt::print("  {:<22} {}: {}\n", scenario, r->hw.name, reason);
+    };
+    auto fits = [](const CompareRow& r) { return r.fits(); };
+    {
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
+        verdict("small experiments", r,
+                r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GB",
+                                r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
+                  : "the workload fits none");
+    }
+    {
+        // Fine-tuning runs on a few GPUs and is bound by memory: what fits, at up to 4 GPUs, per dollar.
+        auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
+        verdict("NLP fine-tuning", r,
+                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GB "
+                                "per GPU inside {:.0f} GB",
+                                at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
+                                at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
+                  : "the workload fits none");
+    }
+    {
+        // Long multi-GPU runs: cost per sample at the node's full size, where scaling holds (>= 80%).
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.at_max()); },
+                                   [&](const CompareRow& x) { return x.fits() && x.at_max().efficiency >= 0.8; });
+        verdict("large CV training", r,
+                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}) among nodes that keep >= 80% scaling "
+                                "({:.1f}%, {:.1f} samples/s per kW)",
+                                r->max_gpus(), r->per_10k(r->at_max()), 100.0 * r->at_max().efficiency,
+                                r->per_kw(r->at_max()))
+                  : "no profile keeps 80% scaling efficiency at its full node");
+    }
+    {
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.at_max().samples_per_s; }, fits);
+        verdict("multi-GPU training", r,
+                r ? fmt::format("highest throughput of one node ({:.1f} samples/s at {} GPUs, {:.1f}% scaling, "
+                                "{:.3f} ms exposed communication per step)",
+                                r->at_max().samples_per_s, r->max_gpus(), 100.0 * r->at_max().efficiency,
+                                r->at_max().step.exposed_comm_ms)
+                  : "the workload fits none");
+    }
+    return 0;
+}
+
+}  // namespace sb

@@ -1,0 +1,50 @@
+// `scalebench project` and `scalebench compare` (DESIGN: Projection): the projection model
+// (src/projection.h) over the world sizes of one hardware profile, printed as `train`'s
+// table and appended as records marked "projected"; and the buyer's table over several
+// profiles with a verdict per scenario.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/config.h"
+#include "src/hardware.h"
+#include "src/projection.h"
+
+namespace CLI {
+class App;
+}
+
+namespace sb {
+
+struct ProjectOptions {
+    std::string hardware;  // profile name (configs/hardware/NAME.yaml) or path; compare: comma list
+    std::string config;    // workload YAML; empty = the built-in default
+    std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
+    std::vector<int> nodes;  // default 1
+    std::vector<std::string> calibrate;
+    std::string out = "results/projected.jsonl";
+    std::string profile_dir = "configs/hardware";
+};
+
+void add_project_options(CLI::App& sub, ProjectOptions& opts);
+void add_compare_options(CLI::App& sub, ProjectOptions& opts);
+
+// One projected world size of a profile, as a `train`-shaped record.
+struct Projection {
+    ProjectedStep step;
+    double samples_per_s = 0, efficiency = 0, busbw = 0;
+    int global_batch = 0;
+    nlohmann::json record;
+};
+
+// Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says).
+std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
+                                         const std::vector<int>& nodes);
+
+int run_project(const ProjectOptions& opts);
+int run_compare(const ProjectOptions& opts);
+
+}  // namespace sb

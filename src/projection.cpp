@@ -1,0 +1,345 @@
+// The projection model (src/projection.h).
+#include "src/projection.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "collectives/bucketer.h"
+#include "collectives/communicator.h"
+#include "src/errors.h"
+#include "src/results.h"
+#include "src/workload.h"
+
+namespace sb {
+
+namespace {
+
+// A communicator that only records where the Bucketer issues each all-reduce.
+class TraceCommunicator final : public Communicator {
+public:
+    TraceCommunicator(const TraceOps& ops, std::vector<TracedAllReduce>& out) : ops_(ops), out_(out) {}
+    std::string name() const override { return "trace"; }
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    std::unique_ptr<CommRequest> all_reduce(const void*, void*, size_t count, DType dtype, ReduceOp) override {
+        out_.push_back({ops_.position(), static_cast<double>(count * dtype_size(dtype))});
+        return std::make_unique<Done>();
+    }
+    std::unique_ptr<CommRequest> reduce_scatter(const void*, void*, size_t, DType, ReduceOp) override { return none("reduce_scatter"); }
+    std::unique_ptr<CommRequest> all_gather(const void*, void*, size_t, DType) override { return none("all_gather"); }
+    std::unique_ptr<CommRequest> broadcast(void*, size_t, DType, int) override { return none("broadcast"); }
+    std::unique_ptr<CommRequest> broadcast(const void*, void*, size_t, DType, int) override { return none("broadcast"); }
+    std::unique_ptr<CommRequest> reduce(const void*, void*, size_t, DType, ReduceOp, int) override { return none("reduce"); }
+    std::unique_ptr<CommRequest> alltoall(const void*, void*, size_t, DType) override { return none("alltoall"); }
+    std::unique_ptr<CommRequest> sendrecv(const void*, void*, size_t, DType, int, int) override { return none("sendrecv"); }
+    void barrier() override {}
+    std::unique_ptr<Communicator> split_first(int) override {
+        SB_REQUIRE(false, "the trace communicator does not split");
+        return nullptr;
+    }
+
+private:
+    struct Done final : CommRequest {
+        bool test() override { return true; }
+        void wait() override {}
+    };
+    std::unique_ptr<CommRequest> none(const char* what) {
+        SB_REQUIRE(false, std::string("the training step issued a ") + what + ", which the projection does not model");
+        return nullptr;
+    }
+    const TraceOps& ops_;
+    std::vector<TracedAllReduce>& out_;
+};
+
+// Forwards to the Bucketer and records the order gradients become final.
+class OrderSink final : public GradientSink {
+public:
+    explicit OrderSink(GradientSink& next) : next_(next) {}
+    void gradient_ready(int i) override {
+        order.push_back(i);
+        next_.gradient_ready(i);
+    }
+    std::vector<int> order;
+
+private:
+    GradientSink& next_;
+};
+
+int precision_index(Precision p) { return static_cast<int>(p); }
+
+}  // namespace
+
+StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
+    SB_REQUIRE(local_batch > 0, "trace_step: local batch must be positive");
+    TraceOps ops(cfg.precision);
+    StepTrace t;
+    t.precision = cfg.precision;
+    t.local_batch = local_batch;
+    // As DataParallelTrainer's constructor: the model, its flat buffers, bound for the local batch.
+    std::unique_ptr<Model> model = create_model(cfg, ops);
+    const size_t n = model->num_params();
+    const DType dtype = compute_dtype(cfg.precision);
+    DeviceBuffer params(ops, n * sizeof(float)), grads(ops, n * sizeof(float)), state_a(ops, n * sizeof(float)),
+        state_b(ops, n * sizeof(float)), loss(ops, sizeof(float));
+    DeviceBuffer weights;
+    if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
+    model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>()},
+                local_batch);
+    // One batch of one rank's shard: the data is never read, only its shapes.
+    TrainConfig data_cfg = cfg;
+    data_cfg.dataset_batches = 1;
+    std::unique_ptr<Dataset> data = create_dataset(data_cfg, ops, local_batch, 0, local_batch);
+    TraceCommunicator comm(ops, t.all_reduces);
+    Bucketer bucketer(model->params(), cfg.bucket_mb, comm, grads.as<float>(), ops, cfg.grad_dtype);
+    ops.clear();
+
+    // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied).
+    const Tensor weights_copy = weights.get() ? weights.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+    bucketer.start_step();
+    OrderSink sink(bucketer);
+    model->forward_backward(data->inputs(0), data->labels(0), loss.as<float>(), 1.0f, &sink);
+    t.backward_end = ops.position();
+    bucketer.wait_all();
+    if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
+    t.optimizer_begin = ops.position();
+    if (cfg.optimizer.kind == OptimizerConfig::Kind::adamw)
+        ops.adamw_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), state_b.as<float>(), n,
+                       cfg.optimizer, 1, weights_copy);
+    else
+        ops.sgd_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), n, cfg.optimizer, weights_copy);
+
+    t.ops = ops.trace();
+    t.memory_bytes = ops.allocated_bytes();
+    t.model = model->name();
+    t.num_params = n;
+    t.flops_per_sample = model->flops_per_sample();
+    t.gradient_order = sink.order;
+    for (const auto& a : t.all_reduces) t.gradient_bytes += a.bytes;
+    return t;
+}
+
+// ---------------------------------------------------------------- calibration
+
+namespace {
+
+const char* kPrecisionNames[4] = {"fp32", "tf32", "bf16", "fp16"};
+
+std::string record_gpu(const nlohmann::json& r) {
+    if (r.contains("gpu") && r["gpu"].is_object() && r["gpu"].contains("name")) return r["gpu"]["name"].get<std::string>();
+    if (r.contains("environment") && r["environment"].contains("gpu") && r["environment"]["gpu"].is_object() &&
+        r["environment"]["gpu"].contains("name"))
+        return r["environment"]["gpu"]["name"].get<std::string>();
+    return "";
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+}  // namespace
+
+Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>& files) {
+    Calibration cal;
+    cal.files = files;
+    CostModel shape_model(hw);
+    std::vector<double> bases[4];
+    for (const auto& file : files) {
+        ReadResult read = read_records(file);
+        if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
+        for (size_t index = 0; index < read.records.size(); ++index) {
+            const nlohmann::json& r = read.records[index];
+            try {
+                const std::string sub = r.value("subcommand", "");
+                const std::string gpu = record_gpu(r);
+                if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one
+                if (sub == "gemm" && r.contains("fraction_of_peak") && r["fraction_of_peak"].is_number()) {
+                    const std::string dtype = r.value("dtype", "");
+                    const int i = static_cast<int>(std::find(kPrecisionNames, kPrecisionNames + 4, dtype) - kPrecisionNames);
+                    if (i >= 4) continue;
+                    const double shape = shape_model.gemm_shape_factor(r["m"].get<int64_t>(), r["n"].get<int64_t>(),
+                                                                       r["k"].get<int64_t>(), 1);
+                    bases[i].push_back(r["fraction_of_peak"].get<double>() / shape);
+                    cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(),
+                                         r["fraction_of_peak"].get<double>()});
+                } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
+                           !r["rows"].empty()) {
+                    const int world = r.value("world_size", 0);
+                    const nlohmann::json& fit = r["fit"];
+                    if (fit.is_object() && fit.contains("alpha_us"))
+                        cal.collective_alpha_us = cal.collective_alpha_us < 0 ? fit["alpha_us"].get<double>()
+                                                                              : std::min(cal.collective_alpha_us, fit["alpha_us"].get<double>());
+                    const nlohmann::json& last = r["rows"].back();
+                    if (world == 1 && last.contains("out_of_place") && last["out_of_place"].is_object()) {
+                        // One rank's out-of-place all-reduce is a device-to-device copy: bytes read and written.
+                        const double bytes = last["size_bytes"].get<double>();
+                        const double us = last["out_of_place"]["time_us"].get<double>();
+                        cal.memory_efficiency = std::min(1.0, 2.0 * bytes / (us * 1e-6) / 1e9 / hw.peak.mem_bw_gbps);
+                        cal.notes.push_back(fmt::format("memory efficiency {:.3f} from {}: single-rank out-of-place all_reduce "
+                                                        "of {} bytes (a device copy) in {:.1f} us",
+                                                        cal.memory_efficiency, file, bytes, us));
+                    } else if (world > 1 && world <= static_cast<int>(hw.gpus_per_node.value) && fit.is_object() &&
+                               fit.contains("beta_busbw_gbps")) {
+                        cal.ring_busbw_gbps = fit["beta_busbw_gbps"].get<double>();
+                        cal.ring_busbw_world = world;
+                        cal.notes.push_back(fmt::format("intra-node busbw {:.1f} GB/s from {} (all_reduce fit, {} ranks)",
+                                                        cal.ring_busbw_gbps, file, world));
+                    }
+                }
+            } catch (const nlohmann::json::exception& e) {
+                throw UserError(fmt::format("{}: record {}: not a scalebench {} record: {}", file, index + 1,
+                                            r.is_object() ? r.value("subcommand", std::string("?")) : "?", e.what()));
+            }
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        if (bases[i].empty()) continue;
+        cal.gemm_base[i] = std::min(1.0, median(bases[i]));
+        cal.notes.push_back(fmt::format("{} GEMM efficiency at large shapes {:.3f} from {} gemm record(s) in the files",
+                                        kPrecisionNames[i], cal.gemm_base[i], bases[i].size()));
+    }
+    if (cal.collective_alpha_us >= 0)
+        cal.notes.push_back(fmt::format("all-reduce call latency {:.2f} us (comm fit alpha)", cal.collective_alpha_us));
+    return cal;
+}
+
+// ---------------------------------------------------------------- cost model
+
+double CostModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+    constexpr double kTile = 128.0, kFill = 128.0;
+    const double sms = hw.sm_count.value;
+    const double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * static_cast<double>(batch);
+    const double waves = std::ceil(tiles / sms);
+    // A partly filled tile does full work: count the useful fraction of the tiles too.
+    const double fill_mn = (static_cast<double>(m) * n * batch) / (tiles * kTile * kTile);
+    return tiles / (waves * sms) * fill_mn * (k / (k + kFill));
+}
+
+double CostModel::peak_tflops(Precision precision) const {
+    switch (precision) {
+        case Precision::fp32: return hw.peak.fp32_tflops;
+        case Precision::tf32: return hw.peak.tf32_tflops;
+        case Precision::bf16: return hw.peak.bf16_tflops;
+        case Precision::fp16: return hw.peak.fp16_tflops;
+    }
+    return 0;
+}
+
+double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const {
+    std::vector<double> same_shape;
+    for (const auto& g : calibration.gemms)
+        if (g.precision == precision_index(precision) && g.m == op.m && g.n == op.n && g.k == op.k && op.batch == 1)
+            same_shape.push_back(g.fraction);
+    if (!same_shape.empty()) return std::min(1.0, median(same_shape));
+    double base = calibration.gemm_base[precision_index(precision)];
+    // The profile's figure is the efficiency of an 8192^3 product; the shape model carries it to others.
+    if (base < 0) base = hw.gemm_efficiency.value / gemm_shape_factor(8192, 8192, 8192, 1);
+    return std::min(1.0, base * gemm_shape_factor(op.m, op.n, op.k, op.batch));
+}
+
+double CostModel::memory_gbps() const {
+    const double eff = calibration.memory_efficiency > 0 ? calibration.memory_efficiency : hw.memory_efficiency.value;
+    return hw.peak.mem_bw_gbps * eff;
+}
+
+double CostModel::op_ms(const TracedOp& op, Precision precision) const {
+    double ms = op.bytes / (memory_gbps() * 1e9) * 1e3;
+    if (op.tensor_core && op.flops > 0) {
+        const double peak = peak_tflops(precision);
+        SB_REQUIRE(peak > 0, fmt::format("{} has no {} rate", hw.peak.name, precision_name(precision)));
+        ms = std::max(ms, op.flops / (peak * 1e12 * gemm_efficiency(op, precision)) * 1e3);
+    }
+    return ms + hw.kernel_gap_us.value * 1e-3;
+}
+
+double CostModel::ring_busbw_gbps(int g) const {
+    if (calibration.ring_busbw_gbps > 0) return calibration.ring_busbw_gbps;
+    const double pcie = pcie_gbps(static_cast<int>(hw.pcie_gen.value), static_cast<int>(hw.pcie_lanes.value)) *
+                        hw.link_efficiency.value;
+    switch (hw.link) {
+        case LinkClass::nvlink: return hw.link_gbps.value * hw.link_efficiency.value;
+        case LinkClass::pcie_p2p: return pcie;
+        case LinkClass::host_staged: break;
+    }
+    // Every hop is a write to host memory and a read from it, each over the GPU's own PCIe
+    // link; the g GPUs of the ring do so at once, so host memory carries 2 g chunks per step
+    // and busbw = (2(g-1)/g) S / t is at most host bandwidth / 2g.
+    return std::min(pcie, hw.host_mem_bw_gbps.value / (2.0 * std::max(g, 1)));
+}
+
+double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
+    SB_REQUIRE(g >= 1 && nodes >= 1, "all_reduce_ms: positive sizes");
+    const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.link_latency_us.value;
+    double us = alpha_us;
+    if (g > 1) {
+        // One node: ring all-reduce, 2(g-1) steps. Several: only its reduce-scatter and
+        // all-gather run in the node (the same 2(g-1) steps, the same bytes per GPU).
+        us += 2.0 * (g - 1) * hw.link_latency_us.value + 2.0 * (g - 1) / g * bytes / (ring_busbw_gbps(g) * 1e9) * 1e6;
+    }
+    if (nodes > 1) {
+        SB_REQUIRE(hw.has_network(), "all_reduce_ms: multi-node needs a network");
+        // Each GPU's 1/g of the data crosses the network on its share of the node's NICs.
+        const double per_gpu = hw.nic_gbps.value * hw.nics_per_node.value / g * hw.network_efficiency.value;
+        const double part = bytes / g;
+        const double ring = 2.0 * (nodes - 1) * hw.network_latency_us.value +
+                            2.0 * (nodes - 1) / nodes * part / (per_gpu * 1e9) * 1e6;
+        // Double binary tree: log depth up and down, each byte sent up and down once.
+        const double tree = 2.0 * std::ceil(std::log2(nodes)) * hw.network_latency_us.value +
+                            2.0 * part / (per_gpu * 1e9) * 1e6;
+        us += std::min(ring, tree);  // NCCL picks the faster algorithm per size
+    }
+    return us * 1e-3;
+}
+
+double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
+    const int n = g * nodes;
+    return bytes / (all_reduce_ms(bytes, g, nodes) * 1e-3) / 1e9 * 2.0 * (n - 1) / n;
+}
+
+// ---------------------------------------------------------------- schedule
+
+ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {
+    ProjectedStep s;
+    s.world_size = g * nodes;
+    s.nodes = nodes;
+    // Compute stream: the time each op ends.
+    std::vector<double> end(trace.ops.size() + 1, 0.0);  // end[i]: after ops [0, i)
+    for (size_t i = 0; i < trace.ops.size(); ++i) end[i + 1] = end[i] + model.op_ms(trace.ops[i], trace.precision);
+    // Comm stream: bucket b starts when the ops before it are done and the stream is free.
+    double comm_free = 0;
+    for (const auto& a : trace.all_reduces) {
+        const double ms = model.all_reduce_ms(a.bytes, g, nodes);
+        comm_free = std::max(comm_free, end[a.issued_after]) + ms;
+        s.allreduce_ms += ms;
+    }
+    s.compute_ms = end[trace.backward_end];
+    const double waited = std::max(comm_free, s.compute_ms);
+    s.exposed_comm_ms = waited - s.compute_ms + (end[trace.optimizer_begin] - end[trace.backward_end]);
+    s.optimizer_ms = end[trace.ops.size()] - end[trace.optimizer_begin];
+    s.step_ms = s.compute_ms + s.exposed_comm_ms + s.optimizer_ms;
+    return s;
+}
+
+std::vector<std::string> projection_assumptions(const CostModel& m) {
+    std::vector<std::string> a = {
+        "op time = max(FLOPs / (peak x GEMM efficiency), bytes / (memory bandwidth x memory efficiency)) + kernel gap",
+        "GEMM efficiency = large-shape efficiency x wave quantization over 128x128 tiles on the SMs x K fill k/(k+128)",
+        "non-GEMM ops are memory-bound: every operand read once, every result written once",
+        "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
+        "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
+        "buckets start in order on one comm stream when the op that made their last gradient is done",
+        "exposed communication = wait for the last bucket after backward, plus the work issued after the waits "
+        "(16-bit gradient casts back, fp16 unscale)",
+        "one step of a steady state: no host launch gaps, data loading or stragglers",
+        fmt::format("link class {}: ring busbw {:.1f} GB/s within a node of {} GPUs", link_class_name(m.hw.link),
+                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value)),
+    };
+    for (const auto& n : m.calibration.notes) a.push_back("calibration: " + n);
+    if (m.calibration.notes.empty()) a.push_back("no calibration: every figure from the profile");
+    return a;
+}
+
+}  // namespace sb

@@ -1,0 +1,105 @@
+// The projection model (DESIGN: Projection): how a workload would run on hardware that is
+// not here. Three parts, each testable alone:
+//  - the trace: the real model code run once on TraceOps, with the runner's own Bucketer
+//    (a recording communicator), giving the op list of one step and where each bucket's
+//    all-reduce is issued;
+//  - the cost model: each op's time from a roofline (FLOPs against the peak times a GEMM
+//    efficiency that depends on the shape, bytes against memory bandwidth), each all-reduce
+//    from an alpha-beta model per link class and algorithm;
+//  - the schedule: buckets replayed against the backward timeline on one comm stream, as
+//    the runner issues them, giving compute, exposed communication, optimizer and step time.
+// Calibration replaces profile figures by ones fitted from `gemm` and `comm` records of the
+// same GPU.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/trace_ops.h"
+#include "src/config.h"
+#include "src/hardware.h"
+
+namespace sb {
+
+// ---- the trace of one training step
+struct TracedAllReduce {
+    size_t issued_after = 0;  // ops of the step issued before it (it waits for them)
+    double bytes = 0;         // in the comm dtype
+};
+
+struct StepTrace {
+    std::string model;
+    size_t num_params = 0;
+    double flops_per_sample = 0;
+    int local_batch = 0;
+    Precision precision = Precision::fp32;
+    std::vector<TracedOp> ops;  // the whole step in issue order
+    size_t backward_end = 0;    // ops [0, backward_end): forward and backward
+    size_t optimizer_begin = 0; // ops [backward_end, optimizer_begin): after the bucket waits
+    std::vector<TracedAllReduce> all_reduces;  // bucket order
+    std::vector<int> gradient_order;           // parameter indices in the order backward made them final
+    double gradient_bytes = 0;                 // what the buckets all-reduce, in total
+    double memory_bytes = 0;                   // backend memory of one rank (parameters, states, activations, data)
+};
+
+// Mirrors DataParallelTrainer::issue_step for `local_batch` rows on one rank.
+StepTrace trace_step(const TrainConfig& cfg, int local_batch);
+
+// ---- calibration from result records
+struct Calibration {
+    std::vector<std::string> files;
+    // GEMM efficiency at large shapes per precision ("fp32", "tf32", "bf16", "fp16"),
+    // as implied by measured records through the shape model; < 0 when not measured.
+    double gemm_base[4] = {-1, -1, -1, -1};
+    // Measured GEMMs of the GPU: an op of exactly this shape and precision takes the
+    // measured efficiency instead of the shape model's.
+    struct MeasuredGemm {
+        int precision = 0;
+        int64_t m = 0, n = 0, k = 0;
+        double fraction = 0;
+    };
+    std::vector<MeasuredGemm> gemms;
+    std::vector<std::string> notes;   // what was used, and from where
+    double memory_efficiency = -1;    // from a single-rank out-of-place all-reduce (a device copy)
+    double collective_alpha_us = -1;  // fixed cost of one all-reduce call
+    double ring_busbw_gbps = -1;      // large-message busbw of the intra-node fabric, when n > 1 was measured
+    int ring_busbw_world = 0;
+};
+
+// Reads `scalebench gemm` and `comm` records; keeps those of hw's GPU.
+Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>& files);
+
+// ---- cost model
+struct CostModel {
+    HardwareProfile hw;
+    Calibration calibration;
+    explicit CostModel(HardwareProfile profile, Calibration cal = {}) : hw(std::move(profile)), calibration(std::move(cal)) {}
+
+    // Wave quantization (128x128 tiles over the SMs) times the K pipeline fill k / (k + 128).
+    double gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+    double gemm_efficiency(const TracedOp& op, Precision precision) const;  // fraction of peak
+    double peak_tflops(Precision precision) const;
+    double memory_gbps() const;  // achievable
+    double op_ms(const TracedOp& op, Precision precision) const;
+    // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms); 0 GPUs apart is the call's fixed cost.
+    double all_reduce_ms(double bytes, int gpus_per_node, int nodes) const;
+    double ring_busbw_gbps(int gpus) const;  // intra-node ring of `gpus`, large messages
+    // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.
+    double all_reduce_busbw_gbps(double bytes, int gpus_per_node, int nodes) const;
+};
+
+struct ProjectedStep {
+    int world_size = 0, nodes = 1;
+    double compute_ms = 0, exposed_comm_ms = 0, optimizer_ms = 0, step_ms = 0;
+    double allreduce_ms = 0;  // every bucket back to back, as the runner's allreduce_ms
+};
+
+// Replays the buckets against the backward timeline.
+ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int gpus_per_node, int nodes);
+
+// What the model assumes, for the records and the README.
+std::vector<std::string> projection_assumptions(const CostModel& model);
+
+}  // namespace sb

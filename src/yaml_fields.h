@@ -1,0 +1,50 @@
+// The YAML reading rules of src/config.cpp for other YAML inputs (hardware profiles):
+// one document loaded with the same checks (UTF-8, a single document, syntax errors at
+// FILE:LINE:COL) and typed fields that fail as "FILE:LINE:COL: key 'a.b': reason",
+// unknown and repeated keys included. Implemented in config.cpp, next to the config reader
+// it shares its code with.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace sb {
+
+// The whole file; a missing or unreadable one is a UserError "PATH: cannot read WHAT: why".
+std::string read_text_file(const std::string& path, const std::string& what);
+// One YAML document of `text`; `source` names it in errors, `what` says what it is ("config").
+YAML::Node load_yaml_document(const std::string& text, const std::string& source, const std::string& what);
+
+class YamlFields {
+public:
+    explicit YamlFields(const std::string& source);
+    ~YamlFields();
+    using KeyHandler = std::function<void(const std::string& key, const YAML::Node& key_node, const YAML::Node& value)>;
+    // Calls `handle` for each key of `map` in document order; unknown or repeated keys fail.
+    void for_each_key(const YAML::Node& map, const std::string& prefix, const std::vector<std::string>& known,
+                      const KeyHandler& handle);
+    void expect_map(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
+    int64_t integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, int64_t lo,
+                    int64_t hi) const;
+    // A number in (lo, hi] (lo_open) or [lo, hi]; hi <= lo means unbounded above.
+    double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo, bool lo_open,
+                double hi = 0.0) const;
+    std::string non_empty_text(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
+    bool boolean(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
+    std::string choice(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                       const std::vector<std::string>& names) const;
+    [[noreturn]] void fail(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                           const std::string& reason) const;
+    [[noreturn]] void fail_at(const YAML::Mark& mark, const std::string& reason) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sb

@@ -1,0 +1,102 @@
+// End-to-end tests of `scalebench project` and `scalebench compare` through the real binary:
+// the train-style table and one "projected" record per world size (readable by
+// plot_scaling.py's fields), calibration lines, multi-node rows, the buyer's table with a
+// verdict per scenario, and bad profiles or flags exiting 2 with FILE:LINE:COLUMN.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "src/results.h"
+#include "tests/e2e/e2e_util.h"
+
+namespace {
+
+using sb::e2e::Result;
+using sb::e2e::slurp;
+
+const std::string kSource = SCALEBENCH_SOURCE_DIR;
+
+Result run(const std::string& args) {
+    const auto dir = sb::e2e::scratch("project-e2e");
+    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args + " >" +
+                            (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+    Result r;
+    const int status = std::system(cmd.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    return r;
+}
+
+std::string profiles() { return " --profile-dir " + kSource + "/configs/hardware"; }
+
+TEST(ProjectCli, PrintsTheTrainTableAndAppendsProjectedRecords) {
+    const auto out = sb::e2e::scratch("project-e2e") / "projected.jsonl";
+    std::filesystem::remove(out);
+    const Result r = run("project --hardware a100-sxm4-40gb --config " + kSource + "/configs/ci-small.yaml --gpus 1,2,8 --nodes 1,2 --out " +
+                         out.string() + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("ranks    samples/s    per rank    step ms"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("calibration: none"), std::string::npos);
+    const auto records = sb::read_records(out.string()).records;
+    ASSERT_EQ(records.size(), 6u);  // 1, 2, 8 GPUs per node on 1 and 2 nodes
+    const std::vector<int> worlds = {1, 2, 8, 2, 4, 16};
+    for (size_t i = 0; i < records.size(); ++i) {
+        const auto& rec = records[i];
+        EXPECT_EQ(rec["subcommand"], "project");
+        EXPECT_EQ(rec["projected"], true);
+        EXPECT_EQ(rec["world_size"], worlds[i]);
+        for (const char* key : {"step_ms", "compute_ms", "exposed_comm_ms", "optimizer_ms"})
+            EXPECT_GT(rec[key]["median"].get<double>(), 0.0 - 1e-12) << key;
+        EXPECT_GT(rec["samples_per_s"].get<double>(), 0.0);
+        EXPECT_FALSE(rec["assumptions"].empty());
+        EXPECT_EQ(rec["hardware"]["name"], "a100-sxm4-40gb");
+        EXPECT_EQ(rec["environment"]["gpu"]["name"], "NVIDIA A100-SXM4-40GB");
+    }
+    EXPECT_DOUBLE_EQ(records[0]["scaling_efficiency"].get<double>(), 1.0);
+    // Crossing nodes costs more than staying in one: 2 GPUs in two nodes scale worse.
+    EXPECT_LT(records[3]["scaling_efficiency"].get<double>(), records[1]["scaling_efficiency"].get<double>());
+}
+
+TEST(ProjectCli, CalibratesFromCommittedRecordsOfTheSameGpu) {
+    const auto out = sb::e2e::scratch("project-e2e") / "calibrated.jsonl";
+    const std::string dir = kSource + "/results/h200-20261202/";
+    const Result r = run("project --hardware h200-sxm --gpus 1 --calibrate " + dir + "gemm.jsonl," + dir +
+                         "comm.jsonl --out " + out.string() + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("calibration: bf16 GEMM efficiency at large shapes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("calibration: memory efficiency 0.868"), std::string::npos) << r.out;
+    const auto rec = sb::read_records(out.string()).records.back();
+    EXPECT_EQ(rec["calibration"]["files"].size(), 2u);
+}
+
+TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
+    const auto dir = sb::e2e::scratch("project-e2e");
+    const auto bad = dir / "bad.yaml";
+    std::ofstream(bad) << "name: bad\ndescription: \"x\"\ngpu:\n  device_name: \"NVIDIA H200\"\n  tdp_w: {value: -1, source: \"x\"}\n";
+    Result r = run("project --hardware " + bad.string() + " --out " + (dir / "x.jsonl").string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(bad.string() + ":5:18: key 'gpu.tdp_w.value': must be > 0, got -1"), std::string::npos) << r.err;
+    r = run("project --hardware no-such-profile" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("no-such-profile.yaml: cannot read hardware profile"), std::string::npos) << r.err;
+    r = run("project --hardware rtx4090-24gb-pcie4 --gpus 16" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--gpus 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
+    r = run("compare --hardware h200-sxm,nope" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_FALSE(std::filesystem::exists(dir / "x.jsonl"));
+}
+
+TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
+    const Result r = run("compare --hardware a100-sxm4-40gb,rtx4090-24gb-pcie4,rtx4090-24gb-pcie4-p2p,h200-sxm --config " +
+                         kSource + "/configs/ci-small.yaml" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* text : {"per $10k", "per kW", "a100-sxm4-40gb", "rtx4090-24gb-pcie4-p2p", "small experiments",
+                             "NLP fine-tuning", "large CV training", "multi-GPU training"})
+        EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+}  // namespace

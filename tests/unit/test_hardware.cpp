@@ -1,0 +1,136 @@
+// Hardware profiles: every shipped profile loads, its peaks are the gpu_peaks table's (one
+// table of truth), every number has a source; bad profiles fail like bad configs, at
+// FILE:LINE:COLUMN with the key and the reason.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "src/errors.h"
+#include "src/gpu_peaks.h"
+#include "src/hardware.h"
+
+namespace sb {
+namespace {
+
+const std::string kDir = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hardware";
+
+std::string profile_error(const std::string& yaml) {
+    try {
+        parse_hardware_profile(yaml, "hw.yaml");
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<parsed without error>";
+}
+
+const char* kGood = R"(name: test
+description: "a test node"
+gpu:
+  device_name: "NVIDIA GeForce RTX 4090"
+  sm_count: {value: 128, source: "whitepaper"}
+  tdp_w: {value: 450, source: "spec"}
+  price_usd: {value: 1800, source: "msrp"}
+  gemm_efficiency: {value: 0.7, source: "x"}
+  memory_efficiency: {value: 0.8, source: "x"}
+  kernel_gap_us: {value: 1, source: "x"}
+node:
+  gpus_per_node: {value: 4, source: "x"}
+  link: pcie_p2p
+  pcie_gen: {value: 4, source: "x"}
+  pcie_lanes: {value: 16, source: "x"}
+  pcie_topology: root_complex
+  host_mem_bw_gbps: {value: 100, source: "x"}
+  link_efficiency: {value: 0.8, source: "x"}
+  link_latency_us: {value: 5, source: "x"}
+)";
+
+TEST(HardwareProfiles, EveryShippedProfileLoadsWithTheTablesPeaks) {
+    const std::vector<std::string> required = {"a100-sxm4-40gb", "a100-pcie-40gb", "a100-pcie-80gb",
+                                               "rtx4090-24gb-pcie4", "rtx4090-24gb-pcie4-p2p", "rtx4090-48gb-pcie4",
+                                               "rtx4090-48gb-pcie4-p2p", "h100-sxm", "h200-sxm"};
+    for (const auto& name : required) EXPECT_TRUE(std::filesystem::exists(kDir + "/" + name + ".yaml")) << name;
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
+        const HardwareProfile hw = load_hardware_profile(entry.path().string());
+        ++count;
+        EXPECT_EQ(hw.name + ".yaml", entry.path().filename().string());
+        const auto table = find_gpu_peak(hw.device_name);
+        ASSERT_TRUE(table) << hw.device_name;
+        EXPECT_EQ(hw.peak.bf16_tflops, table->bf16_tflops);
+        EXPECT_EQ(hw.peak.tf32_tflops, table->tf32_tflops);
+        EXPECT_EQ(hw.peak.fp32_tflops, table->fp32_tflops);
+        EXPECT_EQ(hw.peak.mem_bw_gbps, table->mem_bw_gbps);
+        for (const Sourced* s : {&hw.sm_count, &hw.tdp_w, &hw.price_usd, &hw.gemm_efficiency, &hw.memory_efficiency,
+                                 &hw.kernel_gap_us, &hw.gpus_per_node, &hw.pcie_gen, &hw.pcie_lanes,
+                                 &hw.host_mem_bw_gbps, &hw.link_efficiency, &hw.link_latency_us, &hw.memory_gb})
+            EXPECT_FALSE(s->source.empty()) << hw.name;
+        EXPECT_TRUE(hw.has_network()) << hw.name;
+    }
+    EXPECT_EQ(count, 9);
+}
+
+TEST(HardwareProfiles, DatasheetPeaksTheIssueNames) {
+    // The dense rates with fp32 accumulate (Ada whitepaper: GeForce runs fp32-accumulate at
+    // half the fp16-accumulate rate).
+    const HardwareProfile a100 = load_hardware_profile(kDir + "/a100-sxm4-40gb.yaml");
+    EXPECT_EQ(a100.peak.bf16_tflops, 312.0);
+    EXPECT_EQ(a100.peak.tf32_tflops, 156.0);
+    EXPECT_EQ(a100.peak.fp32_tflops, 19.5);
+    const HardwareProfile rtx = load_hardware_profile(kDir + "/rtx4090-48gb-pcie4.yaml");
+    EXPECT_EQ(rtx.peak.bf16_tflops, 165.2);
+    EXPECT_EQ(rtx.peak.tf32_tflops, 82.6);
+    EXPECT_EQ(rtx.peak.fp32_tflops, 82.6);
+    EXPECT_EQ(rtx.memory_gb.value, 48.0);  // the mod: its own memory, the 4090's rates
+    EXPECT_EQ(load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml").memory_gb.value, 24.0);
+    EXPECT_EQ(load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml").link, LinkClass::host_staged);
+    EXPECT_EQ(load_hardware_profile(kDir + "/rtx4090-24gb-pcie4-p2p.yaml").link, LinkClass::pcie_p2p);
+    const HardwareProfile h200 = load_hardware_profile(kDir + "/h200-sxm.yaml");
+    EXPECT_EQ(h200.peak.bf16_tflops, 989.4);
+    EXPECT_EQ(h200.peak.tf32_tflops, 494.7);
+}
+
+TEST(HardwareProfiles, AGoodProfileParses) { EXPECT_EQ(profile_error(kGood), "<parsed without error>"); }
+
+std::string with(const std::string& from, const std::string& to) {
+    std::string s = kGood;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+}
+
+TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
+    EXPECT_EQ(profile_error(with("  tdp_w: {value: 450, source: \"spec\"}\n", "")),
+              "hw.yaml:4:3: key 'gpu.tdp_w': missing");  // at the start of the gpu map
+    EXPECT_EQ(profile_error(with("{value: 450, source: \"spec\"}", "{value: -450, source: \"spec\"}")),
+              "hw.yaml:6:18: key 'gpu.tdp_w.value': must be > 0, got -450");
+    EXPECT_EQ(profile_error(with("{value: 0.7, source: \"x\"}", "{value: 1.5, source: \"x\"}")),
+              "hw.yaml:8:28: key 'gpu.gemm_efficiency.value': must be in (0, 1], got 1.5");
+    EXPECT_EQ(profile_error(with("{value: 450, source: \"spec\"}", "{value: 450}")),
+              "hw.yaml:6:10: key 'gpu.tdp_w.source': missing (every number names where it comes from)");
+    EXPECT_EQ(profile_error(with("  tdp_w:", "  tdp_W:")), "hw.yaml:6:3: key 'gpu.tdp_W': unknown key; did you mean 'gpu.tdp_w'?");
+    EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: pcie")),
+              "hw.yaml:13:9: key 'node.link': unknown value 'pcie'; valid values: nvlink, pcie_p2p, host_staged");
+    EXPECT_EQ(profile_error(with("pcie_gen: {value: 4,", "pcie_gen: {value: 6,")),
+              "hw.yaml:14:21: key 'node.pcie_gen.value': must be <= 5, got 6");
+    EXPECT_EQ(profile_error(with("\"NVIDIA GeForce RTX 4090\"", "\"RTX 9090\"")).substr(0, 77),
+              "hw.yaml:4:16: key 'gpu.device_name': unknown value 'RTX 9090'; valid values: ");
+    EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: nvlink")),
+              "hw.yaml:12:3: key 'node.link_gbps': missing (an nvlink node needs its NVLink bandwidth)");
+    EXPECT_EQ(profile_error("name: [\n"), "hw.yaml:2:1: YAML syntax error: end of sequence flow not found");
+    EXPECT_EQ(profile_error(std::string(kGood) + "colour: red\n").substr(0, 40), "hw.yaml:20:1: key 'colour': unknown key;");
+}
+
+TEST(HardwareProfiles, NamesAndPaths) {
+    EXPECT_EQ(hardware_profile_path("h200-sxm", "configs/hardware"), "configs/hardware/h200-sxm.yaml");
+    EXPECT_EQ(hardware_profile_path("my/h.yaml", "configs/hardware"), "my/h.yaml");
+    EXPECT_EQ(hardware_profile_path("h.yaml", "configs/hardware"), "h.yaml");
+    try {
+        load_hardware_profile("/nonexistent/x.yaml");
+        FAIL();
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "/nonexistent/x.yaml: cannot read hardware profile: No such file or directory");
+    }
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,329 @@
+// The projection's parts one by one: TraceOps' FLOPs and bytes (transformer ops too), the
+// trace of a training step against the runner's bucket layout, the roofline and alpha-beta
+// cost model against hand-computed figures, the schedule's exposed communication, and the
+// calibration read from the committed H200 records.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "collectives/bucketer.h"
+#include "models/trace_ops.h"
+#include "src/hardware.h"
+#include "src/projection.h"
+#include "src/errors.h"
+#include "src/results.h"
+#include "src/config.h"
+#include "src/workload.h"
+
+namespace sb {
+namespace {
+
+const std::string kSource = SCALEBENCH_SOURCE_DIR;
+
+HardwareProfile profile(const std::string& name) {
+    return load_hardware_profile(kSource + "/configs/hardware/" + name + ".yaml");
+}
+
+TEST(TraceOps, GemmFlopsBytesAndShapeFollowTheTransposes) {
+    TraceOps ops(Precision::bf16);
+    const Tensor x{ops.alloc(64 * 32 * 2), DType::bf16, 64, 32};
+    const Tensor w{ops.alloc(16 * 32 * 2), DType::bf16, 16, 32};
+    const Tensor y{ops.alloc(64 * 16 * 2), DType::bf16, 64, 16};
+    float bias[16];
+    ops.gemm(false, true, 1.0f, x, w, 0.0f, y, bias);  // Y = X W^T + b
+    ASSERT_EQ(ops.trace().size(), 1u);
+    const TracedOp& op = ops.trace()[0];
+    EXPECT_EQ(op.kind, "gemm");
+    EXPECT_TRUE(op.tensor_core);
+    EXPECT_EQ(op.m, 64);
+    EXPECT_EQ(op.n, 16);
+    EXPECT_EQ(op.k, 32);
+    EXPECT_DOUBLE_EQ(op.flops, 2.0 * 64 * 16 * 32);
+    EXPECT_DOUBLE_EQ(op.bytes, (64 * 32 + 16 * 32 + 64 * 16) * 2.0 + 16 * 4.0);
+    // dW = dY^T X into fp32 with accumulation: C read and written.
+    const Tensor dw{ops.alloc(16 * 32 * 4), DType::f32, 16, 32};
+    ops.gemm(true, false, 1.0f, y, x, 1.0f, dw);
+    EXPECT_EQ(ops.trace()[1].m, 16);
+    EXPECT_EQ(ops.trace()[1].k, 64);
+    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, (64 * 16 + 64 * 32) * 2.0 + 2.0 * 16 * 32 * 4);
+}
+
+TEST(TraceOps, AllocReturnsDistinctNonNullAddressesAndCountsTheFootprint) {
+    TraceOps ops(Precision::fp32);
+    void* a = ops.alloc(100);
+    void* b = ops.alloc(100);
+    EXPECT_NE(a, nullptr);
+    EXPECT_NE(a, b);
+    EXPECT_GE(static_cast<char*>(b) - static_cast<char*>(a), 100);
+    EXPECT_DOUBLE_EQ(ops.allocated_bytes(), 200.0);
+    EXPECT_TRUE(ops.trace().empty());  // memory is not an op
+}
+
+TEST(TraceOps, RecordsEveryTransformerOp) {
+    TraceOps ops(Precision::bf16);
+    const int64_t rows = 2 * 128, hidden = 768;
+    const Tensor x{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden};
+    const Tensor y{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden};
+    const Tensor qkv{ops.alloc(rows * 3 * hidden * 2), DType::bf16, rows, 3 * hidden};
+    float* stats = static_cast<float*>(ops.alloc(rows * 8));
+    ops.add(x, y, y);
+    ops.layernorm_forward(x, stats, stats, 1e-5f, y, stats, stats);
+    ops.layernorm_backward(x, y, stats, stats, stats, y, stats, stats);
+    ops.embedding_forward(reinterpret_cast<int32_t*>(stats), x, y, true);
+    ops.embedding_backward(reinterpret_cast<int32_t*>(stats), y, stats, 30522);
+    ops.dropout(x, y, 0.1f, 7);
+    Ops::AttentionShape shape{2, 128, 12, 64, false, 0.1f};
+    void* saved = ops.alloc(ops.attention_saved_bytes(shape));
+    ops.attention_forward(shape, qkv, x, saved, 1);
+    ops.attention_backward(shape, qkv, x, saved, y, qkv, 1);
+    const std::vector<std::string> kinds = {"add", "layernorm_forward", "layernorm_backward", "embedding_forward",
+                                            "embedding_backward", "dropout", "attention_forward", "attention_backward"};
+    ASSERT_EQ(ops.trace().size(), kinds.size());
+    for (size_t i = 0; i < kinds.size(); ++i) {
+        EXPECT_EQ(ops.trace()[i].kind, kinds[i]);
+        EXPECT_GT(ops.trace()[i].bytes, 0.0) << kinds[i];
+    }
+    EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 3.0 * rows * hidden * 2);
+    // QK^T and PV: 4 b h s^2 d forward; four such products backward.
+    const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64;
+    EXPECT_DOUBLE_EQ(ops.trace()[6].flops, fwd);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 2.0 * fwd);
+    EXPECT_EQ(ops.trace()[6].batch, 24);
+}
+
+TrainConfig small_mlp() {
+    TrainConfig cfg;
+    cfg.mlp.input_dim = 64;
+    cfg.mlp.hidden = {128, 128, 128};
+    cfg.mlp.num_classes = 10;
+    cfg.bucket_mb = 0.05;  // several buckets
+    return cfg;
+}
+
+TEST(TraceStep, MirrorsTheRunnersStepAndBucketLayout) {
+    const TrainConfig cfg = small_mlp();
+    const StepTrace t = trace_step(cfg, 32);
+    TraceOps ops(cfg.precision);
+    const auto params = create_model(cfg, ops)->params();
+    const std::vector<Bucket> buckets = bucket_layout(params, cfg.bucket_mb);
+    ASSERT_GT(buckets.size(), 1u);
+    ASSERT_EQ(t.all_reduces.size(), buckets.size());
+    double total = 0;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        EXPECT_DOUBLE_EQ(t.all_reduces[b].bytes, buckets[b].count * 4.0);
+        total += t.all_reduces[b].bytes;
+        if (b > 0) EXPECT_GE(t.all_reduces[b].issued_after, t.all_reduces[b - 1].issued_after);
+        EXPECT_LE(t.all_reduces[b].issued_after, t.backward_end);
+    }
+    EXPECT_DOUBLE_EQ(t.gradient_bytes, total);
+    EXPECT_DOUBLE_EQ(total, 4.0 * t.num_params);
+    // Backward reports gradients in reverse parameter order (bias before weight).
+    std::vector<int> reverse(params.size());
+    std::iota(reverse.rbegin(), reverse.rend(), 0);
+    EXPECT_EQ(t.gradient_order, reverse);
+    // 4 layers: forward 4 GEMMs, backward dW on 4 and dX on 3; then one AdamW step last.
+    size_t gemms = 0;
+    for (const auto& op : t.ops) gemms += op.kind == "gemm";
+    EXPECT_EQ(gemms, 11u);
+    EXPECT_EQ(t.ops.back().kind, "adamw_step");
+    EXPECT_EQ(t.optimizer_begin, t.ops.size() - 1);
+    double flops = 0;
+    for (const auto& op : t.ops) flops += op.flops;
+    EXPECT_DOUBLE_EQ(flops, t.flops_per_sample * 32);  // the model's own FLOP count, per sample
+}
+
+TEST(TraceStep, SixteenBitGradientsHalveTheBytesAndAddTheBucketersCasts) {
+    TrainConfig cfg = small_mlp();
+    cfg.precision = Precision::bf16;
+    cfg.grad_dtype = DType::bf16;
+    const StepTrace t = trace_step(cfg, 32);
+    EXPECT_DOUBLE_EQ(t.gradient_bytes, 2.0 * t.num_params);
+    size_t casts_after_wait = 0;
+    for (size_t i = t.backward_end; i < t.optimizer_begin; ++i) casts_after_wait += t.ops[i].kind == "cast";
+    EXPECT_EQ(casts_after_wait, t.all_reduces.size());  // one cast back per bucket after its wait
+}
+
+TEST(CostModel, ShapeFactorIsWaveQuantizationTimesKFill) {
+    const CostModel m(profile("h200-sxm"));  // 132 SMs
+    // 132 tiles of 128x128: exactly one full wave.
+    EXPECT_DOUBLE_EQ(m.gemm_shape_factor(128 * 12, 128 * 11, 128, 1), 128.0 / 256.0);
+    // 133 tiles: a second wave with one tile in it.
+    EXPECT_NEAR(m.gemm_shape_factor(128 * 133, 128, 8192, 1), 133.0 / 264.0 * 8192.0 / 8320.0, 1e-12);
+}
+
+TEST(CostModel, OpTimeIsTheRooflineMaximumPlusTheGap) {
+    const HardwareProfile hw = profile("h200-sxm");
+    const CostModel m(hw);
+    TracedOp gemm;
+    gemm.tensor_core = true;
+    gemm.m = gemm.n = gemm.k = 8192;
+    gemm.flops = 2.0 * 8192.0 * 8192 * 8192;
+    gemm.bytes = 3.0 * 8192 * 8192 * 2;
+    // The profile's efficiency is defined at 8192^3.
+    const double compute_ms = gemm.flops / (989.4e12 * hw.gemm_efficiency.value) * 1e3;
+    EXPECT_NEAR(m.op_ms(gemm, Precision::bf16), compute_ms + hw.kernel_gap_us.value * 1e-3, 1e-9);
+    TracedOp stream;
+    stream.bytes = 4.8e9;  // one millisecond at full bandwidth
+    EXPECT_NEAR(m.op_ms(stream, Precision::bf16), 1.0 / hw.memory_efficiency.value + hw.kernel_gap_us.value * 1e-3, 1e-6);
+}
+
+TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
+    const HardwareProfile a100 = profile("a100-sxm4-40gb");
+    const CostModel m(a100);
+    const double bytes = 1e9;
+    const double expected_us = a100.link_latency_us.value * (1 + 2 * 7) + 2.0 * 7 / 8 * bytes / (300e9 * 0.8) * 1e6;
+    EXPECT_NEAR(m.all_reduce_ms(bytes, 8, 1), expected_us * 1e-3, 1e-9);
+    EXPECT_NEAR(m.all_reduce_busbw_gbps(bytes, 8, 1), 240.0, 2.0);  // latency costs a little
+    // PCIe 4.0 x16 with P2P: the line rate (31.5 GB/s) times the efficiency.
+    const CostModel p2p(profile("rtx4090-24gb-pcie4-p2p"));
+    EXPECT_NEAR(p2p.ring_busbw_gbps(8), pcie_gbps(4, 16) * 0.8, 1e-9);
+    EXPECT_NEAR(pcie_gbps(4, 16), 31.5077, 1e-3);
+    // Without P2P the ring is bound by the staged copy, or by host memory / 2n when that is lower.
+    const HardwareProfile staged_hw = profile("rtx4090-24gb-pcie4");
+    const CostModel staged(staged_hw);
+    EXPECT_NEAR(staged.ring_busbw_gbps(8),
+                std::min(pcie_gbps(4, 16) * staged_hw.link_efficiency.value, staged_hw.host_mem_bw_gbps.value / 16), 1e-9);
+    HardwareProfile thin = staged_hw;
+    thin.host_mem_bw_gbps.value = 50;
+    EXPECT_NEAR(CostModel(thin).ring_busbw_gbps(8), 50.0 / 16, 1e-9);
+    EXPECT_LT(staged.all_reduce_busbw_gbps(bytes, 8, 1), p2p.all_reduce_busbw_gbps(bytes, 8, 1));
+    // One GPU: only the call's fixed cost.
+    EXPECT_NEAR(m.all_reduce_ms(bytes, 1, 1), a100.link_latency_us.value * 1e-3, 1e-12);
+}
+
+TEST(CostModel, TwoNodesAddTheNetworkPart) {
+    const HardwareProfile hw = profile("a100-sxm4-40gb");
+    const CostModel m(hw);
+    const double bytes = 1e9;
+    const double per_gpu = 25e9 * 8 / 8 * 0.96;
+    const double ring_us = 2.0 * hw.network_latency_us.value + 1.0 * (bytes / 8) / per_gpu * 1e6;
+    EXPECT_NEAR(m.all_reduce_ms(bytes, 8, 2) - m.all_reduce_ms(bytes, 8, 1), ring_us * 1e-3, 1e-9);
+}
+
+TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
+    // Three 1 ms ops of backward, a bucket issued after the first and one after the last,
+    // then a 1 ms optimizer op.
+    HardwareProfile hw = profile("a100-sxm4-40gb");
+    hw.kernel_gap_us.value = 0;
+    hw.link_latency_us.value = 0;
+    const CostModel m(hw);
+    StepTrace t;
+    t.precision = Precision::fp32;
+    TracedOp op;
+    op.bytes = hw.peak.mem_bw_gbps * hw.memory_efficiency.value * 1e9 * 1e-3;  // 1 ms each
+    t.ops = {op, op, op, op};
+    t.backward_end = 3;
+    t.optimizer_begin = 3;
+    const double bytes_2ms = 2e-3 * m.ring_busbw_gbps(2) * 1e9;  // 2(n-1)/n = 1 at n = 2
+    t.all_reduces = {{1, bytes_2ms}, {3, bytes_2ms}};
+    const ProjectedStep s = schedule_step(t, m, 2, 1);
+    // Bucket 0 runs 1..3 ms, bucket 1 3..5 ms; backward ends at 3 ms: 2 ms exposed.
+    EXPECT_NEAR(s.compute_ms, 3.0, 1e-9);
+    EXPECT_NEAR(s.exposed_comm_ms, 2.0, 1e-9);
+    EXPECT_NEAR(s.optimizer_ms, 1.0, 1e-9);
+    EXPECT_NEAR(s.step_ms, 6.0, 1e-9);
+    EXPECT_NEAR(s.allreduce_ms, 4.0, 1e-9);
+    // A comm stream still busy delays the next bucket: both issued at 1 ms -> 1..3, 3..5.
+    t.all_reduces = {{1, bytes_2ms}, {1, bytes_2ms}};
+    EXPECT_NEAR(schedule_step(t, m, 2, 1).exposed_comm_ms, 2.0, 1e-9);
+    // One GPU: nothing to wait for but the call's fixed cost (0 here).
+    EXPECT_NEAR(schedule_step(t, m, 1, 1).exposed_comm_ms, 0.0, 1e-9);
+}
+
+TEST(Calibration, ReadsTheCommittedH200Records) {
+    const HardwareProfile hw = profile("h200-sxm");
+    const std::string dir = kSource + "/results/h200-20261202/";
+    const Calibration cal = calibrate(hw, {dir + "gemm.jsonl", dir + "comm.jsonl"});
+    const CostModel shape(hw);
+    // bf16 8192^3 at 73.97% of peak (gemm.jsonl), divided by the shape factor there.
+    EXPECT_NEAR(cal.gemm_base[static_cast<int>(Precision::bf16)],
+                731.9 / 989.4 / shape.gemm_shape_factor(8192, 8192, 8192, 1), 0.002);
+    // 256 MiB copied in 128.85 us: 2 x 268435456 / 128.85e-6 = 4.17 TB/s of 4.8.
+    EXPECT_NEAR(cal.memory_efficiency, 2.0 * 268435456 / 128.85e-6 / 4.8e12, 0.002);
+    EXPECT_NEAR(cal.collective_alpha_us, 8.83, 0.01);
+    EXPECT_LT(cal.ring_busbw_gbps, 0);  // one GPU: no fabric was measured
+    // Another GPU's records calibrate nothing.
+    const Calibration none = calibrate(profile("a100-sxm4-40gb"), {dir + "gemm.jsonl", dir + "comm.jsonl"});
+    EXPECT_TRUE(none.notes.empty());
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(CostModel, AMeasuredGemmOfTheSameShapeOverridesTheShapeModel) {
+    Calibration cal;
+    cal.gemm_base[static_cast<int>(Precision::bf16)] = 0.8;
+    cal.gemms.push_back({static_cast<int>(Precision::bf16), 1024, 8192, 8192, 0.55});
+    const CostModel m(profile("h200-sxm"), cal);
+    TracedOp op;
+    op.tensor_core = true;
+    op.m = 1024;
+    op.n = 8192;
+    op.k = 8192;
+    EXPECT_DOUBLE_EQ(m.gemm_efficiency(op, Precision::bf16), 0.55);
+    op.k = 4096;  // another shape: the shape model from the calibrated base
+    EXPECT_DOUBLE_EQ(m.gemm_efficiency(op, Precision::bf16), 0.8 * m.gemm_shape_factor(1024, 8192, 4096, 1));
+    op.k = 8192;  // another precision: not this measurement
+    EXPECT_NE(m.gemm_efficiency(op, Precision::fp16), 0.55);
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+TEST(Calibration, AMalformedRecordIsAUserErrorNamingFileAndRecord) {
+    const auto path = std::filesystem::temp_directory_path() / "scalebench-bad-gemm.jsonl";
+    std::filesystem::remove(path);
+    append_record(path.string(), {{"subcommand", "gemm"}, {"gpu", {{"name", "NVIDIA H200"}}}, {"dtype", "bf16"},
+                                  {"fraction_of_peak", 0.7}, {"m", "big"}});
+    try {
+        calibrate(profile("h200-sxm"), {path.string()});
+        FAIL() << "accepted a gemm record without its shape";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find(path.string() + ": record 1: not a scalebench gemm record"),
+                  std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+// The "done when": every profile projects every preset workload (configs/*.yaml, the
+// transformer presets included once they are there), with finite, positive figures.
+TEST(ProjectWorkload, EveryProfileProjectsEveryPresetWorkload) {
+    std::vector<std::string> workloads, profiles;
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs"))
+        if (e.path().extension() == ".yaml") workloads.push_back(e.path().string());
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs/hardware"))
+        profiles.push_back(e.path().string());
+    ASSERT_GE(workloads.size(), 3u);
+    for (const auto& w : workloads) {
+        TrainConfig cfg = load_config_file(w);
+        if (cfg.scaling_mode == ScalingMode::strong) cfg.batch_size = std::max(cfg.batch_size / 8, 1) * 8;
+        const StepTrace one = trace_step(cfg, per_rank_batch(cfg, 1));  // traced once per workload
+        for (const auto& p : profiles) {
+            const CostModel model(load_hardware_profile(p));
+            for (int g : {1, 2, 4, 8}) {
+                const ProjectedStep s = schedule_step(one, model, g, 1);
+                EXPECT_TRUE(std::isfinite(s.step_ms) && s.step_ms > 0) << w << " on " << p << " at " << g;
+                EXPECT_GE(s.exposed_comm_ms, 0.0);
+                EXPECT_NEAR(s.step_ms, s.compute_ms + s.exposed_comm_ms + s.optimizer_ms, 1e-9);
+            }
+            // Two nodes cost at least what one does.
+            EXPECT_GE(schedule_step(one, model, 8, 2).step_ms, schedule_step(one, model, 8, 1).step_ms) << w << " on " << p;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace sb
