@@ -73,9 +73,11 @@ struct MaxOp {
     __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-template <class Op> __device__ __forceinline__ float warp_reduce(float v, Op op) {
+// Reduces over groups of kLanes consecutive lanes (32: the whole warp); every lane of the
+// warp must call it.
+template <class Op, int kLanes = 32> __device__ __forceinline__ float warp_reduce(float v, Op op) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    for (int off = kLanes / 2; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
 }
 

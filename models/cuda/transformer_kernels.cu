@@ -428,24 +428,49 @@ void attention_permute(const Context& ctx, DType dtype, void* rows, void* const*
     });
 }
 
-// ---- attention softmax forward: a warp per score row (b, h, i). Columns j > i are masked
-// when causal (never read, written as 0). Pass 1 keeps a running (max, sum of exp) per
-// lane, combined by shuffles; pass 2 writes P over the scores and, with dropout, the kept
-// entries of P / (1 - p) to pdrop, the mask drawn at index row * seq + j.
+// ---- attention softmax, forward and backward: kLanes lanes per score row (b, h, i), so a
+// short row (seq 128 in bf16 is 16 vectors) still keeps the whole warp loading: 32 / kLanes
+// rows per warp. Every lane runs the same number of loop trips (the shuffles need the
+// whole warp); a lane whose row is past the end computes but writes nothing.
 
-template <class T, int V>
+namespace {
+
+// kLanes for rows of nv vectors: 16 when a row has at most 16 vectors, else 32.
+int row_lanes(int nv) { return nv <= 16 ? 16 : 32; }
+
+template <class F> void dispatch_lanes(int lanes, F&& f) {
+    if (lanes == 16)
+        f(std::integral_constant<int, 16>{});
+    else
+        f(std::integral_constant<int, 32>{});
+}
+
+unsigned sub_row_grid(const Context& ctx, int64_t rows, int lanes) {
+    return row_grid(ctx, (rows * lanes + 31) / 32);
+}
+
+}  // namespace
+
+// Forward: columns j > i are masked when causal (never read, written as 0). Pass 1 keeps a
+// running (max, sum of exp) per lane, combined by shuffles; pass 2 writes P over the scores
+// and, with dropout, the kept entries of P / (1 - p) to pdrop, the mask drawn at index
+// row * seq + j.
+template <class T, int V, int kLanes>
 __global__ void attention_softmax_forward_kernel(T* scores, T* pdrop, int64_t rows, int seq, bool causal,
                                                  float p_drop, float inv_keep, uint64_t seed) {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
+    constexpr int kRowsPerWarp = 32 / kLanes;
+    const int lane = threadIdx.x & (kLanes - 1);
     const int nv = seq / V;
-    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+    for (int64_t base = warp_row() * kRowsPerWarp; base < rows; base += warp_row_stride() * kRowsPerWarp) {
+        const int64_t row = base + ((threadIdx.x & 31) / kLanes);
+        const bool active = row < rows;
         const int i = static_cast<int>(row % seq);
-        const int valid = causal ? i + 1 : seq;
+        const int valid = !active ? 0 : causal ? i + 1 : seq;
         const int nv_valid = (valid + V - 1) / V;
         VT* sr = reinterpret_cast<VT*>(scores + row * seq);
         float m = -INFINITY, s = 0.0f;
-        for (int k = lane; k < nv_valid; k += 32) {
+        for (int k = lane; k < nv_valid; k += kLanes) {
             const VT a = sr[k];
             float v[V], lm = -INFINITY;
 #pragma unroll
@@ -460,11 +485,12 @@ __global__ void attention_softmax_forward_kernel(T* scores, T* pdrop, int64_t ro
 #pragma unroll
             for (int e = 0; e < V; ++e) s += expf(v[e] - m);  // masked: exp(-inf) = 0
         }
-        const float mx = warp_reduce(m, MaxOp{});
-        const float sum = warp_reduce(m == -INFINITY ? 0.0f : s * expf(m - mx), SumOp{});
+        const float mx = warp_reduce<MaxOp, kLanes>(m, MaxOp{});
+        const float sum = warp_reduce<SumOp, kLanes>(m == -INFINITY ? 0.0f : s * expf(m - mx), SumOp{});
+        if (!active) continue;  // after the last shuffle of this trip
         const float inv_sum = 1.0f / sum;
         VT* dr = pdrop ? reinterpret_cast<VT*>(pdrop + row * seq) : nullptr;
-        for (int k = lane; k < nv; k += 32) {
+        for (int k = lane; k < nv; k += kLanes) {
             VT a;
             if (k < nv_valid) a = sr[k];
             VT r, d;
@@ -493,42 +519,48 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
         using T = decltype(tag);
         const int vec = row_vec<T>(seq, {scores, pdrop ? pdrop : scores});
         dispatch_vec<T>(vec, [&](auto v) {
-            attention_softmax_forward_kernel<T, decltype(v)::value>
-                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(static_cast<T*>(scores),
-                                                                         static_cast<T*>(pdrop), rows, seq, causal,
-                                                                         p_drop, 1.0f / (1.0f - p_drop), seed);
-            SB_CHECK_LAUNCH();
+            constexpr int V = decltype(v)::value;
+            const int lanes = row_lanes(seq / V);
+            dispatch_lanes(lanes, [&](auto l) {
+                attention_softmax_forward_kernel<T, V, decltype(l)::value>
+                    <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
+                        static_cast<T*>(scores), static_cast<T*>(pdrop), rows, seq, causal, p_drop,
+                        1.0f / (1.0f - p_drop), seed);
+                SB_CHECK_LAUNCH();
+            });
         });
     });
 }
 
-// ---- attention softmax backward, fused with dropout's: a warp per row. dP = mask * grad /
-// (1 - p) (the mask recomputed), pass 1 the row sum of P * dP, pass 2 dS = P * (dP - sum)
-// written over grad. Masked (causal) entries have P = 0, so dS = 0 there.
-
-template <class T, int V>
+// Backward, fused with dropout's: dP = mask * grad / (1 - p) (the mask recomputed), pass 1
+// the row sum of P * dP, pass 2 dS = P * (dP - sum) written over grad. Masked (causal)
+// entries have P = 0, so dS = 0 there.
+template <class T, int V, int kLanes>
 __global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T* __restrict__ grad, int64_t rows,
                                                   int seq, float p_drop, float inv_keep, uint64_t seed) {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
-    const int nv = seq / V;
+    constexpr int kRowsPerWarp = 32 / kLanes;
+    const int lane = threadIdx.x & (kLanes - 1);
     const bool drop = p_drop > 0.0f;
-    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+    for (int64_t base = warp_row() * kRowsPerWarp; base < rows; base += warp_row_stride() * kRowsPerWarp) {
+        const int64_t row = base + ((threadIdx.x & 31) / kLanes);
+        const bool active = row < rows;
+        const int nv = active ? seq / V : 0;
         const VT* pr = reinterpret_cast<const VT*>(probs + row * seq);
         VT* gr = reinterpret_cast<VT*>(grad + row * seq);
-        const uint64_t base = static_cast<uint64_t>(row) * seq;
+        const uint64_t first = static_cast<uint64_t>(row) * seq;
         auto dp_of = [&](float g, int j) {
             if (!drop) return g;
-            return dropout_keep(seed, base + j, p_drop) ? g * inv_keep : 0.0f;
+            return dropout_keep(seed, first + j, p_drop) ? g * inv_keep : 0.0f;
         };
         float dot = 0.0f;
-        for (int k = lane; k < nv; k += 32) {
+        for (int k = lane; k < nv; k += kLanes) {
             const VT a = pr[k], b = gr[k];
 #pragma unroll
             for (int e = 0; e < V; ++e) dot += to_f32(a.v[e]) * dp_of(to_f32(b.v[e]), k * V + e);
         }
-        dot = warp_reduce(dot, SumOp{});
-        for (int k = lane; k < nv; k += 32) {
+        dot = warp_reduce<SumOp, kLanes>(dot, SumOp{});
+        for (int k = lane; k < nv; k += kLanes) {
             const VT a = pr[k], b = gr[k];
             VT r;
 #pragma unroll
@@ -548,11 +580,15 @@ void attention_softmax_backward(const Context& ctx, DType dtype, const void* pro
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         dispatch_vec<T>(row_vec<T>(seq, {probs, grad}), [&](auto v) {
-            attention_softmax_backward_kernel<T, decltype(v)::value>
-                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
-                    static_cast<const T*>(probs), static_cast<T*>(grad), rows, seq, p_drop,
-                    1.0f / (1.0f - p_drop), seed);
-            SB_CHECK_LAUNCH();
+            constexpr int V = decltype(v)::value;
+            const int lanes = row_lanes(seq / V);
+            dispatch_lanes(lanes, [&](auto l) {
+                attention_softmax_backward_kernel<T, V, decltype(l)::value>
+                    <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
+                        static_cast<const T*>(probs), static_cast<T*>(grad), rows, seq, p_drop,
+                        1.0f / (1.0f - p_drop), seed);
+                SB_CHECK_LAUNCH();
+            });
         });
     });
 }

@@ -276,8 +276,10 @@ TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
     const float dropout_p = std::get<2>(GetParam());
     const DType dtype = compute_dtype(precision);
     CudaOps gpu(precision, 0);
-    // Odd seq and head_dim 12 (scalar paths), then BERT's head shape (16-byte paths).
-    const AttentionCase cases[] = {{precision, 2, 37, 3, 12}, {precision, 2, 128, 4, 64}, {precision, 1, 256, 2, 64}};
+    // Odd seq and head_dim 12 (scalar paths); 39 rows of 13 (two rows a warp, the last warp
+    // half full); BERT's head shape (16-byte paths, two rows a warp in 16-bit); seq 256.
+    const AttentionCase cases[] = {{precision, 2, 37, 3, 12}, {precision, 1, 13, 3, 8}, {precision, 2, 128, 4, 64},
+                                   {precision, 1, 256, 2, 64}};
     for (const AttentionCase& c : cases) {
         SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal << " dropout="
                                         << dropout_p << " B=" << c.batch << " S=" << c.seq << " H=" << c.heads

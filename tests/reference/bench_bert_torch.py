@@ -139,7 +139,6 @@ def bench(args):
     import torch
     if not torch.cuda.is_available():
         raise SystemExit("bench_bert_torch.py: no CUDA GPU visible")
-    torch.backends.cuda.matmul.allow_tf32 = True  # only fp32 leftovers of autocast; HF's defaults
     env = environment()
     runs = [parse_run(r) for r in (args.run or DEFAULT_RUNS)]
     print(f"torch {env['torch']}, transformers {env['transformers']}, {env['gpu']}; "
