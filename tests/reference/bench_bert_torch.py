@@ -3,9 +3,10 @@
 
 Hugging Face transformers' BertForMaskedLM (BertConfig() = bert-base, or bert-large's sizes)
 and GPT2LMHeadModel (GPT2Config() = gpt2-small, or gpt2-medium's sizes), built from configs in
-code (no download), trained the way scalebench trains them: bf16 autocast, fused AdamW
-(lr 1e-4, weight decay 0.01), dropout as the configs default (0.1), random token ids, BERT with
-masked-LM labels on 15% of the positions (-100 elsewhere), GPT-2 with next-token labels.
+code (no download), trained the way scalebench's presets (configs/*.yaml) train them: bf16
+autocast, fused AdamW with the presets' settings, dropout 0.1 (the configs' default), random
+token ids, BERT with masked-LM labels on 15% of the positions (-100 elsewhere), GPT-2 with
+next-token labels.
 Eager and torch.compile (mode "default"). Each run: warm-up steps (the first one of a compiled
 model includes its compile time, reported apart), then every measured step between two CUDA
 events; median/min/max ms, samples/s = batch / median.
@@ -35,6 +36,11 @@ MODELS = {
                                      intermediate_size=4096)),
     "gpt2-small": ("gpt2", 1024, {}),
     "gpt2-medium": ("gpt2", 1024, dict(n_embd=1024, n_layer=24, n_head=16)),
+}
+# AdamW settings of the presets in configs/ (the same for every size of a family).
+OPTIMIZER = {
+    "bert": dict(lr=1e-4, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
+    "gpt2": dict(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8),
 }
 # The issue's targets: small batch against eager (launch-bound), large batch against compile.
 DEFAULT_RUNS = ["bert-base:eager:32", "bert-base:eager:256", "bert-base:compile:256",
@@ -81,7 +87,7 @@ def run_one(name, mode, batch, steps, warmup):
     generator.manual_seed(1234)
     model, config = build_model(name)
     num_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
+    opt = torch.optim.AdamW(model.parameters(), fused=True, **OPTIMIZER[MODELS[name][0]])
     step_model = torch.compile(model, mode="default") if mode == "compile" else model
     ids, labels = make_batch(name, config, batch, generator)
 
