@@ -161,9 +161,10 @@ def bench(args):
             print(f"{name:<12} {mode:<8} {batch:>5} {record['step_ms']['median']:>10.2f} "
                   f"{record['samples_per_s']:>10.1f} {record['tokens_per_s']:>11.0f} "
                   f"{record['first_step_s']:>12.1f} {record['peak_memory_gib']:>9.1f}", flush=True)
-        except torch.cuda.OutOfMemoryError as e:
-            record["error"] = f"out of memory: {str(e).splitlines()[0]}"
-            print(f"{name:<12} {mode:<8} {batch:>5} out of memory", flush=True)
+        except Exception as e:  # one failing run (out of memory, a compile error) must not stop the rest
+            first = (str(e).splitlines() or [""])[0]
+            record["error"] = f"{type(e).__name__}: {first}"
+            print(f"{name:<12} {mode:<8} {batch:>5} failed: {record['error'][:100]}", flush=True)
         if out:
             out.write(json.dumps(record) + "\n")
             out.flush()
