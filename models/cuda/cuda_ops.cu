@@ -6,7 +6,8 @@
 // C = op(A) op(B) is computed as column-major C^T = op(B)^T op(A)^T: cuBLASLt's "A" is our
 // B, its "B" is our A, the transpose flags carry over unchanged, and m = C.cols, n = C.rows.
 // The fused bias (length m, one value per column-major row) is then one value per
-// row-major column of C, as ops.h asks.
+// row-major column of C, as ops.h asks. Batched GEMMs (attention) are the same plans with
+// a batch count and one stride per operand (cuBLASLt's strided batch).
 #include "models/cuda/cuda_ops.h"
 #include "models/cuda/stream_gate.h"
 
@@ -55,18 +56,36 @@ uint32_t alignment_of(const void* p) {
     return align;
 }
 
+// Alignment every matrix of a strided batch keeps: the first's, limited by the stride.
+uint32_t alignment_of(const void* p, int64_t stride_bytes) {
+    uint32_t align = alignment_of(p);
+    while (align > 1 && stride_bytes % align != 0) align /= 2;
+    return align;
+}
+
 struct GemmKey {
     int64_t m, n, k;  // column-major problem: m = C.cols, n = C.rows
     bool trans_a, trans_b;
     DType ab, c;
     bool bias;
     uint32_t align_a, align_b, align_c, align_bias;
+    int64_t batch;                         // 1: a plain GEMM
+    int64_t stride_a, stride_b, stride_c;  // elements between our A, B, C matrices of a batch
     bool operator<(const GemmKey& o) const {
-        return std::tie(m, n, k, trans_a, trans_b, ab, c, bias, align_a, align_b, align_c, align_bias) <
+        return std::tie(m, n, k, trans_a, trans_b, ab, c, bias, align_a, align_b, align_c, align_bias, batch,
+                        stride_a, stride_b, stride_c) <
                std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.ab, o.c, o.bias, o.align_a, o.align_b, o.align_c,
-                        o.align_bias);
+                        o.align_bias, o.batch, o.stride_a, o.stride_b, o.stride_c);
     }
 };
+
+// Strided batch on a layout: `count` matrices `stride` elements apart.
+void set_batch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
+    const int32_t n = static_cast<int32_t>(count);
+    SB_CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof(n)));
+    SB_CHECK_CUBLAS(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
 
 // Descriptors and the algorithm for one GemmKey; "lt_a" is our B, "lt_b" our A.
 struct GemmPlan {
@@ -180,6 +199,11 @@ struct CudaOps::Impl {
                                                        static_cast<uint64_t>(b_cols), b_rows));
             SB_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.lt_c, cuda_type(c_type), static_cast<uint64_t>(key.m),
                                                        static_cast<uint64_t>(key.n), key.m));
+            if (key.batch > 1) {
+                set_batch(plan.lt_a, key.batch, key.stride_b);
+                set_batch(plan.lt_b, key.batch, key.stride_a);
+                set_batch(plan.lt_c, key.batch, key.stride_c);
+            }
 
             cublasLtMatmulPreference_t pref = nullptr;
             SB_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -222,6 +246,60 @@ struct CudaOps::Impl {
             throw;
         }
         return plan;
+    }
+
+    // C = alpha op(A) op(B) + beta C (+ bias) for `batch` matrices; A, B, C describe the
+    // first of each, the next starts stride_* elements further (batch 1: plain GEMM).
+    void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                const Tensor& c, const float* bias, int64_t batch, int64_t stride_a, int64_t stride_b,
+                int64_t stride_c) {
+        const int64_t rows = trans_a ? a.cols : a.rows;  // M
+        const int64_t inner = trans_a ? a.rows : a.cols;  // K
+        const int64_t inner_b = trans_b ? b.cols : b.rows;
+        const int64_t cols = trans_b ? b.rows : b.cols;  // N
+        SB_REQUIRE(inner == inner_b, "gemm: op(A) is " + std::to_string(rows) + "x" + std::to_string(inner) +
+                                         " but op(B) is " + std::to_string(inner_b) + "x" + std::to_string(cols));
+        SB_REQUIRE(c.rows == rows && c.cols == cols, "gemm: C is " + std::to_string(c.rows) + "x" +
+                                                         std::to_string(c.cols) + ", expected " + std::to_string(rows) +
+                                                         "x" + std::to_string(cols));
+        SB_REQUIRE(rows > 0 && cols > 0 && inner > 0, "gemm: empty matrix");
+        SB_REQUIRE(a.dtype == b.dtype, "gemm: A and B must share a dtype");
+        SB_REQUIRE(c.dtype == a.dtype || c.dtype == DType::f32, "gemm: C must be A's dtype or f32");
+        SB_REQUIRE(a.data && b.data && c.data, "gemm: tensor without data");
+        SB_REQUIRE(batch >= 1 && (batch == 1 || !bias), "gemm: a batched GEMM takes no bias");
+        const int64_t es = static_cast<int64_t>(dtype_size(a.dtype)), ec = static_cast<int64_t>(dtype_size(c.dtype));
+        GemmKey key{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, bias != nullptr,
+                    alignment_of(b.data, stride_b * es), alignment_of(a.data, stride_a * es),
+                    alignment_of(c.data, stride_c * ec), bias ? alignment_of(bias) : 0u,
+                    batch, batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0};
+        auto it = plans.find(key);
+        if (it == plans.end()) it = plans.emplace(key, make_plan(key, bias, true)).first;
+        GemmPlan& plan = it->second;
+
+        cublasStatus_t status = run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+        if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
+            // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
+            (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
+            plan.destroy();
+            try {
+                plan = make_plan(key, bias, false);
+            } catch (...) {
+                plans.erase(it);
+                throw;
+            }
+            status = run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+        }
+        if (status != CUBLAS_STATUS_SUCCESS)
+            throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
+        plan.verified = true;
+        if (bias && !plan.fused_bias) {
+            if (plan.via_f32)
+                kernels::gemm_bias_epilogue(ctx, c.dtype, c.data, static_cast<const float*>(scratch),
+                                            c.rows, c.cols, beta, bias);
+            else  // f32 C already holds alpha op(A) op(B) + beta C
+                kernels::gemm_bias_epilogue(ctx, DType::f32, c.data, static_cast<const float*>(c.data), c.rows,
+                                            c.cols, 0.0f, bias);
+        }
     }
 
     cublasStatus_t run_plan(const GemmPlan& plan, float alpha, const void* a, const void* b, float beta, void* c,
@@ -313,51 +391,7 @@ void CudaOps::cast(const Tensor& src, const Tensor& dst) {
 
 void CudaOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
                    const Tensor& c, const float* bias) {
-    const int64_t rows = trans_a ? a.cols : a.rows;  // M
-    const int64_t inner = trans_a ? a.rows : a.cols;  // K
-    const int64_t inner_b = trans_b ? b.cols : b.rows;
-    const int64_t cols = trans_b ? b.rows : b.cols;  // N
-    SB_REQUIRE(inner == inner_b, "gemm: op(A) is " + std::to_string(rows) + "x" + std::to_string(inner) +
-                                     " but op(B) is " + std::to_string(inner_b) + "x" + std::to_string(cols));
-    SB_REQUIRE(c.rows == rows && c.cols == cols, "gemm: C is " + std::to_string(c.rows) + "x" +
-                                                     std::to_string(c.cols) + ", expected " + std::to_string(rows) +
-                                                     "x" + std::to_string(cols));
-    SB_REQUIRE(rows > 0 && cols > 0 && inner > 0, "gemm: empty matrix");
-    SB_REQUIRE(a.dtype == b.dtype, "gemm: A and B must share a dtype");
-    SB_REQUIRE(c.dtype == a.dtype || c.dtype == DType::f32, "gemm: C must be A's dtype or f32");
-    SB_REQUIRE(a.data && b.data && c.data, "gemm: tensor without data");
-
-    GemmKey key{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, bias != nullptr,
-                alignment_of(b.data), alignment_of(a.data), alignment_of(c.data),
-                bias ? alignment_of(bias) : 0u};
-    auto it = impl_->plans.find(key);
-    if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias, true)).first;
-    GemmPlan& plan = it->second;
-
-    cublasStatus_t status = impl_->run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
-    if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
-        // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
-        (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
-        plan.destroy();
-        try {
-            plan = impl_->make_plan(key, bias, false);
-        } catch (...) {
-            impl_->plans.erase(it);
-            throw;
-        }
-        status = impl_->run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
-    }
-    if (status != CUBLAS_STATUS_SUCCESS)
-        throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
-    plan.verified = true;
-    if (bias && !plan.fused_bias) {
-        if (plan.via_f32)
-            kernels::gemm_bias_epilogue(impl_->ctx, c.dtype, c.data, static_cast<const float*>(impl_->scratch),
-                                        c.rows, c.cols, beta, bias);
-        else  // f32 C already holds alpha op(A) op(B) + beta C
-            kernels::gemm_bias_epilogue(impl_->ctx, DType::f32, c.data, static_cast<const float*>(c.data), c.rows,
-                                        c.cols, 0.0f, bias);
-    }
+    impl_->matmul(trans_a, trans_b, alpha, a, b, beta, c, bias, 1, 0, 0, 0);
 }
 
 // ---- elementwise and reductions
@@ -392,9 +426,181 @@ void CudaOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels,
                "softmax_cross_entropy: logits and gradient shapes differ");
     SB_REQUIRE(logits.rows > 0 && logits.cols > 0, "softmax_cross_entropy: empty logits");
     SB_REQUIRE(labels && loss && logits.data && grad_logits.data, "softmax_cross_entropy: missing buffer");
-    auto* row_loss = static_cast<float*>(impl_->scratch_space(static_cast<size_t>(logits.rows) * sizeof(float)));
+    // One float per row and the labelled-row count after them.
+    auto* row_loss =
+        static_cast<float*>(impl_->scratch_space(static_cast<size_t>(logits.rows + 1) * sizeof(float)));
     kernels::softmax_cross_entropy(impl_->ctx, logits.dtype, logits.data, labels, logits.rows, logits.cols,
                                    grad_logits.dtype, grad_logits.data, grad_scale, row_loss, loss);
+}
+
+// ---- transformer layers
+
+void CudaOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+    SB_REQUIRE(a.numel() == b.numel() && a.numel() == out.numel(), "add: sizes differ");
+    SB_REQUIRE(a.dtype == b.dtype && a.dtype == out.dtype, "add: dtypes differ");
+    kernels::add(impl_->ctx, a.dtype, a.data, b.data, out.data, static_cast<size_t>(a.numel()));
+}
+
+void CudaOps::layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                                float* mean, float* rstd) {
+    SB_REQUIRE(x.rows == out.rows && x.cols == out.cols && x.dtype == out.dtype,
+               "layernorm_forward: x and out differ in shape or dtype");
+    SB_REQUIRE(x.data != out.data || x.numel() == 0, "layernorm_forward: out must not alias x");
+    SB_REQUIRE(gamma && beta && mean && rstd, "layernorm_forward: missing buffer");
+    kernels::layernorm_forward(impl_->ctx, x.dtype, x.data, gamma, beta, eps, x.rows, x.cols, out.data, mean, rstd);
+}
+
+void CudaOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                                 const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) {
+    SB_REQUIRE(x.rows == grad_out.rows && x.cols == grad_out.cols && x.rows == grad_x.rows &&
+                   x.cols == grad_x.cols,
+               "layernorm_backward: shapes differ");
+    SB_REQUIRE(x.dtype == grad_out.dtype && x.dtype == grad_x.dtype, "layernorm_backward: dtypes differ");
+    SB_REQUIRE(gamma && mean && rstd && grad_gamma && grad_beta, "layernorm_backward: missing buffer");
+    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, x.rows, x.cols);
+    float* partials = nullptr;
+    if (chunks > 1)
+        partials = static_cast<float*>(
+            impl_->scratch_space(static_cast<size_t>(2 * chunks * x.cols) * sizeof(float)));
+    kernels::layernorm_backward(impl_->ctx, x.dtype, x.data, grad_out.data, gamma, mean, rstd, x.rows, x.cols,
+                                grad_x.data, grad_gamma, grad_beta, partials);
+}
+
+void CudaOps::embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out, bool accumulate) {
+    SB_REQUIRE(table.dtype == out.dtype && table.cols == out.cols, "embedding_forward: table and out differ");
+    SB_REQUIRE(ids || out.rows == 0, "embedding_forward: no ids");
+    kernels::embedding_forward(impl_->ctx, out.dtype, ids, table.data, table.rows, out.rows, out.cols, out.data,
+                               accumulate);
+}
+
+void CudaOps::embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table, int64_t table_rows) {
+    SB_REQUIRE(grad_table && (ids || grad_out.rows == 0), "embedding_backward: missing buffer");
+    kernels::embedding_backward(impl_->ctx, grad_out.dtype, ids, grad_out.data, grad_out.rows, grad_out.cols,
+                                grad_table, table_rows);
+}
+
+void CudaOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) {
+    SB_REQUIRE(in.numel() == out.numel() && in.dtype == out.dtype, "dropout: in and out differ");
+    kernels::dropout(impl_->ctx, in.dtype, in.data, out.data, static_cast<size_t>(in.numel()), p, seed);
+}
+
+// ---- attention: permute the packed QKV rows into batch x heads x seq x head_dim arrays,
+// scores = Q K^T / sqrt(d) by one strided-batched GEMM (batch*heads matrices of seq x
+// seq), the fused mask/softmax/dropout row kernel, O = P V by another, and a permute back
+// to heads-concatenated rows. `saved` keeps Q, K, V, P and (with dropout) the dropped P
+// for the backward, all in the compute dtype.
+
+namespace {
+
+size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Byte offsets into `saved` (forward) or the scratch (backward), 256-byte aligned.
+struct AttentionLayout {
+    int64_t head_elems = 0, prob_elems = 0;  // one B*H*S*D array, one B*H*S*S array
+    size_t q = 0, k = 0, v = 0, p = 0, pdrop = 0, total = 0;
+};
+
+AttentionLayout attention_layout(const Ops::AttentionShape& s, DType dtype) {
+    AttentionLayout l;
+    const int64_t bh = int64_t{s.batch} * s.heads;
+    l.head_elems = bh * s.seq * s.head_dim;
+    l.prob_elems = bh * s.seq * s.seq;
+    const size_t es = dtype_size(dtype);
+    const size_t head_bytes = round256(static_cast<size_t>(l.head_elems) * es);
+    const size_t prob_bytes = round256(static_cast<size_t>(l.prob_elems) * es);
+    l.q = 0;
+    l.k = head_bytes;
+    l.v = 2 * head_bytes;
+    l.p = 3 * head_bytes;
+    l.pdrop = l.p + prob_bytes;
+    l.total = l.pdrop + (s.dropout_p > 0.0f ? prob_bytes : 0);
+    return l;
+}
+
+void check_attention(const Ops::AttentionShape& s, DType compute, const Tensor& qkv, const Tensor& out) {
+    SB_REQUIRE(s.batch > 0 && s.seq > 0 && s.heads > 0 && s.head_dim > 0, "attention: empty shape");
+    SB_REQUIRE(s.dropout_p >= 0.0f && s.dropout_p < 1.0f, "attention: dropout must be in [0, 1)");
+    const int64_t rows = int64_t{s.batch} * s.seq, width = int64_t{s.heads} * s.head_dim;
+    SB_REQUIRE(qkv.rows == rows && qkv.cols == 3 * width,
+               "attention: qkv is " + std::to_string(qkv.rows) + "x" + std::to_string(qkv.cols) + ", expected " +
+                   std::to_string(rows) + "x" + std::to_string(3 * width));
+    SB_REQUIRE(out.rows == rows && out.cols == width, "attention: out is " + std::to_string(out.rows) + "x" +
+                                                          std::to_string(out.cols) + ", expected " +
+                                                          std::to_string(rows) + "x" + std::to_string(width));
+    SB_REQUIRE(qkv.dtype == compute && out.dtype == compute,
+               std::string("attention: tensors must be in the compute dtype ") + dtype_name(compute));
+    SB_REQUIRE(qkv.data && out.data, "attention: tensor without data");
+}
+
+Tensor at(void* base, size_t offset, DType dtype, int64_t rows, int64_t cols) {
+    return Tensor{static_cast<char*>(base) + offset, dtype, rows, cols};
+}
+
+}  // namespace
+
+size_t CudaOps::attention_saved_bytes(const AttentionShape& shape) const {
+    return attention_layout(shape, compute_dtype(impl_->precision)).total;
+}
+
+void CudaOps::attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
+                                uint64_t seed) {
+    const DType dt = compute_dtype(impl_->precision);
+    check_attention(shape, dt, qkv, out);
+    SB_REQUIRE(saved, "attention_forward: no saved buffer");
+    const AttentionLayout l = attention_layout(shape, dt);
+    const int B = shape.batch, S = shape.seq, H = shape.heads, D = shape.head_dim;
+    const int64_t bh = int64_t{B} * H, sd = int64_t{S} * D, ss = int64_t{S} * S;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const bool drop = shape.dropout_p > 0.0f;
+    char* base = static_cast<char*>(saved);
+    void* heads[3] = {base + l.q, base + l.k, base + l.v};
+    kernels::attention_permute(impl_->ctx, dt, qkv.data, heads, 3, B, S, H, D, true);
+    const Tensor q = at(saved, l.q, dt, S, D), k = at(saved, l.k, dt, S, D), v = at(saved, l.v, dt, S, D);
+    const Tensor p = at(saved, l.p, dt, S, S), pdrop = at(saved, l.pdrop, dt, S, S);
+    impl_->matmul(false, true, scale, q, k, 0.0f, p, nullptr, bh, sd, sd, ss);
+    kernels::attention_softmax_forward(impl_->ctx, dt, p.data, drop ? pdrop.data : nullptr, bh * S, S, shape.causal,
+                                       shape.dropout_p, seed);
+    void* ctx_heads = impl_->scratch_space(static_cast<size_t>(l.head_elems) * dtype_size(dt));
+    impl_->matmul(false, false, 1.0f, drop ? pdrop : p, v, 0.0f, Tensor{ctx_heads, dt, S, D}, nullptr, bh, ss, sd,
+                  sd);
+    kernels::attention_permute(impl_->ctx, dt, out.data, &ctx_heads, 1, B, S, H, D, false);
+}
+
+// dO to heads; dP' = dO V^T and dV = P'^T dO (P' the dropped P); dS from the fused
+// softmax/dropout backward; dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d); dQ, dK, dV
+// permuted back into the packed layout of grad_qkv.
+void CudaOps::attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out,
+                                 const void* saved, const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) {
+    const DType dt = compute_dtype(impl_->precision);
+    check_attention(shape, dt, qkv, out);
+    check_attention(shape, dt, grad_qkv, grad_out);
+    SB_REQUIRE(saved, "attention_backward: no saved buffer");
+    const AttentionLayout l = attention_layout(shape, dt);
+    const int B = shape.batch, S = shape.seq, H = shape.heads, D = shape.head_dim;
+    const int64_t bh = int64_t{B} * H, sd = int64_t{S} * D, ss = int64_t{S} * S;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const bool drop = shape.dropout_p > 0.0f;
+    void* sv = const_cast<void*>(saved);  // read only
+    const Tensor q = at(sv, l.q, dt, S, D), k = at(sv, l.k, dt, S, D), v = at(sv, l.v, dt, S, D);
+    const Tensor p = at(sv, l.p, dt, S, S), pdrop = drop ? at(sv, l.pdrop, dt, S, S) : p;
+
+    // Scratch: dO, dQ, dK, dV (head arrays) and dS (a probability array), same layout rules.
+    const size_t head_bytes = round256(static_cast<size_t>(l.head_elems) * dtype_size(dt));
+    const size_t prob_bytes = round256(static_cast<size_t>(l.prob_elems) * dtype_size(dt));
+    void* scratch = impl_->scratch_space(4 * head_bytes + prob_bytes);
+    const Tensor d_o = at(scratch, 0, dt, S, D), dq = at(scratch, head_bytes, dt, S, D);
+    const Tensor dk = at(scratch, 2 * head_bytes, dt, S, D), dv = at(scratch, 3 * head_bytes, dt, S, D);
+    const Tensor ds = at(scratch, 4 * head_bytes, dt, S, S);
+
+    void* d_o_heads = d_o.data;
+    kernels::attention_permute(impl_->ctx, dt, grad_out.data, &d_o_heads, 1, B, S, H, D, true);
+    impl_->matmul(false, true, 1.0f, d_o, v, 0.0f, ds, nullptr, bh, sd, sd, ss);
+    impl_->matmul(true, false, 1.0f, pdrop, d_o, 0.0f, dv, nullptr, bh, ss, sd, sd);
+    kernels::attention_softmax_backward(impl_->ctx, dt, p.data, ds.data, bh * S, S, shape.dropout_p, seed);
+    impl_->matmul(false, false, scale, ds, k, 0.0f, dq, nullptr, bh, ss, sd, sd);
+    impl_->matmul(true, false, scale, ds, q, 0.0f, dk, nullptr, bh, ss, sd, sd);
+    void* grads[3] = {dq.data, dk.data, dv.data};
+    kernels::attention_permute(impl_->ctx, dt, grad_qkv.data, grads, 3, B, S, H, D, false);
 }
 
 // ---- optimizer

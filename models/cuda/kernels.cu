@@ -15,54 +15,15 @@
 #include <cuda_runtime.h>
 
 #include "models/cuda/cuda_check.h"
+#include "models/cuda/kernel_util.cuh"
 
 namespace sb::kernels {
+
+using namespace detail;
+
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kVec = 8;  // elements per vector load in the elementwise kernels
-
-// ---- storage <-> fp32
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-
-template <class T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
-
-// kVec elements loaded/stored as one aligned unit (32 B for f32, 16 B for bf16/f16).
-template <class T> struct alignas(sizeof(T) * kVec) Vec {
-    T v[kVec];
-};
-
-template <class T> bool vec_aligned(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVec) == 0;
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-unsigned grid_for(const Context& ctx, size_t work_items) {
-    size_t blocks = (work_items + kThreads - 1) / kThreads;
-    size_t cap = static_cast<size_t>(std::max(ctx.sm_count, 1)) * 8;
-    return static_cast<unsigned>(std::max<size_t>(1, std::min(blocks, cap)));
-}
-
-// Calls f(T{}) with T the C++ type stored for dtype.
-template <class F> void dispatch(DType dtype, F&& f) {
-    switch (dtype) {
-        case DType::f32: f(float{}); return;
-        case DType::bf16: f(__nv_bfloat16{}); return;
-        case DType::f16: f(__half{}); return;
-    }
-    SB_REQUIRE(false, "unknown dtype");
-}
-
-// ---- activations (GELU is the tanh approximation, as the CPU backend)
+// ---- activations (gelu: the tanh approximation; gelu_erf: the exact erf form)
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoef = 0.044715f;
@@ -88,6 +49,17 @@ template <> struct Act<Activation::gelu> {
         return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
     }
 };
+// 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x).
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+template <> struct Act<Activation::gelu_erf> {
+    __device__ static float fwd(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+    __device__ static float bwd(float x, float g) {
+        const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+        const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+        return g * (cdf + x * pdf);
+    }
+};
 template <> struct Act<Activation::tanh> {
     __device__ static float fwd(float x) { return tanhf(x); }
     __device__ static float bwd(float x, float g) {
@@ -105,6 +77,9 @@ template <Activation A> struct ActForward {
 template <Activation A> struct ActBackward {
     __device__ float operator()(float x, float g) const { return Act<A>::bwd(x, g); }
 };
+struct AddOp {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 // Calls f(std::integral_constant<Activation, act>{}).
 template <class F> void dispatch_activation(Activation act, F&& f) {
@@ -113,6 +88,7 @@ template <class F> void dispatch_activation(Activation act, F&& f) {
         case Activation::relu: f(std::integral_constant<Activation, Activation::relu>{}); return;
         case Activation::gelu: f(std::integral_constant<Activation, Activation::gelu>{}); return;
         case Activation::tanh: f(std::integral_constant<Activation, Activation::tanh>{}); return;
+        case Activation::gelu_erf: f(std::integral_constant<Activation, Activation::gelu_erf>{}); return;
     }
     SB_REQUIRE(false, "unknown activation");
 }
@@ -240,6 +216,22 @@ void activation_backward(const Context& ctx, Activation act, DType dtype, const 
     });
 }
 
+// ---- add: out = a + b through the same binary map (out may alias a or b).
+
+void add(const Context& ctx, DType dtype, const void* a, const void* b, void* out, size_t n) {
+    if (n == 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const T* x = static_cast<const T*>(a);
+        const T* y = static_cast<const T*>(b);
+        T* o = static_cast<T*>(out);
+        size_t n_vec = (vec_aligned<T>(x) && vec_aligned<T>(y) && vec_aligned<T>(o)) ? n / kVec : 0;
+        map_binary_kernel<<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0,
+                            ctx.stream>>>(x, y, o, n, n_vec, AddOp{});
+        SB_CHECK_LAUNCH();
+    });
+}
+
 // ---- gemm_bias_epilogue: c[i, j] = acc[i, j] + beta * c[i, j] + bias[j], rounded once to
 // c's dtype. The GEMM fallback when cuBLASLt has no fused bias: acc is the fp32 product
 // alpha * op(A) op(B) (or C itself, beta 0, when C is f32). acc may alias c.
@@ -339,93 +331,158 @@ void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, 
                                                                     rows_per_chunk, stage1);
         SB_CHECK_LAUNCH();
     });
-    if (chunks > 1) {
-        bias_grad_final_kernel<<<grid_for(ctx, static_cast<size_t>(cols)), kThreads, 0, ctx.stream>>>(
-            partials, chunks, cols, out);
-        SB_CHECK_LAUNCH();
+    if (chunks > 1) sum_partials(ctx, partials, chunks, cols, out);
+}
+
+void sum_partials(const Context& ctx, const float* partials, int64_t chunks, int64_t cols, float* out) {
+    if (cols <= 0) return;
+    bias_grad_final_kernel<<<grid_for(ctx, static_cast<size_t>(cols)), kThreads, 0, ctx.stream>>>(partials, chunks,
+                                                                                                    cols, out);
+    SB_CHECK_LAUNCH();
+}
+
+// ---- softmax cross-entropy: one block per row, vocabularies of ~50k columns in mind.
+// Pass 1 keeps a running (max, sum of exp(x - max)) per thread (online softmax: one read
+// of the row instead of two), then the block combines them; pass 2 re-reads the row (L2
+// hit) and writes grad = (softmax - onehot) * scale. Both read 16-byte vectors over the
+// row's aligned middle (rows of an odd vocabulary start anywhere), scalars at the ends.
+// A negative label is an ignored row: zero gradient, zero loss, not counted. The label's
+// logit is read before any gradient is written, so grad may alias logits.
+
+// Head/body/tail split of a row for 16-byte loads of T.
+template <class T> struct RowSplit {
+    int64_t head, nvec, tail0;
+    __device__ RowSplit(const T* x, int64_t n) {
+        const uintptr_t addr = reinterpret_cast<uintptr_t>(x);
+        const int64_t to_boundary = static_cast<int64_t>(((16 - addr % 16) % 16) / sizeof(T));
+        head = addr % sizeof(T) ? n : (to_boundary < n ? to_boundary : n);
+        nvec = (n - head) / kVec16<T>;
+        tail0 = head + nvec * kVec16<T>;
+    }
+};
+
+// Online softmax statistics: fold value v into the running (m, s).
+__device__ __forceinline__ void online_add(float& m, float& s, float v) {
+    if (v > m) {
+        s = s * expf(m - v) + 1.0f;
+        m = v;
+    } else {
+        s += expf(v - m);
     }
 }
 
-// ---- block reductions: butterfly shuffles inside each warp, then every warp reduces the
-// per-warp values the same way, so all threads get the same bits (IEEE + and max are
-// commutative). blockDim.x must be a multiple of 32.
-
-struct SumOp {
-    __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct MaxOp {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-template <class Op> __device__ float block_reduce(float v, Op op, float identity) {
-    __shared__ float warp_vals[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    __syncthreads();  // an earlier call's readers are done with warp_vals
-    if (lane == 0) warp_vals[warp] = v;
-    __syncthreads();
-    v = lane < static_cast<int>(blockDim.x >> 5) ? warp_vals[lane] : identity;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
-
-// ---- softmax cross-entropy: one block per row (stable: max, sum of exp(x - max), then
-// loss = log(sum) + max - x[label] and grad = (softmax - onehot) * scale). The label's
-// logit is read before any gradient is written, so grad may alias logits.
-
 template <class TIn, class TOut>
 __global__ void softmax_xent_kernel(const TIn* logits, const int32_t* __restrict__ labels, int64_t rows,
-                                    int64_t cols, TOut* grad, float scale, float* __restrict__ row_loss) {
+                                    int64_t cols, TOut* grad, float grad_scale, const float* __restrict__ count,
+                                    float* __restrict__ row_loss) {
+    constexpr int V = kVec16<TIn>;
+    using VIn = VecN<TIn, V>;
+    using VOut = VecN<TOut, V>;
+    const float scale = grad_scale / fmaxf(*count, 1.0f);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const TIn* x = logits + row * cols;
         TOut* g = grad + row * cols;
-        float mx = -INFINITY;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, to_f32(x[j]));
-        mx = block_reduce(mx, MaxOp{}, -INFINITY);
-        float sum = 0.0f;
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(to_f32(x[j]) - mx);
-        sum = block_reduce(sum, SumOp{}, 0.0f);
         const int32_t label = labels[row];
-        const bool valid = label >= 0 && label < cols;
-        const float x_label = valid ? to_f32(x[label]) : NAN;
-        __syncthreads();  // everyone has read x[label] before grad (maybe == logits) is written
-        // (mx - x_label) first: adding log(sum) to mx first would round it at mx's scale.
-        if (threadIdx.x == 0) row_loss[row] = logf(sum) + (mx - x_label);
-        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-            float p = expf(to_f32(x[j]) - mx) / sum;
-            float d = valid ? (p - (j == label ? 1.0f : 0.0f)) * scale : NAN;
-            g[j] = from_f32<TOut>(d);
+        const RowSplit<TIn> sp(x, cols);
+        bool vec_out = false;  // grad vectors line up with the logits' vectors
+        if constexpr (sizeof(TIn) == sizeof(TOut)) vec_out = reinterpret_cast<uintptr_t>(g + sp.head) % 16 == 0;
+        const bool ignored = label < 0;  // uniform across the block
+        const bool valid = label < cols;
+        float mx = 0.0f, inv_sum = 0.0f;
+        if (!ignored) {
+            float m = -INFINITY, s = 0.0f;
+            for (int64_t j = threadIdx.x; j < sp.head; j += blockDim.x) online_add(m, s, to_f32(x[j]));
+            for (int64_t j = sp.tail0 + threadIdx.x; j < cols; j += blockDim.x) online_add(m, s, to_f32(x[j]));
+            const VIn* xv = reinterpret_cast<const VIn*>(x + sp.head);
+            for (int64_t k = threadIdx.x; k < sp.nvec; k += blockDim.x) {
+                const VIn a = xv[k];
+                float v[V], lm = -INFINITY;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    v[e] = to_f32(a.v[e]);
+                    lm = fmaxf(lm, v[e]);
+                }
+                if (lm > m) {
+                    s *= expf(m - lm);
+                    m = lm;
+                }
+#pragma unroll
+                for (int e = 0; e < V; ++e) s += expf(v[e] - m);
+            }
+            mx = block_reduce(m, MaxOp{}, -INFINITY);
+            const float sum = block_reduce(m == -INFINITY ? 0.0f : s * expf(m - mx), SumOp{}, 0.0f);
+            const float x_label = valid ? to_f32(x[label]) : NAN;
+            __syncthreads();  // everyone has read x[label] before grad (maybe == logits) is written
+            // (mx - x_label) first: adding log(sum) to mx first would round it at mx's scale.
+            if (threadIdx.x == 0) row_loss[row] = logf(sum) + (mx - x_label);
+            inv_sum = 1.0f / sum;
+        } else if (threadIdx.x == 0) {
+            row_loss[row] = 0.0f;
+        }
+        auto grad_of = [&](int64_t j, float v) {
+            if (ignored) return 0.0f;
+            return valid ? (expf(v - mx) * inv_sum - (j == label ? 1.0f : 0.0f)) * scale : NAN;
+        };
+        if (!vec_out) {
+            for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) g[j] = from_f32<TOut>(grad_of(j, to_f32(x[j])));
+            continue;
+        }
+        for (int64_t j = threadIdx.x; j < sp.head; j += blockDim.x) g[j] = from_f32<TOut>(grad_of(j, to_f32(x[j])));
+        for (int64_t j = sp.tail0 + threadIdx.x; j < cols; j += blockDim.x)
+            g[j] = from_f32<TOut>(grad_of(j, to_f32(x[j])));
+        const VIn* xv = reinterpret_cast<const VIn*>(x + sp.head);
+        VOut* gv = reinterpret_cast<VOut*>(g + sp.head);
+        for (int64_t k = threadIdx.x; k < sp.nvec; k += blockDim.x) {
+            const VIn a = ignored ? VIn{} : xv[k];
+            VOut r;
+            const int64_t j0 = sp.head + k * V;
+#pragma unroll
+            for (int e = 0; e < V; ++e) r.v[e] = from_f32<TOut>(grad_of(j0 + e, to_f32(a.v[e])));
+            gv[k] = r;
         }
     }
 }
 
-// Mean of row_loss by one block: thread t sums rows t, t + 1024, ... then a fixed tree.
-__global__ void mean_kernel(const float* __restrict__ values, int64_t n, float* __restrict__ out) {
+// The number of labelled rows (label >= 0), as a float (exact below 2^24 rows).
+__global__ void count_labels_kernel(const int32_t* __restrict__ labels, int64_t rows, float* __restrict__ count) {
+    float n = 0.0f;
+    for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) n += labels[i] >= 0 ? 1.0f : 0.0f;
+    n = block_reduce(n, SumOp{}, 0.0f);
+    if (threadIdx.x == 0) *count = n;
+}
+
+// Sum of row_loss over max(count, 1) by one block: thread t sums rows t, t + 1024, ...
+// then a fixed tree. No labelled row at all gives loss 0.
+__global__ void mean_kernel(const float* __restrict__ values, int64_t n, const float* __restrict__ count,
+                            float* __restrict__ out) {
     float sum = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += values[i];
     sum = block_reduce(sum, SumOp{}, 0.0f);
-    if (threadIdx.x == 0) *out = sum / static_cast<float>(n);
+    if (threadIdx.x == 0) *out = sum / fmaxf(*count, 1.0f);
 }
 
 void softmax_cross_entropy(const Context& ctx, DType logits_dtype, const void* logits, const int32_t* labels,
                            int64_t rows, int64_t cols, DType grad_dtype, void* grad, float grad_scale,
                            float* row_loss, float* loss) {
     SB_REQUIRE(rows > 0 && cols > 0, "softmax_cross_entropy needs a non-empty matrix");
-    const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (cols + 31) / 32 * 32)));
+    // One thread per 16-byte vector of the row, up to 1024 (30 bf16 per thread at 30k columns).
+    const int64_t vectors = (cols + 7) / 8;
+    const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (vectors + 31) / 32 * 32)));
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 30));
-    const float scale = grad_scale / static_cast<float>(rows);
+    float* count = row_loss + rows;
+    count_labels_kernel<<<1, 1024, 0, ctx.stream>>>(labels, rows, count);
+    SB_CHECK_LAUNCH();
     dispatch(logits_dtype, [&](auto in_tag) {
         using TIn = decltype(in_tag);
         dispatch(grad_dtype, [&](auto out_tag) {
             using TOut = decltype(out_tag);
             softmax_xent_kernel<TIn, TOut><<<grid, threads, 0, ctx.stream>>>(
-                static_cast<const TIn*>(logits), labels, rows, cols, static_cast<TOut*>(grad), scale, row_loss);
+                static_cast<const TIn*>(logits), labels, rows, cols, static_cast<TOut*>(grad), grad_scale, count,
+                row_loss);
             SB_CHECK_LAUNCH();
         });
     });
-    mean_kernel<<<1, 1024, 0, ctx.stream>>>(row_loss, rows, loss);
+    mean_kernel<<<1, 1024, 0, ctx.stream>>>(row_loss, rows, count, loss);
     SB_CHECK_LAUNCH();
 }
 

@@ -38,13 +38,56 @@ void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* a
 int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols);
 void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols,
                float* out, float* partials);
+// out[c] = sum over chunks of partials[chunk * cols + c], in chunk order (the second stage).
+void sum_partials(const Context& ctx, const float* partials, int64_t chunks, int64_t cols, float* out);
 
-// Per-row loss into row_loss (rows floats), grad = (softmax - onehot) * grad_scale / rows,
-// then *loss = mean of row_loss (fixed-order reduction). A label outside [0, cols) makes
-// that row's loss and gradient NaN.
+// Per-row loss into row_loss (rows + 1 floats: the last holds the labelled-row count),
+// grad = (softmax - onehot) * grad_scale / labelled rows, then *loss = sum of row_loss /
+// labelled rows (fixed-order reduction; 0 when no row is labelled). A negative label is an
+// ignored row (zero loss and gradient); a label >= cols makes that row's loss and
+// gradient NaN.
 void softmax_cross_entropy(const Context& ctx, DType logits_dtype, const void* logits,
                            const int32_t* labels, int64_t rows, int64_t cols, DType grad_dtype,
                            void* grad, float grad_scale, float* row_loss, float* loss);
+
+// out = a + b elementwise (out may alias a or b).
+void add(const Context& ctx, DType dtype, const void* a, const void* b, void* out, size_t n);
+
+// ---- transformer kernels (transformer_kernels.cu)
+
+// Row-wise LayerNorm, one warp per row; mean and rstd (fp32, per row) saved.
+void layernorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd);
+// grad_x (may alias grad_out) and the fp32 grad_gamma/grad_beta, split over rows as
+// bias_grad: when bias_grad_chunks() > 1, `partials` must hold 2 * chunks * cols floats.
+void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
+                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
+                        float* grad_gamma, float* grad_beta, float* partials);
+
+// out[i, :] (+)= table[ids[i], :]; an id outside [0, table_rows) writes NaN to its row.
+void embedding_forward(const Context& ctx, DType dtype, const int32_t* ids, const void* table, int64_t table_rows,
+                       int64_t rows, int64_t cols, void* out, bool accumulate);
+// grad_table[ids[i], :] += grad_out[i, :] with fp32 atomics (ids out of range skipped).
+void embedding_backward(const Context& ctx, DType dtype, const int32_t* ids, const void* grad_out, int64_t rows,
+                        int64_t cols, float* grad_table, int64_t table_rows);
+
+// Inverted dropout over n elements with the mask of models/dropout.h (out may alias in).
+void dropout(const Context& ctx, DType dtype, const void* in, void* out, size_t n, float p, uint64_t seed);
+
+// Attention layout changes between the packed rows of a projection, (batch*seq) x
+// (parts*heads*head_dim) with each row [part0 | part1 | ...] and each part [head0 | ...],
+// and `parts` separate batch x heads x seq x head_dim arrays (parts is 1 or 3).
+// to_heads: rows -> heads[]; otherwise heads[] -> rows.
+void attention_permute(const Context& ctx, DType dtype, void* rows, void* const* heads, int parts, int batch,
+                       int seq, int nheads, int head_dim, bool to_heads);
+// Per row of the (batch*heads*seq) x seq scores (already scaled): causal mask, softmax in
+// fp32, P written over the scores; with p_drop > 0 the dropped, rescaled P also to pdrop.
+void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, void* pdrop, int64_t rows, int seq,
+                               bool causal, float p_drop, uint64_t seed);
+// dS = P * (dP - rowsum(P * dP)) with dP = dropout_backward(grad_pdrop), written over
+// grad_pdrop.
+void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, void* grad, int64_t rows,
+                                int seq, float p_drop, uint64_t seed);
 
 // buf = mu * buf + (g + wd * p); p -= lr * buf (plain SGD when momentum is null).
 // copy (may be null) receives the updated p in copy_dtype.

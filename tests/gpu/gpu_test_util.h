@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -17,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include "models/cpu/cpu_ops.h"
 #include "models/cuda/cuda_ops.h"
 #include "models/ops.h"
 
@@ -194,5 +197,31 @@ inline ::testing::AssertionResult close(const std::vector<float>& out, const std
                                              << ": " << out[worst_i] << " vs reference " << ref[worst_i];
     return ::testing::AssertionSuccess() << "relative error " << rel;
 }
+
+inline Tensor host_view(std::vector<float>& v, int64_t rows, int64_t cols) {
+    return Tensor{v.data(), DType::f32, rows, cols};
+}
+
+// Fresh seed and a CUDA backend per test, the CPU backend as the reference; the seed is
+// printed when a test fails.
+class CudaOpsFixture : public ::testing::Test {
+protected:
+    void SetUp() override {
+        SKIP_WITHOUT_GPU();
+        seed_ = test_seed();
+        rng_.seed(seed_);
+        gpu_ = std::make_unique<CudaOps>(Precision::fp32, 0);
+    }
+    void TearDown() override {
+        if (HasFailure())
+            std::fprintf(stderr, "to replay: SCALEBENCH_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed_));
+    }
+    std::vector<float> values(size_t n, float lo = 0.1f, float hi = 1.0f) { return random_values(rng_, n, lo, hi); }
+
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+    std::unique_ptr<CudaOps> gpu_;
+    CpuOps cpu_;
+};
 
 }  // namespace sb::gpu_test

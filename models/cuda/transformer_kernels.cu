@@ -1,0 +1,596 @@
+// The transformer kernels of CudaOps (declared in kernels.cuh), each next to its launcher.
+// Row kernels (LayerNorm, attention softmax) give one warp a row: lanes read it in
+// 16-byte vectors when the row length and the pointers allow (else scalars), reduce with
+// shuffles, and read the row again from L1/L2 for the next pass instead of holding it in
+// registers, so any row length works with one kernel. Math is fp32 whatever the storage.
+#include "models/cuda/kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernel_util.cuh"
+#include "models/dropout.h"
+
+namespace sb::kernels {
+
+using namespace detail;
+
+namespace {
+
+constexpr int kRowWarps = 8;  // rows (warps) per block of the row kernels
+
+// Elements per load of a row kernel: one 16-byte vector when the row length and every
+// pointer allow it, else 1.
+template <class T> int row_vec(int64_t n, std::initializer_list<const void*> ptrs) {
+    if (n % kVec16<T> != 0) return 1;
+    for (const void* p : ptrs)
+        if (!aligned16(p)) return 1;
+    return kVec16<T>;
+}
+
+// Calls f(std::integral_constant<int, V>{}) with V the width row_vec chose.
+template <class T, class F> void dispatch_vec(int vec, F&& f) {
+    if (vec == kVec16<T>)
+        f(std::integral_constant<int, kVec16<T>>{});
+    else
+        f(std::integral_constant<int, 1>{});
+}
+
+unsigned row_grid(const Context& ctx, int64_t rows) {
+    const int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{ctx.sm_count} * 64)));
+}
+
+// The warp's first row and the stride between its rows.
+__device__ __forceinline__ int64_t warp_row() {
+    return static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int64_t warp_row_stride() { return static_cast<int64_t>(gridDim.x) * kRowWarps; }
+
+}  // namespace
+
+// ---- LayerNorm forward: a warp per row; pass 1 the mean, pass 2 the variance around it
+// (two-pass: no cancellation of E[x^2] - E[x]^2), pass 3 normalizes with fp32 gamma/beta.
+
+template <class T, int V>
+__global__ void layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
+                                         const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
+                                         T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd) {
+    using VT = VecN<T, V>;
+    const int lane = threadIdx.x & 31;
+    const int64_t nv = cols / V;
+    const float inv_cols = 1.0f / static_cast<float>(cols);
+    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+        const VT* xr = reinterpret_cast<const VT*>(x + row * cols);
+        float sum = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k];
+#pragma unroll
+            for (int e = 0; e < V; ++e) sum += to_f32(a.v[e]);
+        }
+        const float mu = warp_reduce(sum, SumOp{}) * inv_cols;
+        float sq = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float d = to_f32(a.v[e]) - mu;
+                sq += d * d;
+            }
+        }
+        const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
+        VT* orow = reinterpret_cast<VT*>(out + row * cols);
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k];
+            VT r;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int64_t c = k * V + e;
+                r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
+            }
+            orow[k] = r;
+        }
+        if (lane == 0) {
+            mean[row] = mu;
+            rstd[row] = rs;
+        }
+    }
+}
+
+void layernorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd) {
+    if (rows <= 0) return;
+    SB_REQUIRE(cols > 0, "layernorm_forward: empty rows");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
+            layernorm_forward_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
+                static_cast<const T*>(x), gamma, beta, eps, rows, cols, static_cast<T*>(out), mean, rstd);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- LayerNorm backward. grad_gamma = sum_rows g * xhat and grad_beta = sum_rows g in two
+// stages, as bias_grad: a 32 x 16 block owns 32 columns (coalesced reads of x and g) and a
+// chunk of rows, a fixed tree adds the 16 partial sums, and sum_partials adds the chunks
+// in order (bitwise reproducible). It runs first, because grad_x may overwrite grad_out.
+// grad_x: a warp per row, pass 1 the row sums of g*gamma and g*gamma*xhat, pass 2
+// grad_x = rstd * (g*gamma - mean(g*gamma) - xhat * mean(g*gamma*xhat)).
+
+constexpr int kLnCols = 32;
+constexpr int kLnRows = 16;
+
+template <class T>
+__global__ void layernorm_param_grad_kernel(const T* __restrict__ x, const T* __restrict__ g,
+                                            const float* __restrict__ mean, const float* __restrict__ rstd,
+                                            int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                                            float* __restrict__ out_gamma, float* __restrict__ out_beta) {
+    __shared__ float sg[kLnRows][kLnCols + 1];
+    __shared__ float sb[kLnRows][kLnCols + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kLnCols + tx;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+    const int64_t r1 = min(rows, r0 + rows_per_chunk);
+    float acc_g = 0.0f, acc_b = 0.0f;
+    if (col < cols)
+        for (int64_t r = r0 + ty; r < r1; r += kLnRows) {
+            const float gv = to_f32(g[r * cols + col]);
+            acc_g += gv * (to_f32(x[r * cols + col]) - mean[r]) * rstd[r];
+            acc_b += gv;
+        }
+    sg[ty][tx] = acc_g;
+    sb[ty][tx] = acc_b;
+    __syncthreads();
+#pragma unroll
+    for (int half = kLnRows / 2; half > 0; half /= 2) {
+        if (ty < half) {
+            sg[ty][tx] += sg[ty + half][tx];
+            sb[ty][tx] += sb[ty + half][tx];
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && col < cols) {
+        out_gamma[static_cast<int64_t>(blockIdx.y) * cols + col] = sg[0][tx];
+        out_beta[static_cast<int64_t>(blockIdx.y) * cols + col] = sb[0][tx];
+    }
+}
+
+// No __restrict__ on g / gx: they may alias. Each lane reads a vector of g before it
+// writes the same vector of gx, and pass 1 (ending in a shuffle) precedes every write.
+template <class T, int V>
+__global__ void layernorm_grad_x_kernel(const T* __restrict__ x, const T* g, const float* __restrict__ gamma,
+                                        const float* __restrict__ mean, const float* __restrict__ rstd, int64_t rows,
+                                        int64_t cols, T* gx) {
+    using VT = VecN<T, V>;
+    const int lane = threadIdx.x & 31;
+    const int64_t nv = cols / V;
+    const float inv_cols = 1.0f / static_cast<float>(cols);
+    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+        const VT* xr = reinterpret_cast<const VT*>(x + row * cols);
+        const VT* gr = reinterpret_cast<const VT*>(g + row * cols);
+        const float mu = mean[row], rs = rstd[row];
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k], b = gr[k];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float gg = to_f32(b.v[e]) * gamma[k * V + e];
+                s1 += gg;
+                s2 += gg * (to_f32(a.v[e]) - mu) * rs;
+            }
+        }
+        s1 = warp_reduce(s1, SumOp{}) * inv_cols;
+        s2 = warp_reduce(s2, SumOp{}) * inv_cols;
+        VT* out = reinterpret_cast<VT*>(gx + row * cols);
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k], b = gr[k];
+            VT r;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float gg = to_f32(b.v[e]) * gamma[k * V + e];
+                const float xhat = (to_f32(a.v[e]) - mu) * rs;
+                r.v[e] = from_f32<T>(rs * (gg - s1 - xhat * s2));
+            }
+            out[k] = r;
+        }
+    }
+}
+
+void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
+                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
+                        float* grad_gamma, float* grad_beta, float* partials) {
+    SB_REQUIRE(cols > 0, "layernorm_backward: empty rows");
+    if (rows <= 0) {
+        SB_CHECK_CUDA(cudaMemsetAsync(grad_gamma, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
+        SB_CHECK_CUDA(cudaMemsetAsync(grad_beta, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
+        return;
+    }
+    const int64_t chunks = bias_grad_chunks(ctx, rows, cols);
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    SB_REQUIRE(chunks == 1 || partials != nullptr, "layernorm_backward needs a partials buffer");
+    float* stage_g = chunks == 1 ? grad_gamma : partials;
+    float* stage_b = chunks == 1 ? grad_beta : partials + chunks * cols;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const T* xt = static_cast<const T*>(x);
+        const T* gt = static_cast<const T*>(grad_out);
+        dim3 grid(static_cast<unsigned>((cols + kLnCols - 1) / kLnCols), static_cast<unsigned>(chunks));
+        layernorm_param_grad_kernel<T><<<grid, dim3(kLnCols, kLnRows), 0, ctx.stream>>>(
+            xt, gt, mean, rstd, rows, cols, rows_per_chunk, stage_g, stage_b);
+        SB_CHECK_LAUNCH();
+        if (chunks > 1) {
+            sum_partials(ctx, stage_g, chunks, cols, grad_gamma);
+            sum_partials(ctx, stage_b, chunks, cols, grad_beta);
+        }
+        dispatch_vec<T>(row_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
+            layernorm_grad_x_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
+                xt, gt, gamma, mean, rstd, rows, cols, static_cast<T*>(grad_x));
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- embeddings. Forward: one thread per vector of an output row (a gather, coalesced
+// along the row). Backward: the same walk adding into the fp32 table gradient with
+// atomics, since several rows may share an id (positions always do); on Hopper a 16-byte
+// float4 atomic where the gradient is aligned for it.
+
+template <class T, int V>
+__global__ void embedding_forward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                                         int64_t table_rows, int64_t rows, int64_t cols, T* __restrict__ out,
+                                         bool accumulate) {
+    using VT = VecN<T, V>;
+    const int64_t vpr = cols / V, total = rows * vpr;
+    const VT* tv = reinterpret_cast<const VT*>(table);
+    VT* ov = reinterpret_cast<VT*>(out);
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int64_t r = i / vpr, c = i - r * vpr;
+        const int32_t id = ids[r];
+        VT t;
+        if (id >= 0 && id < table_rows) {
+            t = tv[id * vpr + c];
+        } else {
+#pragma unroll
+            for (int e = 0; e < V; ++e) t.v[e] = from_f32<T>(NAN);
+        }
+        if (accumulate) {
+            const VT o = ov[i];
+#pragma unroll
+            for (int e = 0; e < V; ++e) t.v[e] = from_f32<T>(to_f32(o.v[e]) + to_f32(t.v[e]));
+        }
+        ov[i] = t;
+    }
+}
+
+void embedding_forward(const Context& ctx, DType dtype, const int32_t* ids, const void* table, int64_t table_rows,
+                       int64_t rows, int64_t cols, void* out, bool accumulate) {
+    if (rows <= 0 || cols <= 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(row_vec<T>(cols, {table, out}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            embedding_forward_kernel<T, V><<<grid_for(ctx, static_cast<size_t>(rows * (cols / V))), kThreads, 0,
+                                             ctx.stream>>>(ids, static_cast<const T*>(table), table_rows, rows,
+                                                           cols, static_cast<T*>(out), accumulate);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// Adds v[0..V) to dst[0..V): float4 atomics when allowed (sm_90, 16-byte aligned), else scalar.
+template <int V> __device__ __forceinline__ void atomic_add_vec(float* dst, const float (&v)[V], bool vec4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (V % 4 == 0) {
+        if (vec4) {
+#pragma unroll
+            for (int q = 0; q < V / 4; ++q)
+                atomicAdd(reinterpret_cast<float4*>(dst) + q,
+                          make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]));
+            return;
+        }
+    }
+#endif
+#pragma unroll
+    for (int e = 0; e < V; ++e) atomicAdd(dst + e, v[e]);
+}
+
+template <class T, int V>
+__global__ void embedding_backward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ grad_out,
+                                          int64_t rows, int64_t cols, float* __restrict__ grad_table,
+                                          int64_t table_rows, bool vec4) {
+    using VT = VecN<T, V>;
+    const int64_t vpr = cols / V, total = rows * vpr;
+    const VT* gv = reinterpret_cast<const VT*>(grad_out);
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int64_t r = i / vpr, c = i - r * vpr;
+        const int32_t id = ids[r];
+        if (id < 0 || id >= table_rows) continue;
+        const VT a = gv[i];
+        float v[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) v[e] = to_f32(a.v[e]);
+        atomic_add_vec<V>(grad_table + id * cols + c * V, v, vec4);
+    }
+}
+
+void embedding_backward(const Context& ctx, DType dtype, const int32_t* ids, const void* grad_out, int64_t rows,
+                        int64_t cols, float* grad_table, int64_t table_rows) {
+    if (rows <= 0 || cols <= 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(row_vec<T>(cols, {grad_out}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const bool vec4 = V % 4 == 0 && aligned16(grad_table) && cols % 4 == 0;
+            embedding_backward_kernel<T, V><<<grid_for(ctx, static_cast<size_t>(rows * (cols / V))), kThreads, 0,
+                                              ctx.stream>>>(ids, static_cast<const T*>(grad_out), rows, cols,
+                                                            grad_table, table_rows, vec4);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- dropout: out[i] = keep(seed, i) ? in[i] / (1 - p) : 0, the mask of models/dropout.h
+// recomputed from the element index (nothing stored). 8-element vectors, scalar tail; a
+// thread reads each vector before writing it, so out may alias in.
+
+template <class T>
+__global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, float p, float scale, uint64_t seed) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const Vec<T>* in_v = reinterpret_cast<const Vec<T>*>(in);
+    Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
+    for (size_t i = tid; i < n_vec; i += stride) {
+        const Vec<T> a = in_v[i];
+        Vec<T> r;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+            r.v[e] = from_f32<T>(dropout_keep(seed, i * kVec + e, p) ? to_f32(a.v[e]) * scale : 0.0f);
+        out_v[i] = r;
+    }
+    for (size_t i = n_vec * kVec + tid; i < n; i += stride)
+        out[i] = from_f32<T>(dropout_keep(seed, i, p) ? to_f32(in[i]) * scale : 0.0f);
+}
+
+void dropout(const Context& ctx, DType dtype, const void* in, void* out, size_t n, float p, uint64_t seed) {
+    if (n == 0) return;
+    SB_REQUIRE(p >= 0.0f && p < 1.0f, "dropout: p must be in [0, 1)");
+    if (p == 0.0f) {
+        if (in != out)
+            SB_CHECK_CUDA(cudaMemcpyAsync(out, in, n * dtype_size(dtype), cudaMemcpyDeviceToDevice, ctx.stream));
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const size_t n_vec = vec_aligned<T>(in) && vec_aligned<T>(out) ? n / kVec : 0;
+        dropout_kernel<T><<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0, ctx.stream>>>(
+            static_cast<const T*>(in), static_cast<T*>(out), n, n_vec, p, scale, seed);
+        SB_CHECK_LAUNCH();
+    });
+}
+
+// ---- attention layouts: a block per packed row (b, s); its threads walk the row's
+// vectors (coalesced) and each lands in its (part, head) array at ((b*H + h)*S + s)*D.
+// Only 32-bit index math per element.
+
+template <class T, int V, bool kToHeads>
+__global__ void attention_permute_kernel(T* rows, T* h0, T* h1, T* h2, int parts, int seq, int nheads,
+                                         int head_dim) {
+    using VT = VecN<T, V>;
+    const int64_t row = blockIdx.x;  // b * seq + s
+    const int64_t b = row / seq, s = row - b * seq;
+    const unsigned dv = static_cast<unsigned>(head_dim / V);
+    const unsigned per_row = static_cast<unsigned>(parts * nheads) * dv;
+    VT* rv = reinterpret_cast<VT*>(rows) + row * per_row;
+    for (unsigned j = threadIdx.x; j < per_row; j += blockDim.x) {
+        const unsigned c = j % dv, ph = j / dv;
+        const unsigned h = ph % static_cast<unsigned>(nheads), part = ph / static_cast<unsigned>(nheads);
+        T* base = part == 0 ? h0 : part == 1 ? h1 : h2;
+        VT* hv = reinterpret_cast<VT*>(base) + ((b * nheads + h) * seq + s) * dv + c;
+        if (kToHeads)
+            *hv = rv[j];
+        else
+            rv[j] = *hv;
+    }
+}
+
+void attention_permute(const Context& ctx, DType dtype, void* rows, void* const* heads, int parts, int batch,
+                       int seq, int nheads, int head_dim, bool to_heads) {
+    SB_REQUIRE(parts == 1 || parts == 3, "attention_permute: parts must be 1 or 3");
+    if (batch <= 0 || seq <= 0) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        int vec = row_vec<T>(head_dim, {rows});
+        for (int i = 0; i < parts; ++i)
+            if (!aligned16(heads[i])) vec = 1;
+        T* h[3];
+        for (int i = 0; i < 3; ++i) h[i] = static_cast<T*>(heads[std::min(i, parts - 1)]);
+        dispatch_vec<T>(vec, [&](auto v) {
+            constexpr int V = decltype(v)::value;
+            const int per_row = parts * nheads * (head_dim / V);
+            const int threads = std::min(256, std::max(32, (per_row + 31) / 32 * 32));
+            const unsigned grid = static_cast<unsigned>(int64_t{batch} * seq);
+            if (to_heads)
+                attention_permute_kernel<T, V, true><<<grid, threads, 0, ctx.stream>>>(
+                    static_cast<T*>(rows), h[0], h[1], h[2], parts, seq, nheads, head_dim);
+            else
+                attention_permute_kernel<T, V, false><<<grid, threads, 0, ctx.stream>>>(
+                    static_cast<T*>(rows), h[0], h[1], h[2], parts, seq, nheads, head_dim);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- attention softmax, forward and backward: kLanes lanes per score row (b, h, i), so a
+// short row (seq 128 in bf16 is 16 vectors) still keeps the whole warp loading: 32 / kLanes
+// rows per warp. Every lane runs the same number of loop trips (the shuffles need the
+// whole warp); a lane whose row is past the end computes but writes nothing.
+
+namespace {
+
+// kLanes for rows of nv vectors: 16 when a row has at most 16 vectors, else 32.
+int row_lanes(int nv) { return nv <= 16 ? 16 : 32; }
+
+template <class F> void dispatch_lanes(int lanes, F&& f) {
+    if (lanes == 16)
+        f(std::integral_constant<int, 16>{});
+    else
+        f(std::integral_constant<int, 32>{});
+}
+
+unsigned sub_row_grid(const Context& ctx, int64_t rows, int lanes) {
+    return row_grid(ctx, (rows * lanes + 31) / 32);
+}
+
+}  // namespace
+
+// Forward: columns j > i are masked when causal (never read, written as 0). Pass 1 keeps a
+// running (max, sum of exp) per lane, combined by shuffles; pass 2 writes P over the scores
+// and, with dropout, the kept entries of P / (1 - p) to pdrop, the mask drawn at index
+// row * seq + j.
+template <class T, int V, int kLanes>
+__global__ void attention_softmax_forward_kernel(T* scores, T* pdrop, int64_t rows, int seq, bool causal,
+                                                 float p_drop, float inv_keep, uint64_t seed) {
+    using VT = VecN<T, V>;
+    constexpr int kRowsPerWarp = 32 / kLanes;
+    const int lane = threadIdx.x & (kLanes - 1);
+    const int nv = seq / V;
+    for (int64_t base = warp_row() * kRowsPerWarp; base < rows; base += warp_row_stride() * kRowsPerWarp) {
+        const int64_t row = base + ((threadIdx.x & 31) / kLanes);
+        const bool active = row < rows;
+        const int i = static_cast<int>(row % seq);
+        const int valid = !active ? 0 : causal ? i + 1 : seq;
+        const int nv_valid = (valid + V - 1) / V;
+        VT* sr = reinterpret_cast<VT*>(scores + row * seq);
+        float m = -INFINITY, s = 0.0f;
+        for (int k = lane; k < nv_valid; k += kLanes) {
+            const VT a = sr[k];
+            float v[V], lm = -INFINITY;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                v[e] = k * V + e < valid ? to_f32(a.v[e]) : -INFINITY;
+                lm = fmaxf(lm, v[e]);
+            }
+            if (lm > m) {
+                s *= expf(m - lm);
+                m = lm;
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) s += expf(v[e] - m);  // masked: exp(-inf) = 0
+        }
+        const float mx = warp_reduce<MaxOp, kLanes>(m, MaxOp{});
+        const float sum = warp_reduce<SumOp, kLanes>(m == -INFINITY ? 0.0f : s * expf(m - mx), SumOp{});
+        if (!active) continue;  // after the last shuffle of this trip
+        const float inv_sum = 1.0f / sum;
+        VT* dr = pdrop ? reinterpret_cast<VT*>(pdrop + row * seq) : nullptr;
+        for (int k = lane; k < nv; k += kLanes) {
+            VT a;
+            if (k < nv_valid) a = sr[k];
+            VT r, d;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int j = k * V + e;
+                const float p = j < valid ? expf(to_f32(a.v[e]) - mx) * inv_sum : 0.0f;
+                r.v[e] = from_f32<T>(p);
+                if (dr) {
+                    const bool keep = dropout_keep(seed, static_cast<uint64_t>(row) * seq + j, p_drop);
+                    d.v[e] = from_f32<T>(keep ? p * inv_keep : 0.0f);
+                }
+            }
+            sr[k] = r;
+            if (dr) dr[k] = d;
+        }
+    }
+}
+
+void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, void* pdrop, int64_t rows, int seq,
+                               bool causal, float p_drop, uint64_t seed) {
+    if (rows <= 0) return;
+    SB_REQUIRE(p_drop >= 0.0f && p_drop < 1.0f, "attention: dropout must be in [0, 1)");
+    SB_REQUIRE((p_drop > 0.0f) == (pdrop != nullptr), "attention_softmax_forward: pdrop iff dropout");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const int vec = row_vec<T>(seq, {scores, pdrop ? pdrop : scores});
+        dispatch_vec<T>(vec, [&](auto v) {
+            constexpr int V = decltype(v)::value;
+            const int lanes = row_lanes(seq / V);
+            dispatch_lanes(lanes, [&](auto l) {
+                attention_softmax_forward_kernel<T, V, decltype(l)::value>
+                    <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
+                        static_cast<T*>(scores), static_cast<T*>(pdrop), rows, seq, causal, p_drop,
+                        1.0f / (1.0f - p_drop), seed);
+                SB_CHECK_LAUNCH();
+            });
+        });
+    });
+}
+
+// Backward, fused with dropout's: dP = mask * grad / (1 - p) (the mask recomputed), pass 1
+// the row sum of P * dP, pass 2 dS = P * (dP - sum) written over grad. Masked (causal)
+// entries have P = 0, so dS = 0 there.
+template <class T, int V, int kLanes>
+__global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T* __restrict__ grad, int64_t rows,
+                                                  int seq, float p_drop, float inv_keep, uint64_t seed) {
+    using VT = VecN<T, V>;
+    constexpr int kRowsPerWarp = 32 / kLanes;
+    const int lane = threadIdx.x & (kLanes - 1);
+    const bool drop = p_drop > 0.0f;
+    for (int64_t base = warp_row() * kRowsPerWarp; base < rows; base += warp_row_stride() * kRowsPerWarp) {
+        const int64_t row = base + ((threadIdx.x & 31) / kLanes);
+        const bool active = row < rows;
+        const int nv = active ? seq / V : 0;
+        const VT* pr = reinterpret_cast<const VT*>(probs + row * seq);
+        VT* gr = reinterpret_cast<VT*>(grad + row * seq);
+        const uint64_t first = static_cast<uint64_t>(row) * seq;
+        auto dp_of = [&](float g, int j) {
+            if (!drop) return g;
+            return dropout_keep(seed, first + j, p_drop) ? g * inv_keep : 0.0f;
+        };
+        float dot = 0.0f;
+        for (int k = lane; k < nv; k += kLanes) {
+            const VT a = pr[k], b = gr[k];
+#pragma unroll
+            for (int e = 0; e < V; ++e) dot += to_f32(a.v[e]) * dp_of(to_f32(b.v[e]), k * V + e);
+        }
+        dot = warp_reduce<SumOp, kLanes>(dot, SumOp{});
+        for (int k = lane; k < nv; k += kLanes) {
+            const VT a = pr[k], b = gr[k];
+            VT r;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float p = to_f32(a.v[e]);
+                r.v[e] = from_f32<T>(p * (dp_of(to_f32(b.v[e]), k * V + e) - dot));
+            }
+            gr[k] = r;
+        }
+    }
+}
+
+void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, void* grad, int64_t rows,
+                                int seq, float p_drop, uint64_t seed) {
+    if (rows <= 0) return;
+    SB_REQUIRE(p_drop >= 0.0f && p_drop < 1.0f, "attention: dropout must be in [0, 1)");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(row_vec<T>(seq, {probs, grad}), [&](auto v) {
+            constexpr int V = decltype(v)::value;
+            const int lanes = row_lanes(seq / V);
+            dispatch_lanes(lanes, [&](auto l) {
+                attention_softmax_backward_kernel<T, V, decltype(l)::value>
+                    <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
+                        static_cast<const T*>(probs), static_cast<T*>(grad), rows, seq, p_drop,
+                        1.0f / (1.0f - p_drop), seed);
+                SB_CHECK_LAUNCH();
+            });
+        });
+    });
+}
+
+}  // namespace sb::kernels

@@ -1,0 +1,424 @@
+// CudaOps' transformer ops against the fp32 CPU backend (CpuOps) on fresh random inputs:
+// add, LayerNorm, embeddings, dropout, attention (with and without causal mask and
+// dropout, every precision) and the softmax cross-entropy's ignored rows. Outputs are
+// poisoned with NaN first and guarded on both sides; bf16/f16 inputs are rounded on the
+// host so the CPU sees exactly the GPU's inputs. Tolerances on ‖out−ref‖/‖ref‖: fp32 1e-5,
+// tf32 1e-3, bf16/fp16 1e-2; fp32 outputs computed from identical inputs (LayerNorm's
+// mean/rstd and parameter gradients, embedding gradients) 1e-5 for every input dtype.
+// Dropout masks must equal models/dropout.h's bit for bit. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/cpu/cpu_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "models/dropout.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace sb {
+namespace {
+
+using gpu_test::close;
+using gpu_test::GpuArray;
+using gpu_test::host_view;
+using gpu_test::rounded;
+using gpu_test::tolerance;
+
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+class TransformerOpsTest : public gpu_test::CudaOpsFixture {
+protected:
+    DeviceBuffer upload_ids(const std::vector<int32_t>& ids) {
+        DeviceBuffer buf(*gpu_, ids.size() * sizeof(int32_t));
+        gpu_->upload(buf.get(), ids.data(), buf.bytes());
+        return buf;
+    }
+};
+
+// ---------------------------------------------------------------------------- add
+
+TEST_F(TransformerOpsTest, AddMatchesCpuAlsoInPlace) {
+    for (DType dtype : kDTypes)
+        for (int64_t n : {1, 1027, (1 << 20) + 3})
+            for (int64_t offset : {0, 1})
+                for (int in_place : {0, 1, 2}) {  // out separate, out == a, out == b
+                    SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n << " offset=" << offset
+                                                    << " in_place=" << in_place);
+                    std::vector<float> a = rounded(values(static_cast<size_t>(n)), dtype);
+                    std::vector<float> b = rounded(values(static_cast<size_t>(n)), dtype);
+                    GpuArray ga(*gpu_, dtype, 1, n, offset), gb(*gpu_, dtype, 1, n, offset);
+                    GpuArray gout(*gpu_, dtype, 1, n, offset);
+                    ga.set(a);
+                    gb.set(b);
+                    GpuArray& result = in_place == 1 ? ga : in_place == 2 ? gb : gout;
+                    gpu_->add(ga.tensor, gb.tensor, result.tensor);
+                    std::vector<float> ref(a.size());
+                    cpu_.add(host_view(a, 1, n), host_view(b, 1, n), host_view(ref, 1, n));
+                    EXPECT_TRUE(close(result.get(), ref, tolerance(dtype)));
+                    EXPECT_TRUE(result.guards_intact());
+                }
+}
+
+// ---------------------------------------------------------------------------- LayerNorm
+
+// Odd widths take the scalar path, multiples of 8 the 16-byte one; 4100 > any register tile.
+const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1}, {37, 129}, {64, 768}, {300, 1024}, {5, 4100}};
+constexpr float kLnEps = 1e-5f;
+
+TEST_F(TransformerOpsTest, LayerNormForwardMatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kLnShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                << " offset=" << offset);
+                // A per-row shift: the variance must be taken around the mean, not as E[x^2]-E[x]^2.
+                std::vector<float> x = values(static_cast<size_t>(rows * cols));
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(r * cols + c)] += 3.0f * (r % 5);
+                x = rounded(x, dtype);
+                std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+                std::vector<float> beta = values(static_cast<size_t>(cols));
+                GpuArray gx(*gpu_, dtype, rows, cols, offset), gout(*gpu_, dtype, rows, cols, offset);
+                GpuArray ggamma(*gpu_, DType::f32, 1, cols, offset), gbeta(*gpu_, DType::f32, 1, cols, offset);
+                GpuArray gmean(*gpu_, DType::f32, 1, rows, offset), grstd(*gpu_, DType::f32, 1, rows, offset);
+                gx.set(x);
+                ggamma.set(gamma);
+                gbeta.set(beta);
+                gpu_->layernorm_forward(gx.tensor, ggamma.f32(), gbeta.f32(), kLnEps, gout.tensor, gmean.f32(),
+                                        grstd.f32());
+                std::vector<float> ref(x.size()), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+                cpu_.layernorm_forward(host_view(x, rows, cols), gamma.data(), beta.data(), kLnEps,
+                                       host_view(ref, rows, cols), mean.data(), rstd.data());
+                EXPECT_TRUE(close(gout.get(), ref, tolerance(dtype))) << "out";
+                EXPECT_TRUE(close(gmean.get(), mean, 1e-5)) << "mean";
+                EXPECT_TRUE(close(grstd.get(), rstd, 1e-5)) << "rstd";
+                EXPECT_TRUE(gout.guards_intact() && gmean.guards_intact() && grstd.guards_intact());
+            }
+}
+
+TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kLnShapes)
+            for (bool in_place : {false, true}) {
+                const int64_t offset = in_place ? 1 : 0;
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                << " in_place=" << in_place);
+                const size_t n = static_cast<size_t>(rows * cols);
+                std::vector<float> x = rounded(values(n), dtype), g = rounded(values(n), dtype);
+                std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+                std::vector<float> beta = values(static_cast<size_t>(cols));
+                // mean/rstd from the CPU forward, given to both backends.
+                std::vector<float> y(n), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+                cpu_.layernorm_forward(host_view(x, rows, cols), gamma.data(), beta.data(), kLnEps,
+                                       host_view(y, rows, cols), mean.data(), rstd.data());
+
+                GpuArray gx(*gpu_, dtype, rows, cols, offset), gg(*gpu_, dtype, rows, cols, offset);
+                GpuArray gdx(*gpu_, dtype, rows, cols, offset), ggamma(*gpu_, DType::f32, 1, cols, offset);
+                GpuArray gmean(*gpu_, DType::f32, 1, rows, offset), grstd(*gpu_, DType::f32, 1, rows, offset);
+                GpuArray gdgamma(*gpu_, DType::f32, 1, cols, offset), gdbeta(*gpu_, DType::f32, 1, cols, offset);
+                gx.set(x);
+                gg.set(g);
+                ggamma.set(gamma);
+                gmean.set(mean);
+                grstd.set(rstd);
+                GpuArray& result = in_place ? gg : gdx;
+                gpu_->layernorm_backward(gx.tensor, gg.tensor, ggamma.f32(), gmean.f32(), grstd.f32(), result.tensor,
+                                         gdgamma.f32(), gdbeta.f32());
+                std::vector<float> dx(n), dgamma(static_cast<size_t>(cols)), dbeta(static_cast<size_t>(cols));
+                cpu_.layernorm_backward(host_view(x, rows, cols), host_view(g, rows, cols), gamma.data(), mean.data(),
+                                        rstd.data(), host_view(dx, rows, cols), dgamma.data(), dbeta.data());
+                EXPECT_TRUE(close(result.get(), dx, tolerance(dtype))) << "grad_x";
+                EXPECT_TRUE(close(gdgamma.get(), dgamma, 1e-5)) << "grad_gamma";
+                EXPECT_TRUE(close(gdbeta.get(), dbeta, 1e-5)) << "grad_beta";
+                EXPECT_TRUE(result.guards_intact() && gdgamma.guards_intact() && gdbeta.guards_intact());
+            }
+}
+
+// ---------------------------------------------------------------------------- embeddings
+
+TEST_F(TransformerOpsTest, EmbeddingForwardGathersAndAccumulates) {
+    const std::pair<int64_t, int64_t> tables[] = {{1, 1}, {50, 37}, {3000, 768}};
+    for (DType dtype : kDTypes)
+        for (auto [vocab, cols] : tables)
+            for (int64_t offset : {0, 1})
+                for (bool accumulate : {false, true}) {
+                    SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " table " << vocab << "x" << cols
+                                                    << " offset=" << offset << " accumulate=" << accumulate);
+                    const int64_t rows = 257;
+                    std::vector<float> table = rounded(values(static_cast<size_t>(vocab * cols)), dtype);
+                    std::vector<int32_t> ids(static_cast<size_t>(rows));
+                    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+                    for (int32_t& id : ids) id = pick(rng_);
+                    std::vector<float> out0 = rounded(values(static_cast<size_t>(rows * cols)), dtype);
+                    GpuArray gtable(*gpu_, dtype, vocab, cols, offset), gout(*gpu_, dtype, rows, cols, offset);
+                    gtable.set(table);
+                    if (accumulate) gout.set(out0);
+                    DeviceBuffer gids = upload_ids(ids);
+                    gpu_->embedding_forward(gids.as<int32_t>(), gtable.tensor, gout.tensor, accumulate);
+                    std::vector<float> ref = out0;
+                    cpu_.embedding_forward(ids.data(), host_view(table, vocab, cols), host_view(ref, rows, cols),
+                                           accumulate);
+                    if (accumulate) {
+                        EXPECT_TRUE(close(gout.get(), ref, tolerance(dtype)));
+                    } else {  // a gather is exact
+                        EXPECT_EQ(gout.get_bytes(), gpu_test::encode(ref, dtype));
+                    }
+                    EXPECT_TRUE(gout.guards_intact());
+                }
+}
+
+// The GPU cannot throw on a bad id: its row comes out NaN, the others are right.
+TEST_F(TransformerOpsTest, EmbeddingForwardBadIdGivesNaNRow) {
+    const int64_t vocab = 10, cols = 16;
+    GpuArray table(*gpu_, DType::bf16, vocab, cols), out(*gpu_, DType::bf16, 3, cols);
+    table.set(rounded(values(static_cast<size_t>(vocab * cols)), DType::bf16));
+    DeviceBuffer ids = upload_ids({1, static_cast<int32_t>(vocab), 2});
+    gpu_->embedding_forward(ids.as<int32_t>(), table.tensor, out.tensor, false);
+    std::vector<float> got = out.get();
+    for (int64_t c = 0; c < cols; ++c) {
+        EXPECT_TRUE(std::isfinite(got[static_cast<size_t>(c)]));
+        EXPECT_TRUE(std::isnan(got[static_cast<size_t>(cols + c)]));
+        EXPECT_TRUE(std::isfinite(got[static_cast<size_t>(2 * cols + c)]));
+    }
+}
+
+// Many rows share an id (as positions do): the fp32 atomics must add them all.
+TEST_F(TransformerOpsTest, EmbeddingBackwardAddsRepeatedIdsInFp32) {
+    const std::pair<int64_t, int64_t> tables[] = {{1, 1}, {50, 37}, {128, 768}, {3000, 768}};
+    for (DType dtype : kDTypes)
+        for (auto [vocab, cols] : tables)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " table " << vocab << "x" << cols
+                                                << " offset=" << offset);
+                const int64_t rows = 1000;
+                std::vector<float> g = rounded(values(static_cast<size_t>(rows * cols)), dtype);
+                std::vector<int32_t> ids(static_cast<size_t>(rows));
+                std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(std::min<int64_t>(vocab, 128) - 1));
+                for (int32_t& id : ids) id = pick(rng_);
+                std::vector<float> table_grad = values(static_cast<size_t>(vocab * cols));  // pre-filled by the caller
+                GpuArray gg(*gpu_, dtype, rows, cols, offset), gtg(*gpu_, DType::f32, vocab, cols, offset);
+                gg.set(g);
+                gtg.set(table_grad);
+                DeviceBuffer gids = upload_ids(ids);
+                gpu_->embedding_backward(gids.as<int32_t>(), gg.tensor, gtg.f32(), vocab);
+                std::vector<float> ref = table_grad;
+                cpu_.embedding_backward(ids.data(), host_view(g, rows, cols), ref.data(), vocab);
+                EXPECT_TRUE(close(gtg.get(), ref, 1e-5));
+                EXPECT_TRUE(gtg.guards_intact());
+            }
+}
+
+// ---------------------------------------------------------------------------- dropout
+
+TEST_F(TransformerOpsTest, DropoutMaskIsTheSharedCounterHashAndMatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (int64_t n : {1, 1027, (1 << 20) + 3})
+            for (int64_t offset : {0, 1})
+                for (float p : {0.0f, 0.1f, 0.5f})
+                    for (bool in_place : {false, true}) {
+                        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n << " offset=" << offset
+                                                        << " p=" << p << " in_place=" << in_place);
+                        const uint64_t seed = rng_();
+                        std::vector<float> x = rounded(values(static_cast<size_t>(n)), dtype);  // never 0
+                        GpuArray gin(*gpu_, dtype, 1, n, offset), gout(*gpu_, dtype, 1, n, offset);
+                        gin.set(x);
+                        GpuArray& result = in_place ? gin : gout;
+                        gpu_->dropout(gin.tensor, result.tensor, p, seed);
+                        const std::vector<float> got = result.get();
+                        size_t wrong_mask = 0, kept = 0;
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            const bool keep = dropout_keep(seed, i, p);
+                            kept += keep;
+                            wrong_mask += keep != (got[i] != 0.0f);
+                        }
+                        EXPECT_EQ(wrong_mask, 0u) << "elements kept/dropped unlike dropout_keep";
+                        if (n > 1000 && p > 0.0f)  // the kept share is 1 - p (5 sigma)
+                            EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - p,
+                                        5.0 * std::sqrt(p * (1.0 - p) / n));
+                        std::vector<float> ref(x.size());
+                        std::vector<float> x_cpu = x;
+                        cpu_.dropout(host_view(x_cpu, 1, n), host_view(ref, 1, n), p, seed);
+                        EXPECT_TRUE(close(got, ref, tolerance(dtype)));
+                        EXPECT_TRUE(result.guards_intact());
+                    }
+}
+
+// ---------------------------------------------------------------------------- attention
+
+struct AttentionCase {
+    Precision precision;
+    int batch, seq, heads, head_dim;
+};
+
+double attention_tolerance(Precision p) {
+    switch (p) {
+        case Precision::fp32: return 1e-5;
+        case Precision::tf32: return 1e-3;
+        default: return 1e-2;
+    }
+}
+
+// Forward output and the backward's grad_qkv against the CPU, for a causal mask or not and
+// dropout or not. The GPU's `saved` starts as NaN: the backward may read only what the
+// forward wrote.
+class AttentionTest : public TransformerOpsTest,
+                      public ::testing::WithParamInterface<std::tuple<Precision, bool, float>> {};
+
+TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
+    const Precision precision = std::get<0>(GetParam());
+    const bool causal = std::get<1>(GetParam());
+    const float dropout_p = std::get<2>(GetParam());
+    const DType dtype = compute_dtype(precision);
+    CudaOps gpu(precision, 0);
+    // Odd seq and head_dim 12 (scalar paths); 39 rows of 13 (two rows a warp, the last warp
+    // half full); BERT's head shape (16-byte paths, two rows a warp in 16-bit); seq 256.
+    const AttentionCase cases[] = {{precision, 2, 37, 3, 12}, {precision, 1, 13, 3, 8}, {precision, 2, 128, 4, 64},
+                                   {precision, 1, 256, 2, 64}};
+    for (const AttentionCase& c : cases) {
+        SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal << " dropout="
+                                        << dropout_p << " B=" << c.batch << " S=" << c.seq << " H=" << c.heads
+                                        << " D=" << c.head_dim);
+        Ops::AttentionShape shape;
+        shape.batch = c.batch;
+        shape.seq = c.seq;
+        shape.heads = c.heads;
+        shape.head_dim = c.head_dim;
+        shape.causal = causal;
+        shape.dropout_p = dropout_p;
+        const uint64_t seed = rng_();
+        const int64_t rows = int64_t{c.batch} * c.seq, width = int64_t{c.heads} * c.head_dim;
+        // TF32 GEMMs see inputs already rounded to TF32 (what the GPU multiplies).
+        auto inputs = [&](size_t n) {
+            std::vector<float> v = rounded(values(n), dtype);
+            if (precision == Precision::tf32)
+                for (float& x : v) x = gpu_test::round_tf32(x);
+            return v;
+        };
+        std::vector<float> qkv = inputs(static_cast<size_t>(rows * 3 * width));
+        std::vector<float> grad_out = inputs(static_cast<size_t>(rows * width));
+
+        GpuArray gqkv(gpu, dtype, rows, 3 * width), gout(gpu, dtype, rows, width);
+        GpuArray ggrad_out(gpu, dtype, rows, width), ggrad_qkv(gpu, dtype, rows, 3 * width);
+        const size_t saved_bytes = gpu.attention_saved_bytes(shape);
+        ASSERT_GT(saved_bytes, 0u);
+        DeviceBuffer saved(gpu, saved_bytes);
+        gpu.upload(saved.get(), std::vector<uint8_t>(saved_bytes, 0xff).data(), saved_bytes);  // NaN in any dtype
+        gqkv.set(qkv);
+        ggrad_out.set(grad_out);
+        gpu.attention_forward(shape, gqkv.tensor, gout.tensor, saved.get(), seed);
+        gpu.attention_backward(shape, gqkv.tensor, gout.tensor, saved.get(), ggrad_out.tensor, ggrad_qkv.tensor,
+                               seed);
+
+        std::vector<float> out(static_cast<size_t>(rows * width)), grad_qkv(qkv.size());
+        std::vector<uint8_t> cpu_saved(cpu_.attention_saved_bytes(shape));
+        cpu_.attention_forward(shape, host_view(qkv, rows, 3 * width), host_view(out, rows, width),
+                               cpu_saved.data(), seed);
+        cpu_.attention_backward(shape, host_view(qkv, rows, 3 * width), host_view(out, rows, width),
+                                cpu_saved.data(), host_view(grad_out, rows, width),
+                                host_view(grad_qkv, rows, 3 * width), seed);
+        const double tol = attention_tolerance(precision);
+        EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
+        EXPECT_TRUE(close(ggrad_qkv.get(), grad_qkv, tol)) << "grad_qkv";
+        EXPECT_TRUE(gout.guards_intact() && ggrad_qkv.guards_intact());
+
+        // Causal: the first query sees only the first key, so its output is that value.
+        if (causal && dropout_p == 0.0f) {
+            const std::vector<float> got = gout.get();
+            for (int64_t d = 0; d < width; ++d) {
+                const float v0 = qkv[static_cast<size_t>(2 * width + d)];
+                EXPECT_NEAR(got[static_cast<size_t>(d)], v0, 1e-2 * std::fabs(v0) + 1e-6) << "d=" << d;
+            }
+        }
+    }
+}
+
+std::string attention_name(const ::testing::TestParamInfo<std::tuple<Precision, bool, float>>& info) {
+    return std::string(precision_name(std::get<0>(info.param))) + (std::get<1>(info.param) ? "_causal" : "_full") +
+           (std::get<2>(info.param) > 0.0f ? "_dropout" : "_nodropout");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPrecisionMaskAndDropout, AttentionTest,
+                         ::testing::Combine(::testing::Values(Precision::fp32, Precision::tf32, Precision::bf16,
+                                                              Precision::fp16),
+                                            ::testing::Bool(), ::testing::Values(0.0f, 0.1f)),
+                         attention_name);
+
+TEST_F(TransformerOpsTest, AttentionRejectsWrongShapesAndDTypes) {
+    Ops::AttentionShape shape;
+    shape.batch = 2;
+    shape.seq = 8;
+    shape.heads = 2;
+    shape.head_dim = 4;
+    GpuArray qkv(*gpu_, DType::f32, 16, 24), out(*gpu_, DType::f32, 16, 8), bad(*gpu_, DType::f32, 16, 9);
+    DeviceBuffer saved(*gpu_, gpu_->attention_saved_bytes(shape));
+    EXPECT_THROW(gpu_->attention_forward(shape, qkv.tensor, bad.tensor, saved.get(), 1), std::exception);
+    GpuArray qkv16(*gpu_, DType::bf16, 16, 24);  // fp32 backend: inputs must be f32
+    EXPECT_THROW(gpu_->attention_forward(shape, qkv16.tensor, out.tensor, saved.get(), 1), std::exception);
+    shape.dropout_p = 1.0f;
+    EXPECT_THROW(gpu_->attention_forward(shape, qkv.tensor, out.tensor, saved.get(), 1), std::exception);
+}
+
+// ---------------------------------------------------------------------------- loss with ignored rows
+
+// Masked-LM labels: most rows are -1 (ignored). Their gradient rows are exactly zero, and
+// the loss and the other rows' gradients average over the labelled rows only.
+TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
+    const std::pair<int64_t, int64_t> shapes[] = {{37, 10}, {256, 1000}, {40, 30522}, {7, 50257}};
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : shapes)
+            for (bool in_place : {false, true}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                << " in_place=" << in_place);
+                std::vector<float> logits = rounded(values(static_cast<size_t>(rows * cols), 0.05f, 2.0f), dtype);
+                std::vector<int32_t> labels(static_cast<size_t>(rows));
+                std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(cols - 1));
+                std::bernoulli_distribution labelled(0.15);
+                for (int32_t& l : labels) l = labelled(rng_) ? pick(rng_) : -100;
+                labels[0] = pick(rng_);  // at least one labelled row
+                labels[1] = -1;          // and one ignored
+                GpuArray glogits(*gpu_, dtype, rows, cols), ggrad(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
+                glogits.set(logits);
+                DeviceBuffer glabels = upload_ids(labels);
+                GpuArray& grad = in_place ? glogits : ggrad;
+                const float grad_scale = 1024.0f;
+                gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), grad.tensor,
+                                            grad_scale);
+                const std::vector<float> got = grad.get();
+                size_t nonzero_ignored = 0;
+                for (int64_t r = 0; r < rows; ++r)
+                    if (labels[static_cast<size_t>(r)] < 0)
+                        for (int64_t c = 0; c < cols; ++c) nonzero_ignored += got[static_cast<size_t>(r * cols + c)] != 0.0f;
+                EXPECT_EQ(nonzero_ignored, 0u) << "ignored rows must have a zero gradient";
+
+                std::vector<float> ref_logits = logits, ref_grad(logits.size());
+                float ref_loss = 0.0f;
+                cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+                                           host_view(ref_grad, rows, cols), grad_scale);
+                const float loss = gloss.get()[0];
+                EXPECT_LE(std::fabs(loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
+                    << "loss " << loss << " vs reference " << ref_loss;
+                EXPECT_TRUE(close(got, ref_grad, tolerance(dtype))) << "gradient";
+                EXPECT_TRUE(grad.guards_intact());
+            }
+}
+
+// No labelled row at all (a batch whose masked positions all fell elsewhere): loss 0 and
+// a zero gradient, never 0/0.
+TEST_F(TransformerOpsTest, SoftmaxCrossEntropyWithEveryRowIgnoredIsZero) {
+    const int64_t rows = 5, cols = 1001;
+    GpuArray logits(*gpu_, DType::bf16, rows, cols), grad(*gpu_, DType::bf16, rows, cols), loss(*gpu_, DType::f32, 1, 1);
+    logits.set(rounded(values(static_cast<size_t>(rows * cols)), DType::bf16));
+    DeviceBuffer labels = upload_ids(std::vector<int32_t>(static_cast<size_t>(rows), -100));
+    gpu_->softmax_cross_entropy(logits.tensor, labels.as<int32_t>(), loss.f32(), grad.tensor, 1.0f);
+    EXPECT_EQ(loss.get()[0], 0.0f);
+    for (float g : grad.get()) ASSERT_EQ(g, 0.0f);
+}
+
+}  // namespace
+}  // namespace sb
