@@ -19,6 +19,10 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops) {
     return std::make_unique<Mlp>(ops, shape);
 }
 
+int tokens_per_sample(const TrainConfig& cfg) {
+    return cfg.model == "transformer" ? cfg.transformer.shape.seq_len : 1;
+}
+
 TokenTask token_task(const TrainConfig& cfg) {
     const TransformerShape& s = cfg.transformer.shape;
     TokenTask task;

@@ -15,6 +15,9 @@ namespace sb {
 
 std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops);
 
+// Tokens one sample holds (seq_len for a transformer, 1 otherwise): tokens/s in the records.
+int tokens_per_sample(const TrainConfig& cfg);
+
 // The synthetic token task a transformer config trains on (the exporter shares it).
 TokenTask token_task(const TrainConfig& cfg);
 

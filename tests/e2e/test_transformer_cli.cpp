@@ -32,6 +32,8 @@ TEST(TransformerCli, CiTransformerUnderMpirunWritesRecords) {
         EXPECT_EQ(rec["config"]["transformer"]["hidden"], 32);
         EXPECT_TRUE(rec["replica_check"]["passed"].get<bool>());
         EXPECT_GT(rec["samples_per_s"].get<double>(), 0);
+        EXPECT_DOUBLE_EQ(rec["tokens_per_s"].get<double>(), 16 * rec["samples_per_s"].get<double>());  // seq_len 16
+        EXPECT_GT(rec["config"]["transformer"]["seq_len"], 0);
     }
     EXPECT_EQ(records[1]["world_size"], 2);
     // 2 warm-up + 20 steps on the learnable task: the loss is well below ln(64) = 4.16.
