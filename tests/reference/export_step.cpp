@@ -4,7 +4,8 @@
 // shape and each parameter's name, offset, rows, cols and whether it is HF's tensor
 // transposed), ids.bin / labels.bin (int32, batch x seq_len; label -1 = not predicted)
 // and step.json (backend, precision, loss, each parameter's gradient L2 norm).
-// Dropout is forced to 0 so both sides compute the same function.
+// Dropout is forced to 0 so both sides compute the same function. --perturb A adds
+// uniform(-A, A) noise to every initial parameter, so the loss depends on all of them.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "models/rng.h"
 #include "models/transformer.h"
 #include "src/backend.h"
 #include "src/config.h"
@@ -37,7 +39,7 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
 }
 
 int export_step(const std::string& config_path, const std::string& backend, const std::string& precision,
-                int batch, const std::filesystem::path& dir) {
+                int batch, double perturb, const std::filesystem::path& dir) {
     using namespace sb;
     TrainConfig cfg = load_config_file(config_path);
     if (!backend.empty()) cfg.backend = parse_backend_choice(backend);
@@ -53,6 +55,12 @@ int export_step(const std::string& config_path, const std::string& backend, cons
 
     std::vector<float> host(n);
     model->init_params(host.data(), cfg.seed);
+    // At init (weights N(0, 0.02)) the logits are nearly uniform and the loss hardly depends on
+    // LayerNorm, GELU's variant or the biases; uniform noise on every parameter makes it depend on all.
+    if (perturb > 0) {
+        PortableRng rng(mix_seed(cfg.seed, 0x9E27));
+        for (float& v : host) v += static_cast<float>(perturb * rng.uniform(-1.0, 1.0));
+    }
     DeviceBuffer params(*ops, n * sizeof(float)), grads(*ops, n * sizeof(float)), loss(*ops, sizeof(float));
     DeviceBuffer weights;
     ops->upload(params.get(), host.data(), n * sizeof(float));
@@ -98,7 +106,7 @@ int export_step(const std::string& config_path, const std::string& backend, cons
                 {"params", plist}});
     write_json(dir / "step.json",
                {{"config", config_path}, {"backend", ops->name()}, {"precision", precision_name(ops->precision())},
-                {"batch", batch}, {"seq_len", s.seq_len}, {"seed", cfg.seed}, {"loss", host_loss},
+                {"batch", batch}, {"seq_len", s.seq_len}, {"seed", cfg.seed}, {"perturb", perturb}, {"loss", host_loss},
                 {"grad_norms", norms}});
     std::cout << "exported " << config_path << " (" << n << " parameters, " << ops->name() << " "
               << precision_name(ops->precision()) << ", batch " << batch << "): loss " << host_loss << " -> "
@@ -113,15 +121,17 @@ int main(int argc, char** argv) {
     CLI::App app{"one forward+backward of a transformer config, exported for the PyTorch reference check"};
     std::string config, backend, precision, dir;
     int batch = 4;
+    double perturb = 0;
     app.add_option("-c,--config", config, "transformer workload YAML")->required();
     app.add_option("--backend", backend, "cpu or cuda (default: the config's)");
     app.add_option("--precision", precision, "fp32, tf32, bf16 or fp16 (default: the config's)");
     app.add_option("--batch", batch, "sequences in the batch")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--perturb", perturb, "add uniform(-A, A) noise to every initial parameter")->check(CLI::Range(0.0, 10.0));
     app.add_option("--dir", dir, "output folder")->required();
     int code = 0;
     try {
         app.parse(argc, argv);
-        code = export_step(config, backend, precision, batch, dir);
+        code = export_step(config, backend, precision, batch, perturb, dir);
     } catch (const CLI::ParseError& e) {
         code = app.exit(e);
     } catch (const sb::UserError& e) {
