@@ -18,6 +18,10 @@ the error bf16 itself makes on this model).
   ./tests/scalebench_export_step --config ../configs/bert-base.yaml --backend cuda --precision bf16 --dir /tmp/ref-bf16
   python3 ../tests/reference/torch_transformer_check.py /tmp/ref-fp32
   python3 ../tests/reference/torch_transformer_check.py /tmp/ref-bf16 --json ../results/torch_check_bert-base_bf16.json
+  # the CPU backend (the reference the CUDA one is checked against), and perturbed weights so
+  # every parameter moves the loss:
+  ./tests/scalebench_export_step --config ../configs/bert-base.yaml --backend cpu --batch 2 --perturb 0.05 --dir /tmp/ref-cpu
+  python3 ../tests/reference/torch_transformer_check.py /tmp/ref-cpu
 """
 import argparse
 import json
