@@ -13,6 +13,7 @@ size_t dtype_size(DType dtype) {
         case DType::f32: return 4;
         case DType::bf16: return 2;
         case DType::f16: return 2;
+        case DType::i32: return 4;
     }
     throw_call_error("internal", "dtype_size", "unknown DType " + std::to_string(static_cast<int>(dtype)),
                      __FILE__, __LINE__);
@@ -23,6 +24,7 @@ const char* dtype_name(DType dtype) {
         case DType::f32: return "f32";
         case DType::bf16: return "bf16";
         case DType::f16: return "f16";
+        case DType::i32: return "int32";
     }
     return "unknown";
 }

@@ -10,7 +10,8 @@
 
 namespace sb {
 
-enum class DType { f32, bf16, f16 };
+// i32: token ids and labels (Dataset::inputs of the transformer); never a compute dtype.
+enum class DType { f32, bf16, f16, i32 };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 

@@ -48,6 +48,11 @@ constexpr IntRange kWarmupRange{0, kMaxSteps};
 constexpr IntRange kDatasetBatchesRange{1, kMaxDatasetBatches};
 constexpr IntRange kWorldRange{1, kMaxWorld};
 constexpr IntRange kSdcCheckEveryRange{0, kMaxSteps};
+constexpr IntRange kLayersRange{1, 1024};
+constexpr IntRange kHeadsRange{1, 1024};
+constexpr IntRange kVocabRange{3, int64_t{1} << 22};  // bert reserves one id for [MASK]
+constexpr IntRange kSeqRange{2, int64_t{1} << 16};
+constexpr IntRange kTypeVocabRange{1, 1024};
 
 // A real interval; open ends exclude the bound, has_hi = false means unbounded above.
 struct RealRange {
@@ -61,6 +66,7 @@ constexpr RealRange kPositive{0.0, true, false, 0.0, false};
 constexpr RealRange kNonNegative{0.0, false, false, 0.0, false};
 constexpr RealRange kUnitHalfOpen{0.0, false, true, 1.0, true};  // [0, 1)
 constexpr RealRange kBucketMbRange{0.0, true, true, kMaxBucketMb, false};
+constexpr RealRange kUnitOpen{0.0, true, true, 1.0, true};  // (0, 1)
 
 // Shortest text that reads back to the same value (0.001, not 0.0010000000474974513).
 std::string number_text(double v) { return fmt::format("{}", v); }
@@ -124,7 +130,12 @@ std::vector<Choice<BackendChoice>> backend_choices() {
     return {{"auto", BackendChoice::auto_select}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
 }
 
-std::vector<Choice<std::string>> model_choices() { return {{"mlp", "mlp"}}; }
+std::vector<Choice<std::string>> model_choices() { return {{"mlp", "mlp"}, {"transformer", "transformer"}}; }
+
+std::vector<Choice<TransformerArch>> arch_choices() {
+    return {{transformer_arch_name(TransformerArch::bert), TransformerArch::bert},
+            {transformer_arch_name(TransformerArch::gpt), TransformerArch::gpt}};
+}
 
 // Optimal-string-alignment distance: edits plus adjacent swaps, case-insensitive.
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -189,11 +200,14 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 }
 
 // ---- the keys of each section, in the order default.yaml lists them
-const std::vector<std::string> kTopKeys = {"model", "mlp", "batch_size", "scaling_mode", "scaling", "steps",
+const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
                                            "grad_dtype", "seed", "backend", "out", "cuda_graphs",
                                            "sdc_check_every"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
+const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",
+                                                  "max_positions", "type_vocab", "dropout", "attention_dropout",
+                                                  "layernorm_eps", "mask_prob"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"};
 
 // Every known key as a full path, to catch a key put in the wrong section.
@@ -201,6 +215,7 @@ std::vector<std::string> all_key_paths() {
     std::vector<std::string> out;
     for (const auto& k : kTopKeys) out.push_back(k);
     for (const auto& k : kMlpKeys) out.push_back("mlp." + k);
+    for (const auto& k : kTransformerKeys) out.push_back("transformer." + k);
     for (const auto& k : kOptimizerKeys) out.push_back("optimizer." + k);
     return out;
 }
@@ -227,6 +242,7 @@ public:
                                              const YAML::Node& value) {
             if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
             else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
+            else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
             else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
             else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
             else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
@@ -442,6 +458,45 @@ public:
         });
     }
 
+    void read_transformer(const YAML::Node& value, const YAML::Node& key_node, TransformerConfig& tc) {
+        expect_map(value, key_node, "transformer");
+        TransformerShape& s = tc.shape;
+        std::map<std::string, YAML::Mark> given;
+        for_each_key(value, "transformer", kTransformerKeys,
+                     [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                         std::string path = "transformer." + key;
+                         given[key] = where(v, k);
+                         if (key == "arch") s.arch = choice(v, k, path, arch_choices());
+                         else if (key == "layers") s.layers = static_cast<int>(integer(v, k, path, kLayersRange));
+                         else if (key == "hidden") s.hidden = static_cast<int>(integer(v, k, path, kWidthRange));
+                         else if (key == "heads") s.heads = static_cast<int>(integer(v, k, path, kHeadsRange));
+                         else if (key == "ffn") s.ffn = static_cast<int>(integer(v, k, path, kWidthRange));
+                         else if (key == "vocab") s.vocab = static_cast<int>(integer(v, k, path, kVocabRange));
+                         else if (key == "seq_len") s.seq_len = static_cast<int>(integer(v, k, path, kSeqRange));
+                         else if (key == "max_positions")
+                             s.max_positions = static_cast<int>(integer(v, k, path, kSeqRange));
+                         else if (key == "type_vocab")
+                             s.type_vocab = static_cast<int>(integer(v, k, path, kTypeVocabRange));
+                         else if (key == "dropout") s.dropout = real32(v, k, path, kUnitHalfOpen);
+                         else if (key == "attention_dropout") s.attention_dropout = real32(v, k, path, kUnitHalfOpen);
+                         else if (key == "layernorm_eps") s.layernorm_eps = real32(v, k, path, kPositive);
+                         else if (key == "mask_prob") tc.mask_prob = real32(v, k, path, kUnitOpen);
+                     });
+        // GPT-2's own values where the file leaves them to the arch.
+        if (s.arch == TransformerArch::gpt) {
+            if (!given.count("max_positions")) s.max_positions = 1024;
+            if (!given.count("layernorm_eps")) s.layernorm_eps = 1e-5f;
+        }
+        const YAML::Mark section = key_node.Mark();
+        const auto mark_of = [&](const char* key) { return given.count(key) ? given.at(key) : section; };
+        if (s.hidden % s.heads != 0)
+            fail(mark_of("heads"), "transformer.heads",
+                 fmt::format("hidden {} is not divisible by heads {}", s.hidden, s.heads));
+        if (s.seq_len > s.max_positions)
+            fail(mark_of("seq_len"), "transformer.seq_len",
+                 fmt::format("seq_len {} exceeds max_positions {}", s.seq_len, s.max_positions));
+    }
+
     void read_optimizer(const YAML::Node& value, const YAML::Node& key_node, OptimizerConfig& opt) {
         expect_map(value, key_node, "optimizer");
         for_each_key(value, "optimizer", kOptimizerKeys,
@@ -621,6 +676,24 @@ void validate_config(const TrainConfig& cfg) {
         check.integer(fmt::format("mlp.hidden[{}]", i), cfg.mlp.hidden[i], kWidthRange);
     check.integer("mlp.num_classes", cfg.mlp.num_classes, kClassesRange);
     check.integer("mlp.teacher_hidden", cfg.mlp.teacher_hidden, kWidthRange);
+    const TransformerShape& ts = cfg.transformer.shape;
+    check.integer("transformer.layers", ts.layers, kLayersRange);
+    check.integer("transformer.hidden", ts.hidden, kWidthRange);
+    check.integer("transformer.heads", ts.heads, kHeadsRange);
+    check.integer("transformer.ffn", ts.ffn, kWidthRange);
+    check.integer("transformer.vocab", ts.vocab, kVocabRange);
+    check.integer("transformer.seq_len", ts.seq_len, kSeqRange);
+    check.integer("transformer.max_positions", ts.max_positions, kSeqRange);
+    check.integer("transformer.type_vocab", ts.type_vocab, kTypeVocabRange);
+    check.real("transformer.dropout", ts.dropout, kUnitHalfOpen);
+    check.real("transformer.attention_dropout", ts.attention_dropout, kUnitHalfOpen);
+    check.real("transformer.layernorm_eps", ts.layernorm_eps, kPositive);
+    check.real("transformer.mask_prob", cfg.transformer.mask_prob, kUnitOpen);
+    if (ts.hidden % ts.heads != 0)
+        check.report("transformer.heads", fmt::format("hidden {} is not divisible by heads {}", ts.hidden, ts.heads));
+    if (ts.seq_len > ts.max_positions)
+        check.report("transformer.seq_len",
+                     fmt::format("seq_len {} exceeds max_positions {}", ts.seq_len, ts.max_positions));
     check.integer("batch_size", cfg.batch_size, kBatchRange);
     // An empty list means "the launched world size" and is valid.
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {
@@ -681,6 +754,20 @@ nlohmann::json to_json(const TrainConfig& cfg) {
           {"num_classes", cfg.mlp.num_classes},
           {"activation", activation_name(cfg.mlp.activation)},
           {"teacher_hidden", cfg.mlp.teacher_hidden}}},
+        {"transformer",
+         {{"arch", transformer_arch_name(cfg.transformer.shape.arch)},
+          {"layers", cfg.transformer.shape.layers},
+          {"hidden", cfg.transformer.shape.hidden},
+          {"heads", cfg.transformer.shape.heads},
+          {"ffn", cfg.transformer.shape.ffn},
+          {"vocab", cfg.transformer.shape.vocab},
+          {"seq_len", cfg.transformer.shape.seq_len},
+          {"max_positions", cfg.transformer.shape.max_positions},
+          {"type_vocab", cfg.transformer.shape.type_vocab},
+          {"dropout", real(cfg.transformer.shape.dropout)},
+          {"attention_dropout", real(cfg.transformer.shape.attention_dropout)},
+          {"layernorm_eps", real(cfg.transformer.shape.layernorm_eps)},
+          {"mask_prob", real(cfg.transformer.mask_prob)}}},
         {"batch_size", cfg.batch_size},
         {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
         {"scaling", cfg.scaling},

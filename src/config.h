@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/ops.h"
+#include "models/transformer.h"
 
 namespace sb {
 
@@ -24,10 +25,18 @@ struct MlpConfig {
     int teacher_hidden = 32;  // width of the fixed random teacher that labels the data
 };
 
+// model: transformer. The defaults are bert-base; with arch: gpt, max_positions and
+// layernorm_eps that the file leaves out take GPT-2's values (1024, 1e-5).
+struct TransformerConfig {
+    TransformerShape shape;
+    float mask_prob = 0.15f;  // bert: share of positions masked per sequence (a fixed count)
+};
+
 struct TrainConfig {
     std::string source = "<built-in default>";  // file the config came from
     std::string model = "mlp";
     MlpConfig mlp;
+    TransformerConfig transformer;
     int batch_size = 128;  // per rank (weak scaling) or global (strong scaling)
     ScalingMode scaling_mode = ScalingMode::weak;
     std::vector<int> scaling;  // world sizes to measure; empty = {launched world size}

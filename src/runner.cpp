@@ -391,6 +391,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"optimizer_ms", to_json(row.optimizer)},
                     {"samples_per_s", row.samples_per_s},
                     {"samples_per_s_per_rank", row.per_rank},
+                    {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
                     {"scaling_efficiency", std::isnan(row.efficiency) ? nlohmann::json() : nlohmann::json(row.efficiency)},
                     {"speedup", std::isnan(samples_per_s_at_1) ? nlohmann::json() : nlohmann::json(row.samples_per_s / samples_per_s_at_1)},
                     {"gradient_bytes", gradient_bytes},

@@ -1,17 +1,44 @@
 #include "src/workload.h"
 
 #include "models/mlp.h"
+#include "models/rng.h"
 #include "models/teacher_data.h"
+#include "models/token_data.h"
+#include "models/transformer.h"
 
 namespace sb {
 
+namespace {
+constexpr uint64_t kDropoutStream = 0xD20F;  // dropout masks: a stream apart from weights and data
+}
+
 std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops) {
+    if (cfg.model == "transformer")
+        return std::make_unique<Transformer>(ops, cfg.transformer.shape, mix_seed(cfg.seed, kDropoutStream));
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);
 }
 
+int tokens_per_sample(const TrainConfig& cfg) {
+    return cfg.model == "transformer" ? cfg.transformer.shape.seq_len : 1;
+}
+
+TokenTask token_task(const TrainConfig& cfg) {
+    const TransformerShape& s = cfg.transformer.shape;
+    TokenTask task;
+    task.objective = s.arch == TransformerArch::bert ? TokenTask::Objective::masked_lm : TokenTask::Objective::next_token;
+    task.vocab = s.vocab;
+    task.seq_len = s.seq_len;
+    task.mask_prob = cfg.transformer.mask_prob;
+    task.seed = cfg.seed;
+    return task;
+}
+
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
                                         int local_rows) {
+    if (cfg.model == "transformer")
+        return std::make_unique<TokenDataset>(ops, token_task(cfg), cfg.dataset_batches, global_batch,
+                                              rank * local_rows, local_rows);
     TeacherTask task{cfg.mlp.input_dim, cfg.mlp.num_classes, cfg.mlp.teacher_hidden, cfg.seed};
     return std::make_unique<TeacherDataset>(ops, task, cfg.dataset_batches, global_batch, rank * local_rows,
                                             local_rows);

@@ -8,11 +8,18 @@
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/ops.h"
+#include "models/token_data.h"
 #include "src/config.h"
 
 namespace sb {
 
 std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops);
+
+// Tokens one sample holds (seq_len for a transformer, 1 otherwise): tokens/s in the records.
+int tokens_per_sample(const TrainConfig& cfg);
+
+// The synthetic token task a transformer config trains on (the exporter shares it).
+TokenTask token_task(const TrainConfig& cfg);
 
 // Rank `rank`'s rows [rank * local_rows, (rank + 1) * local_rows) of every global batch.
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,

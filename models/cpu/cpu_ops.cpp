@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "models/dropout.h"
 #include "src/errors.h"
 
 namespace sb {
@@ -147,6 +148,14 @@ inline float gelu_grad(float x) {
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
 }
 
+// Exact GELU (BERT, PyTorch's default): x Phi(x), Phi the standard normal CDF.
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+inline float gelu_erf_grad(float x) {
+    return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+}
+
 }  // namespace
 
 CpuOps::CpuOps(Precision p) : precision_(p) {
@@ -267,6 +276,9 @@ void CpuOps::activation_forward(Activation act, const Tensor& pre, const Tensor&
         case Activation::gelu:
             for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
             return;
+        case Activation::gelu_erf:
+            for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf(x[i]);
+            return;
         case Activation::tanh:
             for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
             return;
@@ -295,6 +307,9 @@ void CpuOps::activation_backward(Activation act, const Tensor& pre, const Tensor
             return;
         case Activation::gelu:
             for (int64_t i = 0; i < n; ++i) d[i] = g[i] * gelu_grad(x[i]);
+            return;
+        case Activation::gelu_erf:
+            for (int64_t i = 0; i < n; ++i) d[i] = g[i] * gelu_erf_grad(x[i]);
             return;
         case Activation::tanh:
             for (int64_t i = 0; i < n; ++i) {
@@ -328,15 +343,24 @@ void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, 
     SB_CPU_EXPECT(rows > 0 && cols > 0, "softmax_cross_entropy", "empty logits " + shape(logits));
     const float* x = f32(logits);
     float* g = f32_mut(grad_logits);  // may alias logits
-    const float scale = grad_scale / static_cast<float>(rows);
+    // Negative labels are not predicted: they neither count in the mean nor get a gradient.
+    int64_t labelled = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+        SB_CPU_EXPECT(labels[i] < cols, "softmax_cross_entropy",
+                      "label " + std::to_string(labels[i]) + " of row " + std::to_string(i) + " is outside [0, " +
+                          std::to_string(cols) + ")");
+        labelled += labels[i] >= 0;
+    }
+    const float scale = labelled ? grad_scale / static_cast<float>(labelled) : 0.0f;
     double total = 0.0;
     for (int64_t i = 0; i < rows; ++i) {
         const int32_t label = labels[i];
-        SB_CPU_EXPECT(label >= 0 && label < cols, "softmax_cross_entropy",
-                      "label " + std::to_string(label) + " of row " + std::to_string(i) + " is outside [0, " +
-                          std::to_string(cols) + ")");
         const float* xr = x + i * cols;
         float* gr = g + i * cols;
+        if (label < 0) {
+            std::fill_n(gr, cols, 0.0f);
+            continue;
+        }
         // Max subtraction keeps exp() finite for any logit range.
         float mx = xr[0];
         for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, xr[j]);
@@ -348,7 +372,246 @@ void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, 
         for (int64_t j = 0; j < cols; ++j) gr[j] = std::exp(xr[j] - mx) * inv_sum * scale;
         gr[label] -= scale;
     }
-    *loss = static_cast<float>(total / static_cast<double>(rows));
+    *loss = labelled ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
+}
+
+// ---- transformer layers ----------------------------------------------------------------
+
+void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+    expect_f32(a, "add", "a");
+    expect_f32(b, "add", "b");
+    expect_f32(out, "add", "out");
+    expect_same_shape(a, b, "add");
+    expect_same_shape(a, out, "add");
+    const float* x = f32(a);
+    const float* y = f32(b);
+    float* z = f32_mut(out);
+    for (int64_t i = 0; i < a.numel(); ++i) z[i] = x[i] + y[i];
+}
+
+void CpuOps::layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                               float* mean, float* rstd) {
+    expect_f32(x, "layernorm_forward", "x");
+    expect_f32(out, "layernorm_forward", "out");
+    expect_same_shape(x, out, "layernorm_forward");
+    SB_CPU_EXPECT(x.data != out.data, "layernorm_forward", "out must not alias x");
+    const int64_t n = x.cols;
+    for (int64_t i = 0; i < x.rows; ++i) {
+        const float* xr = f32(x) + i * n;
+        float* yr = f32_mut(out) + i * n;
+        // Two passes in double: the variance does not lose digits to a large mean.
+        double s = 0.0;
+        for (int64_t j = 0; j < n; ++j) s += xr[j];
+        const double mu = s / static_cast<double>(n);
+        double v = 0.0;
+        for (int64_t j = 0; j < n; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+        const float r = static_cast<float>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
+        const float m = static_cast<float>(mu);
+        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) * r * gamma[j] + beta[j];
+        mean[i] = m;
+        rstd[i] = r;
+    }
+}
+
+// With xhat = (x - mean) rstd and dxhat = grad_out * gamma:
+// dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)).
+void CpuOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                                const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) {
+    expect_f32(x, "layernorm_backward", "x");
+    expect_f32(grad_out, "layernorm_backward", "grad_out");
+    expect_f32(grad_x, "layernorm_backward", "grad_x");
+    expect_same_shape(x, grad_out, "layernorm_backward");
+    expect_same_shape(x, grad_x, "layernorm_backward");
+    const int64_t n = x.cols;
+    std::fill_n(grad_gamma, n, 0.0f);
+    std::fill_n(grad_beta, n, 0.0f);
+    for (int64_t i = 0; i < x.rows; ++i) {
+        const float* xr = f32(x) + i * n;
+        const float* gr = f32(grad_out) + i * n;
+        float* dr = f32_mut(grad_x) + i * n;  // may alias gr: gr is fully read before dr is written
+        double sum_d = 0.0, sum_dx = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+            const float xhat = (xr[j] - mean[i]) * rstd[i];
+            const float dxhat = gr[j] * gamma[j];
+            grad_gamma[j] += gr[j] * xhat;
+            grad_beta[j] += gr[j];
+            sum_d += dxhat;
+            sum_dx += dxhat * xhat;
+        }
+        const float mean_d = static_cast<float>(sum_d / static_cast<double>(n));
+        const float mean_dx = static_cast<float>(sum_dx / static_cast<double>(n));
+        for (int64_t j = 0; j < n; ++j) {
+            const float xhat = (xr[j] - mean[i]) * rstd[i];
+            dr[j] = rstd[i] * (gr[j] * gamma[j] - mean_d - xhat * mean_dx);
+        }
+    }
+}
+
+void CpuOps::embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out, bool accumulate) {
+    expect_f32(table, "embedding_forward", "table");
+    expect_f32(out, "embedding_forward", "out");
+    SB_CPU_EXPECT(table.cols == out.cols, "embedding_forward", "width mismatch: " + shape(table) + " vs " + shape(out));
+    const int64_t n = out.cols;
+    for (int64_t i = 0; i < out.rows; ++i) {
+        SB_CPU_EXPECT(ids[i] >= 0 && ids[i] < table.rows, "embedding_forward",
+                      "id " + std::to_string(ids[i]) + " of row " + std::to_string(i) + " is outside [0, " +
+                          std::to_string(table.rows) + ")");
+        const float* src = f32(table) + static_cast<int64_t>(ids[i]) * n;
+        float* dst = f32_mut(out) + i * n;
+        if (accumulate) {
+            for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+        } else {
+            std::memcpy(dst, src, n * sizeof(float));
+        }
+    }
+}
+
+void CpuOps::embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table, int64_t table_rows) {
+    expect_f32(grad_out, "embedding_backward", "grad_out");
+    const int64_t n = grad_out.cols;
+    for (int64_t i = 0; i < grad_out.rows; ++i) {
+        SB_CPU_EXPECT(ids[i] >= 0 && ids[i] < table_rows, "embedding_backward",
+                      "id " + std::to_string(ids[i]) + " of row " + std::to_string(i) + " is outside [0, " +
+                          std::to_string(table_rows) + ")");
+        const float* src = f32(grad_out) + i * n;
+        float* dst = grad_table + static_cast<int64_t>(ids[i]) * n;
+        for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+    }
+}
+
+void CpuOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) {
+    expect_f32(in, "dropout", "in");
+    expect_f32(out, "dropout", "out");
+    expect_same_shape(in, out, "dropout");
+    SB_CPU_EXPECT(p >= 0.0f && p < 1.0f, "dropout", "p must be in [0, 1); got " + std::to_string(p));
+    const float* x = f32(in);
+    float* y = f32_mut(out);
+    const int64_t n = in.numel();
+    if (p == 0.0f) {
+        if (x != y && n) std::memmove(y, x, n * sizeof(float));
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; ++i) y[i] = dropout_keep(seed, static_cast<uint64_t>(i), p) ? x[i] * scale : 0.0f;
+}
+
+namespace {
+
+void check_attention(const Ops::AttentionShape& s, const Tensor& qkv, const Tensor& out, const char* call) {
+    expect_f32(qkv, call, "qkv");
+    expect_f32(out, call, "out");
+    SB_CPU_EXPECT(s.batch > 0 && s.seq > 0 && s.heads > 0 && s.head_dim > 0, call, "non-positive attention shape");
+    SB_CPU_EXPECT(s.dropout_p >= 0.0f && s.dropout_p < 1.0f, call, "dropout_p must be in [0, 1)");
+    const int64_t rows = static_cast<int64_t>(s.batch) * s.seq;
+    const int64_t width = static_cast<int64_t>(s.heads) * s.head_dim;
+    SB_CPU_EXPECT(qkv.rows == rows && qkv.cols == 3 * width, call, "qkv is " + shape(qkv) + ", want " +
+                  std::to_string(rows) + "x" + std::to_string(3 * width));
+    SB_CPU_EXPECT(out.rows == rows && out.cols == width, call, "out is " + shape(out) + ", want " +
+                  std::to_string(rows) + "x" + std::to_string(width));
+}
+
+// Index of P[b, h, i, j] in the saved buffer and in the dropout counter.
+inline int64_t prob_index(const Ops::AttentionShape& s, int b, int h, int i, int j) {
+    return ((static_cast<int64_t>(b) * s.heads + h) * s.seq + i) * s.seq + j;
+}
+
+}  // namespace
+
+size_t CpuOps::attention_saved_bytes(const AttentionShape& s) const {
+    return static_cast<size_t>(s.batch) * s.heads * s.seq * s.seq * sizeof(float);
+}
+
+// Plain loops: the reference the CUDA kernels are checked against, not a fast path.
+void CpuOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void* saved,
+                               uint64_t seed) {
+    check_attention(s, qkv, out, "attention_forward");
+    const int64_t width = static_cast<int64_t>(s.heads) * s.head_dim, ld = 3 * width;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const float keep_scale = 1.0f / (1.0f - s.dropout_p);
+    float* probs = static_cast<float*>(saved);
+    const float* base = f32(qkv);
+    std::vector<float> row(static_cast<size_t>(s.seq));
+    for (int b = 0; b < s.batch; ++b)
+        for (int h = 0; h < s.heads; ++h)
+            for (int i = 0; i < s.seq; ++i) {
+                const float* q = base + (static_cast<int64_t>(b) * s.seq + i) * ld + h * s.head_dim;
+                const int last = s.causal ? i : s.seq - 1;  // keys after the query are masked out
+                float mx = -INFINITY;
+                for (int j = 0; j <= last; ++j) {
+                    const float* k = base + (static_cast<int64_t>(b) * s.seq + j) * ld + width + h * s.head_dim;
+                    float dot = 0.0f;
+                    for (int d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
+                    row[j] = dot * scale;
+                    mx = std::max(mx, row[j]);
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= last; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
+                const float inv = static_cast<float>(1.0 / sum);
+                float* p = probs + prob_index(s, b, h, i, 0);
+                for (int j = 0; j < s.seq; ++j) p[j] = j <= last ? std::exp(row[j] - mx) * inv : 0.0f;
+                float* o = f32_mut(out) + (static_cast<int64_t>(b) * s.seq + i) * width + h * s.head_dim;
+                std::fill_n(o, s.head_dim, 0.0f);
+                for (int j = 0; j <= last; ++j) {
+                    float pj = p[j];
+                    if (s.dropout_p > 0.0f)
+                        pj = dropout_keep(seed, static_cast<uint64_t>(prob_index(s, b, h, i, j)), s.dropout_p)
+                                 ? pj * keep_scale : 0.0f;
+                    const float* v = base + (static_cast<int64_t>(b) * s.seq + j) * ld + 2 * width + h * s.head_dim;
+                    for (int d = 0; d < s.head_dim; ++d) o[d] += pj * v[d];
+                }
+            }
+}
+
+// With P' = dropout(P): dV = P'^T dO; dP' = dO V^T; dP = dropout(dP');
+// dS = P (dP - rowsum(P dP)) / sqrt(d); dQ = dS K; dK = dS^T Q.
+void CpuOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void* saved,
+                                const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) {
+    check_attention(s, qkv, out, "attention_backward");
+    check_attention(s, grad_qkv, grad_out, "attention_backward");
+    const int64_t width = static_cast<int64_t>(s.heads) * s.head_dim, ld = 3 * width;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const float keep_scale = 1.0f / (1.0f - s.dropout_p);
+    const float* probs = static_cast<const float*>(saved);
+    const float* base = f32(qkv);
+    float* gbase = f32_mut(grad_qkv);
+    std::fill_n(gbase, grad_qkv.numel(), 0.0f);
+    std::vector<float> dp(static_cast<size_t>(s.seq));
+    auto offset = [&](int b, int t, int part, int h) {
+        return (static_cast<int64_t>(b) * s.seq + t) * ld + part * width + h * s.head_dim;
+    };
+    for (int b = 0; b < s.batch; ++b)
+        for (int h = 0; h < s.heads; ++h)
+            for (int i = 0; i < s.seq; ++i) {
+                const float* go = f32(grad_out) + (static_cast<int64_t>(b) * s.seq + i) * width + h * s.head_dim;
+                const float* p = probs + prob_index(s, b, h, i, 0);
+                const int last = s.causal ? i : s.seq - 1;
+                double rowsum = 0.0;
+                for (int j = 0; j <= last; ++j) {
+                    const bool keep = s.dropout_p == 0.0f ||
+                        dropout_keep(seed, static_cast<uint64_t>(prob_index(s, b, h, i, j)), s.dropout_p);
+                    const float mask = keep ? (s.dropout_p > 0.0f ? keep_scale : 1.0f) : 0.0f;
+                    const float* v = base + offset(b, j, 2, h);
+                    float* gv = gbase + offset(b, j, 2, h);
+                    float dot = 0.0f;
+                    for (int d = 0; d < s.head_dim; ++d) {
+                        gv[d] += p[j] * mask * go[d];
+                        dot += go[d] * v[d];
+                    }
+                    dp[j] = dot * mask;
+                    rowsum += static_cast<double>(dp[j]) * p[j];
+                }
+                const float* q = base + offset(b, i, 0, h);
+                float* gq = gbase + offset(b, i, 0, h);
+                for (int j = 0; j <= last; ++j) {
+                    const float ds = p[j] * (dp[j] - static_cast<float>(rowsum)) * scale;
+                    const float* k = base + offset(b, j, 1, h);
+                    float* gk = gbase + offset(b, j, 1, h);
+                    for (int d = 0; d < s.head_dim; ++d) {
+                        gq[d] += ds * k[d];
+                        gk[d] += ds * q[d];
+                    }
+                }
+            }
 }
 
 // ---- optimizer -----------------------------------------------------------------------

@@ -36,6 +36,22 @@ public:
     void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
                                const Tensor& grad_logits, float grad_scale) override;
 
+    void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+    void layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                           float* mean, float* rstd) override;
+    void layernorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                            const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override;
+    void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out, bool accumulate) override;
+    void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
+                            int64_t table_rows) override;
+    void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override;
+    // saved: P, the post-softmax probabilities before dropout (batch x heads x seq x seq fp32).
+    size_t attention_saved_bytes(const AttentionShape& shape) const override;
+    void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
+                           uint64_t seed) override;
+    void attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, const void* saved,
+                            const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) override;
+
     void sgd_step(float* params, const float* grads, float* momentum, size_t n,
                   const OptimizerConfig& cfg, const Tensor& weights_copy) override;
     void adamw_step(float* params, const float* grads, float* m, float* v, size_t n,

@@ -166,7 +166,7 @@ TEST(ConfigKeys, KeyInTheWrongSectionNamesTheRightOne) {
 TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
-              "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, batch_size, scaling_mode, scaling, "
+              "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, batch_size, scaling_mode, scaling, "
               "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out, "
               "cuda_graphs, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
@@ -337,8 +337,8 @@ TEST(ConfigEnums, BadSpellingsListTheValidOnes) {
               "t.yaml:1:15: key 'scaling_mode': unknown value 'both'; valid values: weak, strong");
     EXPECT_EQ(parse_error("backend: gpu\n"),
               "t.yaml:1:10: key 'backend': unknown value 'gpu'; valid values: auto, cpu, cuda; did you mean 'cpu'?");
-    EXPECT_EQ(parse_error("model: transformer\n"),
-              "t.yaml:1:8: key 'model': unknown value 'transformer'; valid values: mlp");
+    EXPECT_EQ(parse_error("model: cnn\n"),
+              "t.yaml:1:8: key 'model': unknown value 'cnn'; valid values: mlp, transformer");
     EXPECT_EQ(parse_error("mlp:\n"
                           "  activation: swish\n"),
               "t.yaml:2:15: key 'mlp.activation': unknown value 'swish'; valid values: relu, gelu, tanh, none");
@@ -459,6 +459,96 @@ TEST(ConfigFile, ErrorsNameTheFileAndSourceIsRecorded) {
     std::remove(path.c_str());
 }
 
+// ---------------------------------------------------------------- transformer section
+
+TEST(ConfigTransformer, ReadsEveryKeyAndGptDefaultsWhereLeftOut) {
+    TrainConfig cfg = parse_config("model: transformer\n"
+                                   "transformer:\n"
+                                   "  arch: gpt\n"
+                                   "  layers: 3\n"
+                                   "  hidden: 48\n"
+                                   "  heads: 6\n"
+                                   "  ffn: 96\n"
+                                   "  vocab: 100\n"
+                                   "  seq_len: 20\n"
+                                   "  dropout: 0.0\n"
+                                   "  attention_dropout: 0.2\n",
+                                   "t.yaml");
+    const TransformerShape& s = cfg.transformer.shape;
+    EXPECT_EQ(cfg.model, "transformer");
+    EXPECT_EQ(s.arch, TransformerArch::gpt);
+    EXPECT_EQ(s.layers, 3);
+    EXPECT_EQ(s.hidden, 48);
+    EXPECT_EQ(s.heads, 6);
+    EXPECT_EQ(s.ffn, 96);
+    EXPECT_EQ(s.vocab, 100);
+    EXPECT_EQ(s.seq_len, 20);
+    EXPECT_EQ(s.dropout, 0.0f);
+    EXPECT_EQ(s.attention_dropout, 0.2f);
+    EXPECT_EQ(s.max_positions, 1024);   // GPT-2's n_positions
+    EXPECT_EQ(s.layernorm_eps, 1e-5f);  // GPT-2's layer_norm_epsilon
+    TrainConfig bert = parse_config("transformer: {arch: bert, max_positions: 64, layernorm_eps: 1.0e-6, "
+                                    "type_vocab: 3, mask_prob: 0.2, seq_len: 64}\n", "t.yaml");
+    EXPECT_EQ(bert.transformer.shape.max_positions, 64);
+    EXPECT_EQ(bert.transformer.shape.layernorm_eps, 1e-6f);
+    EXPECT_EQ(bert.transformer.shape.type_vocab, 3);
+    EXPECT_EQ(bert.transformer.mask_prob, 0.2f);
+    validate_config(cfg);
+    validate_config(bert);
+}
+
+TEST(ConfigTransformer, BadValuesNameFileLineColumnAndKey) {
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  hidden: 100\n"
+                          "  heads: 8\n"),
+              "t.yaml:3:10: key 'transformer.heads': hidden 100 is not divisible by heads 8");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  heads: 5\n"),
+              "t.yaml:2:10: key 'transformer.heads': hidden 768 is not divisible by heads 5");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  seq_len: 600\n"),
+              "t.yaml:2:12: key 'transformer.seq_len': seq_len 600 exceeds max_positions 512");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  arch: t5\n"),
+              "t.yaml:2:9: key 'transformer.arch': unknown value 't5'; valid values: bert, gpt");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  layers: 0\n"),
+              "t.yaml:2:11: key 'transformer.layers': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  vocab: 2\n"),
+              "t.yaml:2:10: key 'transformer.vocab': must be >= 3, got 2");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  dropout: 1.0\n"),
+              "t.yaml:2:12: key 'transformer.dropout': must be in [0, 1), got 1.0");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  mask_prob: 0\n"),
+              "t.yaml:2:14: key 'transformer.mask_prob': must be in (0, 1), got 0");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  layernorm_eps: -1e-5\n"),
+              "t.yaml:2:18: key 'transformer.layernorm_eps': must be > 0, got -1e-5");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  n_head: 12\n"),
+              "t.yaml:2:3: key 'transformer.n_head': unknown key; valid keys in 'transformer': arch, layers, hidden, "
+              "heads, ffn, vocab, seq_len, max_positions, type_vocab, dropout, attention_dropout, layernorm_eps, "
+              "mask_prob");
+    EXPECT_EQ(parse_error("transformer:\n"
+                          "  hiden: 12\n"),
+              "t.yaml:2:3: key 'transformer.hiden': unknown key; did you mean 'transformer.hidden'?");
+    EXPECT_EQ(parse_error("transformer: 12\n"), "t.yaml:1:14: key 'transformer': expected a map, got a scalar");
+}
+
+TEST(ConfigTransformer, ValidateRechecksTheSameRulesWithoutALine) {
+    TrainConfig cfg;
+    cfg.transformer.shape.heads = 7;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.heads': hidden 768 is not divisible by heads 7");
+    cfg = TrainConfig{};
+    cfg.transformer.shape.seq_len = 1024;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.seq_len': seq_len 1024 exceeds max_positions 512");
+    cfg = TrainConfig{};
+    cfg.transformer.mask_prob = 1.0f;
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.mask_prob': must be in (0, 1), got 1");
+}
+
 // ---------------------------------------------------------------- presets
 
 TEST(ConfigPresets, DefaultYamlIsExactlyTheBuiltInDefault) {
@@ -558,7 +648,7 @@ TEST(ConfigValidate, OverriddenValuesAreRecheckedWithoutALine) {
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.beta2': must be in [0, 1), got 1");
     cfg = TrainConfig{};
     cfg.model = "cnn";
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp, transformer");
     cfg = TrainConfig{};
     cfg.out = "";
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'out': must be a non-empty string");
@@ -631,6 +721,20 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
         {"model", "mlp"},
         {"mlp",
          {{"input_dim", 256}, {"hidden", {32, 16}}, {"num_classes", 16}, {"activation", "tanh"}, {"teacher_hidden", 32}}},
+        {"transformer",
+         {{"arch", "bert"},
+          {"layers", 12},
+          {"hidden", 768},
+          {"heads", 12},
+          {"ffn", 3072},
+          {"vocab", 30522},
+          {"seq_len", 128},
+          {"max_positions", 512},
+          {"type_vocab", 2},
+          {"dropout", 0.1},
+          {"attention_dropout", 0.1},
+          {"layernorm_eps", 1e-12},
+          {"mask_prob", 0.15}}},
         {"batch_size", 128},
         {"scaling_mode", "strong"},
         {"scaling", {1, 2}},
@@ -658,7 +762,8 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     // Every YAML key has its JSON counterpart, so the JSON reads back as a config.
     EXPECT_EQ(j["mlp"].size(), 5u);
     EXPECT_EQ(j["optimizer"].size(), 7u);
-    EXPECT_EQ(j.size(), 18u);  // the 17 YAML keys and the source
+    EXPECT_EQ(j["transformer"].size(), 13u);
+    EXPECT_EQ(j.size(), 19u);  // the 18 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }

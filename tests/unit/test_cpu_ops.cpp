@@ -278,9 +278,8 @@ TEST(CpuOps, SoftmaxCrossEntropyRejectsLabelsOutOfRange) {
     CpuOps ops;
     std::vector<float> logits(6), grad(6);
     float loss = 0;
-    std::vector<int32_t> too_big = {0, 3}, negative = {-1, 0};
+    std::vector<int32_t> too_big = {0, 3};  // negative labels are valid: ignored rows (test_transformer_ops)
     EXPECT_ANY_THROW(ops.softmax_cross_entropy(view(logits, 2, 3), too_big.data(), &loss, view(grad, 2, 3), 1.0f));
-    EXPECT_ANY_THROW(ops.softmax_cross_entropy(view(logits, 2, 3), negative.data(), &loss, view(grad, 2, 3), 1.0f));
 }
 
 TEST(CpuOps, SgdMatchesTorchOverThreeSteps) {

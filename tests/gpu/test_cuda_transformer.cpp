@@ -1,0 +1,92 @@
+// The transformer on CUDA against the CPU backend from the same initial weights: three SGD
+// steps of both archs, with dropout on (the counter-based masks of models/dropout.h are the
+// same on both backends, so the two compute the same function), in fp32 and bf16.
+// Skips without a GPU; runs under `mpirun -np 1` like the other GPU tests.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "collectives/mpi_communicator.h"
+#include "collectives/nccl_communicator.h"
+#include "models/cpu/cpu_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "src/environment.h"
+#include "src/runner.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/test_util.h"
+
+namespace sb {
+namespace {
+
+struct Case {
+    TransformerArch arch;
+    Precision precision;
+    double tolerance;  // on the parameter update after the steps, relative
+};
+
+TrainConfig tiny_transformer(const Case& c) {
+    TrainConfig cfg;
+    cfg.model = "transformer";
+    TransformerShape& s = cfg.transformer.shape;
+    s.arch = c.arch;
+    s.layers = 2, s.hidden = 64, s.heads = 4, s.ffn = 128, s.vocab = 96, s.seq_len = 32, s.max_positions = 64;
+    s.dropout = s.attention_dropout = 0.1f;
+    s.layernorm_eps = 1e-5f;
+    cfg.batch_size = 4;
+    cfg.scaling_mode = ScalingMode::strong;
+    cfg.precision = c.precision;
+    cfg.optimizer.kind = OptimizerConfig::Kind::sgd;
+    cfg.optimizer.lr = 0.05f;
+    cfg.optimizer.momentum = 0.0f;
+    cfg.bucket_mb = 0.05;
+    cfg.dataset_batches = 2;
+    validate_config(cfg);
+    return cfg;
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<float> d(a.size());
+    for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+    return d;
+}
+
+class CudaTransformerStep : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaTransformerStep, MatchesTheCpuBackendFromTheSameWeights) {
+    SKIP_WITHOUT_GPU();
+    const Case c = GetParam();
+    const TrainConfig cfg = tiny_transformer(c);
+    TrainConfig cpu_cfg = cfg;
+    cpu_cfg.precision = Precision::fp32;
+    CpuOps cpu;
+    CudaOps cuda(c.precision, process_info().local_rank);
+    MpiCommunicator cpu_comm(MPI_COMM_SELF);
+    NcclCommunicator nccl(MPI_COMM_SELF, cuda.stream());
+    DataParallelTrainer reference(cpu_cfg, cpu, cpu_comm);
+    DataParallelTrainer trainer(cfg, cuda, nccl);
+    const std::vector<float> initial = reference.params_host();
+    ASSERT_EQ(initial, trainer.params_host()) << "initial weights must be identical";
+    for (int s = 0; s < 3; ++s) {
+        reference.step(s);
+        trainer.step(s);
+        EXPECT_NEAR(trainer.last_loss(), reference.last_loss(), 10 * c.tolerance * reference.last_loss())
+            << "step " << s;
+    }
+    const double err =
+        test::relative_error(minus(trainer.params_host(), initial), minus(reference.params_host(), initial));
+    EXPECT_LE(err, c.tolerance) << transformer_arch_name(c.arch) << " " << precision_name(c.precision);
+}
+
+INSTANTIATE_TEST_SUITE_P(ArchsAndPrecisions, CudaTransformerStep,
+                         ::testing::Values(Case{TransformerArch::bert, Precision::fp32, 1e-4},
+                                           Case{TransformerArch::gpt, Precision::fp32, 1e-4},
+                                           Case{TransformerArch::bert, Precision::bf16, 5e-2},
+                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2}),
+                         [](const auto& info) {
+                             return std::string(transformer_arch_name(info.param.arch)) + "_" +
+                                    precision_name(info.param.precision);
+                         });
+
+}  // namespace
+}  // namespace sb

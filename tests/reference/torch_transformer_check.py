@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""PyTorch reference for scalebench's transformer: one forward+backward, same weights, same batch.
+
+scalebench_export_step (tests/reference/export_step.cpp) writes a config's initial parameters,
+one batch and its own loss and per-parameter gradient L2 norms. This script loads the same
+parameters by name into Hugging Face's BertForMaskedLM or GPT2LMHeadModel (config from
+params.json's shapes; dropout 0), runs the same batch in fp32 and under bf16 autocast, and
+prints, per parameter, scalebench's gradient norm, torch's at the export's precision and the
+relative error, with pass/fail. Exit status 1 when any row fails.
+
+Tolerances (relative): fp32 export against torch fp32 (TF32 off): loss 1e-4, gradient norms
+1e-3. bf16 export against torch bf16 autocast: loss 2e-2, gradient norms 5e-2 (bf16 keeps 8
+significant bits, 2^-8 = 0.4% per rounding; the torch bf16-vs-fp32 column shows the size of
+the error bf16 itself makes on this model).
+
+  # on the GPU machine, from the build folder of a CUDA build:
+  ./tests/scalebench_export_step --config ../configs/bert-base.yaml --backend cuda --precision fp32 --dir /tmp/ref-fp32
+  ./tests/scalebench_export_step --config ../configs/bert-base.yaml --backend cuda --precision bf16 --dir /tmp/ref-bf16
+  python3 ../tests/reference/torch_transformer_check.py /tmp/ref-fp32
+  python3 ../tests/reference/torch_transformer_check.py /tmp/ref-bf16 --json ../results/torch_check_bert-base_bf16.json
+  # the CPU backend (the reference the CUDA one is checked against), and perturbed weights so
+  # every parameter moves the loss:
+  ./tests/scalebench_export_step --config ../configs/bert-base.yaml --backend cpu --batch 2 --perturb 0.05 --dir /tmp/ref-cpu
+  python3 ../tests/reference/torch_transformer_check.py /tmp/ref-cpu
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOLERANCES = {"fp32": (1e-4, 1e-3), "tf32": (1e-3, 1e-2), "bf16": (2e-2, 5e-2), "fp16": (1e-2, 5e-2)}
+
+
+def load(folder):
+    with open(os.path.join(folder, "params.json")) as f:
+        meta = json.load(f)
+    with open(os.path.join(folder, "step.json")) as f:
+        step = json.load(f)
+    flat = np.fromfile(os.path.join(folder, "params.bin"), dtype=np.float32)
+    if flat.size != meta["num_params"]:
+        sys.exit(f"params.bin holds {flat.size} floats, params.json says {meta['num_params']}")
+    shape = (step["batch"], step["seq_len"])
+    ids = np.fromfile(os.path.join(folder, "ids.bin"), dtype=np.int32).reshape(shape)
+    labels = np.fromfile(os.path.join(folder, "labels.bin"), dtype=np.int32).reshape(shape)
+    return meta, step, flat, ids, labels
+
+
+def build_model(m):
+    """The Hugging Face model of params.json's shape, dropout 0, in fp32."""
+    if m["arch"] == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+        cfg = BertConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], num_hidden_layers=m["layers"],
+                         num_attention_heads=m["heads"], intermediate_size=m["ffn"], hidden_act="gelu",
+                         max_position_embeddings=m["max_positions"], type_vocab_size=m["type_vocab"],
+                         layer_norm_eps=m["layernorm_eps"], hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0, attn_implementation="eager")
+        model = BertForMaskedLM(cfg)
+        # scalebench has no padding token: HF's padding_idx would zero row 0's gradient.
+        model.bert.embeddings.word_embeddings.padding_idx = None
+    else:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(vocab_size=m["vocab"], n_positions=m["max_positions"], n_embd=m["hidden"],
+                         n_layer=m["layers"], n_head=m["heads"], n_inner=m["ffn"],
+                         activation_function="gelu_new", layer_norm_epsilon=m["layernorm_eps"],
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
+        model = GPT2LMHeadModel(cfg)
+    # attn_implementation="eager": the plain softmax(Q K^T) V that scalebench computes.
+    return model
+
+
+def copy_params(model, meta, flat):
+    named = dict(model.named_parameters())  # tied tensors appear once, under their first name
+    ours = {p["name"] for p in meta["params"]}
+    missing = sorted(set(named) - ours)
+    extra = sorted(ours - set(named))
+    if missing or extra:
+        sys.exit(f"parameter names differ from Hugging Face's: not exported {missing[:5]}, unknown {extra[:5]}")
+    with torch.no_grad():
+        for p in meta["params"]:
+            t = torch.from_numpy(flat[p["offset"]:p["offset"] + p["rows"] * p["cols"]].copy())
+            t = t.reshape(p["rows"], p["cols"])
+            if p["hf_transposed"]:  # GPT-2 Conv1D stores [in, out]; scalebench [out, in]
+                t = t.t()
+            target = named[p["name"]]
+            if target.dim() == 1:
+                t = t.reshape(-1)
+            if tuple(t.shape) != tuple(target.shape):
+                sys.exit(f"{p['name']}: exported shape {tuple(t.shape)}, HF wants {tuple(target.shape)}")
+            target.copy_(t)
+
+
+def step(model, ids, labels, vocab, device, bf16):
+    model.zero_grad(set_to_none=True)
+    ids_t = torch.from_numpy(ids.astype(np.int64)).to(device)
+    labels_t = torch.from_numpy(labels.astype(np.int64)).to(device)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=ids_t).logits
+    # The mean over labelled positions only (label -1 elsewhere), as scalebench's loss.
+    loss = F.cross_entropy(logits.float().reshape(-1, vocab), labels_t.reshape(-1), ignore_index=-1)
+    loss.backward()
+    norms = {n: (p.grad.double().norm().item() if p.grad is not None else 0.0) for n, p in model.named_parameters()}
+    return loss.item(), norms
+
+
+def rel(a, b):
+    if a == b:
+        return 0.0
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", help="the --dir of scalebench_export_step")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--json", help="also write the table as JSON here (for results/)")
+    args = ap.parse_args()
+    meta, exported, flat, ids, labels = load(args.folder)
+    precision = exported["precision"]
+    loss_tol, grad_tol = TOLERANCES[precision]
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+    model = build_model(meta["model"]).to(args.device)
+    copy_params(model, meta, flat)
+    model.train()  # dropout is 0 anyway; train() as a training step would
+    vocab = meta["model"]["vocab"]
+    loss32, norms32 = step(model, ids, labels, vocab, args.device, bf16=False)
+    loss16, norms16 = step(model, ids, labels, vocab, args.device, bf16=True)
+    ref_loss, ref_norms = (loss16, norms16) if precision in ("bf16", "fp16") else (loss32, norms32)
+
+    rows = []
+    ok = True
+    print(f"scalebench {exported['backend']} {precision} vs torch {torch.__version__} on {args.device} "
+          f"({'bf16 autocast' if ref_norms is norms16 else 'fp32'}); {meta['model']['arch']}, "
+          f"{meta['num_params']} parameters, batch {exported['batch']} x {exported['seq_len']}")
+    print(f"tolerance: loss {loss_tol:g}, gradient norms {grad_tol:g} (relative)")
+    header = f"{'quantity':64} {'scalebench':>13} {'torch':>13} {'rel.err':>9} {'torch bf16/fp32':>16}  ok"
+    print(header)
+    print("-" * len(header))
+
+    def row(name, ours, theirs, bf16_vs_fp32, tol):
+        nonlocal ok
+        e = rel(ours, theirs)
+        passed = math.isfinite(ours) and e <= tol
+        ok = ok and passed
+        rows.append({"quantity": name, "scalebench": ours, "torch": theirs, "rel_err": e,
+                     "torch_bf16_vs_fp32": bf16_vs_fp32, "tolerance": tol, "passed": passed})
+        print(f"{name:64} {ours:13.6g} {theirs:13.6g} {e:9.2e} {bf16_vs_fp32:16.2e}  {'ok' if passed else 'FAIL'}")
+
+    row("loss", exported["loss"], ref_loss, rel(loss16, loss32), loss_tol)
+    for p in meta["params"]:
+        n = p["name"]
+        row(f"grad_norm {n}", exported["grad_norms"][n], ref_norms[n], rel(norms16[n], norms32[n]), grad_tol)
+    worst = max(rows, key=lambda r: r["rel_err"])
+    print(f"{sum(r['passed'] for r in rows)}/{len(rows)} within tolerance; largest error {worst['rel_err']:.2e} "
+          f"({worst['quantity']}): {'PASS' if ok else 'FAIL'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"export": exported["config"], "backend": exported["backend"], "precision": precision,
+                       "torch": torch.__version__, "device": args.device,
+                       "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                       "passed": ok, "rows": rows}, f, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
