@@ -63,6 +63,7 @@ MPI_Datatype mpi_type(DType dtype) {
             static const MPI_Datatype bfloat16 = make_16bit_type("scalebench_bfloat16");
             return bfloat16;
         }
+        case DType::i32: return MPI_INT32_T;
     }
     throw UserError(fmt::format("the MPI communicator has no datatype for {}", dtype_name(dtype)));
 }

@@ -25,6 +25,7 @@ ncclDataType_t nccl_type(DType dtype) {
         case DType::f32: return ncclFloat32;
         case DType::bf16: return ncclBfloat16;
         case DType::f16: return ncclFloat16;
+        case DType::i32: return ncclInt32;
     }
     return ncclFloat32;
 }

@@ -42,6 +42,7 @@ uint64_t exact_integer_limit(DType dtype) {
         case DType::f32: return uint64_t{1} << 24;
         case DType::f16: return uint64_t{1} << 11;
         case DType::bf16: return uint64_t{1} << 8;
+        case DType::i32: break;  // not a sweep dtype (parse_comm_dtype)
     }
     return 1;
 }
@@ -52,6 +53,7 @@ double dtype_epsilon(DType dtype) {
         case DType::f32: return std::ldexp(1.0, -23);
         case DType::f16: return std::ldexp(1.0, -10);
         case DType::bf16: return std::ldexp(1.0, -7);
+        case DType::i32: break;  // not a sweep dtype
     }
     return 1;
 }
@@ -145,6 +147,7 @@ const char* nccl_type_name(DType dtype) {
         case DType::f32: return "float";
         case DType::f16: return "half";
         case DType::bf16: return "bfloat16";
+        case DType::i32: return "int32";
     }
     return "unknown";
 }

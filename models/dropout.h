@@ -20,6 +20,12 @@ SB_HOST_DEVICE uint64_t dropout_hash(uint64_t seed, uint64_t index) {
     return z ^ (z >> 31);
 }
 
+// The seed a dropout call made with `seed` draws with after `generation` advances of
+// the dropout generation (Ops::advance_dropout_generation); generation 0 keeps the seed.
+SB_HOST_DEVICE uint64_t dropout_seed_at(uint64_t seed, uint64_t generation) {
+    return generation == 0 ? seed : dropout_hash(seed, generation);
+}
+
 // True when element `index` survives dropout with probability p (0 <= p < 1).
 SB_HOST_DEVICE bool dropout_keep(uint64_t seed, uint64_t index, float p) {
     const uint32_t r = static_cast<uint32_t>(dropout_hash(seed, index) >> 32);

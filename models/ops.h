@@ -49,7 +49,7 @@ struct OptimizerConfig {
 
 class Ops {
 protected:
-    // Transformer ops a backend does not (yet) implement fail loudly by name.
+    // A capability a backend lacks (graphs on the CPU) fails loudly by name.
     [[noreturn]] void missing_op(const char* op) const;
 
 public:
@@ -91,36 +91,38 @@ public:
     // gamma/beta/bias are fp32 views of the master parameters; gradients of parameters are
     // fp32 and overwritten unless the name says accumulate.
     // out = a + b (same shape and dtype; out may alias a or b).
-    virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) { missing_op(__func__); }
+    virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
     // Row-wise LayerNorm over cols: out = (x - mean) * rstd * gamma + beta, rstd =
     // 1/sqrt(var + eps) (biased variance, as torch). mean and rstd (fp32, one per row) are
     // saved for the backward. out must not alias x.
     virtual void layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
-                                   const Tensor& out, float* mean, float* rstd) { missing_op(__func__); }
+                                   const Tensor& out, float* mean, float* rstd) = 0;
     // grad_x = dLN/dx^T grad_out; grad_gamma/grad_beta are overwritten (fp32, length cols).
     // grad_x may alias grad_out.
     virtual void layernorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma,
                                     const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
-                                    float* grad_beta) { missing_op(__func__); }
+                                    float* grad_beta) = 0;
     // out[i, :] = table[ids[i], :] (out.rows ids, backend int32, each in [0, table.rows));
     // with accumulate, out[i, :] += table[ids[i], :]. table and out share a dtype.
     virtual void embedding_forward(const int32_t* ids, const Tensor& table, const Tensor& out,
-                                   bool accumulate) { missing_op(__func__); }
+                                   bool accumulate) = 0;
     // grad_table[ids[i], :] += grad_out[i, :] (fp32 accumulate, rows x cols of the table;
     // the caller zeroes or pre-fills it).
     virtual void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
-                                    int64_t table_rows) { missing_op(__func__); }
+                                    int64_t table_rows) = 0;
     // Inverted dropout with a counter-based mask, the same on every backend: element i is
-    // kept when dropout_keep(seed, i, p) (models/dropout.h), then scaled by 1/(1-p).
-    // The backward is the same call on the gradient with the same seed. out may alias in.
-    virtual void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) { missing_op(__func__); }
+    // kept when dropout_keep(dropout_seed_at(seed, g), i, p) (models/dropout.h), g the
+    // dropout generation, then scaled by 1/(1-p). The backward is the same call on the
+    // gradient with the same seed in the same generation. out may alias in.
+    virtual void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) = 0;
 
     // Multi-head scaled dot-product attention over a packed projection.
     // qkv: (batch*seq) x (3*heads*head_dim), each row [q | k | v], each of those
     // [head0 | head1 | ...] (the layout of one fused QKV Linear); out: (batch*seq) x
     // (heads*head_dim), heads concatenated as the output projection expects.
     // P = softmax(Q K^T / sqrt(head_dim) (+ causal mask)), dropout(P, dropout_p, seed)
-    // as dropout() defines it over the batch x heads x seq x seq index, out = P V.
+    // as dropout() defines it (generation included) over the batch x heads x seq x seq
+    // index, out = P V.
     // `saved` holds attention_saved_bytes() of backend memory that the forward fills and
     // the backward reads (what is in it is the backend's business).
     struct AttentionShape {
@@ -128,13 +130,18 @@ public:
         bool causal = false;
         float dropout_p = 0.0f;
     };
-    virtual size_t attention_saved_bytes(const AttentionShape& shape) const { missing_op(__func__); }
+    virtual size_t attention_saved_bytes(const AttentionShape& shape) const = 0;
     virtual void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
-                                   uint64_t seed) { missing_op(__func__); }
+                                   uint64_t seed) = 0;
     // grad_qkv (same layout as qkv) from grad_out; qkv/out/saved as the forward left them.
     virtual void attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out,
                                     const void* saved, const Tensor& grad_out, const Tensor& grad_qkv,
-                                    uint64_t seed) { missing_op(__func__); }
+                                    uint64_t seed) = 0;
+
+    // Advances the dropout generation by one, so every later dropout and attention mask is
+    // a new draw. A model advances it once per step. On CUDA the count lives on the device
+    // and the advance is a kernel, so a step replayed from a CUDA graph draws new masks too.
+    virtual void advance_dropout_generation() = 0;
 
     // ---- optimizer over flat fp32 buffers of n elements. When weights_copy.data is set,
     // the updated parameters are also written to it in its dtype (the compute copy).

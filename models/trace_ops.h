@@ -61,6 +61,7 @@ public:
     void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
                             int64_t table_rows) override;
     void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override;
+    void advance_dropout_generation() override {}  // a one-thread kernel: no cost worth modelling
     size_t attention_saved_bytes(const AttentionShape& shape) const override;
     void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
                            uint64_t seed) override;

@@ -202,7 +202,7 @@ Tensor Transformer::grad_matrix(int index, int64_t rows) const {
 }
 
 uint64_t Transformer::dropout_seed(int layer, int site) const {
-    return mix_seed(dropout_seed_, static_cast<uint64_t>(step_), static_cast<uint64_t>(layer) * 8 + site);
+    return mix_seed(dropout_seed_, static_cast<uint64_t>(layer) * 8 + site);
 }
 
 void Transformer::report(GradientSink* sink, int first, int count) const {
@@ -229,7 +229,7 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
                    " int32 token ids; got " + std::to_string(inputs.rows) + "x" + std::to_string(inputs.cols) + " " +
                    dtype_name(inputs.dtype));
     const auto* ids = static_cast<const int32_t*>(inputs.data);
-    ++step_;
+    ops_.advance_dropout_generation();  // new masks every step (on CUDA also in a replayed graph)
     const Tensor logits = act(logits_, shape_.vocab);
     if (shape_.arch == TransformerArch::bert) {
         forward_bert(ids);

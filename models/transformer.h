@@ -35,7 +35,8 @@ struct TransformerShape {
 class Transformer final : public Model {
 public:
     // Throws UserError on a shape that cannot be built (hidden % heads, seq_len > max_positions, ...).
-    // dropout_seed keys every dropout mask together with the step, layer and site.
+    // dropout_seed keys every dropout mask together with the layer and site; the backend's
+    // dropout generation, advanced once per forward_backward, makes each step's masks new.
     Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropout_seed);
 
     std::string name() const override { return shape_.arch == TransformerArch::bert ? "bert" : "gpt2"; }
@@ -103,7 +104,6 @@ private:
     FlatBuffers buffers_;
     int batch_ = 0;
     int64_t rows_ = 0;  // batch * seq_len tokens
-    int64_t step_ = 0;  // forward_backward calls so far: keys the dropout masks
     DeviceBuffer position_ids_, zero_ids_;  // int32 per token
     DeviceBuffer emb_sum_, emb_mean_, emb_rstd_;
     std::vector<DeviceBuffer> resid_;  // layer inputs: resid_[l] feeds layer l, resid_[L] the head

@@ -41,7 +41,7 @@ uint64_t checksum_bytes(const void* data, size_t bytes) {
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
     : cfg_(cfg), ops_(ops), comm_(comm) {
     local_batch_ = per_rank_batch(cfg, comm.size());
-    model_ = create_model(cfg, ops);
+    model_ = create_model(cfg, ops, comm.rank());
     const size_t n = model_->num_params();
     const DType dtype = compute_dtype(ops.precision());
 

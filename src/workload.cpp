@@ -12,9 +12,10 @@ namespace {
 constexpr uint64_t kDropoutStream = 0xD20F;  // dropout masks: a stream apart from weights and data
 }
 
-std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops) {
+std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) {
     if (cfg.model == "transformer")
-        return std::make_unique<Transformer>(ops, cfg.transformer.shape, mix_seed(cfg.seed, kDropoutStream));
+        return std::make_unique<Transformer>(ops, cfg.transformer.shape,
+                                             mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)));
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);
 }

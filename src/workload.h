@@ -13,7 +13,9 @@
 
 namespace sb {
 
-std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops);
+// `rank` keys the dropout masks, so ranks drop different elements of their own samples (as
+// DDP's processes, each with its own RNG, do); the weights are the same on every rank.
+std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank = 0);
 
 // Tokens one sample holds (seq_len for a transformer, 1 otherwise): tokens/s in the records.
 int tokens_per_sample(const TrainConfig& cfg);

@@ -492,6 +492,7 @@ void CpuOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed
         return;
     }
     const float scale = 1.0f / (1.0f - p);
+    seed = dropout_seed_at(seed, dropout_generation_);
     for (int64_t i = 0; i < n; ++i) y[i] = dropout_keep(seed, static_cast<uint64_t>(i), p) ? x[i] * scale : 0.0f;
 }
 
@@ -525,6 +526,7 @@ size_t CpuOps::attention_saved_bytes(const AttentionShape& s) const {
 void CpuOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void* saved,
                                uint64_t seed) {
     check_attention(s, qkv, out, "attention_forward");
+    seed = dropout_seed_at(seed, dropout_generation_);
     const int64_t width = static_cast<int64_t>(s.heads) * s.head_dim, ld = 3 * width;
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
     const float keep_scale = 1.0f / (1.0f - s.dropout_p);
@@ -568,6 +570,7 @@ void CpuOps::attention_backward(const AttentionShape& s, const Tensor& qkv, cons
                                 const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) {
     check_attention(s, qkv, out, "attention_backward");
     check_attention(s, grad_qkv, grad_out, "attention_backward");
+    seed = dropout_seed_at(seed, dropout_generation_);
     const int64_t width = static_cast<int64_t>(s.heads) * s.head_dim, ld = 3 * width;
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
     const float keep_scale = 1.0f / (1.0f - s.dropout_p);

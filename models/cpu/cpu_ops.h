@@ -45,6 +45,7 @@ public:
     void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
                             int64_t table_rows) override;
     void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override;
+    void advance_dropout_generation() override { ++dropout_generation_; }
     // saved: P, the post-softmax probabilities before dropout (batch x heads x seq x seq fp32).
     size_t attention_saved_bytes(const AttentionShape& shape) const override;
     void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
@@ -69,6 +70,7 @@ private:
     std::array<Clock::time_point, kMaxMarkers> markers_{};
     std::array<bool, kMaxMarkers> marker_set_{};
     std::vector<float> pack_a_, pack_b_;  // GEMM packing scratch, reused across calls
+    uint64_t dropout_generation_ = 0;
 };
 
 }  // namespace sb

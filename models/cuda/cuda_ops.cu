@@ -141,6 +141,7 @@ struct CudaOps::Impl {
         if (workspace) SB_WARN_CUDA(cudaFree(workspace));
         if (scratch) SB_WARN_CUDA(cudaFree(scratch));
         if (flag_device) SB_WARN_CUDA(cudaFree(flag_device));
+        if (ctx.dropout_generation) SB_WARN_CUDA(cudaFree(ctx.dropout_generation));
         if (flag_host) SB_WARN_CUDA(cudaFreeHost(flag_host));
         if (ctx.stream) SB_WARN_CUDA(cudaStreamDestroy(ctx.stream));
     }
@@ -329,6 +330,8 @@ CudaOps::CudaOps(Precision precision, int device) : impl_(std::make_unique<Impl>
     for (cudaEvent_t& e : impl_->events) SB_CHECK_CUDA(cudaEventCreate(&e));
     SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->flag_device), sizeof(int)));
     SB_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&impl_->flag_host), sizeof(int)));
+    SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->ctx.dropout_generation), sizeof(uint64_t)));
+    SB_CHECK_CUDA(cudaMemset(impl_->ctx.dropout_generation, 0, sizeof(uint64_t)));
 }
 
 CudaOps::~CudaOps() = default;
@@ -478,6 +481,8 @@ void CudaOps::embedding_backward(const int32_t* ids, const Tensor& grad_out, flo
     kernels::embedding_backward(impl_->ctx, grad_out.dtype, ids, grad_out.data, grad_out.rows, grad_out.cols,
                                 grad_table, table_rows);
 }
+
+void CudaOps::advance_dropout_generation() { kernels::increment(impl_->ctx, impl_->ctx.dropout_generation); }
 
 void CudaOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) {
     SB_REQUIRE(in.numel() == out.numel() && in.dtype == out.dtype, "dropout: in and out differ");

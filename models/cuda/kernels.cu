@@ -109,6 +109,13 @@ template <class T> __global__ void fill_kernel(T* out, size_t n, size_t n_vec, f
     for (size_t i = n_vec * kVec + tid; i < n; i += stride) out[i] = x;
 }
 
+__global__ void increment_kernel(uint64_t* counter) { ++*counter; }
+
+void increment(const Context& ctx, uint64_t* counter) {
+    increment_kernel<<<1, 1, 0, ctx.stream>>>(counter);
+    SB_CHECK_LAUNCH();
+}
+
 void fill(const Context& ctx, void* data, DType dtype, size_t n, float value) {
     if (n == 0) return;
     dispatch(dtype, [&](auto tag) {

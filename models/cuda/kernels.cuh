@@ -15,7 +15,11 @@ namespace sb::kernels {
 struct Context {
     cudaStream_t stream = nullptr;
     int sm_count = 1;  // sizes grid-stride grids
+    uint64_t* dropout_generation = nullptr;  // device counter (Ops::advance_dropout_generation)
 };
+
+// ++*counter on the stream: a graph node when captured, so each replay advances it.
+void increment(const Context& ctx, uint64_t* counter);
 
 void fill(const Context& ctx, void* data, DType dtype, size_t n, float value);
 void cast(const Context& ctx, const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);

@@ -336,12 +336,14 @@ void embedding_backward(const Context& ctx, DType dtype, const int32_t* ids, con
     });
 }
 
-// ---- dropout: out[i] = keep(seed, i) ? in[i] / (1 - p) : 0, the mask of models/dropout.h
+// ---- dropout: out[i] = keep(seed at the generation, i) ? in[i] / (1 - p) : 0, the mask of models/dropout.h
 // recomputed from the element index (nothing stored). 8-element vectors, scalar tail; a
 // thread reads each vector before writing it, so out may alias in.
 
 template <class T>
-__global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, float p, float scale, uint64_t seed) {
+__global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, float p, float scale, uint64_t seed,
+                               const uint64_t* generation) {
+    seed = dropout_seed_at(seed, *generation);
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const Vec<T>* in_v = reinterpret_cast<const Vec<T>*>(in);
@@ -371,7 +373,7 @@ void dropout(const Context& ctx, DType dtype, const void* in, void* out, size_t 
         using T = decltype(tag);
         const size_t n_vec = vec_aligned<T>(in) && vec_aligned<T>(out) ? n / kVec : 0;
         dropout_kernel<T><<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0, ctx.stream>>>(
-            static_cast<const T*>(in), static_cast<T*>(out), n, n_vec, p, scale, seed);
+            static_cast<const T*>(in), static_cast<T*>(out), n, n_vec, p, scale, seed, ctx.dropout_generation);
         SB_CHECK_LAUNCH();
     });
 }
@@ -457,7 +459,9 @@ unsigned sub_row_grid(const Context& ctx, int64_t rows, int lanes) {
 // row * seq + j.
 template <class T, int V, int kLanes>
 __global__ void attention_softmax_forward_kernel(T* scores, T* pdrop, int64_t rows, int seq, bool causal,
-                                                 float p_drop, float inv_keep, uint64_t seed) {
+                                                 float p_drop, float inv_keep, uint64_t seed,
+                                                 const uint64_t* generation) {
+    seed = dropout_seed_at(seed, *generation);
     using VT = VecN<T, V>;
     constexpr int kRowsPerWarp = 32 / kLanes;
     const int lane = threadIdx.x & (kLanes - 1);
@@ -525,7 +529,7 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
                 attention_softmax_forward_kernel<T, V, decltype(l)::value>
                     <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
                         static_cast<T*>(scores), static_cast<T*>(pdrop), rows, seq, causal, p_drop,
-                        1.0f / (1.0f - p_drop), seed);
+                        1.0f / (1.0f - p_drop), seed, ctx.dropout_generation);
                 SB_CHECK_LAUNCH();
             });
         });
@@ -537,7 +541,9 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
 // entries have P = 0, so dS = 0 there.
 template <class T, int V, int kLanes>
 __global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T* __restrict__ grad, int64_t rows,
-                                                  int seq, float p_drop, float inv_keep, uint64_t seed) {
+                                                  int seq, float p_drop, float inv_keep, uint64_t seed,
+                                                  const uint64_t* generation) {
+    seed = dropout_seed_at(seed, *generation);
     using VT = VecN<T, V>;
     constexpr int kRowsPerWarp = 32 / kLanes;
     const int lane = threadIdx.x & (kLanes - 1);
@@ -586,7 +592,7 @@ void attention_softmax_backward(const Context& ctx, DType dtype, const void* pro
                 attention_softmax_backward_kernel<T, V, decltype(l)::value>
                     <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
                         static_cast<const T*>(probs), static_cast<T*>(grad), rows, seq, p_drop,
-                        1.0f / (1.0f - p_drop), seed);
+                        1.0f / (1.0f - p_drop), seed, ctx.dropout_generation);
                 SB_CHECK_LAUNCH();
             });
         });

@@ -216,6 +216,31 @@ TEST_F(TransformerOpsTest, EmbeddingBackwardAddsRepeatedIdsInFp32) {
 
 // ---------------------------------------------------------------------------- dropout
 
+// The generation counter lives on the device; both backends advance it the same way.
+TEST_F(TransformerOpsTest, DropoutGenerationAdvancesAsOnTheCpu) {
+    const int64_t n = 4099;
+    const float p = 0.25f;
+    const uint64_t seed = rng_();
+    std::vector<float> x = values(static_cast<size_t>(n));  // never 0
+    GpuArray gin(*gpu_, DType::f32, 1, n, 0), gout(*gpu_, DType::f32, 1, n, 0);
+    gin.set(x);
+    gpu_->dropout(gin.tensor, gout.tensor, p, seed);
+    const std::vector<float> first = gout.get();
+    for (int g = 0; g < 3; ++g) {
+        gpu_->advance_dropout_generation();
+        cpu_.advance_dropout_generation();
+    }
+    gpu_->dropout(gin.tensor, gout.tensor, p, seed);
+    const std::vector<float> got = gout.get();
+    std::vector<float> ref(x.size());
+    cpu_.dropout(host_view(x, 1, n), host_view(ref, 1, n), p, seed);
+    EXPECT_EQ(got, ref);
+    EXPECT_NE(got, first) << "a new generation draws a new mask";
+    size_t wrong = 0;
+    for (size_t i = 0; i < got.size(); ++i) wrong += dropout_keep(dropout_seed_at(seed, 3), i, p) != (got[i] != 0.0f);
+    EXPECT_EQ(wrong, 0u);
+}
+
 TEST_F(TransformerOpsTest, DropoutMaskIsTheSharedCounterHashAndMatchesCpu) {
     for (DType dtype : kDTypes)
         for (int64_t n : {1, 1027, (1 << 20) + 3})

@@ -153,8 +153,8 @@ TEST(Transformer, InitFollowsHuggingFace) {
     }
 }
 
-// A tiny model on the CPU with its own flat buffers; every loss() builds a fresh model so
-// the dropout masks (keyed by step 1) are the same in every evaluation.
+// A tiny model on the CPU with its own flat buffers; every run() builds a fresh model on a
+// fresh backend, so the dropout masks (generation 1) are the same in every evaluation.
 struct Tiny {
     TransformerShape shape;
     int batch = 2;
@@ -188,6 +188,7 @@ struct Tiny {
     }
 
     float run(GradientSink* sink = nullptr) {
+        CpuOps ops;
         Transformer m(ops, shape, 99);
         m.bind(FlatBuffers{params.data(), params.data(), grads.data()}, batch);
         float loss = 0;

@@ -181,6 +181,13 @@ TEST(TransformerOps, DropoutKeepsTheCounterMaskAndScales) {
     EXPECT_NE(other, y);
     ops.dropout(view(x, 100, 200), view(same, 100, 200), 0.0f, 77);
     EXPECT_EQ(same, x);
+    // The next generation (the next step) draws a new mask from the same seed.
+    std::vector<float> next(n);
+    ops.advance_dropout_generation();
+    ops.dropout(view(x, 100, 200), view(next, 100, 200), p, 77);
+    EXPECT_NE(next, y);
+    for (int i = 0; i < n; ++i)
+        EXPECT_EQ(next[i] != 0.0f, dropout_keep(dropout_seed_at(77, 1), static_cast<uint64_t>(i), p)) << i;
 }
 
 // Attention straight from the definition, in double, with the dropout mask drawn per
