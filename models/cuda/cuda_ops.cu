@@ -571,9 +571,9 @@ void CudaOps::attention_forward(const AttentionShape& shape, const Tensor& qkv, 
     kernels::attention_permute(impl_->ctx, dt, out.data, &ctx_heads, 1, B, S, H, D, false);
 }
 
-// dO to heads; dP' = dO V^T and dV = P'^T dO (P' the dropped P); dS from the fused
-// softmax/dropout backward; dQ = dS K / sqrt(d) and dK = dS^T Q / sqrt(d); dQ, dK, dV
-// permuted back into the packed layout of grad_qkv.
+// dO to heads; dP' = dO V^T (fp32, see attention_softmax_backward) and dV = P'^T dO (P'
+// the dropped P); dS from the fused softmax/dropout backward; dQ = dS K / sqrt(d) and
+// dK = dS^T Q / sqrt(d); dQ, dK, dV permuted back into the packed layout of grad_qkv.
 void CudaOps::attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out,
                                  const void* saved, const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) {
     const DType dt = compute_dtype(impl_->precision);
@@ -589,19 +589,23 @@ void CudaOps::attention_backward(const AttentionShape& shape, const Tensor& qkv,
     const Tensor q = at(sv, l.q, dt, S, D), k = at(sv, l.k, dt, S, D), v = at(sv, l.v, dt, S, D);
     const Tensor p = at(sv, l.p, dt, S, S), pdrop = drop ? at(sv, l.pdrop, dt, S, S) : p;
 
-    // Scratch: dO, dQ, dK, dV (head arrays) and dS (a probability array), same layout rules.
+    // Scratch: dO, dQ, dK, dV (head arrays), dS and the fp32 dP' (probability arrays; dP'
+    // shares dS's array in fp32), same layout rules.
     const size_t head_bytes = round256(static_cast<size_t>(l.head_elems) * dtype_size(dt));
     const size_t prob_bytes = round256(static_cast<size_t>(l.prob_elems) * dtype_size(dt));
-    void* scratch = impl_->scratch_space(4 * head_bytes + prob_bytes);
+    const size_t dp_bytes = dt == DType::f32 ? 0 : round256(static_cast<size_t>(l.prob_elems) * sizeof(float));
+    void* scratch = impl_->scratch_space(4 * head_bytes + prob_bytes + dp_bytes);
     const Tensor d_o = at(scratch, 0, dt, S, D), dq = at(scratch, head_bytes, dt, S, D);
     const Tensor dk = at(scratch, 2 * head_bytes, dt, S, D), dv = at(scratch, 3 * head_bytes, dt, S, D);
     const Tensor ds = at(scratch, 4 * head_bytes, dt, S, S);
+    const Tensor dp = dt == DType::f32 ? ds : at(scratch, 4 * head_bytes + prob_bytes, DType::f32, S, S);
 
     void* d_o_heads = d_o.data;
     kernels::attention_permute(impl_->ctx, dt, grad_out.data, &d_o_heads, 1, B, S, H, D, true);
-    impl_->matmul(false, true, 1.0f, d_o, v, 0.0f, ds, nullptr, bh, sd, sd, ss);
+    impl_->matmul(false, true, 1.0f, d_o, v, 0.0f, dp, nullptr, bh, sd, sd, ss);
     impl_->matmul(true, false, 1.0f, pdrop, d_o, 0.0f, dv, nullptr, bh, ss, sd, sd);
-    kernels::attention_softmax_backward(impl_->ctx, dt, p.data, ds.data, bh * S, S, shape.dropout_p, seed);
+    kernels::attention_softmax_backward(impl_->ctx, dt, p.data, static_cast<const float*>(dp.data), ds.data, bh * S,
+                                        S, shape.dropout_p, seed);
     impl_->matmul(false, false, scale, ds, k, 0.0f, dq, nullptr, bh, ss, sd, sd);
     impl_->matmul(true, false, scale, ds, q, 0.0f, dk, nullptr, bh, ss, sd, sd);
     void* grads[3] = {dq.data, dk.data, dv.data};

@@ -88,10 +88,10 @@ void attention_permute(const Context& ctx, DType dtype, void* rows, void* const*
 // fp32, P written over the scores; with p_drop > 0 the dropped, rescaled P also to pdrop.
 void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, void* pdrop, int64_t rows, int seq,
                                bool causal, float p_drop, uint64_t seed);
-// dS = P * (dP - rowsum(P * dP)) with dP = dropout_backward(grad_pdrop), written over
-// grad_pdrop.
-void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, void* grad, int64_t rows,
-                                int seq, float p_drop, uint64_t seed);
+// ds = P * (dP - rowsum(P * dP)) in dtype, with dP = dropout_backward(dprobs) and dprobs
+// the fp32 gradient of the dropped P (ds may alias dprobs when dtype is f32).
+void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, const float* dprobs, void* ds,
+                                int64_t rows, int seq, float p_drop, uint64_t seed);
 
 // buf = mu * buf + (g + wd * p); p -= lr * buf (plain SGD when momentum is null).
 // copy (may be null) receives the updated p in copy_dtype.

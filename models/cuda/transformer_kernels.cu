@@ -536,15 +536,19 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
     });
 }
 
-// Backward, fused with dropout's: dP = mask * grad / (1 - p) (the mask recomputed), pass 1
-// the row sum of P * dP, pass 2 dS = P * (dP - sum) written over grad. Masked (causal)
-// entries have P = 0, so dS = 0 there.
+// Backward, fused with dropout's: dP = mask * dP' / (1 - p) (the mask recomputed) from the
+// fp32 dP' of the GEMM, pass 1 the row sum of P * dP, pass 2 dS = P * (dP - sum) in the
+// compute dtype. dP' stays fp32 because dS is a small difference of large terms: rounded
+// to bf16 first, the query and key gradients of deep layers lost most of their digits
+// (seen against PyTorch on bert-base). Masked (causal) entries have P = 0, so dS = 0
+// there. ds may alias dprobs when T is float (each element is read before it is written).
 template <class T, int V, int kLanes>
-__global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T* __restrict__ grad, int64_t rows,
-                                                  int seq, float p_drop, float inv_keep, uint64_t seed,
+__global__ void attention_softmax_backward_kernel(const T* probs, const float* dprobs, T* ds, int64_t rows, int seq,
+                                                  float p_drop, float inv_keep, uint64_t seed,
                                                   const uint64_t* generation) {
     seed = dropout_seed_at(seed, *generation);
     using VT = VecN<T, V>;
+    using VF = VecN<float, V>;
     constexpr int kRowsPerWarp = 32 / kLanes;
     const int lane = threadIdx.x & (kLanes - 1);
     const bool drop = p_drop > 0.0f;
@@ -553,7 +557,8 @@ __global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T
         const bool active = row < rows;
         const int nv = active ? seq / V : 0;
         const VT* pr = reinterpret_cast<const VT*>(probs + row * seq);
-        VT* gr = reinterpret_cast<VT*>(grad + row * seq);
+        const VF* gr = reinterpret_cast<const VF*>(dprobs + row * seq);
+        VT* sr = reinterpret_cast<VT*>(ds + row * seq);
         const uint64_t first = static_cast<uint64_t>(row) * seq;
         auto dp_of = [&](float g, int j) {
             if (!drop) return g;
@@ -561,37 +566,39 @@ __global__ void attention_softmax_backward_kernel(const T* __restrict__ probs, T
         };
         float dot = 0.0f;
         for (int k = lane; k < nv; k += kLanes) {
-            const VT a = pr[k], b = gr[k];
+            const VT a = pr[k];
+            const VF b = gr[k];
 #pragma unroll
-            for (int e = 0; e < V; ++e) dot += to_f32(a.v[e]) * dp_of(to_f32(b.v[e]), k * V + e);
+            for (int e = 0; e < V; ++e) dot += to_f32(a.v[e]) * dp_of(b.v[e], k * V + e);
         }
         dot = warp_reduce<SumOp, kLanes>(dot, SumOp{});
         for (int k = lane; k < nv; k += kLanes) {
-            const VT a = pr[k], b = gr[k];
+            const VT a = pr[k];
+            const VF b = gr[k];
             VT r;
 #pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const float p = to_f32(a.v[e]);
-                r.v[e] = from_f32<T>(p * (dp_of(to_f32(b.v[e]), k * V + e) - dot));
-            }
-            gr[k] = r;
+            for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(to_f32(a.v[e]) * (dp_of(b.v[e], k * V + e) - dot));
+            sr[k] = r;
         }
     }
 }
 
-void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, void* grad, int64_t rows,
-                                int seq, float p_drop, uint64_t seed) {
+void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, const float* dprobs, void* ds,
+                                int64_t rows, int seq, float p_drop, uint64_t seed) {
     if (rows <= 0) return;
     SB_REQUIRE(p_drop >= 0.0f && p_drop < 1.0f, "attention: dropout must be in [0, 1)");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(seq, {probs, grad}), [&](auto v) {
+        // The fp32 rows are read V floats at a time: they need V * 4-byte alignment.
+        int vec = row_vec<T>(seq, {probs, ds});
+        if (reinterpret_cast<uintptr_t>(dprobs) % (sizeof(float) * kVec16<T>) != 0) vec = 1;
+        dispatch_vec<T>(vec, [&](auto v) {
             constexpr int V = decltype(v)::value;
             const int lanes = row_lanes(seq / V);
             dispatch_lanes(lanes, [&](auto l) {
                 attention_softmax_backward_kernel<T, V, decltype(l)::value>
                     <<<sub_row_grid(ctx, rows, lanes), kRowWarps * 32, 0, ctx.stream>>>(
-                        static_cast<const T*>(probs), static_cast<T*>(grad), rows, seq, p_drop,
+                        static_cast<const T*>(probs), dprobs, static_cast<T*>(ds), rows, seq, p_drop,
                         1.0f / (1.0f - p_drop), seed, ctx.dropout_generation);
                 SB_CHECK_LAUNCH();
             });

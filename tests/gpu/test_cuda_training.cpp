@@ -220,12 +220,14 @@ TEST(CudaGraphs, TransformerWithDropoutReplaysBitwiseAsEager) {
     cfg.transformer.shape.attention_dropout = 0.1f;
     cfg.precision = Precision::bf16;
     cfg.dataset_batches = 2;
-    CudaOps cuda(Precision::bf16, local_device());
-    NcclCommunicator world(MPI_COMM_WORLD, cuda.stream());
+    // Each trainer on its own backend: the dropout generation is a backend's counter.
+    CudaOps cuda_eager(Precision::bf16, local_device()), cuda_graphed(Precision::bf16, local_device());
+    NcclCommunicator world_eager(MPI_COMM_WORLD, cuda_eager.stream());
+    NcclCommunicator world_graphed(MPI_COMM_WORLD, cuda_graphed.stream());
     cfg.cuda_graphs = false;
-    DataParallelTrainer eager(cfg, cuda, world);
+    DataParallelTrainer eager(cfg, cuda_eager, world_eager);
     cfg.cuda_graphs = true;
-    DataParallelTrainer graphed(cfg, cuda, world);
+    DataParallelTrainer graphed(cfg, cuda_graphed, world_graphed);
     ASSERT_TRUE(graphed.uses_graphs());
     // Eager steps draw masks of generations 1, 2, ...; a replay that froze its masks
     // would part from them at once.
