@@ -540,8 +540,11 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
 // fp32 dP' of the GEMM, pass 1 the row sum of P * dP, pass 2 dS = P * (dP - sum) in the
 // compute dtype. dP' stays fp32 because dS is a small difference of large terms: rounded
 // to bf16 first, the query and key gradients of deep layers lost most of their digits
-// (seen against PyTorch on bert-base). Masked (causal) entries have P = 0, so dS = 0
-// there. ds may alias dprobs when T is float (each element is read before it is written).
+// (seen against PyTorch on bert-base). For the same reason the row sum is taken over the
+// stored P renormalised: P rounded to bf16 sums to 1 + e, and a dP that is nearly the same
+// along the row (c) would leave a spurious dS = -P c e that swamps the true one. Masked
+// (causal) entries have P = 0, so dS = 0 there. ds may alias dprobs when T is float (each
+// element is read before it is written).
 template <class T, int V, int kLanes>
 __global__ void attention_softmax_backward_kernel(const T* probs, const float* dprobs, T* ds, int64_t rows, int seq,
                                                   float p_drop, float inv_keep, uint64_t seed,
@@ -564,14 +567,19 @@ __global__ void attention_softmax_backward_kernel(const T* probs, const float* d
             if (!drop) return g;
             return dropout_keep(seed, first + j, p_drop) ? g * inv_keep : 0.0f;
         };
-        float dot = 0.0f;
+        float dot = 0.0f, psum = 0.0f;
         for (int k = lane; k < nv; k += kLanes) {
             const VT a = pr[k];
             const VF b = gr[k];
 #pragma unroll
-            for (int e = 0; e < V; ++e) dot += to_f32(a.v[e]) * dp_of(b.v[e], k * V + e);
+            for (int e = 0; e < V; ++e) {
+                dot += to_f32(a.v[e]) * dp_of(b.v[e], k * V + e);
+                psum += to_f32(a.v[e]);
+            }
         }
         dot = warp_reduce<SumOp, kLanes>(dot, SumOp{});
+        psum = warp_reduce<SumOp, kLanes>(psum, SumOp{});
+        if (psum > 0.0f) dot /= psum;
         for (int k = lane; k < nv; k += kLanes) {
             const VT a = pr[k];
             const VF b = gr[k];

@@ -212,7 +212,9 @@ TEST(CudaGraphs, ReplayedStepsMatchEagerStepsBitwise) {
 }
 
 // A transformer with dropout: masks change every step also in replayed graphs (the
-// dropout generation advances on the device), so graphs and eager steps still agree bitwise.
+// dropout generation advances on the device), so graphs and eager steps give the same
+// losses. The parameters agree to fp32 rounding, not bitwise: embedding gradients are
+// summed with fp32 atomics, whose order varies from run to run.
 TEST(CudaGraphs, TransformerWithDropoutReplaysBitwiseAsEager) {
     SKIP_WITHOUT_GPU();
     TrainConfig cfg = load_config_file(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-transformer.yaml");
@@ -230,14 +232,14 @@ TEST(CudaGraphs, TransformerWithDropoutReplaysBitwiseAsEager) {
     DataParallelTrainer graphed(cfg, cuda_graphed, world_graphed);
     ASSERT_TRUE(graphed.uses_graphs());
     // Eager steps draw masks of generations 1, 2, ...; a replay that froze its masks
-    // would part from them at once.
+    // would part from them at once (a new mask moves the loss by far more than 1e-4).
+    const std::vector<float> initial = eager.params_host();
     for (int s = 0; s < 7; ++s) {
         eager.step(s);
         graphed.step(s);
-        EXPECT_EQ(graphed.last_loss(), eager.last_loss()) << "step " << s;
+        EXPECT_NEAR(graphed.last_loss(), eager.last_loss(), 1e-4 * eager.last_loss()) << "step " << s;
     }
-    const std::vector<float> a = eager.params_host(), b = graphed.params_host();
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    EXPECT_LE(relative_error(minus(graphed.params_host(), initial), minus(eager.params_host(), initial)), 1e-3);
 }
 
 TEST(CudaGraphs, Fp16LossScalingStaysEager) {
