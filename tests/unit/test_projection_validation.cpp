@@ -1,6 +1,7 @@
 // The projection checked against what was measured and what was published:
-// (1) the committed H200 `train` record of configs/mlp-large.yaml, predicted from the same
-//     folder's gemm and comm records only (nothing of the train record goes in);
+// (1) every measured one-GPU `train` record under results/ (the H200 and H100 runs),
+//     predicted from the same folder's gemm and comm records and other models' train records
+//     (nothing of the predicted model's records goes in);
 // (2) the nccl-tests bus bandwidths of results/published/nccl_allreduce.yaml, predicted from
 //     the hardware profiles; the median error of the entries marked `validation`.
 // (3) the BERT training throughputs of results/published/bert_throughput.yaml on 1-8 GPUs,
@@ -16,6 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "src/config.h"
 #include "src/hardware.h"
@@ -29,45 +33,109 @@ namespace {
 const std::string kSource = SCALEBENCH_SOURCE_DIR;
 
 // The targets: measured step time within 10%, published figures within 15% (median).
-// The H200 bound below is what the model reaches today (see README, Projection): 15%.
+// The measured bound below is what the model reaches today (see README, Projection): 15%.
 constexpr double kMeasuredStepBound = 0.15;
 constexpr double kPublishedMedianBound = 0.15;
 // Absolute BERT throughput misses that target (33% median today, README: Projection); this
 // bound only guards against the model getting worse.
 constexpr double kBertThroughputGuard = 0.40;
 
-TEST(ProjectionValidation, PredictsTheMeasuredH200MlpStep) {
-    const std::string dir = kSource + "/results/h200-20261202/";
-    const ReadResult measured = read_records(dir + "mlp-large.jsonl");
-    ASSERT_EQ(measured.records.size(), 1u);
-    const nlohmann::json& r = measured.records[0];
-    ASSERT_EQ(r["subcommand"], "train");
-    ASSERT_EQ(r["world_size"], 1);
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
 
-    const TrainConfig cfg = load_config_file(kSource + "/configs/mlp-large.yaml");
-    // The record ran this very workload.
-    ASSERT_EQ(r["config"]["mlp"]["hidden"], nlohmann::json(cfg.mlp.hidden));
-    ASSERT_EQ(r["local_batch"], cfg.batch_size);
-    ASSERT_EQ(r["precision"], precision_name(cfg.precision));
+// Every one-GPU `train` record under results/<folder>/ made on a GPU a profile describes,
+// predicted with --calibrate from the same folder's other measurements only: its gemm and
+// comm records, and train records of *other* models (they set the optimizer's bandwidth
+// fraction); never a record of the model being predicted.
+TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
+    std::vector<HardwareProfile> profiles;
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs/hardware"))
+        profiles.push_back(load_hardware_profile(e.path().string()));
+    std::sort(profiles.begin(), profiles.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    auto profile_of = [&](const std::string& gpu) -> const HardwareProfile* {
+        for (const auto& p : profiles)
+            if (p.device_name == gpu) return &p;
+        return nullptr;
+    };
+    auto gpu_of = [](const nlohmann::json& r) {
+        const auto& env = r.value("environment", nlohmann::json::object());
+        return env.contains("gpu") && env["gpu"].is_object() ? env["gpu"].value("name", std::string()) : std::string();
+    };
 
-    const HardwareProfile hw = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
-    ASSERT_EQ(r["environment"]["gpu"]["name"], hw.device_name);
-    const CostModel model(hw, calibrate(hw, {dir + "gemm.jsonl", dir + "comm.jsonl"}));
-    const Projection p = project_workload(cfg, model, {1}, {1}).at(0);
-    EXPECT_EQ(p.record["num_params"], r["num_params"]);
-    EXPECT_DOUBLE_EQ(p.record["model_flops_per_step"].get<double>(), r["model_flops_per_step"].get<double>());
+    std::vector<std::filesystem::path> folders;
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/results"))
+        if (e.is_directory()) folders.push_back(e.path());
+    std::sort(folders.begin(), folders.end());
+    const std::filesystem::path scratch = std::filesystem::temp_directory_path() / "scalebench_validation";
+    std::filesystem::create_directories(scratch);
 
-    struct Phase { const char* key; double predicted; };
-    const Phase phases[] = {{"step_ms", p.step.step_ms}, {"compute_ms", p.step.compute_ms},
-                            {"exposed_comm_ms", p.step.exposed_comm_ms}, {"optimizer_ms", p.step.optimizer_ms}};
-    std::printf("| phase | measured ms (median) | projected ms | error |\n| --- | --- | --- | --- |\n");
-    for (const Phase& ph : phases) {
-        const double m = r[ph.key]["median"].get<double>();
-        std::printf("| %s | %.3f | %.3f | %+.1f%% |\n", ph.key, m, ph.predicted, 100.0 * (ph.predicted - m) / m);
+    std::vector<double> step_errors;
+    std::vector<std::string> notes;
+    std::printf("| run | model, batch, precision, CUDA graphs | step ms measured | projected | error | compute | "
+                "exposed comm | optimizer |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (const auto& folder : folders) {
+        std::vector<std::string> measurement_files;                                // gemm, comm
+        std::vector<std::pair<std::string, nlohmann::json>> train;                 // (file, record)
+        std::vector<std::filesystem::path> files;
+        for (const auto& e : std::filesystem::directory_iterator(folder))
+            if (e.path().extension() == ".jsonl") files.push_back(e.path());
+        std::sort(files.begin(), files.end());
+        for (const auto& f : files) {
+            const ReadResult read = read_records(f.string());
+            bool has_train = false;
+            for (const auto& r : read.records)
+                if (r.value("subcommand", "") == "train") {
+                    has_train = true;
+                    train.emplace_back(f.filename().string(), r);
+                }
+            if (!has_train && !read.records.empty()) measurement_files.push_back(f.string());
+        }
+        for (const auto& [file, r] : train) {
+            const HardwareProfile* hw = profile_of(gpu_of(r));
+            if (!hw || r.value("world_size", 0) != 1) continue;  // CPU runs; multi-GPU runs are not here yet
+            const TrainConfig cfg = config_of_record(r, file);
+            // Calibration: the folder's measurements and the train records of other models.
+            std::vector<std::string> cal_files = measurement_files;
+            const std::string others = (scratch / (folder.filename().string() + "-others.jsonl")).string();
+            std::filesystem::remove(others);
+            for (const auto& [other_file, o] : train)
+                if (gpu_of(o) == hw->device_name && o.value("world_size", 0) == 1 && o["num_params"] != r["num_params"])
+                    append_record(others, o);
+            if (std::filesystem::exists(others)) cal_files.push_back(others);
+            const CostModel model(*hw, calibrate(*hw, cal_files));
+            TrainConfig at_batch = cfg;
+            at_batch.batch_size = r["local_batch"].get<int>();
+            const Projection p = project_workload(at_batch, model, {1}, {1}).at(0);
+            // The trace is the code that ran: same parameters, same FLOPs.
+            EXPECT_EQ(p.record["num_params"], r["num_params"]) << file;
+            EXPECT_DOUBLE_EQ(p.record["model_flops_per_step"].get<double>(), r["model_flops_per_step"].get<double>())
+                << file;
+            auto cell = [&](const char* key, double predicted) {
+                const double m = r[key]["median"].get<double>();
+                return fmt::format("{:.3f} / {:.3f} ({:+.1f}%)", m, predicted, 100.0 * (predicted - m) / m);
+            };
+            const double step = r["step_ms"]["median"].get<double>();
+            const double error = (p.step.step_ms - step) / step;
+            step_errors.push_back(std::abs(error));
+            std::printf("| %s/%s | %s, %d, %s, %s | %.3f | %.3f | %+.1f%% | %s | %s | %s |\n",
+                        folder.filename().string().c_str(), file.c_str(), r["model"].get<std::string>().c_str(),
+                        r["local_batch"].get<int>(), r["precision"].get<std::string>().c_str(),
+                        r["config"].value("cuda_graphs", true) ? "on" : "off", step, p.step.step_ms, 100.0 * error,
+                        cell("compute_ms", p.step.compute_ms).c_str(), cell("exposed_comm_ms", p.step.exposed_comm_ms).c_str(),
+                        cell("optimizer_ms", p.step.optimizer_ms).c_str());
+            for (const auto& n : model.calibration.notes)
+                notes.push_back(folder.filename().string() + "/" + file + ": " + n);
+        }
     }
-    const double step = r["step_ms"]["median"].get<double>();
-    const double error = (p.step.step_ms - step) / step;
-    EXPECT_LT(std::abs(error), kMeasuredStepBound) << "projected " << p.step.step_ms << " ms, measured " << step;
+    for (const auto& n : notes) std::printf("calibration of %s\n", n.c_str());
+    ASSERT_GE(step_errors.size(), 1u) << "no measured one-GPU train record of a profiled GPU under results/";
+    const double median = median_of(step_errors);
+    std::printf("median |step error| of %zu measured runs: %.1f%% (the issue's target: 10%%)\n", step_errors.size(),
+                100.0 * median);
+    EXPECT_LT(median, kMeasuredStepBound);
 }
 
 TEST(ProjectionValidation, PublishedAllReduceBusBandwidths) {
@@ -104,11 +172,6 @@ TEST(ProjectionValidation, PublishedAllReduceBusBandwidths) {
     EXPECT_LT(median, kPublishedMedianBound);
 }
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 TEST(ProjectionValidation, PublishedBertThroughput) {
     const YAML::Node root = YAML::LoadFile(kSource + "/results/published/bert_throughput.yaml");
