@@ -134,6 +134,7 @@ TrainConfig config_of_record(const nlohmann::json& record, const std::string& wh
 namespace {
 
 const char* kPrecisionNames[4] = {"fp32", "tf32", "bf16", "fp16"};
+constexpr double kMinOptimizerMs = 0.5;  // shortest optimizer phase a bandwidth fraction is taken from
 
 std::string record_gpu(const nlohmann::json& r) {
     if (r.contains("gpu") && r["gpu"].is_object() && r["gpu"].contains("name")) return r["gpu"]["name"].get<std::string>();
@@ -185,6 +186,14 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                     const double ms = r["optimizer_ms"]["median"].get<double>() -
                                       hw.kernel_gap_us.value * 1e-3 * static_cast<double>(t.ops.size() - t.optimizer_begin);
                     const double fraction = bytes / (ms * 1e-3) / 1e9 / hw.peak.mem_bw_gbps;
+                    // A step of a few microseconds is launch and tail, not bandwidth: it says
+                    // nothing about a large model's optimizer.
+                    if (ms < kMinOptimizerMs) {
+                        cal.notes.push_back(fmt::format("optimizer step of {} (train record {}: {}) not used: {:.3f} ms "
+                                                        "is too short to be bandwidth-bound (< {} ms)",
+                                                        file, index + 1, t.model, ms, kMinOptimizerMs));
+                        continue;
+                    }
                     optimizer_fractions.push_back(std::min(1.0, fraction));
                     cal.notes.push_back(fmt::format("optimizer step at {:.3f} of memory bandwidth in {} (train record {}: {}, "
                                                     "{:.3f} GB in {:.3f} ms)",

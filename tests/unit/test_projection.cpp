@@ -268,6 +268,19 @@ TEST(Calibration, AOneGpuTrainRecordSetsTheOptimizersBandwidth) {
     const ProjectedStep s = schedule_step(t, calibrated, 1, 1);
     EXPECT_NEAR(s.optimizer_ms, r["optimizer_ms"]["median"].get<double>(), 1e-6);
     EXPECT_DOUBLE_EQ(s.compute_ms, schedule_step(t, plain, 1, 1).compute_ms);
+
+    // A small model's optimizer step (microseconds) is launch and tail: it sets nothing.
+    nlohmann::json small = r;
+    small["config"]["mlp"]["hidden"] = {64};
+    small["config"]["mlp"]["input_dim"] = 64;
+    small["optimizer_ms"]["median"] = 0.012;
+    const std::string small_file = (std::filesystem::temp_directory_path() / "scalebench_small_train.jsonl").string();
+    std::filesystem::remove(small_file);
+    append_record(small_file, small);
+    const Calibration none = calibrate(hw, {small_file});
+    EXPECT_LT(none.optimizer_memory_efficiency, 0);
+    ASSERT_EQ(none.notes.size(), 1u);
+    EXPECT_NE(none.notes[0].find("too short to be bandwidth-bound"), std::string::npos) << none.notes[0];
 }
 
 }  // namespace
