@@ -165,9 +165,7 @@ TEST(ProjectionValidation, PublishedAllReduceBusBandwidths) {
                     e["source"].as<std::string>().c_str());
     }
     ASSERT_GE(errors.size(), 3u);
-    std::sort(errors.begin(), errors.end());
-    const size_t h = errors.size() / 2;
-    const double median = errors.size() % 2 ? errors[h] : 0.5 * (errors[h - 1] + errors[h]);
+    const double median = median_of(errors);
     std::printf("median |error| of %zu validation entries: %.1f%%\n", errors.size(), 100.0 * median);
     EXPECT_LT(median, kPublishedMedianBound);
 }
