@@ -253,6 +253,20 @@ TEST(Calibration, ReadsTheCommittedH200Records) {
     EXPECT_TRUE(none.notes.empty());
 }
 
+TEST(Calibration, ATrainRecordsConfigIsTheWorkloadItRan) {
+    // What the runner writes as a record's "config" reads back as the same workload, for
+    // every preset (the measured-run validation predicts records through it).
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs")) {
+        if (e.path().extension() != ".yaml") continue;
+        const TrainConfig cfg = load_config_file(e.path().string());
+        const TrainConfig back = config_of_record({{"config", to_json(cfg)}}, "record");
+        nlohmann::json a = to_json(cfg), b = to_json(back);
+        a.erase("source");
+        b.erase("source");
+        EXPECT_EQ(a, b) << e.path();
+    }
+}
+
 TEST(Calibration, AOneGpuTrainRecordSetsTheOptimizersBandwidth) {
     // Calibrated from a train record, the model gives that record's optimizer phase back
     // (the fraction is its traced bytes over its measured time); other ops keep theirs.
