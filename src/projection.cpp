@@ -120,11 +120,21 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
     return t;
 }
 
+TrainConfig config_of_record(const nlohmann::json& record, const std::string& where) {
+    nlohmann::json c = record.at("config");
+    c.erase("source");  // where the runner read it from, not a config key
+    if (c.contains("scaling") && c["scaling"].empty()) c.erase("scaling");  // the default, written as []
+    TrainConfig cfg = parse_config(c.dump(), where);
+    validate_config(cfg);
+    return cfg;
+}
+
 // ---------------------------------------------------------------- calibration
 
 namespace {
 
 const char* kPrecisionNames[4] = {"fp32", "tf32", "bf16", "fp16"};
+constexpr double kMinOptimizerMs = 0.5;  // shortest optimizer phase a bandwidth fraction is taken from
 
 std::string record_gpu(const nlohmann::json& r) {
     if (r.contains("gpu") && r["gpu"].is_object() && r["gpu"].contains("name")) return r["gpu"]["name"].get<std::string>();
@@ -147,6 +157,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
     cal.files = files;
     CostModel shape_model(hw);
     std::vector<double> bases[4];
+    std::vector<double> optimizer_fractions;
     for (const auto& file : files) {
         ReadResult read = read_records(file);
         if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
@@ -165,6 +176,28 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                     bases[i].push_back(r["fraction_of_peak"].get<double>() / shape);
                     cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(),
                                          r["fraction_of_peak"].get<double>()});
+                } else if (sub == "train" && r.value("world_size", 0) == 1 && r.contains("optimizer_ms")) {
+                    // The optimizer step is one memory-bound kernel over the flat buffers: its
+                    // measured time against the bytes the trace says it moves.
+                    const TrainConfig cfg = config_of_record(r, fmt::format("{} record {} config", file, index + 1));
+                    const StepTrace t = trace_step(cfg, r["local_batch"].get<int>());
+                    double bytes = 0;
+                    for (size_t i = t.optimizer_begin; i < t.ops.size(); ++i) bytes += t.ops[i].bytes;
+                    const double ms = r["optimizer_ms"]["median"].get<double>() -
+                                      hw.kernel_gap_us.value * 1e-3 * static_cast<double>(t.ops.size() - t.optimizer_begin);
+                    const double fraction = bytes / (ms * 1e-3) / 1e9 / hw.peak.mem_bw_gbps;
+                    // A step of a few microseconds is launch and tail, not bandwidth: it says
+                    // nothing about a large model's optimizer.
+                    if (ms < kMinOptimizerMs) {
+                        cal.notes.push_back(fmt::format("optimizer step of {} (train record {}: {}) not used: {:.3f} ms "
+                                                        "is too short to be bandwidth-bound (< {} ms)",
+                                                        file, index + 1, t.model, ms, kMinOptimizerMs));
+                        continue;
+                    }
+                    optimizer_fractions.push_back(std::min(1.0, fraction));
+                    cal.notes.push_back(fmt::format("optimizer step at {:.3f} of memory bandwidth in {} (train record {}: {}, "
+                                                    "{:.3f} GB in {:.3f} ms)",
+                                                    fraction, file, index + 1, t.model, bytes / 1e9, ms));
                 } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
                            !r["rows"].empty()) {
                     const int world = r.value("world_size", 0);
@@ -201,6 +234,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
         cal.notes.push_back(fmt::format("{} GEMM efficiency at large shapes {:.3f} from {} gemm record(s) in the files",
                                         kPrecisionNames[i], cal.gemm_base[i], bases[i].size()));
     }
+    if (!optimizer_fractions.empty()) cal.optimizer_memory_efficiency = std::min(1.0, median(optimizer_fractions));
     if (cal.collective_alpha_us >= 0)
         cal.notes.push_back(fmt::format("all-reduce call latency {:.2f} us (comm fit alpha)", cal.collective_alpha_us));
     return cal;
@@ -245,8 +279,14 @@ double CostModel::memory_gbps() const {
     return hw.peak.mem_bw_gbps * eff;
 }
 
+double CostModel::optimizer_memory_gbps() const {
+    return calibration.optimizer_memory_efficiency > 0 ? hw.peak.mem_bw_gbps * calibration.optimizer_memory_efficiency
+                                                       : memory_gbps();
+}
+
 double CostModel::op_ms(const TracedOp& op, Precision precision) const {
-    double ms = op.bytes / (memory_gbps() * 1e9) * 1e3;
+    const bool optimizer = op.kind == "adamw_step" || op.kind == "sgd_step";
+    double ms = op.bytes / ((optimizer ? optimizer_memory_gbps() : memory_gbps()) * 1e9) * 1e3;
     if (op.tensor_core && op.flops > 0) {
         const double peak = peak_tflops(precision);
         SB_REQUIRE(peak > 0, fmt::format("{} has no {} rate", hw.peak.name, precision_name(precision)));
@@ -274,6 +314,7 @@ double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
     SB_REQUIRE(g >= 1 && nodes >= 1, "all_reduce_ms: positive sizes");
     const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.link_latency_us.value;
     double us = alpha_us;
+    if (g == 1 && nodes == 1) us += 2.0 * bytes / (memory_gbps() * 1e9) * 1e6;  // NCCL's one-rank reduce kernel
     if (g > 1) {
         // One node: ring all-reduce, 2(g-1) steps. Several: only its reduce-scatter and
         // all-gather run in the node (the same 2(g-1) steps, the same bytes per GPU).
@@ -328,6 +369,7 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         "op time = max(FLOPs / (peak x GEMM efficiency), bytes / (memory bandwidth x memory efficiency)) + kernel gap",
         "GEMM efficiency = large-shape efficiency x wave quantization over 128x128 tiles on the SMs x K fill k/(k+128)",
         "non-GEMM ops are memory-bound: every operand read once, every result written once",
+        "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel)",
         "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
         "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
         "buckets start in order on one comm stream when the op that made their last gradient is done",

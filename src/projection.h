@@ -47,6 +47,9 @@ struct StepTrace {
 // Mirrors DataParallelTrainer::issue_step for `local_batch` rows on one rank.
 StepTrace trace_step(const TrainConfig& cfg, int local_batch);
 
+// The workload a `train` record ran, from its "config" object (validated like a file).
+TrainConfig config_of_record(const nlohmann::json& record, const std::string& where);
+
 // ---- calibration from result records
 struct Calibration {
     std::vector<std::string> files;
@@ -63,12 +66,15 @@ struct Calibration {
     std::vector<MeasuredGemm> gemms;
     std::vector<std::string> notes;   // what was used, and from where
     double memory_efficiency = -1;    // from a single-rank out-of-place all-reduce (a device copy)
+    // The optimizer step's fraction of memory bandwidth, from one-GPU `train` records of the
+    // GPU (their optimizer_ms against the traced step's bytes); < 0 when none was given.
+    double optimizer_memory_efficiency = -1;
     double collective_alpha_us = -1;  // fixed cost of one all-reduce call
     double ring_busbw_gbps = -1;      // large-message busbw of the intra-node fabric, when n > 1 was measured
     int ring_busbw_world = 0;
 };
 
-// Reads `scalebench gemm` and `comm` records; keeps those of hw's GPU.
+// Reads `scalebench gemm`, `comm` and one-GPU `train` records; keeps those of hw's GPU.
 Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>& files);
 
 // ---- cost model
@@ -82,8 +88,11 @@ struct CostModel {
     double gemm_efficiency(const TracedOp& op, Precision precision) const;  // fraction of peak
     double peak_tflops(Precision precision) const;
     double memory_gbps() const;  // achievable
+    double optimizer_memory_gbps() const;  // achievable by the optimizer step (memory_gbps() unless calibrated)
     double op_ms(const TracedOp& op, Precision precision) const;
-    // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms); 0 GPUs apart is the call's fixed cost.
+    // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms). On one GPU it is the
+    // call's fixed cost plus a read and a write of the bytes: NCCL's one-rank path runs its
+    // reduce kernel for the runner's ncclAvg (a scale by 1/1), in place or not.
     double all_reduce_ms(double bytes, int gpus_per_node, int nodes) const;
     double ring_busbw_gbps(int gpus) const;  // intra-node ring of `gpus`, large messages
     // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.

@@ -189,8 +189,10 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     thin.host_mem_bw_gbps.value = 50;
     EXPECT_NEAR(CostModel(thin).ring_busbw_gbps(8), 50.0 / 16, 1e-9);
     EXPECT_LT(staged.all_reduce_busbw_gbps(bytes, 8, 1), p2p.all_reduce_busbw_gbps(bytes, 8, 1));
-    // One GPU: only the call's fixed cost.
-    EXPECT_NEAR(m.all_reduce_ms(bytes, 1, 1), a100.link_latency_us.value * 1e-3, 1e-12);
+    // One GPU: the call's fixed cost and NCCL's one-rank reduce kernel (ncclAvg), a read and
+    // a write of the bytes at the memory bandwidth.
+    EXPECT_NEAR(m.all_reduce_ms(bytes, 1, 1),
+                a100.link_latency_us.value * 1e-3 + 2.0 * bytes / (1555e9 * a100.memory_efficiency.value) * 1e3, 1e-12);
 }
 
 TEST(CostModel, TwoNodesAddTheNetworkPart) {
@@ -228,7 +230,9 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     // A comm stream still busy delays the next bucket: both issued at 1 ms -> 1..3, 3..5.
     t.all_reduces = {{1, bytes_2ms}, {1, bytes_2ms}};
     EXPECT_NEAR(schedule_step(t, m, 2, 1).exposed_comm_ms, 2.0, 1e-9);
-    // One GPU: nothing to wait for but the call's fixed cost (0 here).
+    // One GPU: each bucket is a 0.71 ms read and write of its bytes (1..1.71, 1.71..2.42 ms),
+    // done before backward ends: nothing exposed.
+    EXPECT_NEAR(schedule_step(t, m, 1, 1).allreduce_ms, 2 * 2.0 * bytes_2ms / (m.memory_gbps() * 1e9) * 1e3, 1e-9);
     EXPECT_NEAR(schedule_step(t, m, 1, 1).exposed_comm_ms, 0.0, 1e-9);
 }
 
@@ -247,6 +251,50 @@ TEST(Calibration, ReadsTheCommittedH200Records) {
     // Another GPU's records calibrate nothing.
     const Calibration none = calibrate(profile("a100-sxm4-40gb"), {dir + "gemm.jsonl", dir + "comm.jsonl"});
     EXPECT_TRUE(none.notes.empty());
+}
+
+TEST(Calibration, ATrainRecordsConfigIsTheWorkloadItRan) {
+    // What the runner writes as a record's "config" reads back as the same workload, for
+    // every preset (the measured-run validation predicts records through it).
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs")) {
+        if (e.path().extension() != ".yaml") continue;
+        const TrainConfig cfg = load_config_file(e.path().string());
+        const TrainConfig back = config_of_record({{"config", to_json(cfg)}}, "record");
+        nlohmann::json a = to_json(cfg), b = to_json(back);
+        a.erase("source");
+        b.erase("source");
+        EXPECT_EQ(a, b) << e.path();
+    }
+}
+
+TEST(Calibration, AOneGpuTrainRecordSetsTheOptimizersBandwidth) {
+    // Calibrated from a train record, the model gives that record's optimizer phase back
+    // (the fraction is its traced bytes over its measured time); other ops keep theirs.
+    const HardwareProfile hw = profile("h200-sxm");
+    const std::string file = kSource + "/results/h200-20261202/mlp-large.jsonl";
+    const nlohmann::json r = read_records(file).records.at(0);
+    const Calibration cal = calibrate(hw, {file});
+    ASSERT_GT(cal.optimizer_memory_efficiency, 0.5);
+    ASSERT_LT(cal.optimizer_memory_efficiency, 1.0);
+    const CostModel calibrated(hw, cal), plain(hw);
+    const TrainConfig cfg = config_of_record(r, file);
+    const StepTrace t = trace_step(cfg, r["local_batch"].get<int>());
+    const ProjectedStep s = schedule_step(t, calibrated, 1, 1);
+    EXPECT_NEAR(s.optimizer_ms, r["optimizer_ms"]["median"].get<double>(), 1e-6);
+    EXPECT_DOUBLE_EQ(s.compute_ms, schedule_step(t, plain, 1, 1).compute_ms);
+
+    // A small model's optimizer step (microseconds) is launch and tail: it sets nothing.
+    nlohmann::json small = r;
+    small["config"]["mlp"]["hidden"] = {64};
+    small["config"]["mlp"]["input_dim"] = 64;
+    small["optimizer_ms"]["median"] = 0.012;
+    const std::string small_file = (std::filesystem::temp_directory_path() / "scalebench_small_train.jsonl").string();
+    std::filesystem::remove(small_file);
+    append_record(small_file, small);
+    const Calibration none = calibrate(hw, {small_file});
+    EXPECT_LT(none.optimizer_memory_efficiency, 0);
+    ASSERT_EQ(none.notes.size(), 1u);
+    EXPECT_NE(none.notes[0].find("too short to be bandwidth-bound"), std::string::npos) << none.notes[0];
 }
 
 }  // namespace
