@@ -160,6 +160,24 @@ nlohmann::json device_environment(Ops& ops) {
     return nlohmann::json::object();
 }
 
+nlohmann::json run_environment(Ops& ops, MPI_Comm world) {
+    int rank = 0;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    nlohmann::json environment = collect_environment(world);
+    const std::vector<nlohmann::json> devices = gather_json(device_environment(ops), world);
+    if (rank == 0 && !devices.front().empty()) {
+        environment["gpu"] = devices.front();
+        environment["gpus_by_rank"] = devices;
+    }
+    return environment;
+}
+
+void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops) {
+    if (ops.name() == "cpu" && cfg.grad_dtype != DType::f32)
+        throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
+                                      cfg.source, grad_dtype_name(cfg.grad_dtype)));
+}
+
 std::optional<double> device_peak_tflops(Ops& ops) {
 #ifdef SCALEBENCH_HAVE_CUDA
     if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) {

@@ -42,6 +42,11 @@ bool cuda_built();
 // the run's precision (nullopt on the CPU or for an unknown GPU), and telemetry sampled
 // while the measured steps run (nullptr on the CPU).
 nlohmann::json device_environment(Ops& ops);
+// The environment record of a run (collective over world): collect_environment's host
+// facts plus, where there are GPUs, rank 0's GPU as `gpu` and every rank's as `gpus_by_rank`.
+nlohmann::json run_environment(Ops& ops, MPI_Comm world);
+// A 16-bit gradient all-reduce needs the CUDA backend: an AgreedError naming the config.
+void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops);
 std::optional<double> device_peak_tflops(Ops& ops);
 
 class Telemetry {

@@ -253,12 +253,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
 
     std::unique_ptr<Ops> ops = create_ops(plan.backend, Precision::fp32, world);
     agree_on_errors(world, ops->name() == "cpu" ? check_mpi_counts(plan, size) : std::string());
-    nlohmann::json environment = collect_environment(world);
-    const std::vector<nlohmann::json> gpus = gather_json(device_environment(*ops), world);
-    if (rank == 0 && !gpus.front().empty()) {
-        environment["gpu"] = gpus.front();
-        environment["gpus_by_rank"] = gpus;
-    }
+    const nlohmann::json environment = run_environment(*ops, world);
     const std::vector<nlohmann::json> devices = gather_json(device_line(*ops), world);
 
     // On the compute stream, as nccl-tests: a collective costs the NCCL call and nothing else.

@@ -95,16 +95,9 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     // From here on a fault leaves an "incomplete" record after the ones written so far.
     set_incomplete_record(cfg.out, "train");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
-    if (ops->name() == "cpu" && cfg.grad_dtype != DType::f32)
-        throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
-                                      cfg.source, grad_dtype_name(cfg.grad_dtype)));
-    nlohmann::json environment = collect_environment(world);
-    const std::vector<nlohmann::json> devices = gather_json(device_environment(*ops), world);
-    if (rank == 0 && !devices.front().empty()) {
-        environment["gpu"] = devices.front();
-        environment["gpus_by_rank"] = devices;
-    }
-    const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
+    check_grad_dtype_backend(cfg, *ops);
+    const bool passed =
+        run_training_sweep(cfg, *ops, world, run_environment(*ops, world), SweepChecks{flags.recheck_allreduce});
     set_incomplete_record("", "");
     return passed ? 0 : 3;
 }

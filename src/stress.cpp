@@ -560,17 +560,8 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     agree_on_errors(world, error);
     const TrainConfig& first = plan.workloads.front();
     std::unique_ptr<Ops> ops = create_ops(first.backend, first.precision, world);
-    for (const TrainConfig& cfg : plan.workloads)
-        if (ops->name() == "cpu" && cfg.grad_dtype != DType::f32)
-            throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
-                                          cfg.source, grad_dtype_name(cfg.grad_dtype)));
-    nlohmann::json environment = collect_environment(world);
-    const std::vector<nlohmann::json> devices = gather_json(device_environment(*ops), world);
-    if (rank == 0 && !devices.front().empty()) {
-        environment["gpu"] = devices.front();
-        environment["gpus_by_rank"] = devices;
-    }
-    return run_stress_plan(plan, *ops, world, environment);
+    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops);
+    return run_stress_plan(plan, *ops, world, run_environment(*ops, world));
 }
 
 }  // namespace sb

@@ -12,17 +12,13 @@
 #include "models/rng.h"
 #include "src/errors.h"
 
+#include "tests/test_util.h"
+
 namespace sb {
 namespace {
 
-Tensor view(std::vector<float>& v, int64_t rows, int64_t cols) { return Tensor{v.data(), DType::f32, rows, cols}; }
-
-std::vector<float> random_vector(size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-    PortableRng rng(seed);
-    std::vector<float> v(n);
-    for (float& x : v) x = static_cast<float>(rng.uniform(lo, hi));
-    return v;
-}
+using test::random_vector;
+using test::view;
 
 // C = alpha op(A) op(B) + beta C0 + bias, in double; also the sum of |terms| per element
 // for a rounding-aware tolerance.

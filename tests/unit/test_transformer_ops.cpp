@@ -10,17 +10,13 @@
 #include "models/dropout.h"
 #include "models/rng.h"
 
+#include "tests/test_util.h"
+
 namespace sb {
 namespace {
 
-Tensor view(std::vector<float>& v, int64_t rows, int64_t cols) { return Tensor{v.data(), DType::f32, rows, cols}; }
-
-std::vector<float> random_vector(size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-    PortableRng rng(seed);
-    std::vector<float> v(n);
-    for (float& x : v) x = static_cast<float>(rng.uniform(lo, hi));
-    return v;
-}
+using test::random_vector;
+using test::view;
 
 double dot(const std::vector<float>& a, const std::vector<float>& b) {
     double s = 0.0;
