@@ -168,15 +168,16 @@ public:
     virtual bool hold_stream() { return false; }
     virtual void release_stream() {}
 
-    // ---- graphs: work issued between begin_capture() and end_capture(key) on the compute
-    // stream (and streams that joined it) is recorded instead of run and kept as graph
-    // `key`; replay(key) runs all of it again in one launch. Values the captured work took
-    // from the host are frozen at capture. Markers recorded in a capture are timestamped
-    // at each replay. Only where has_graphs() (not on the CPU).
+    // ---- graphs: work issued between begin_capture() and end_capture() on the compute
+    // stream (and streams that joined it) is recorded instead of run and kept as a graph,
+    // whose handle end_capture returns; replay(graph) runs all of it again in one launch.
+    // Values the captured work took from the host are frozen at capture. Markers recorded
+    // in a capture are timestamped at each replay. Only where has_graphs() (not the CPU).
     virtual bool has_graphs() const { return false; }
     virtual void begin_capture() { missing_op(__func__); }
-    virtual void end_capture(int /*key*/) { missing_op(__func__); }
-    virtual void replay(int /*key*/) { missing_op(__func__); }
+    virtual int end_capture() { missing_op(__func__); }
+    virtual void replay(int /*graph*/) { missing_op(__func__); }
+    virtual void release_graph(int /*graph*/) {}  // never throws (destructors call it)
 };
 
 // RAII owner of one backend allocation.

@@ -74,7 +74,9 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
 }
 
-DataParallelTrainer::~DataParallelTrainer() = default;
+DataParallelTrainer::~DataParallelTrainer() {
+    for (const auto& [slot, captured] : graphs_) ops_.release_graph(captured.graph);
+}
 
 bool DataParallelTrainer::step_is_host_free() const {
     // fp16 loss scaling reads the overflow flag on the host; MPI waits on the host.
@@ -101,18 +103,17 @@ void DataParallelTrainer::issue_step(int64_t step) {
     // data batch, captured on first use. The optimizer stays outside: its step count
     // changes every step.
     if (use_graphs_ && step >= 1) {
-        const int key = static_cast<int>(step % cfg_.dataset_batches);
+        const int slot = static_cast<int>(step % cfg_.dataset_batches);
         const void* inputs = data_->inputs(step).data;
-        auto it = graph_inputs_.find(key);
-        if (it == graph_inputs_.end()) {
+        auto it = graphs_.find(slot);
+        if (it == graphs_.end()) {
             ops_.begin_capture();
             issue_gradients(step);
-            ops_.end_capture(key);
-            it = graph_inputs_.emplace(key, inputs).first;
+            it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
         }
-        SB_REQUIRE(it->second == inputs, "the data batch of a step moved since its graph was captured");
+        SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");
         ops_.record_marker(kStepStart);
-        ops_.replay(key);
+        ops_.replay(it->second.graph);
         comm_.watch_stream("training step (CUDA graph)");
     } else {
         ops_.record_marker(kStepStart);

@@ -81,7 +81,11 @@ private:
     int good_steps_ = 0;
     int64_t optimizer_steps_ = 0;
     bool use_graphs_ = false;
-    std::map<int, const void*> graph_inputs_;  // captured graph key -> the input batch it reads
+    struct CapturedStep {
+        int graph;           // the backend's handle
+        const void* inputs;  // the input batch the graph reads
+    };
+    std::map<int, CapturedStep> graphs_;  // by data batch slot
 };
 
 uint64_t checksum_bytes(const void* data, size_t bytes);  // FNV-1a 64

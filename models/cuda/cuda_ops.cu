@@ -128,7 +128,8 @@ struct CudaOps::Impl {
     int* flag_device = nullptr;  // unscale_and_check's non-finite flag
     int* flag_host = nullptr;    // pinned
     std::unique_ptr<StreamGate> gate;  // created on first hold_stream()
-    std::map<int, cudaGraphExec_t> graphs;
+    std::map<int, cudaGraphExec_t> graphs;  // by handle
+    int next_graph = 0;
     bool capturing = false;
 
     ~Impl() {
@@ -678,7 +679,7 @@ void CudaOps::begin_capture() {
     impl_->capturing = true;
 }
 
-void CudaOps::end_capture(int key) {
+int CudaOps::end_capture() {
     SB_REQUIRE(impl_->capturing, "end_capture without begin_capture");
     impl_->capturing = false;
     cudaGraph_t graph = nullptr;
@@ -687,19 +688,24 @@ void CudaOps::end_capture(int key) {
     const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
     SB_WARN_CUDA(cudaGraphDestroy(graph));
     SB_CHECK_CUDA(rc);
-    auto it = impl_->graphs.find(key);
-    if (it != impl_->graphs.end()) {
-        SB_CHECK_CUDA(cudaGraphExecDestroy(it->second));
-        it->second = exec;
-    } else {
-        impl_->graphs.emplace(key, exec);
-    }
+    const int handle = impl_->next_graph++;
+    impl_->graphs.emplace(handle, exec);
+    return handle;
 }
 
-void CudaOps::replay(int key) {
-    auto it = impl_->graphs.find(key);
-    SB_REQUIRE(it != impl_->graphs.end(), "replay: no graph captured under this key");
+void CudaOps::replay(int graph) {
+    auto it = impl_->graphs.find(graph);
+    SB_REQUIRE(it != impl_->graphs.end(), "replay: no such graph");
     SB_CHECK_CUDA(cudaGraphLaunch(it->second, impl_->ctx.stream));
+}
+
+// Called from destructors: warns instead of throwing. A launch still in flight completes
+// (CUDA frees an executable graph destroyed mid-flight when it finishes).
+void CudaOps::release_graph(int graph) {
+    auto it = impl_->graphs.find(graph);
+    if (it == impl_->graphs.end()) return;
+    SB_WARN_CUDA(cudaGraphExecDestroy(it->second));
+    impl_->graphs.erase(it);
 }
 
 bool CudaOps::hold_stream() {

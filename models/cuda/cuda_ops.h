@@ -85,8 +85,9 @@ public:
     void release_stream() override;
     bool has_graphs() const override { return true; }
     void begin_capture() override;
-    void end_capture(int key) override;
-    void replay(int key) override;
+    int end_capture() override;
+    void replay(int graph) override;
+    void release_graph(int graph) override;
 
 private:
     struct Impl;

@@ -242,6 +242,32 @@ TEST(CudaGraphs, TransformerWithDropoutReplaysBitwiseAsEager) {
     EXPECT_LE(relative_error(minus(graphed.params_host(), initial), minus(eager.params_host(), initial)), 1e-3);
 }
 
+// Two trainers on one backend (stress alternates workloads so): each replays its own graphs.
+TEST(CudaGraphs, TrainersSharingABackendReplayTheirOwnGraphs) {
+    SKIP_WITHOUT_GPU();
+    TrainConfig a = small_config(OptimizerConfig::Kind::adamw, Precision::fp32), b = a;
+    b.seed = a.seed + 1;
+    b.mlp.hidden = {128, 64};
+    CudaOps shared(Precision::fp32, local_device()), reference(Precision::fp32, local_device());
+    NcclCommunicator comm_shared(MPI_COMM_WORLD, shared.stream()), comm_reference(MPI_COMM_WORLD, reference.stream());
+    TrainConfig a_eager = a, b_eager = b;  // a trainer keeps a reference to its config
+    a_eager.cuda_graphs = b_eager.cuda_graphs = false;
+    DataParallelTrainer ga(a, shared, comm_shared), gb(b, shared, comm_shared);
+    DataParallelTrainer ea(a_eager, reference, comm_reference), eb(b_eager, reference, comm_reference);
+    ASSERT_TRUE(ga.uses_graphs() && gb.uses_graphs());
+    for (int s = 0; s < 5; ++s) {
+        ga.step(s);
+        gb.step(s);
+        ea.step(s);
+        eb.step(s);
+    }
+    for (auto [graphed, eager] : {std::pair{&ga, &ea}, std::pair{&gb, &eb}}) {
+        const std::vector<float> x = graphed->params_host(), y = eager->params_host();
+        ASSERT_EQ(x.size(), y.size());
+        EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
+    }
+}
+
 TEST(CudaGraphs, Fp16LossScalingStaysEager) {
     SKIP_WITHOUT_GPU();
     TrainConfig cfg = small_config(OptimizerConfig::Kind::adamw, Precision::fp16);
