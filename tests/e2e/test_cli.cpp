@@ -116,7 +116,22 @@ TEST(Cli, OtherBadInputExits2) {
 
     Result flag = run("--no-such-flag");
     EXPECT_EQ(flag.code, 2) << flag.err;
+    Result graphs = run(kSmall + " --cuda-graphs maybe --out " + out);
+    EXPECT_EQ(graphs.code, 2) << graphs.err;
+    EXPECT_NE(graphs.err.find("--cuda-graphs"), std::string::npos) << graphs.err;
     EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// --cuda-graphs sets the config key the record carries; the CPU backend has no graphs.
+TEST(Cli, CudaGraphsFlagReachesTheRecord) {
+    const std::string out = (scratch() / "graphs.jsonl").string();
+    std::filesystem::remove(out);
+    Result r = run(kSmall + " --steps 2 --warmup 1 --cuda-graphs false --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto records = sb::read_records(out).records;
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0]["config"]["cuda_graphs"], false);
+    EXPECT_EQ(records[0]["cuda_graphs"], false);
 }
 
 TEST(Cli, BackendCudaWithoutAGpuIsAClearError) {
