@@ -176,6 +176,8 @@ public:
     virtual bool has_graphs() const { return false; }
     virtual void begin_capture() { missing_op(__func__); }
     virtual int end_capture() { missing_op(__func__); }
+    // Ends an open capture and drops what it recorded (after an error inside it); never throws.
+    virtual void abandon_capture() {}
     virtual void replay(int /*graph*/) { missing_op(__func__); }
     virtual void release_graph(int /*graph*/) {}  // never throws (destructors call it)
 };

@@ -108,7 +108,12 @@ void DataParallelTrainer::issue_step(int64_t step) {
         auto it = graphs_.find(slot);
         if (it == graphs_.end()) {
             ops_.begin_capture();
-            issue_gradients(step);
+            try {
+                issue_gradients(step);
+            } catch (...) {
+                ops_.abandon_capture();  // so the stream reports the original error, not "capturing"
+                throw;
+            }
             it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
         }
         SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");

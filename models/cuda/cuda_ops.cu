@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -129,6 +130,7 @@ struct CudaOps::Impl {
     int* flag_host = nullptr;    // pinned
     std::unique_ptr<StreamGate> gate;  // created on first hold_stream()
     std::map<int, cudaGraphExec_t> graphs;  // by handle
+    std::vector<void*> retired_scratch;     // outgrown scratch buffers graphs may still use
     int next_graph = 0;
     bool capturing = false;
 
@@ -141,6 +143,7 @@ struct CudaOps::Impl {
             if (e) SB_WARN_CUDA(cudaEventDestroy(e));
         if (workspace) SB_WARN_CUDA(cudaFree(workspace));
         if (scratch) SB_WARN_CUDA(cudaFree(scratch));
+        for (void* old : retired_scratch) SB_WARN_CUDA(cudaFree(old));
         if (flag_device) SB_WARN_CUDA(cudaFree(flag_device));
         if (ctx.dropout_generation) SB_WARN_CUDA(cudaFree(ctx.dropout_generation));
         if (flag_host) SB_WARN_CUDA(cudaFreeHost(flag_host));
@@ -149,9 +152,12 @@ struct CudaOps::Impl {
 
     void* scratch_space(size_t bytes) {
         if (bytes > scratch_bytes) {
-            // Work already queued may still read the old buffer.
+            // Work already queued may still read the old buffer; and a captured graph keeps
+            // its address for every replay, so while graphs exist it is kept, not freed
+            // (another trainer on this backend may grow the scratch after one captured).
             SB_CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-            if (scratch) SB_CHECK_CUDA(cudaFree(scratch));
+            if (scratch && !graphs.empty()) retired_scratch.push_back(scratch);
+            else if (scratch) SB_CHECK_CUDA(cudaFree(scratch));
             scratch = nullptr;
             scratch_bytes = 0;
             size_t grown = std::max(bytes, size_t{1} << 20);
@@ -677,6 +683,14 @@ void CudaOps::begin_capture() {
     SB_REQUIRE(!impl_->capturing, "begin_capture: a capture is already open");
     SB_CHECK_CUDA(cudaStreamBeginCapture(impl_->ctx.stream, cudaStreamCaptureModeThreadLocal));
     impl_->capturing = true;
+}
+
+void CudaOps::abandon_capture() {
+    if (!impl_->capturing) return;
+    impl_->capturing = false;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(impl_->ctx.stream, &graph) == cudaSuccess && graph) SB_WARN_CUDA(cudaGraphDestroy(graph));
+    (void)cudaGetLastError();  // the error that ended the capture is the one being reported
 }
 
 int CudaOps::end_capture() {

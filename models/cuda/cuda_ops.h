@@ -86,6 +86,7 @@ public:
     bool has_graphs() const override { return true; }
     void begin_capture() override;
     int end_capture() override;
+    void abandon_capture() override;
     void replay(int graph) override;
     void release_graph(int graph) override;
 
