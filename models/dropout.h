@@ -5,19 +5,12 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SB_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define SB_HOST_DEVICE inline
-#endif
+#include "models/mix.h"
 
 namespace sb {
 
 SB_HOST_DEVICE uint64_t dropout_hash(uint64_t seed, uint64_t index) {
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return mix64(seed + 0x9e3779b97f4a7c15ull * (index + 1));
 }
 
 // The seed a dropout call made with `seed` draws with after `generation` advances of
@@ -33,5 +26,3 @@ SB_HOST_DEVICE bool dropout_keep(uint64_t seed, uint64_t index, float p) {
 }
 
 }  // namespace sb
-
-#undef SB_HOST_DEVICE

@@ -65,6 +65,9 @@ public:
     virtual void fill(const Tensor& t, float value) = 0;
     // dst = src converted to dst.dtype; same numel.
     virtual void cast(const Tensor& src, const Tensor& dst) = 0;
+    // models/checksum.h's checksum of `bytes` of backend memory, computed where it lives
+    // (on the GPU at memory bandwidth: the replica check must not stall a soak run).
+    virtual uint64_t checksum(const void* data, size_t bytes) = 0;
 
     // ---- dense algebra
     // C = alpha * op(A) @ op(B) + beta * C, then + bias[j] on every row when bias != nullptr.

@@ -28,16 +28,6 @@ constexpr float kInitialLossScale = 65536.0f;
 constexpr int kLossScaleGrowthInterval = 2000;
 }  // namespace
 
-uint64_t checksum_bytes(const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < bytes; ++i) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
     : cfg_(cfg), ops_(ops), comm_(comm) {
     local_batch_ = per_rank_batch(cfg, comm.size());
@@ -190,8 +180,7 @@ double DataParallelTrainer::time_gradient_allreduce(int iterations) {
 }
 
 uint64_t DataParallelTrainer::params_checksum() {
-    const std::vector<float> params = params_host();
-    return checksum_bytes(params.data(), params.size() * sizeof(float));
+    return ops_.checksum(params_.get(), model_->num_params() * sizeof(float));
 }
 
 void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
@@ -323,8 +312,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             for (float& l : mean_losses) l /= static_cast<float>(n);
 
             // Replica check: data parallelism keeps every rank's parameters bitwise identical.
-            const std::vector<float> params = trainer.params_host();
-            uint64_t checksum = checksum_bytes(params.data(), params.size() * sizeof(float));
+            uint64_t checksum = trainer.params_checksum();
             std::vector<uint64_t> checksums(static_cast<size_t>(n));
             SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, sub));
 

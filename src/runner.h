@@ -52,8 +52,9 @@ public:
     // Median time of all-reducing every bucket back to back, outside the step (ms).
     double time_gradient_allreduce(int iterations);
 
-    // Replica checks (silent data corruption): FNV-1a 64 of the fp32 parameters, which
-    // data parallelism keeps bitwise identical on every rank; set_params_host replaces
+    // Replica checks (silent data corruption): models/checksum.h's checksum of the fp32
+    // parameters, computed by the backend where they live, which data parallelism keeps
+    // bitwise identical on every rank; set_params_host replaces
     // them (and the compute copy), e.g. to resynchronise a replica found to differ.
     uint64_t params_checksum();
     void set_params_host(const std::vector<float>& params);
@@ -87,8 +88,6 @@ private:
     };
     std::map<int, CapturedStep> graphs_;  // by data batch slot
 };
-
-uint64_t checksum_bytes(const void* data, size_t bytes);  // FNV-1a 64
 
 // Checks the sweep runs on demand, beyond the replica check it always runs.
 struct SweepChecks {

@@ -284,10 +284,13 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
         std::vector<double> times;  // 4 per step: step, compute, exposed, optimizer
         std::vector<SdcEvent> events;
         int sdc_checks = 0;
+        double sdc_check_s = 0;  // what the checks cost the interval
         auto check = [&] {
+            const Clock::time_point check_start = Clock::now();
             auto found = check_replicas(trainer, world, global_step, w, identities);
             events.insert(events.end(), found.begin(), found.end());
             ++sdc_checks;
+            sdc_check_s += seconds_since(check_start);
         };
         for (;;) {
             const StepTimes t = trainer.step(workload_step[static_cast<size_t>(w)]++);
@@ -393,6 +396,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
             {"loss", mean_loss},
             {"sdc_check_every", plan.sdc_check_every},
             {"sdc_checks", sdc_checks},
+            {"sdc_check_ms", 1000.0 * sdc_check_s},
             {"sdc_events", event_json},
             {"checks_passed", events.empty()},
             {"telemetry_by_rank", telemetry_by_rank},

@@ -72,7 +72,7 @@ struct SdcEvent {
     int rank = 0;
     std::string host;
     nlohmann::json gpu;
-    std::string checksum, expected;  // hex FNV-1a 64 of this rank's and the majority's parameters
+    std::string checksum, expected;  // hex models/checksum.h checksum of this rank's and the majority's parameters
 };
 nlohmann::json to_json(const SdcEvent& e);
 

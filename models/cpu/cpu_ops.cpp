@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "models/checksum.h"
 #include "models/dropout.h"
 #include "src/errors.h"
 
@@ -194,6 +195,8 @@ void CpuOps::cast(const Tensor& src, const Tensor& dst) {
     SB_CPU_EXPECT(src.numel() == dst.numel(), "cast", "numel mismatch: " + shape(src) + " -> " + shape(dst));
     if (src.data != dst.data && src.numel()) std::memmove(dst.data, src.data, src.bytes());
 }
+
+uint64_t CpuOps::checksum(const void* data, size_t bytes) { return checksum_host(data, bytes); }
 
 // ---- GEMM --------------------------------------------------------------------------
 

@@ -128,6 +128,8 @@ struct CudaOps::Impl {
     size_t scratch_bytes = 0;
     int* flag_device = nullptr;  // unscale_and_check's non-finite flag
     int* flag_host = nullptr;    // pinned
+    uint64_t* checksum_device = nullptr;  // checksum's sum
+    uint64_t* checksum_host = nullptr;    // pinned
     std::unique_ptr<StreamGate> gate;  // created on first hold_stream()
     std::map<int, cudaGraphExec_t> graphs;  // by handle
     std::vector<void*> retired_scratch;     // outgrown scratch buffers graphs may still use
@@ -145,6 +147,8 @@ struct CudaOps::Impl {
         if (scratch) SB_WARN_CUDA(cudaFree(scratch));
         for (void* old : retired_scratch) SB_WARN_CUDA(cudaFree(old));
         if (flag_device) SB_WARN_CUDA(cudaFree(flag_device));
+        if (checksum_device) SB_WARN_CUDA(cudaFree(checksum_device));
+        if (checksum_host) SB_WARN_CUDA(cudaFreeHost(checksum_host));
         if (ctx.dropout_generation) SB_WARN_CUDA(cudaFree(ctx.dropout_generation));
         if (flag_host) SB_WARN_CUDA(cudaFreeHost(flag_host));
         if (ctx.stream) SB_WARN_CUDA(cudaStreamDestroy(ctx.stream));
@@ -337,6 +341,8 @@ CudaOps::CudaOps(Precision precision, int device) : impl_(std::make_unique<Impl>
     for (cudaEvent_t& e : impl_->events) SB_CHECK_CUDA(cudaEventCreate(&e));
     SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->flag_device), sizeof(int)));
     SB_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&impl_->flag_host), sizeof(int)));
+    SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->checksum_device), sizeof(uint64_t)));
+    SB_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&impl_->checksum_host), sizeof(uint64_t)));
     SB_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&impl_->ctx.dropout_generation), sizeof(uint64_t)));
     SB_CHECK_CUDA(cudaMemset(impl_->ctx.dropout_generation, 0, sizeof(uint64_t)));
 }
@@ -395,6 +401,16 @@ void CudaOps::fill(const Tensor& t, float value) {
 void CudaOps::cast(const Tensor& src, const Tensor& dst) {
     SB_REQUIRE(src.numel() == dst.numel(), "cast: source and destination sizes differ");
     kernels::cast(impl_->ctx, src.data, src.dtype, dst.data, dst.dtype, static_cast<size_t>(src.numel()));
+}
+
+uint64_t CudaOps::checksum(const void* data, size_t bytes) {
+    SB_REQUIRE(data || bytes == 0, "checksum: buffer without data");
+    SB_CHECK_CUDA(cudaMemsetAsync(impl_->checksum_device, 0, sizeof(uint64_t), impl_->ctx.stream));
+    kernels::checksum(impl_->ctx, data, bytes, impl_->checksum_device);
+    SB_CHECK_CUDA(cudaMemcpyAsync(impl_->checksum_host, impl_->checksum_device, sizeof(uint64_t),
+                                  cudaMemcpyDeviceToHost, impl_->ctx.stream));
+    SB_CHECK_CUDA(cudaStreamSynchronize(impl_->ctx.stream));
+    return *impl_->checksum_host;
 }
 
 // ---- GEMM

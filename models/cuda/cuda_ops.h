@@ -44,6 +44,7 @@ public:
     void download(void* host_dst, const void* src, size_t bytes) override;
     void fill(const Tensor& t, float value) override;
     void cast(const Tensor& src, const Tensor& dst) override;
+    uint64_t checksum(const void* data, size_t bytes) override;
 
     void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
               const Tensor& c, const float* bias = nullptr) override;

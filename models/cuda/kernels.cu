@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "models/checksum.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernel_util.cuh"
 
@@ -647,6 +648,47 @@ void unscale_and_check(const Context& ctx, float* grads, size_t n, float inv_sca
     const size_t n_vec4 = aligned16(grads) ? n / 4 : 0;
     unscale_kernel<<<grid_for(ctx, std::max<size_t>(n_vec4, (n + 3) / 4)), kThreads, 0, ctx.stream>>>(
         grads, n, n_vec4, inv_scale, flag);
+    SB_CHECK_LAUNCH();
+}
+
+// ---- checksum: each thread sums its words' terms, a block adds its sum atomically (a
+// sum modulo 2^64 in any order is the same bits).
+
+template <bool kAligned>
+__device__ uint64_t checksum_word(const unsigned char* p, size_t index, size_t bytes) {
+    const size_t first = index * 8;
+    if (kAligned && first + 8 <= bytes) return reinterpret_cast<const uint64_t*>(p)[index];
+    uint64_t word = 0;  // little-endian assembly, zero-padded past the end (as checksum_host)
+    for (size_t b = 0; b < 8 && first + b < bytes; ++b) word |= static_cast<uint64_t>(p[first + b]) << (8 * b);
+    return word;
+}
+
+template <bool kAligned>
+__global__ void checksum_kernel(const unsigned char* __restrict__ p, size_t bytes, unsigned long long* sum) {
+    const size_t words = (bytes + 7) / 8;
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    uint64_t local = tid == 0 ? bytes : 0;
+    for (size_t i = tid; i < words; i += stride) local += checksum_term(checksum_word<kAligned>(p, i, bytes), i);
+    for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(0xffffffffu, local, offset);
+    __shared__ uint64_t warp_sums[kThreads / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = local;
+    __syncthreads();
+    if (warp != 0) return;
+    local = lane < kThreads / 32 ? warp_sums[lane] : 0;
+    for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(0xffffffffu, local, offset);
+    if (lane == 0) atomicAdd(sum, static_cast<unsigned long long>(local));
+}
+
+void checksum(const Context& ctx, const void* data, size_t bytes, uint64_t* sum) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    auto* out = reinterpret_cast<unsigned long long*>(sum);
+    const unsigned grid = grid_for(ctx, std::max<size_t>(1, (bytes + 7) / 8));
+    if (reinterpret_cast<uintptr_t>(data) % 8 == 0)
+        checksum_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(p, bytes, out);
+    else
+        checksum_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(p, bytes, out);
     SB_CHECK_LAUNCH();
 }
 

@@ -107,4 +107,7 @@ void adamw_step(const Context& ctx, float* params, const float* grads, float* m,
 // grads *= inv_scale; *flag = 1 if any result is inf or NaN (flag is not cleared here).
 void unscale_and_check(const Context& ctx, float* grads, size_t n, float inv_scale, int* flag);
 
+// *sum += models/checksum.h's checksum of `bytes` bytes at data (any alignment).
+void checksum(const Context& ctx, const void* data, size_t bytes, uint64_t* sum);
+
 }  // namespace sb::kernels

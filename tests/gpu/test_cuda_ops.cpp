@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "models/checksum.h"
 #include "models/cpu/cpu_ops.h"
 #include "models/cuda/cuda_ops.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -517,6 +518,30 @@ TEST_F(CudaOpsTest, MarkersTimeARealGemm) {
     EXPECT_LT(ms, 60000.0);
     EXPECT_THROW(gpu_->record_marker(Ops::kMaxMarkers), std::exception);
     EXPECT_THROW(gpu_->elapsed_ms(-1, 3), std::exception);
+}
+
+// The replica checksum on the GPU gives the CPU's bits for every length (tails of 1-7
+// bytes) and alignment, and a flipped bit changes it.
+TEST_F(CudaOpsTest, ChecksumMatchesTheHostsAndSeesOneFlippedBit) {
+    const size_t kMax = (size_t{1} << 22) + 13;
+    std::vector<unsigned char> host(kMax + 8);
+    for (auto& b : host) b = static_cast<unsigned char>(rng_());
+    DeviceBuffer buf(*gpu_, host.size());
+    gpu_->upload(buf.get(), host.data(), host.size());
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{4}}) {
+        for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{4100}, kMax}) {
+            const auto* device = static_cast<const unsigned char*>(buf.get()) + offset;
+            EXPECT_EQ(gpu_->checksum(device, bytes), checksum_host(host.data() + offset, bytes))
+                << bytes << " bytes at offset " << offset;
+        }
+    }
+    const uint64_t before = gpu_->checksum(buf.get(), kMax);
+    const size_t where = kMax / 3;
+    host[where] ^= 0x10;
+    gpu_->upload(buf.get(), host.data(), host.size());
+    const uint64_t after = gpu_->checksum(buf.get(), kMax);
+    EXPECT_NE(after, before);
+    EXPECT_EQ(after, checksum_host(host.data(), kMax));
 }
 
 }  // namespace

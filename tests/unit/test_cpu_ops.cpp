@@ -3,10 +3,12 @@
 // the optimizers against PyTorch's update rules written out step by step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "models/checksum.h"
 #include "models/cpu/cpu_ops.h"
 #include "models/mlp.h"
 #include "models/rng.h"
@@ -378,6 +380,31 @@ TEST(CpuOps, MemoryFillCastAndMarkers) {
     EXPECT_GE(ops.elapsed_ms(0, 1), 0.0);
     EXPECT_ANY_THROW(ops.elapsed_ms(0, 5));
     EXPECT_ANY_THROW(ops.record_marker(Ops::kMaxMarkers));
+}
+
+// The replica checksum sees every single-bit flip (each bit of a word, and the tail),
+// a change of length (a trailing zero byte included) and two words swapped; the CPU
+// backend's checksum is it.
+TEST(Checksum, SeesEveryFlippedBitALengthChangeAndSwappedWords) {
+    std::vector<unsigned char> data(8 * 5 + 3);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 37 + 11);
+    const uint64_t base = checksum_host(data.data(), data.size());
+    for (size_t byte = 0; byte < data.size(); ++byte) {
+        for (int bit = 0; bit < 8; ++bit) {
+            data[byte] ^= static_cast<unsigned char>(1u << bit);
+            EXPECT_NE(checksum_host(data.data(), data.size()), base) << "byte " << byte << " bit " << bit;
+            data[byte] ^= static_cast<unsigned char>(1u << bit);
+        }
+    }
+    EXPECT_EQ(checksum_host(data.data(), data.size()), base);
+    std::vector<unsigned char> longer = data;
+    longer.push_back(0);
+    EXPECT_NE(checksum_host(longer.data(), longer.size()), base);
+    std::vector<unsigned char> swapped = data;
+    std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+    EXPECT_NE(checksum_host(swapped.data(), swapped.size()), base);
+    CpuOps cpu;
+    EXPECT_EQ(cpu.checksum(data.data(), data.size()), base);
 }
 
 }  // namespace
