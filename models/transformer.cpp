@@ -259,25 +259,17 @@ void Transformer::forward_bert(const int32_t* ids) {
                            emb_rstd_.as<float>());
     ops_.dropout(x0, x0, p, dropout_seed(L, kEmbedding));
 
-    const Tensor tmp = act(dtmp_, H);  // the projections' outputs (free during the forward)
+    const Tensor tmp = act(dtmp_, H);  // the sub-layers' outputs (free during the forward)
     for (int l = 0; l < L; ++l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
-        const Tensor x = act(resid_[l], H), qkv = act(a.qkv, 3 * H), attn = act(a.attn, H);
-        ops_.gemm(false, true, 1.0f, x, weight_rows(lp.qkv_w, 3 * H), 0.0f, qkv, master(lp.qkv_b));
-        ops_.attention_forward(att, qkv, attn, a.saved.get(), dropout_seed(l, kAttentionProbs));
-        ops_.gemm(false, true, 1.0f, attn, weight(lp.proj_w), 0.0f, tmp, master(lp.proj_b));
-        ops_.dropout(tmp, tmp, p, dropout_seed(l, kAttentionOut));
-        const Tensor h1 = act(a.sum_attn, H), x1 = act(a.norm_attn, H);
+        const Tensor x = act(resid_[l], H), h1 = act(a.sum_attn, H), x1 = act(a.norm_attn, H);
+        attention_block_forward(l, x, tmp);
         ops_.add(tmp, x, h1);
         ops_.layernorm_forward(h1, master(lp.ln_attn_w), master(lp.ln_attn_b), eps, x1, a.mean1.as<float>(),
                                a.rstd1.as<float>());
-        const Tensor pre = act(a.ffn_pre, F), post = act(a.ffn_act, F);
-        ops_.gemm(false, true, 1.0f, x1, weight(lp.fc_w), 0.0f, pre, master(lp.fc_b));
-        ops_.activation_forward(Activation::gelu_erf, pre, post);
-        ops_.gemm(false, true, 1.0f, post, weight(lp.out_w), 0.0f, tmp, master(lp.out_b));
-        ops_.dropout(tmp, tmp, p, dropout_seed(l, kFfnOut));
         const Tensor h2 = act(a.ffn_side, H);
+        ffn_block_forward(l, x1, tmp);
         ops_.add(tmp, x1, h2);
         ops_.layernorm_forward(h2, master(lp.ln_ffn_w), master(lp.ln_ffn_b), eps, act(resid_[l + 1], H),
                                a.mean2.as<float>(), a.rstd2.as<float>());
@@ -318,38 +310,16 @@ void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
     for (int l = L - 1; l >= 0; --l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
-        const Tensor x = act(resid_[l], H), x1 = act(a.norm_attn, H);
         // dres: gradient of this layer's output. Second LN, then the FFN branch.
         ops_.layernorm_backward(act(a.ffn_side, H), dres, master(lp.ln_ffn_w), a.mean2.as<float>(),
                                 a.rstd2.as<float>(), dres, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
         report(sink, lp.ln_ffn_w, 2);
-        ops_.dropout(dres, dtmp, p, dropout_seed(l, kFfnOut));
-        ops_.bias_grad(dtmp, grad(lp.out_b));
-        ops_.gemm(true, false, 1.0f, dtmp, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
-        report(sink, lp.out_w, 2);
-        ops_.gemm(false, false, 1.0f, dtmp, weight(lp.out_w), 0.0f, dffn);
-        ops_.activation_backward(Activation::gelu_erf, act(a.ffn_pre, F), dffn, dffn);
-        ops_.bias_grad(dffn, grad(lp.fc_b));
-        ops_.gemm(true, false, 1.0f, dffn, x1, 0.0f, grad_matrix(lp.fc_w, F));
-        report(sink, lp.fc_w, 2);
-        ops_.gemm(false, false, 1.0f, dffn, weight(lp.fc_w), 0.0f, dtmp);
-        ops_.add(dtmp, dres, dres);  // + the residual path: gradient of x1
+        ops_.add(ffn_block_backward(l, act(a.norm_attn, H), dres, sink), dres, dres);  // + the residual path
         // First LN, then the attention branch.
         ops_.layernorm_backward(act(a.sum_attn, H), dres, master(lp.ln_attn_w), a.mean1.as<float>(),
                                 a.rstd1.as<float>(), dres, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
         report(sink, lp.ln_attn_w, 2);
-        ops_.dropout(dres, dtmp, p, dropout_seed(l, kAttentionOut));
-        ops_.bias_grad(dtmp, grad(lp.proj_b));
-        ops_.gemm(true, false, 1.0f, dtmp, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
-        report(sink, lp.proj_w, 2);
-        ops_.gemm(false, false, 1.0f, dtmp, weight(lp.proj_w), 0.0f, dattn);
-        ops_.attention_backward(att, act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
-                                dropout_seed(l, kAttentionProbs));
-        ops_.bias_grad(dqkv, grad(lp.qkv_b));
-        ops_.gemm(true, false, 1.0f, dqkv, x, 0.0f, grad_matrix(lp.qkv_w, 3 * H));
-        report(sink, lp.qkv_w, 2 * lp.qkv_parts);  // q, k, v weights then biases: consecutive indices
-        ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
-        ops_.add(dtmp, dres, dres);
+        ops_.add(attention_block_backward(l, act(resid_[l], H), dres, sink), dres, dres);
     }
 
     // Embeddings: dropout, LN, then the three tables (the tied word embedding last).
@@ -384,22 +354,15 @@ void Transformer::forward_gpt(const int32_t* ids) {
     for (int l = 0; l < L; ++l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
-        const Tensor x = act(resid_[l], H), n1 = act(a.norm_attn, H), qkv = act(a.qkv, 3 * H), attn = act(a.attn, H);
+        const Tensor x = act(resid_[l], H), n1 = act(a.norm_attn, H);
         ops_.layernorm_forward(x, master(lp.ln_attn_w), master(lp.ln_attn_b), eps, n1, a.mean1.as<float>(),
                                a.rstd1.as<float>());
-        ops_.gemm(false, true, 1.0f, n1, weight_rows(lp.qkv_w, 3 * H), 0.0f, qkv, master(lp.qkv_b));
-        ops_.attention_forward(att, qkv, attn, a.saved.get(), dropout_seed(l, kAttentionProbs));
-        ops_.gemm(false, true, 1.0f, attn, weight(lp.proj_w), 0.0f, tmp, master(lp.proj_b));
-        ops_.dropout(tmp, tmp, p, dropout_seed(l, kAttentionOut));
+        attention_block_forward(l, n1, tmp);
         const Tensor mid = act(a.sum_attn, H), n2 = act(a.ffn_side, H);
         ops_.add(tmp, x, mid);
         ops_.layernorm_forward(mid, master(lp.ln_ffn_w), master(lp.ln_ffn_b), eps, n2, a.mean2.as<float>(),
                                a.rstd2.as<float>());
-        const Tensor pre = act(a.ffn_pre, F), post = act(a.ffn_act, F);
-        ops_.gemm(false, true, 1.0f, n2, weight(lp.fc_w), 0.0f, pre, master(lp.fc_b));
-        ops_.activation_forward(Activation::gelu, pre, post);
-        ops_.gemm(false, true, 1.0f, post, weight(lp.out_w), 0.0f, tmp, master(lp.out_b));
-        ops_.dropout(tmp, tmp, p, dropout_seed(l, kFfnOut));
+        ffn_block_forward(l, n2, tmp);
         ops_.add(tmp, mid, act(resid_[l + 1], H));
     }
 
@@ -428,35 +391,16 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
         // dres: gradient of x_{l+1} = mid + drop(FFN(LN2(mid))).
-        ops_.dropout(dres, dtmp, p, dropout_seed(l, kFfnOut));
-        ops_.bias_grad(dtmp, grad(lp.out_b));
-        ops_.gemm(true, false, 1.0f, dtmp, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
-        report(sink, lp.out_w, 2);
-        ops_.gemm(false, false, 1.0f, dtmp, weight(lp.out_w), 0.0f, dffn);
-        ops_.activation_backward(Activation::gelu, act(a.ffn_pre, F), dffn, dffn);
-        ops_.bias_grad(dffn, grad(lp.fc_b));
-        ops_.gemm(true, false, 1.0f, dffn, act(a.ffn_side, H), 0.0f, grad_matrix(lp.fc_w, F));
-        report(sink, lp.fc_w, 2);
-        ops_.gemm(false, false, 1.0f, dffn, weight(lp.fc_w), 0.0f, dtmp);
-        ops_.layernorm_backward(act(a.sum_attn, H), dtmp, master(lp.ln_ffn_w), a.mean2.as<float>(),
-                                a.rstd2.as<float>(), dtmp, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
+        const Tensor dn2 = ffn_block_backward(l, act(a.ffn_side, H), dres, sink);
+        ops_.layernorm_backward(act(a.sum_attn, H), dn2, master(lp.ln_ffn_w), a.mean2.as<float>(),
+                                a.rstd2.as<float>(), dn2, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
         report(sink, lp.ln_ffn_w, 2);
-        ops_.add(dtmp, dres, dres);  // gradient of mid = x + drop(Attn(LN1(x)))
-        ops_.dropout(dres, dtmp, p, dropout_seed(l, kAttentionOut));
-        ops_.bias_grad(dtmp, grad(lp.proj_b));
-        ops_.gemm(true, false, 1.0f, dtmp, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
-        report(sink, lp.proj_w, 2);
-        ops_.gemm(false, false, 1.0f, dtmp, weight(lp.proj_w), 0.0f, dattn);
-        ops_.attention_backward(att, act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
-                                dropout_seed(l, kAttentionProbs));
-        ops_.bias_grad(dqkv, grad(lp.qkv_b));
-        ops_.gemm(true, false, 1.0f, dqkv, act(a.norm_attn, H), 0.0f, grad_matrix(lp.qkv_w, 3 * H));
-        report(sink, lp.qkv_w, 2);
-        ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
-        ops_.layernorm_backward(act(resid_[l], H), dtmp, master(lp.ln_attn_w), a.mean1.as<float>(),
-                                a.rstd1.as<float>(), dtmp, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
+        ops_.add(dn2, dres, dres);  // gradient of mid = x + drop(Attn(LN1(x)))
+        const Tensor dn1 = attention_block_backward(l, act(a.norm_attn, H), dres, sink);
+        ops_.layernorm_backward(act(resid_[l], H), dn1, master(lp.ln_attn_w), a.mean1.as<float>(),
+                                a.rstd1.as<float>(), dn1, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
         report(sink, lp.ln_attn_w, 2);
-        ops_.add(dtmp, dres, dres);
+        ops_.add(dn1, dres, dres);
     }
 
     ops_.dropout(dres, dres, p, dropout_seed(L, kEmbedding));
@@ -465,6 +409,71 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     report(sink, position_);
     ops_.embedding_backward(ids, dres, grad(word_), shape_.vocab);
     report(sink, word_);
+}
+
+// ---- The sub-layers both architectures share.
+
+Activation Transformer::ffn_activation() const {
+    return shape_.arch == TransformerArch::bert ? Activation::gelu_erf : Activation::gelu;
+}
+
+void Transformer::attention_block_forward(int l, const Tensor& in, const Tensor& out) {
+    const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
+    LayerActs& a = acts_[static_cast<size_t>(l)];
+    const int64_t H = shape_.hidden;
+    const Tensor qkv = act(a.qkv, 3 * H), attn = act(a.attn, H);
+    ops_.gemm(false, true, 1.0f, in, weight_rows(lp.qkv_w, 3 * H), 0.0f, qkv, master(lp.qkv_b));
+    ops_.attention_forward(attention_shape(), qkv, attn, a.saved.get(), dropout_seed(l, kAttentionProbs));
+    ops_.gemm(false, true, 1.0f, attn, weight(lp.proj_w), 0.0f, out, master(lp.proj_b));
+    ops_.dropout(out, out, shape_.dropout, dropout_seed(l, kAttentionOut));
+}
+
+void Transformer::ffn_block_forward(int l, const Tensor& in, const Tensor& out) {
+    const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
+    LayerActs& a = acts_[static_cast<size_t>(l)];
+    const int64_t F = shape_.ffn;
+    const Tensor pre = act(a.ffn_pre, F), post = act(a.ffn_act, F);
+    ops_.gemm(false, true, 1.0f, in, weight(lp.fc_w), 0.0f, pre, master(lp.fc_b));
+    ops_.activation_forward(ffn_activation(), pre, post);
+    ops_.gemm(false, true, 1.0f, post, weight(lp.out_w), 0.0f, out, master(lp.out_b));
+    ops_.dropout(out, out, shape_.dropout, dropout_seed(l, kFfnOut));
+}
+
+Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink) {
+    const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
+    LayerActs& a = acts_[static_cast<size_t>(l)];
+    const int64_t H = shape_.hidden;
+    const Tensor dtmp = act(dtmp_, H), dattn = act(dattn_, H), dqkv = act(dqkv_, 3 * H);
+    ops_.dropout(dout, dtmp, shape_.dropout, dropout_seed(l, kAttentionOut));
+    ops_.bias_grad(dtmp, grad(lp.proj_b));
+    ops_.gemm(true, false, 1.0f, dtmp, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
+    report(sink, lp.proj_w, 2);
+    ops_.gemm(false, false, 1.0f, dtmp, weight(lp.proj_w), 0.0f, dattn);
+    ops_.attention_backward(attention_shape(), act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
+                            dropout_seed(l, kAttentionProbs));
+    ops_.bias_grad(dqkv, grad(lp.qkv_b));
+    ops_.gemm(true, false, 1.0f, dqkv, in, 0.0f, grad_matrix(lp.qkv_w, 3 * H));
+    report(sink, lp.qkv_w, 2 * lp.qkv_parts);  // q, k, v weights then biases: consecutive indices
+    ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
+    return dtmp;
+}
+
+Tensor Transformer::ffn_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink) {
+    const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
+    LayerActs& a = acts_[static_cast<size_t>(l)];
+    const int64_t H = shape_.hidden, F = shape_.ffn;
+    const Tensor dtmp = act(dtmp_, H), dffn = act(dffn_, F);
+    ops_.dropout(dout, dtmp, shape_.dropout, dropout_seed(l, kFfnOut));
+    ops_.bias_grad(dtmp, grad(lp.out_b));
+    ops_.gemm(true, false, 1.0f, dtmp, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
+    report(sink, lp.out_w, 2);
+    ops_.gemm(false, false, 1.0f, dtmp, weight(lp.out_w), 0.0f, dffn);
+    ops_.activation_backward(ffn_activation(), act(a.ffn_pre, F), dffn, dffn);
+    ops_.bias_grad(dffn, grad(lp.fc_b));
+    ops_.gemm(true, false, 1.0f, dffn, in, 0.0f, grad_matrix(lp.fc_w, F));
+    report(sink, lp.fc_w, 2);
+    ops_.gemm(false, false, 1.0f, dffn, weight(lp.fc_w), 0.0f, dtmp);
+    return dtmp;
 }
 
 // GEMM FLOPs actually issued per sample (2 per multiply-add), S tokens: per layer the

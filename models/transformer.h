@@ -88,6 +88,15 @@ private:
     void forward_gpt(const int32_t* ids);
     void backward_bert(const int32_t* ids, GradientSink* sink);
     void backward_gpt(const int32_t* ids, GradientSink* sink);
+    // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
+    // differ only in where the LayerNorms and residual adds go around them. Forward:
+    // out = drop(sublayer(in)). Backward: from dout, the gradient of that output, report
+    // the sub-layer's parameter gradients and return the gradient of `in` (in dtmp_).
+    void attention_block_forward(int l, const Tensor& in, const Tensor& out);
+    void ffn_block_forward(int l, const Tensor& in, const Tensor& out);
+    Tensor attention_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
+    Tensor ffn_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
+    Activation ffn_activation() const;  // BERT's exact GELU, GPT-2's tanh approximation
     Ops::AttentionShape attention_shape() const;
 
     Ops& ops_;
