@@ -138,7 +138,8 @@ private:
 template <class Issue>
 void TimedOps::time_last_op(bool hold, Issue&& issue) {
     {
-        // Released before the wait below, also when issuing throws: a held stream never runs.
+        // Released before the wait below, also when issuing throws: the wait on a stream left
+        // held would last until the gate's own timeout.
         struct Hold {
             Ops& ops;
             bool held;
