@@ -160,7 +160,8 @@ public:
     virtual void* stream() = 0;
     virtual void synchronize() = 0;
     // Timing markers in the order work was issued: steady clock on the CPU, events on the
-    // compute stream on CUDA. elapsed_ms synchronizes as needed.
+    // compute stream on CUDA. elapsed_ms synchronizes as needed. The last two slots are
+    // the per-op timer's when one wraps the backend (models/timed_ops.h).
     static constexpr int kMaxMarkers = 16;
     virtual void record_marker(int slot) = 0;
     virtual double elapsed_ms(int from_slot, int to_slot) = 0;

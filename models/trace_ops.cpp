@@ -11,7 +11,23 @@ namespace sb {
 
 namespace {
 double fp32_bytes(double elements) { return elements * 4.0; }
+// The flat fp32 buffers the optimizer works on, as a 1 x n tensor.
+Tensor flat(size_t n) { return Tensor{nullptr, DType::f32, 1, static_cast<int64_t>(n)}; }
 }  // namespace
+
+std::string op_key(const TracedOp& op) {
+    return fmt::format("{}|{}|{}|{}|{}x{}x{}x{}|{}{}|{:.17g}|{:.17g}", op.kind, op.variant, dtype_name(op.dtype),
+                       op.tensor_core, op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.flops, op.bytes);
+}
+
+std::string op_label(const TracedOp& op) {
+    std::string label = op.kind + " " + std::to_string(op.m) + "x" + std::to_string(op.n);
+    if (op.tensor_core) label += "x" + std::to_string(op.k);
+    if (op.batch != 1) label += " x" + std::to_string(op.batch);
+    if (op.kind == "gemm") label += std::string(" ") + (op.trans_a ? "T" : "N") + (op.trans_b ? "T" : "N");
+    if (!op.variant.empty()) label += " " + op.variant;
+    return label;
+}
 
 TracedOp& TraceOps::record(const char* kind, DType dtype, double bytes) {
     TracedOp op;
@@ -22,6 +38,13 @@ TracedOp& TraceOps::record(const char* kind, DType dtype, double bytes) {
     return ops_.back();
 }
 
+TracedOp& TraceOps::record(const char* kind, const Tensor& main, double bytes) {
+    TracedOp& op = record(kind, main.dtype, bytes);
+    op.m = main.rows;
+    op.n = main.cols;
+    return op;
+}
+
 void* TraceOps::alloc(size_t bytes) {
     // Distinct, aligned and never dereferenced: pointer arithmetic on it stays in range.
     void* ptr = reinterpret_cast<void*>(next_address_);
@@ -30,11 +53,11 @@ void* TraceOps::alloc(size_t bytes) {
     return ptr;
 }
 
-void TraceOps::fill(const Tensor& t, float) { record("fill", t.dtype, static_cast<double>(t.bytes())); }
+void TraceOps::fill(const Tensor& t, float) { record("fill", t, static_cast<double>(t.bytes())); }
 
 void TraceOps::cast(const Tensor& src, const Tensor& dst) {
     SB_REQUIRE(src.numel() == dst.numel(), "trace cast: numel differs");
-    record("cast", src.dtype, static_cast<double>(src.bytes() + dst.bytes()));
+    record("cast", src, static_cast<double>(src.bytes() + dst.bytes()));
 }
 
 // Not part of a training step, so nothing to project; a caller reaching it is a bug.
@@ -55,59 +78,65 @@ void TraceOps::gemm(bool trans_a, bool trans_b, float, const Tensor& a, const Te
     op.m = m;
     op.n = n;
     op.k = k;
+    op.trans_a = trans_a;
+    op.trans_b = trans_b;
+    // The epilogue: + bias, + beta C.
+    op.variant = std::string(bias ? "bias" : "") + (bias && beta != 0.0f ? "+" : "") + (beta != 0.0f ? "accumulate" : "");
     op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
 }
 
-void TraceOps::activation_forward(Activation, const Tensor& pre, const Tensor& out) {
-    record("activation_forward", pre.dtype, static_cast<double>(pre.bytes() + out.bytes()));
+void TraceOps::activation_forward(Activation act, const Tensor& pre, const Tensor& out) {
+    record("activation_forward", pre, static_cast<double>(pre.bytes() + out.bytes())).variant = activation_name(act);
 }
 
-void TraceOps::activation_backward(Activation, const Tensor& pre, const Tensor& grad_out, const Tensor& grad_pre) {
-    record("activation_backward", pre.dtype, static_cast<double>(pre.bytes() + grad_out.bytes() + grad_pre.bytes()));
+void TraceOps::activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out, const Tensor& grad_pre) {
+    record("activation_backward", pre, static_cast<double>(pre.bytes() + grad_out.bytes() + grad_pre.bytes())).variant =
+        activation_name(act);
 }
 
 void TraceOps::bias_grad(const Tensor& grad, float*) {
-    record("bias_grad", grad.dtype, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
+    record("bias_grad", grad, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
 }
 
 void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, float*, const Tensor& grad_logits, float) {
-    record("softmax_cross_entropy", logits.dtype,
+    record("softmax_cross_entropy", logits,
            static_cast<double>(logits.bytes() + grad_logits.bytes()) + 4.0 * static_cast<double>(logits.rows));
 }
 
 void TraceOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
-    record("add", a.dtype, static_cast<double>(a.bytes() + b.bytes() + out.bytes()));
+    record("add", a, static_cast<double>(a.bytes() + b.bytes() + out.bytes()));
 }
 
 void TraceOps::layernorm_forward(const Tensor& x, const float*, const float*, float, const Tensor& out, float*,
                                  float*) {
     // x in, out, gamma and beta, mean and rstd per row.
-    record("layernorm_forward", x.dtype,
+    record("layernorm_forward", x,
            static_cast<double>(x.bytes() + out.bytes()) + fp32_bytes(2.0 * x.cols + 2.0 * x.rows));
 }
 
 void TraceOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*, const float*,
                                   const Tensor& grad_x, float*, float*) {
-    record("layernorm_backward", x.dtype,
+    record("layernorm_backward", x,
            static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) +
                fp32_bytes(3.0 * x.cols + 2.0 * x.rows));
 }
 
 void TraceOps::embedding_forward(const int32_t*, const Tensor& table, const Tensor& out, bool accumulate) {
     // The gathered rows, the ids, out written (and read when accumulating).
-    record("embedding_forward", table.dtype,
-           static_cast<double>(out.bytes() * (accumulate ? 3 : 2)) + 4.0 * static_cast<double>(out.rows));
+    record("embedding_forward", out,
+           static_cast<double>(out.bytes() * (accumulate ? 3 : 2)) + 4.0 * static_cast<double>(out.rows))
+        .variant = accumulate ? "accumulate" : "";
 }
 
 void TraceOps::embedding_backward(const int32_t*, const Tensor& grad_out, float*, int64_t) {
     // grad_out read, each touched table row read-modified-written in fp32.
-    record("embedding_backward", grad_out.dtype,
+    record("embedding_backward", grad_out,
            static_cast<double>(grad_out.bytes()) + fp32_bytes(2.0 * static_cast<double>(grad_out.numel())) +
                4.0 * static_cast<double>(grad_out.rows));
 }
 
 void TraceOps::dropout(const Tensor& in, const Tensor& out, float, uint64_t) {
-    record("dropout", in.dtype, static_cast<double>(in.bytes() + out.bytes()));
+    record("dropout", in, static_cast<double>(in.bytes() + out.bytes()));
 }
 
 size_t TraceOps::attention_saved_bytes(const AttentionShape& s) const {
@@ -115,47 +144,49 @@ size_t TraceOps::attention_saved_bytes(const AttentionShape& s) const {
     return static_cast<size_t>(s.batch) * s.heads * s.seq * s.seq * dtype_size(compute_dtype(precision_));
 }
 
-void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void*, uint64_t) {
-    // Q K^T and P V: two batched (seq x seq x head_dim) GEMMs per head; softmax and
-    // dropout pass over P. Causal masking is applied to full-size products.
-    const double saved = static_cast<double>(attention_saved_bytes(s));
-    TracedOp& op = record("attention_forward", qkv.dtype, static_cast<double>(qkv.bytes() + out.bytes()) + 3.0 * saved);
+// Attention as `products` batched (seq x seq x head_dim) GEMMs, one per batch x head.
+TracedOp& TraceOps::record_attention(const char* kind, const AttentionShape& s, DType dtype, double bytes,
+                                     int products) {
+    TracedOp& op = record(kind, dtype, bytes);
+    op.variant = std::string(s.causal ? "causal" : "bidirectional") + (s.dropout_p > 0.0f ? "+dropout" : "");
     op.tensor_core = true;
     op.m = s.seq;
     op.n = s.seq;
     op.k = s.head_dim;
     op.batch = static_cast<int64_t>(s.batch) * s.heads;
-    op.flops = 2.0 * 2.0 * static_cast<double>(op.batch) * s.seq * s.seq * s.head_dim;
+    op.flops = products * 2.0 * static_cast<double>(op.batch) * s.seq * s.seq * s.head_dim;
+    return op;
+}
+
+void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void*, uint64_t) {
+    // Q K^T and P V; softmax and dropout pass over P. Causal masking is applied to
+    // full-size products.
+    const double saved = static_cast<double>(attention_saved_bytes(s));
+    record_attention("attention_forward", s, qkv.dtype, static_cast<double>(qkv.bytes() + out.bytes()) + 3.0 * saved, 2);
 }
 
 void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
                                   const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
     // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four products of the forward's size.
     const double saved = static_cast<double>(attention_saved_bytes(s));
-    TracedOp& op = record("attention_backward", qkv.dtype,
-                          static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes()) +
-                              3.0 * saved);
-    op.tensor_core = true;
-    op.m = s.seq;
-    op.n = s.seq;
-    op.k = s.head_dim;
-    op.batch = static_cast<int64_t>(s.batch) * s.heads;
-    op.flops = 4.0 * 2.0 * static_cast<double>(op.batch) * s.seq * s.seq * s.head_dim;
+    record_attention("attention_backward", s, qkv.dtype,
+                     static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes()) + 3.0 * saved,
+                     4);
 }
 
 void TraceOps::sgd_step(float*, const float*, float*, size_t n, const OptimizerConfig&, const Tensor& weights_copy) {
     // params and momentum read and written, grads read, the compute copy written.
-    record("sgd_step", DType::f32, fp32_bytes(5.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
+    record("sgd_step", flat(n), fp32_bytes(5.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
 }
 
 void TraceOps::adamw_step(float*, const float*, float*, float*, size_t n, const OptimizerConfig&, int64_t,
                           const Tensor& weights_copy) {
     // params, m, v read and written, grads read, the compute copy written.
-    record("adamw_step", DType::f32, fp32_bytes(7.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
+    record("adamw_step", flat(n), fp32_bytes(7.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));
 }
 
 bool TraceOps::unscale_and_check(float*, size_t n, float) {
-    record("unscale_and_check", DType::f32, fp32_bytes(2.0 * static_cast<double>(n)));
+    record("unscale_and_check", flat(n), fp32_bytes(2.0 * static_cast<double>(n)));
     return true;
 }
 

@@ -17,13 +17,24 @@ namespace sb {
 
 struct TracedOp {
     std::string kind;       // the Ops method, e.g. "gemm", "layernorm_forward"
+    // What else picks the kernel: a GEMM's epilogue ("bias", "accumulate" for beta != 0),
+    // the activation ("gelu_erf"), attention's mask and dropout ("causal+dropout"), an
+    // embedding added in place ("accumulate"); empty otherwise.
+    std::string variant;
     DType dtype = DType::f32;  // of the main operand (gemm: the inputs)
     bool tensor_core = false;  // a GEMM-like op whose FLOPs run at the GEMM peak
-    // GEMM-like ops: C (m x n) = A (m x k) @ B (k x n), `batch` times.
+    // GEMM-like ops: C (m x n) = A (m x k) @ B (k x n), `batch` times, with A and/or B
+    // transposed as the call asked. Other ops: m x n is the main operand's shape.
     int64_t m = 0, n = 0, k = 0, batch = 1;
+    bool trans_a = false, trans_b = false;
     double flops = 0;  // 2 per multiply-add; elementwise work is counted in bytes only
     double bytes = 0;  // read + written, in backend memory
 };
+
+// Two calls are the same op when everything above is equal: one key for both.
+std::string op_key(const TracedOp& op);
+// "gemm 4096x2304x768 NT", "layernorm_forward 4096x768", "attention_forward 128x128x64 x384 causal".
+std::string op_label(const TracedOp& op);
 
 class TraceOps : public Ops {
 public:
@@ -81,6 +92,8 @@ public:
 
 private:
     TracedOp& record(const char* kind, DType dtype, double bytes);
+    TracedOp& record(const char* kind, const Tensor& main, double bytes);  // shape and dtype of `main`
+    TracedOp& record_attention(const char* kind, const AttentionShape& shape, DType dtype, double bytes, int products);
 
     Precision precision_;
     std::vector<TracedOp> ops_;

@@ -14,6 +14,7 @@
 #include "src/comm_command.h"
 #include "src/config.h"
 #include "src/environment.h"
+#include "src/op_profile.h"
 #include "src/project_command.h"
 #include "src/errors.h"
 #include "src/report.h"
@@ -36,6 +37,7 @@ struct TrainFlags {
     std::optional<double> bucket_mb;
     std::optional<bool> cuda_graphs;
     bool recheck_allreduce = false;
+    std::string profile_ops;  // op_profile records go here when set
 };
 
 void add_train_options(CLI::App& sub, TrainFlags& f) {
@@ -59,6 +61,9 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
     sub.add_flag("--recheck-allreduce", f.recheck_allreduce,
                  "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
+    sub.add_option("--profile-ops", f.profile_ops,
+                   "after the sweep, time every op of the step on rank 0 (eagerly: CUDA graphs off) and append one "
+                   "op_profile record per op kind and shape to this JSONL file (project --calibrate reads them)");
 }
 
 
@@ -88,6 +93,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         validate_config(cfg);
         validate_for_world(cfg, size);
         if (rank == 0) error = results_file_problem(cfg.out);
+        if (rank == 0 && error.empty() && !flags.profile_ops.empty()) error = results_file_problem(flags.profile_ops);
     } catch (const UserError& e) {
         error = e.what();
     }
@@ -96,8 +102,12 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     set_incomplete_record(cfg.out, "train");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
     check_grad_dtype_backend(cfg, *ops);
-    const bool passed =
-        run_training_sweep(cfg, *ops, world, run_environment(*ops, world), SweepChecks{flags.recheck_allreduce});
+    const nlohmann::json environment = run_environment(*ops, world);
+    const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
+    if (!flags.profile_ops.empty()) {
+        set_incomplete_record(flags.profile_ops, "train");
+        run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
+    }
     set_incomplete_record("", "");
     return passed ? 0 : 3;
 }

@@ -24,7 +24,8 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     sub.add_option("--config,-c", o.config, "workload YAML (default: the built-in MLP workload)");
     sub.add_option("--calibrate", o.calibrate,
-                   "gemm, comm and one-GPU train JSONL records of the profile's GPU to calibrate from (repeatable, comma lists)")
+                   "gemm, comm, one-GPU train and op_profile (train --profile-ops) JSONL records of the profile's GPU to "
+                   "calibrate from (repeatable, comma lists)")
         ->delimiter(',')
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::ExistingFile);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -150,6 +151,61 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+// An op_profile record: checked whatever GPU made it (a bad record is an error, not skipped),
+// kept when it is of this GPU. `where` is "FILE: record N".
+void add_profiled_op(Calibration& cal, const CostModel& shape_model, const nlohmann::json& r, bool this_gpu,
+                     const std::string& where) {
+    ProfiledOp p;
+    try {
+        p = profiled_op_of_record(r);
+    } catch (const UserError& e) {
+        throw UserError(fmt::format("{}: not a usable op_profile record: {}", where, e.what()));
+    } catch (const nlohmann::json::exception& e) {
+        throw UserError(fmt::format("{}: not a scalebench op_profile record: {}", where, e.what()));
+    }
+    if (!this_gpu) return;  // per-op efficiencies are those of the GPU that ran them (README: Projection)
+    if (p.op.bytes <= 0 && p.op.flops <= 0) return;  // no work, no rate (an empty tensor)
+    // FLOPs are exact: a tensor-core op above the peak was not timed on this GPU.
+    constexpr double kPeakTolerance = 1.05;
+    const double efficiency = shape_model.measured_efficiency(p);
+    if (p.op.tensor_core && efficiency > kPeakTolerance)
+        throw UserError(fmt::format("{}: {} in {} ms is {:.2f}x the {} peak of {}: not a time of this GPU", where,
+                                    op_label(p.op), p.ms, efficiency, precision_name(p.precision), shape_model.hw.device_name));
+    cal.profiled_ops.push_back(std::move(p));
+}
+
+// What the profiled ops set, one line per kind.
+std::vector<std::string> profiled_op_notes(const CostModel& m) {
+    std::map<std::string, std::vector<const ProfiledOp*>> by_kind;
+    for (const ProfiledOp& p : m.calibration.profiled_ops) by_kind[p.op.kind].push_back(&p);
+    std::vector<std::string> notes;
+    for (const auto& [kind, ops] : by_kind) {
+        double lo = INFINITY, hi = 0;
+        int calls = 0;
+        for (const ProfiledOp* p : ops) {
+            lo = std::min(lo, m.measured_efficiency(*p));
+            hi = std::max(hi, m.measured_efficiency(*p));
+            calls += p->calls_per_step;
+        }
+        const ProfiledOp& any = *ops.front();
+        const std::string of = fmt::format("op profile: {} ({} shape(s), {} call(s) a step)", kind, ops.size(), calls);
+        if (!any.op.tensor_core) {
+            const double f = m.profiled_kind_efficiency(kind, any.precision);
+            notes.push_back(fmt::format("{}: {:.3f} of memory bandwidth over all ({:.0f} GB/s; shapes {:.3f}-{:.3f}), "
+                                        "used for this kind's ops unless a shape within {}x was profiled",
+                                        of, f, f * m.hw.peak.mem_bw_gbps, lo, hi, CostModel::kCloseFactor));
+        } else {
+            notes.push_back(fmt::format("{}: {:.3f}-{:.3f} of the {} peak, carried by the shape model to ops within {}x "
+                                        "of a profiled shape{}",
+                                        of, lo, hi, precision_name(any.precision), CostModel::kCloseFactor,
+                                        kind == "gemm" ? "; other GEMMs from the shape model"
+                                                       : fmt::format("; others at the large-shape efficiency {:.3f} these imply",
+                                                                     m.profiled_kind_efficiency(kind, any.precision))));
+        }
+    }
+    return notes;
+}
+
 }  // namespace
 
 Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>& files) {
@@ -166,6 +222,10 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
             try {
                 const std::string sub = r.value("subcommand", "");
                 const std::string gpu = record_gpu(r);
+                if (sub == "op_profile") {
+                    add_profiled_op(cal, shape_model, r, gpu == hw.device_name, fmt::format("{}: record {}", file, index + 1));
+                    continue;
+                }
                 if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one
                 if (sub == "gemm" && r.contains("fraction_of_peak") && r["fraction_of_peak"].is_number()) {
                     const std::string dtype = r.value("dtype", "");
@@ -235,6 +295,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                                         kPrecisionNames[i], cal.gemm_base[i], bases[i].size()));
     }
     if (!optimizer_fractions.empty()) cal.optimizer_memory_efficiency = std::min(1.0, median(optimizer_fractions));
+    for (const std::string& note : profiled_op_notes(CostModel(hw, cal))) cal.notes.push_back(note);
     if (cal.collective_alpha_us >= 0)
         cal.notes.push_back(fmt::format("all-reduce call latency {:.2f} us (comm fit alpha)", cal.collective_alpha_us));
     return cal;
@@ -262,7 +323,60 @@ double CostModel::peak_tflops(Precision precision) const {
     return 0;
 }
 
+double CostModel::measured_efficiency(const ProfiledOp& p) const {
+    // The time the op kept the GPU busy: its measured time less the gap op_ms adds back; at
+    // least half the measured time, so an op that is nearly all launch still has a rate.
+    const double busy_s = std::max(p.ms - hw.kernel_gap_us.value * 1e-3, 0.5 * p.ms) * 1e-3;
+    if (p.op.tensor_core) return p.op.flops / busy_s / (peak_tflops(p.precision) * 1e12);
+    return p.op.bytes / busy_s / (hw.peak.mem_bw_gbps * 1e9);
+}
+
+const ProfiledOp* CostModel::closest_profiled(const TracedOp& op, Precision precision) const {
+    auto log_ratio = [](int64_t a, int64_t b) {
+        return a == b ? 0.0 : a > 0 && b > 0 ? std::abs(std::log(static_cast<double>(a) / static_cast<double>(b)))
+                                             : INFINITY;
+    };
+    const double limit = std::log(kCloseFactor) * (1 + 1e-12);
+    const ProfiledOp* best = nullptr;
+    double best_distance = INFINITY;
+    for (const ProfiledOp& p : calibration.profiled_ops) {
+        const TracedOp& q = p.op;
+        if (q.kind != op.kind || q.variant != op.variant || q.dtype != op.dtype || q.tensor_core != op.tensor_core ||
+            q.trans_a != op.trans_a || q.trans_b != op.trans_b || (op.tensor_core && p.precision != precision))
+            continue;
+        const double d[4] = {log_ratio(q.m, op.m), log_ratio(q.n, op.n), log_ratio(q.k, op.k),
+                             log_ratio(q.batch, op.batch)};
+        if (*std::max_element(d, d + 4) > limit) continue;
+        // Of equally near shapes the one whose bytes are nearest (bias, accumulation).
+        const double distance =
+            d[0] + d[1] + d[2] + d[3] + (q.bytes > 0 && op.bytes > 0 ? 1e-6 * std::abs(std::log(q.bytes / op.bytes)) : 0);
+        if (distance < best_distance) {
+            best = &p;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
+double CostModel::profiled_kind_efficiency(const std::string& kind, Precision precision) const {
+    // Work per step over time per step at the rate each call implies.
+    double work = 0, at_full_rate = 0;
+    for (const ProfiledOp& p : calibration.profiled_ops) {
+        if (p.op.kind != kind || (p.op.tensor_core && p.precision != precision)) continue;
+        const double w = (p.op.tensor_core ? p.op.flops : p.op.bytes) * p.calls_per_step;
+        const double e = p.op.tensor_core ? measured_efficiency(p) / gemm_shape_factor(p.op) : measured_efficiency(p);
+        work += w;
+        at_full_rate += w / e;
+    }
+    return work > 0 ? work / at_full_rate : -1;
+}
+
 double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const {
+    if (const ProfiledOp* near = closest_profiled(op, precision))
+        return std::min(1.0, measured_efficiency(*near) * gemm_shape_factor(op) / gemm_shape_factor(near->op));
+    // Attention's products at its kind's measured rate (there is no `gemm` sweep of them).
+    if (const double base = profiled_kind_efficiency(op.kind, precision); op.kind != "gemm" && base > 0)
+        return std::min(1.0, base * gemm_shape_factor(op));
     std::vector<double> same_shape;
     for (const auto& g : calibration.gemms)
         if (g.precision == precision_index(precision) && g.m == op.m && g.n == op.n && g.k == op.k && op.batch == 1)
@@ -271,7 +385,7 @@ double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const
     double base = calibration.gemm_base[precision_index(precision)];
     // The profile's figure is the efficiency of an 8192^3 product; the shape model carries it to others.
     if (base < 0) base = hw.gemm_efficiency.value / gemm_shape_factor(8192, 8192, 8192, 1);
-    return std::min(1.0, base * gemm_shape_factor(op.m, op.n, op.k, op.batch));
+    return std::min(1.0, base * gemm_shape_factor(op));
 }
 
 double CostModel::memory_gbps() const {
@@ -279,14 +393,18 @@ double CostModel::memory_gbps() const {
     return hw.peak.mem_bw_gbps * eff;
 }
 
-double CostModel::optimizer_memory_gbps() const {
-    return calibration.optimizer_memory_efficiency > 0 ? hw.peak.mem_bw_gbps * calibration.optimizer_memory_efficiency
-                                                       : memory_gbps();
+double CostModel::memory_fraction(const TracedOp& op) const {
+    if (!op.tensor_core) {
+        if (const ProfiledOp* near = closest_profiled(op, Precision::fp32)) return measured_efficiency(*near);
+        if (const double kind = profiled_kind_efficiency(op.kind, Precision::fp32); kind > 0) return kind;
+        const bool optimizer = op.kind == "adamw_step" || op.kind == "sgd_step";
+        if (optimizer && calibration.optimizer_memory_efficiency > 0) return calibration.optimizer_memory_efficiency;
+    }
+    return memory_gbps() / hw.peak.mem_bw_gbps;
 }
 
 double CostModel::op_ms(const TracedOp& op, Precision precision) const {
-    const bool optimizer = op.kind == "adamw_step" || op.kind == "sgd_step";
-    double ms = op.bytes / ((optimizer ? optimizer_memory_gbps() : memory_gbps()) * 1e9) * 1e3;
+    double ms = op.bytes / (hw.peak.mem_bw_gbps * memory_fraction(op) * 1e9) * 1e3;
     if (op.tensor_core && op.flops > 0) {
         const double peak = peak_tflops(precision);
         SB_REQUIRE(peak > 0, fmt::format("{} has no {} rate", hw.peak.name, precision_name(precision)));

@@ -8,8 +8,8 @@
 //    from an alpha-beta model per link class and algorithm;
 //  - the schedule: buckets replayed against the backward timeline on one comm stream, as
 //    the runner issues them, giving compute, exposed communication, optimizer and step time.
-// Calibration replaces profile figures by ones fitted from `gemm` and `comm` records of the
-// same GPU.
+// Calibration replaces profile figures by ones fitted from `gemm`, `comm`, one-GPU `train`
+// and `op_profile` records of the same GPU.
 #pragma once
 
 #include <string>
@@ -20,6 +20,7 @@
 #include "models/trace_ops.h"
 #include "src/config.h"
 #include "src/hardware.h"
+#include "src/op_profile.h"
 
 namespace sb {
 
@@ -69,12 +70,16 @@ struct Calibration {
     // The optimizer step's fraction of memory bandwidth, from one-GPU `train` records of the
     // GPU (their optimizer_ms against the traced step's bytes); < 0 when none was given.
     double optimizer_memory_efficiency = -1;
+    // Ops timed on the GPU (`train --profile-ops`): CostModel::op_ms gives a traced op the
+    // efficiency of the nearest of them (see there).
+    std::vector<ProfiledOp> profiled_ops;
     double collective_alpha_us = -1;  // fixed cost of one all-reduce call
     double ring_busbw_gbps = -1;      // large-message busbw of the intra-node fabric, when n > 1 was measured
     int ring_busbw_world = 0;
 };
 
-// Reads `scalebench gemm`, `comm` and one-GPU `train` records; keeps those of hw's GPU.
+// Reads `scalebench gemm`, `comm`, one-GPU `train` and `op_profile` records; keeps those of
+// hw's GPU.
 Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>& files);
 
 // ---- cost model
@@ -85,11 +90,36 @@ struct CostModel {
 
     // Wave quantization (128x128 tiles over the SMs) times the K pipeline fill k / (k + 128).
     double gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
-    double gemm_efficiency(const TracedOp& op, Precision precision) const;  // fraction of peak
+    double gemm_shape_factor(const TracedOp& op) const { return gemm_shape_factor(op.m, op.n, op.k, op.batch); }
+    // Fraction of peak of a tensor-core op (a GEMM, attention's products). With profiled ops:
+    // the nearest profiled op of its kind within kCloseFactor (see closest_profiled), carried
+    // by the shape model's ratio; else, for attention, its kind's measured rate over the
+    // shape model. Otherwise a `gemm` record of the same shape, or the shape model over the
+    // large-shape efficiency (gemm records, else the profile).
+    double gemm_efficiency(const TracedOp& op, Precision precision) const;
+    // Fraction of memory bandwidth a memory-bound op reaches: that of the nearest profiled op
+    // of its kind, else its kind's over every profiled shape (bytes over time), else the
+    // optimizer's from train records (AdamW, SGD), else a device copy's (memory_efficiency).
+    // Tensor-core ops: a device copy's (their measured time goes through gemm_efficiency).
+    double memory_fraction(const TracedOp& op) const;
     double peak_tflops(Precision precision) const;
-    double memory_gbps() const;  // achievable
-    double optimizer_memory_gbps() const;  // achievable by the optimizer step (memory_gbps() unless calibrated)
+    double memory_gbps() const;  // achievable by a device copy
     double op_ms(const TracedOp& op, Precision precision) const;
+
+    // A profiled op's efficiency from its time less the kernel gap (op_ms adds the gap
+    // back): memory-bound ops as a fraction of memory bandwidth, tensor-core ops of peak.
+    double measured_efficiency(const ProfiledOp& p) const;
+    // Profiled shapes are carried to ops whose every dimension (m, n, k, batch) is within
+    // this factor of theirs; beyond, the kernel may be another and the shape model decides.
+    static constexpr double kCloseFactor = 4.0;
+    // The profiled op of the same kind, variant, dtype, precision (and GEMM transposes)
+    // nearest to `op` (sum of |log ratios| of the dimensions) within kCloseFactor; nullptr if none.
+    const ProfiledOp* closest_profiled(const TracedOp& op, Precision precision) const;
+    // Over every profiled op of `kind` (tensor-core kinds: of `precision`), per step: for a
+    // memory-bound kind its bytes over its time, as a fraction of memory bandwidth; for a
+    // tensor-core kind the large-shape efficiency its FLOPs imply through the shape model.
+    // < 0 when none was profiled.
+    double profiled_kind_efficiency(const std::string& kind, Precision precision) const;
     // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms). On one GPU it is the
     // call's fixed cost plus a read and a write of the bytes: NCCL's one-rank path runs its
     // reduce kernel for the runner's ncclAvg (a scale by 1/1), in place or not.

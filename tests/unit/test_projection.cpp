@@ -42,12 +42,19 @@ TEST(TraceOps, GemmFlopsBytesAndShapeFollowTheTransposes) {
     EXPECT_EQ(op.k, 32);
     EXPECT_DOUBLE_EQ(op.flops, 2.0 * 64 * 16 * 32);
     EXPECT_DOUBLE_EQ(op.bytes, (64 * 32 + 16 * 32 + 64 * 16) * 2.0 + 16 * 4.0);
+    EXPECT_FALSE(op.trans_a);
+    EXPECT_TRUE(op.trans_b);
+    EXPECT_EQ(op.variant, "bias");
     // dW = dY^T X into fp32 with accumulation: C read and written.
     const Tensor dw{ops.alloc(16 * 32 * 4), DType::f32, 16, 32};
     ops.gemm(true, false, 1.0f, y, x, 1.0f, dw);
     EXPECT_EQ(ops.trace()[1].m, 16);
     EXPECT_EQ(ops.trace()[1].k, 64);
     EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, (64 * 16 + 64 * 32) * 2.0 + 2.0 * 16 * 32 * 4);
+    EXPECT_TRUE(ops.trace()[1].trans_a);
+    EXPECT_EQ(ops.trace()[1].variant, "accumulate");
+    EXPECT_NE(op_key(ops.trace()[0]), op_key(ops.trace()[1]));
+    EXPECT_EQ(op_label(ops.trace()[1]), "gemm 16x32x64 TN accumulate");
 }
 
 TEST(TraceOps, AllocReturnsDistinctNonNullAddressesAndCountsTheFootprint) {
@@ -91,6 +98,11 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
     EXPECT_DOUBLE_EQ(ops.trace()[6].flops, fwd);
     EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 2.0 * fwd);
     EXPECT_EQ(ops.trace()[6].batch, 24);
+    // What picks the kernel besides the shape, and the shape of the memory-bound ops.
+    EXPECT_EQ(ops.trace()[6].variant, "bidirectional+dropout");
+    EXPECT_EQ(ops.trace()[3].variant, "accumulate");
+    EXPECT_EQ(ops.trace()[1].m, rows);
+    EXPECT_EQ(ops.trace()[1].n, hidden);
 }
 
 TrainConfig small_mlp() {

@@ -1,7 +1,7 @@
 // The projection checked against what was measured and what was published:
 // (1) every measured one-GPU `train` record under results/ (the H200 and H100 runs),
-//     predicted from the same folder's gemm and comm records and other models' train records
-//     (nothing of the predicted model's records goes in);
+//     predicted from the same folder's gemm and comm records and other models' train and
+//     op_profile records (nothing of the predicted model's records goes in);
 // (2) the nccl-tests bus bandwidths of results/published/nccl_allreduce.yaml, predicted from
 //     the hardware profiles; the median error of the entries marked `validation`.
 // (3) the BERT training throughputs of results/published/bert_throughput.yaml on 1-8 GPUs,
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -50,8 +51,11 @@ double median_of(std::vector<double> v) {
 
 // Every one-GPU `train` record under results/<folder>/ (any depth) made on a GPU a profile describes,
 // predicted with --calibrate from the same folder's other measurements only: its gemm and
-// comm records, and train records of *other* models (they set the optimizer's bandwidth
-// fraction); never a record of the model being predicted.
+// comm records, and train and op_profile records of *other* models (they set the optimizer's
+// bandwidth fraction and the per-op efficiencies); never a record of the model being
+// predicted. Where the folder has an op profile of the predicted model at its batch, the
+// projection from it is printed too, as a check of the schedule (the sum of its own measured
+// ops: not a prediction, not in the median).
 TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
     std::vector<HardwareProfile> profiles;
     for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs/hardware"))
@@ -66,6 +70,10 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
         const auto& env = r.value("environment", nlohmann::json::object());
         return env.contains("gpu") && env["gpu"].is_object() ? env["gpu"].value("name", std::string()) : std::string();
     };
+    auto per_model = [](const nlohmann::json& r) {
+        const std::string sub = r.value("subcommand", "");
+        return sub == "train" || sub == "op_profile";
+    };
 
     std::vector<std::filesystem::path> folders;
     for (const auto& e : std::filesystem::directory_iterator(kSource + "/results"))
@@ -76,36 +84,49 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
 
     std::vector<double> step_errors;
     std::printf("| run | model, batch, precision, CUDA graphs | step ms measured | projected | error | compute | "
-                "exposed comm | optimizer | optimizer bandwidth from other models |\n"
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+                "exposed comm | optimizer | optimizer bandwidth from other models | op profiles of | from its own op "
+                "profile (check) |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (const auto& folder : folders) {
-        std::vector<std::string> measurement_files;                                // gemm, comm
-        std::vector<std::pair<std::string, nlohmann::json>> train;                 // (file, record)
+        std::vector<std::string> measurement_files;                      // gemm, comm
+        std::vector<std::pair<std::string, nlohmann::json>> model_records;  // (file, train or op_profile record)
         std::vector<std::filesystem::path> files;
         for (const auto& e : std::filesystem::recursive_directory_iterator(folder))
             if (e.path().extension() == ".jsonl") files.push_back(e.path());
         std::sort(files.begin(), files.end());
         for (const auto& f : files) {
             const ReadResult read = read_records(f.string());
-            bool has_train = false;
+            bool has_model_records = false;
             for (const auto& r : read.records)
-                if (r.value("subcommand", "") == "train") {
-                    has_train = true;
-                    train.emplace_back(std::filesystem::relative(f, folder).string(), r);
+                if (per_model(r)) {
+                    has_model_records = true;
+                    model_records.emplace_back(std::filesystem::relative(f, folder).string(), r);
                 }
-            if (!has_train && !read.records.empty()) measurement_files.push_back(f.string());
+            if (!has_model_records && !read.records.empty()) measurement_files.push_back(f.string());
         }
-        for (const auto& [file, r] : train) {
+        for (const auto& [file, r] : model_records) {
+            if (r.value("subcommand", "") != "train") continue;
             const HardwareProfile* hw = profile_of(gpu_of(r));
             if (!hw || r.value("world_size", 0) != 1) continue;  // CPU runs; multi-GPU runs are not here yet
             const TrainConfig cfg = config_of_record(r, file);
-            // Calibration: the folder's measurements and the train records of other models.
+            // Calibration: the folder's measurements and the records of other models.
             std::vector<std::string> cal_files = measurement_files;
             const std::string others = (scratch / (folder.filename().string() + "-others.jsonl")).string();
+            const std::string own = (scratch / (folder.filename().string() + "-own-profile.jsonl")).string();
             std::filesystem::remove(others);
-            for (const auto& [other_file, o] : train)
-                if (gpu_of(o) == hw->device_name && o.value("world_size", 0) == 1 && o["num_params"] != r["num_params"])
+            std::filesystem::remove(own);
+            std::set<std::string> profiled_models;
+            for (const auto& [other_file, o] : model_records) {
+                const bool one_gpu = o.value("subcommand", "") == "op_profile" || o.value("world_size", 0) == 1;
+                if (gpu_of(o) != hw->device_name || !one_gpu) continue;
+                if (o["num_params"] != r["num_params"]) {
                     append_record(others, o);
+                    if (o["subcommand"] == "op_profile") profiled_models.insert(o["model"].get<std::string>());
+                } else if (o["subcommand"] == "op_profile" && o["local_batch"] == r["local_batch"] &&
+                           o["precision"] == r["precision"]) {
+                    append_record(own, o);
+                }
+            }
             if (std::filesystem::exists(others)) cal_files.push_back(others);
             const CostModel model(*hw, calibrate(*hw, cal_files));
             TrainConfig at_batch = cfg;
@@ -122,14 +143,25 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             const double step = r["step_ms"]["median"].get<double>();
             const double error = (p.step.step_ms - step) / step;
             step_errors.push_back(std::abs(error));
+            std::string own_check = "-";
+            if (std::filesystem::exists(own)) {
+                std::vector<std::string> with_own = cal_files;
+                with_own.push_back(own);
+                const double own_ms =
+                    project_workload(at_batch, CostModel(*hw, calibrate(*hw, with_own)), {1}, {1}).at(0).step.step_ms;
+                own_check = fmt::format("{:.3f} ({:+.1f}%)", own_ms, 100.0 * (own_ms - step) / step);
+            }
+            std::string profiled = profiled_models.empty() ? "none" : "";
+            for (const auto& m : profiled_models) profiled += (profiled.empty() ? "" : ", ") + m;
             const double fraction = model.calibration.optimizer_memory_efficiency;
-            std::printf("| %s/%s | %s, %d, %s, %s | %.3f | %.3f | %+.1f%% | %s | %s | %s | %s |\n",
+            std::printf("| %s/%s | %s, %d, %s, %s | %.3f | %.3f | %+.1f%% | %s | %s | %s | %s | %s | %s |\n",
                         folder.filename().string().c_str(), file.c_str(), r["model"].get<std::string>().c_str(),
                         r["local_batch"].get<int>(), r["precision"].get<std::string>().c_str(),
                         r["config"].value("cuda_graphs", true) ? "on" : "off", step, p.step.step_ms, 100.0 * error,
                         cell("compute_ms", p.step.compute_ms).c_str(), cell("exposed_comm_ms", p.step.exposed_comm_ms).c_str(),
                         cell("optimizer_ms", p.step.optimizer_ms).c_str(),
-                        fraction > 0 ? fmt::format("{:.3f}", fraction).c_str() : "none");
+                        fraction > 0 ? fmt::format("{:.3f}", fraction).c_str() : "none", profiled.c_str(),
+                        own_check.c_str());
         }
     }
     ASSERT_GE(step_errors.size(), 1u) << "no measured one-GPU train record of a profiled GPU under results/";
