@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -145,11 +146,24 @@ struct NcclCommunicator::Impl {
         while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
         pending.push_back({event, Clock::now(), what});
     }
+    // NCCL's way to stop kernels waiting on a peer that will not come. It also frees device
+    // memory, which waits for the device: where the stall is not NCCL's own (work ahead of
+    // the collective that never ends) it does not return, so it runs on a thread of its
+    // own and the job is ended after a grace period either way.
     void abort_comm() {
         if (aborted) return;
         aborted = true;
-        ncclCommAbort(nccl);  // NCCL's way to stop kernels waiting on a peer that will not come
+        auto finished = std::make_shared<std::promise<void>>();
+        std::future<void> done = finished->get_future();
+        std::thread([comm = nccl, finished] {
+            ncclCommAbort(comm);
+            finished->set_value();
+        }).detach();
+        if (done.wait_for(std::chrono::seconds(kAbortGraceS)) != std::future_status::ready)
+            fmt::print(stderr, "rank {} on {}: ncclCommAbort did not return within {} s; ending the job anyway\n",
+                       process_info().world_rank, process_info().host, kAbortGraceS);
     }
+    static constexpr int kAbortGraceS = 10;
 };
 
 namespace {

@@ -309,6 +309,7 @@ TelemetrySampler::TelemetrySampler(int device, double interval_ms)
     char id[64] = {};
     cudaError_t rc = cudaDeviceGetPCIBusId(id, sizeof(id), device_);
     if (rc != cudaSuccess) {
+        (void)cudaGetLastError();  // not left for a later launch check to report as its own
         unavailable_reason_ = fmt::format("cudaDeviceGetPCIBusId(device {}): {}", device_, cudaGetErrorString(rc));
         return;
     }
