@@ -268,8 +268,9 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
         for (size_t w = 0; w < plan.workloads.size(); ++w)
             fmt::print("  workload {}: {} ({} parameters, global batch {})\n", w, plan.workloads[w].source,
                        trainers[w]->model().num_params(), trainers[w]->global_batch());
-        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval", "elapsed",
-                   "remaining", "w", "steps", "samples/s", "drift", "step ms", "p90", "max", "sdc", "telemetry");
+        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval",
+                   "elapsed", "remaining", "w", "steps", "samples/s", "busy", "drift", "step ms", "p90", "max", "sdc",
+                   "telemetry");
         std::fflush(stdout);
     }
 
@@ -321,6 +322,14 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
         const nlohmann::json telemetry_summary = telemetry ? telemetry->stop() : nlohmann::json();
         const std::vector<nlohmann::json> telemetry_by_rank = gather_json(telemetry_summary, world);
 
+        // The share of the interval spent in training steps, on the least busy rank: what the
+        // replica checks, records and host work between steps leave of a soak (samples/s
+        // alone would not show it). Each rank's own steps, on its own clock.
+        double stepping_ms = 0;
+        for (size_t i = 0; i < times.size(); i += 4) stepping_ms += times[i];
+        const double my_busy_pct = 100.0 * stepping_ms / 1000.0 / interval_s;
+        double busy_pct = 0;
+        SB_CHECK_MPI(MPI_Allreduce(&my_busy_pct, &busy_pct, 1, MPI_DOUBLE, MPI_MIN, world));
         std::vector<double> slowest(times.size());
         SB_CHECK_MPI(MPI_Allreduce(times.data(), slowest.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
                                    world));
@@ -392,6 +401,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
             {"optimizer_ms", to_json(summarize(phase[3]))},
             {"samples_per_s", samples_per_s},
             {"wall_samples_per_s", steps * trainer.global_batch() / interval_s},
+            {"busy_pct", busy_pct},
             {"drift_pct", drift_pct},
             {"loss", mean_loss},
             {"sdc_check_every", plan.sdc_check_every},
@@ -404,9 +414,9 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
             {"environment", environment},
         };
         append_record(plan.out, record);
-        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11.1f} {:>7.2f}% {:>9.3f} {:>9.3f} {:>9.3f} {:>9}  {}\n", interval,
-                   format_duration(elapsed_s), format_duration(std::max(0.0, plan.duration_s - elapsed_s)), w, steps,
-                   samples_per_s, drift_pct, step_ms.median, step_ms.p90, step_ms.max,
+        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11.1f} {:>5.1f}% {:>7.2f}% {:>9.3f} {:>9.3f} {:>9.3f} {:>9}  {}\n",
+                   interval, format_duration(elapsed_s), format_duration(std::max(0.0, plan.duration_s - elapsed_s)), w,
+                   steps, samples_per_s, busy_pct, drift_pct, step_ms.median, step_ms.p90, step_ms.max,
                    plan.sdc_check_every == 0 ? std::string("off")
                    : events.empty()          ? fmt::format("{} ok", sdc_checks)
                                              : fmt::format("{} BAD", events.size()),

@@ -115,6 +115,10 @@ TEST(StressCli, ThreeSecondRunWritesIntervalRecordsAndACompleteSummary) {
         EXPECT_GT(rec["steps"].get<int>(), 0);
         EXPECT_EQ(rec["step_ms"]["count"], rec["steps"]);
         EXPECT_TRUE(rec["drift_pct"].is_number());
+        // The steps fill most of an interval; they cannot take more than all of it.
+        EXPECT_GT(rec["busy_pct"].get<double>(), 10.0);
+        EXPECT_LE(rec["busy_pct"].get<double>(), 100.5);
+        EXPECT_GE(rec["sdc_check_ms"].get<double>(), 0.0);
         EXPECT_GT(rec["sdc_checks"].get<int>(), 0);
         EXPECT_TRUE(rec["sdc_events"].empty());
         EXPECT_EQ(rec["telemetry_by_rank"].size(), 2u);
