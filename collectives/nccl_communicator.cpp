@@ -121,12 +121,16 @@ struct NcclCommunicator::Impl {
                                process_info().world_rank, process_info().host, members, ncclGetErrorString(async),
                                detail.empty() ? "" : ": ", detail);
         }
-        std::lock_guard<std::mutex> lock(mutex);
-        while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
-        if (pending.empty()) return "";
-        const double age = std::chrono::duration<double>(Clock::now() - pending.front().issued).count();
-        if (age <= collective_timeout_s()) return "";
-        const char* what = pending.front().what;
+        const char* what = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
+            if (pending.empty()) return "";
+            const double age = std::chrono::duration<double>(Clock::now() - pending.front().issued).count();
+            if (age <= collective_timeout_s()) return "";
+            what = pending.front().what;
+        }
+        // Not under the lock: the main thread may be in track() and must still answer pings.
         abort_comm();
         return fmt::format("rank {} on {}: NCCL collective {} did not complete within {} s; a rank of the "
                            "communicator ({}) stopped answering",

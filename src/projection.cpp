@@ -164,7 +164,8 @@ void add_profiled_op(Calibration& cal, const CostModel& shape_model, const nlohm
         throw UserError(fmt::format("{}: not a scalebench op_profile record: {}", where, e.what()));
     }
     if (!this_gpu) return;  // per-op efficiencies are those of the GPU that ran them (README: Projection)
-    if (p.op.bytes <= 0 && p.op.flops <= 0) return;  // no work, no rate (an empty tensor)
+    // No work in the unit its rate is measured in (an empty tensor): no rate.
+    if (p.op.tensor_core ? p.op.flops <= 0 : p.op.bytes <= 0) return;
     // FLOPs are exact: a tensor-core op above the peak was not timed on this GPU.
     constexpr double kPeakTolerance = 1.05;
     const double efficiency = shape_model.measured_efficiency(p);

@@ -4,6 +4,7 @@
 // record written. What a second GPU would add (a peer's broken connection reported as
 // NCCL's asynchronous error) is not covered here. Skips without CUDA or a GPU.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ TEST(NcclFaults, StalledCollectiveEndsTheJobNamingItWithTheIncompleteRecord) {
     const auto start = Clock::now();
     pid_t child = ::fork();
     if (child == 0) {
+        ::setpgid(0, 0);  // mpirun and the probe in a group of their own, killed together on a hang
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "3", 1);
         std::freopen(err.c_str(), "w", stderr);
         const std::string cmd =
@@ -37,8 +39,8 @@ TEST(NcclFaults, StalledCollectiveEndsTheJobNamingItWithTheIncompleteRecord) {
     }
     int status = 0;
     while (::waitpid(child, &status, WNOHANG) == 0) {
-        if (Clock::now() - start > std::chrono::seconds(90)) {  // a hang: fail, and end it
-            ::kill(child, SIGKILL);
+        if (Clock::now() - start > std::chrono::seconds(90)) {  // a hang: fail, and end it, probe included
+            ::kill(-child, SIGKILL);
             ::waitpid(child, &status, 0);
             break;
         }
