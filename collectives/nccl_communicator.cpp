@@ -180,21 +180,6 @@ namespace {
 class NcclRequest final : public CommRequest {
 public:
     NcclRequest(NcclCommunicator::Impl* impl, const char* what) : impl_(impl), what_(what) {}
-
-    // Recycled per thread: a small in-place all-reduce costs about 0.3 us of host time in
-    // all, and a malloc and free per request were a noticeable part of it.
-    static void* operator new(size_t bytes) {
-        std::vector<void*>& free = free_list().blocks;
-        if (bytes != sizeof(NcclRequest) || free.empty()) return ::operator new(bytes);
-        void* block = free.back();
-        free.pop_back();
-        return block;
-    }
-    static void operator delete(void* block, size_t bytes) {
-        std::vector<void*>& free = free_list().blocks;
-        if (bytes != sizeof(NcclRequest) || free.size() >= kKeptBlocks) return ::operator delete(block);
-        free.push_back(block);
-    }
     // A collective recorded into a CUDA graph has not run: it completes only in a replay.
     bool test() override {
         if (in_capture()) return false;
@@ -223,18 +208,6 @@ private:
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
         SB_CHECK_CUDA(cudaStreamIsCapturing(impl_->compute, &capture));
         return capture != cudaStreamCaptureStatusNone;
-    }
-
-    static constexpr size_t kKeptBlocks = 64;
-    struct FreeList {
-        std::vector<void*> blocks;
-        ~FreeList() {
-            for (void* b : blocks) ::operator delete(b);
-        }
-    };
-    static FreeList& free_list() {
-        thread_local FreeList list;
-        return list;
     }
 
     NcclCommunicator::Impl* impl_;

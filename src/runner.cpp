@@ -312,7 +312,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             for (float& l : mean_losses) l /= static_cast<float>(n);
 
             // Replica check: data parallelism keeps every rank's parameters bitwise identical.
-            uint64_t checksum = trainer.params_checksum();
+            const uint64_t checksum = trainer.params_checksum();
             std::vector<uint64_t> checksums(static_cast<size_t>(n));
             SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, sub));
 
