@@ -141,6 +141,52 @@ public:
                                     const void* saved, const Tensor& grad_out, const Tensor& grad_qkv,
                                     uint64_t seed) = 0;
 
+    // ---- convolutional layers (models/resnet.*). Images are NHWC: batch x height x width x
+    // channels is the (batch*height*width) x channels matrix, so a 1x1 stride-1 convolution is
+    // one GEMM and any other one a GEMM over im2col's patches (there is no cuDNN).
+    // Square kernels; padding on every side; out_height = (height + 2 padding - kernel) / stride + 1.
+    struct ConvShape {
+        int batch = 0, height = 0, width = 0, channels = 0;  // of the input
+        int kernel = 1, stride = 1, padding = 0;
+        int out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+        int out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+        int64_t in_rows() const { return static_cast<int64_t>(batch) * height * width; }
+        int64_t out_rows() const { return static_cast<int64_t>(batch) * out_height() * out_width(); }
+        int64_t patch() const { return static_cast<int64_t>(kernel) * kernel * channels; }  // im2col's columns
+    };
+    // cols[(n, oy, ox), (ky, kx, c)] = x[n, oy*stride - padding + ky, ox*stride - padding + kx, c],
+    // 0 where that falls in the padding. x: in_rows() x channels; cols: out_rows() x patch(),
+    // same dtype. A weight of out_channels x patch() is PyTorch's [out, in, ky, kx] permuted to
+    // [out, ky, kx, in] (channels_last), and conv(x) = cols @ weight^T.
+    virtual void im2col(const ConvShape& shape, const Tensor& x, const Tensor& cols) = 0;
+    // The adjoint of im2col: grad_x[n, y, x, c] = the sum of the entries of grad_cols that
+    // im2col copied from x[n, y, x, c] (overwritten; fp32 accumulation).
+    virtual void col2im(const ConvShape& shape, const Tensor& grad_cols, const Tensor& grad_x) = 0;
+    // BatchNorm in training mode over the rows (all of batch x height x width, per channel):
+    // out[i, c] = (x[i, c] - mean[c]) * rstd[c] * gamma[c] + beta[c], rstd = 1/sqrt(var + eps),
+    // var biased (what torch normalises with). mean and rstd (fp32, one per column) are saved
+    // for the backward. Running statistics for evaluation are not kept (no step reads them).
+    // out must not alias x.
+    virtual void batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                   const Tensor& out, float* mean, float* rstd) = 0;
+    // grad_x from grad_out through the batch statistics; grad_gamma/grad_beta overwritten
+    // (fp32, length cols). grad_x may alias grad_out.
+    virtual void batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma,
+                                    const float* mean, const float* rstd, const Tensor& grad_x,
+                                    float* grad_gamma, float* grad_beta) = 0;
+    // Max over each kernel x kernel window (padding never wins). x: shape.in_rows() x channels,
+    // out: shape.out_rows() x channels.
+    virtual void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) = 0;
+    // grad_x[e] = the sum of grad_out over the windows whose maximum is x[e], the first in
+    // window order (ky, then kx) on ties, as torch (overwritten). x and out as the forward left them.
+    virtual void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out,
+                                  const Tensor& grad_out, const Tensor& grad_x) = 0;
+    // Global average pool: out[n, c] = the mean of x over image n's `pixels` rows.
+    // x: (out.rows * pixels) x cols; out: batch x cols.
+    virtual void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) = 0;
+    // grad_x[n * pixels + p, c] = grad_out[n, c] / pixels (overwritten).
+    virtual void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) = 0;
+
     // Advances the dropout generation by one, so every later dropout and attention mask is
     // a new draw. A model advances it once per step. On CUDA the count lives on the device
     // and the advance is a kernel, so a step replayed from a CUDA graph draws new masks too.

@@ -93,6 +93,33 @@ public:
                             const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) override {
         timed(&Ops::attention_backward, shape, qkv, out, saved, grad_out, grad_qkv, seed);
     }
+    void im2col(const ConvShape& shape, const Tensor& x, const Tensor& cols) override {
+        timed(&Ops::im2col, shape, x, cols);
+    }
+    void col2im(const ConvShape& shape, const Tensor& grad_cols, const Tensor& grad_x) override {
+        timed(&Ops::col2im, shape, grad_cols, grad_x);
+    }
+    void batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                           float* mean, float* rstd) override {
+        timed(&Ops::batchnorm_forward, x, gamma, beta, eps, out, mean, rstd);
+    }
+    void batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                            const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override {
+        timed(&Ops::batchnorm_backward, x, grad_out, gamma, mean, rstd, grad_x, grad_gamma, grad_beta);
+    }
+    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) override {
+        timed(&Ops::maxpool_forward, shape, x, out);
+    }
+    void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                          const Tensor& grad_x) override {
+        timed(&Ops::maxpool_backward, shape, x, out, grad_out, grad_x);
+    }
+    void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override {
+        timed(&Ops::avgpool_forward, pixels, x, out);
+    }
+    void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override {
+        timed(&Ops::avgpool_backward, pixels, grad_out, grad_x);
+    }
     void advance_dropout_generation() override { timed(&Ops::advance_dropout_generation); }
     void sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
                   const Tensor& weights_copy) override {

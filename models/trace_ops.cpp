@@ -174,6 +174,52 @@ void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, co
                      4);
 }
 
+namespace {
+// "3x3/2 pad 1": what, besides the shape, picks the work of a windowed op.
+std::string window_variant(const Ops::ConvShape& s) {
+    return fmt::format("{}x{}/{} pad {}", s.kernel, s.kernel, s.stride, s.padding);
+}
+}  // namespace
+
+void TraceOps::im2col(const ConvShape& s, const Tensor& x, const Tensor& cols) {
+    // Each input element is read once (its kernel^2 / stride^2 reuses hit the cache), every patch written.
+    record("im2col", cols, static_cast<double>(x.bytes() + cols.bytes())).variant = window_variant(s);
+}
+
+void TraceOps::col2im(const ConvShape& s, const Tensor& grad_cols, const Tensor& grad_x) {
+    record("col2im", grad_cols, static_cast<double>(grad_cols.bytes() + grad_x.bytes())).variant = window_variant(s);
+}
+
+void TraceOps::batchnorm_forward(const Tensor& x, const float*, const float*, float, const Tensor& out, float*,
+                                 float*) {
+    // x in, out, gamma and beta, mean and rstd per column.
+    record("batchnorm_forward", x, static_cast<double>(x.bytes() + out.bytes()) + fp32_bytes(4.0 * x.cols));
+}
+
+void TraceOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*, const float*,
+                                  const Tensor& grad_x, float*, float*) {
+    record("batchnorm_backward", x,
+           static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) + fp32_bytes(5.0 * x.cols));
+}
+
+void TraceOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out) {
+    record("maxpool_forward", x, static_cast<double>(x.bytes() + out.bytes())).variant = window_variant(s);
+}
+
+void TraceOps::maxpool_backward(const ConvShape& s, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                                const Tensor& grad_x) {
+    record("maxpool_backward", x, static_cast<double>(x.bytes() + out.bytes() + grad_out.bytes() + grad_x.bytes()))
+        .variant = window_variant(s);
+}
+
+void TraceOps::avgpool_forward(int, const Tensor& x, const Tensor& out) {
+    record("avgpool_forward", x, static_cast<double>(x.bytes() + out.bytes()));
+}
+
+void TraceOps::avgpool_backward(int, const Tensor& grad_out, const Tensor& grad_x) {
+    record("avgpool_backward", grad_x, static_cast<double>(grad_out.bytes() + grad_x.bytes()));
+}
+
 void TraceOps::sgd_step(float*, const float*, float*, size_t n, const OptimizerConfig&, const Tensor& weights_copy) {
     // params and momentum read and written, grads read, the compute copy written.
     record("sgd_step", flat(n), fp32_bytes(5.0 * static_cast<double>(n)) + static_cast<double>(weights_copy.bytes()));

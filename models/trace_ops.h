@@ -79,6 +79,18 @@ public:
                            uint64_t seed) override;
     void attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, const void* saved,
                             const Tensor& grad_out, const Tensor& grad_qkv, uint64_t seed) override;
+    void im2col(const ConvShape& shape, const Tensor& x, const Tensor& cols) override;
+    void col2im(const ConvShape& shape, const Tensor& grad_cols, const Tensor& grad_x) override;
+    void batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                           float* mean, float* rstd) override;
+    void batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                            const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override;
+    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) override;
+    void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                          const Tensor& grad_x) override;
+    void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override;
+    void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override;
+
     void sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
                   const Tensor& weights_copy) override;
     void adamw_step(float* params, const float* grads, float* m, float* v, size_t n, const OptimizerConfig& cfg,

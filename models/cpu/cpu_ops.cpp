@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "models/checksum.h"
 #include "models/dropout.h"
@@ -618,6 +620,207 @@ void CpuOps::attention_backward(const AttentionShape& s, const Tensor& qkv, cons
                     }
                 }
             }
+}
+
+// ---- convolutional layers ----------------------------------------------------------------
+
+namespace {
+
+void expect_conv_shape(const Ops::ConvShape& s, const char* call) {
+    SB_CPU_EXPECT(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
+                      s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
+                  call,
+                  "bad shape: batch " + std::to_string(s.batch) + ", " + std::to_string(s.height) + "x" +
+                      std::to_string(s.width) + "x" + std::to_string(s.channels) + ", kernel " +
+                      std::to_string(s.kernel) + " stride " + std::to_string(s.stride) + " padding " +
+                      std::to_string(s.padding));
+}
+
+void expect_rows_cols(const Tensor& t, int64_t rows, int64_t cols, const char* call, const char* what) {
+    SB_CPU_EXPECT(t.rows == rows && t.cols == cols, call,
+                  std::string(what) + " is " + shape(t) + ", expected " + std::to_string(rows) + "x" +
+                      std::to_string(cols));
+}
+
+// Calls visit(out_row, in_row or -1 for padding, patch column of (ky, kx, 0)) for every
+// window position of every output pixel: the one walk im2col, col2im and pooling share.
+template <class Visit>
+void for_each_window(const Ops::ConvShape& s, Visit&& visit) {
+    const int oh = s.out_height(), ow = s.out_width();
+    int64_t out_row = 0;
+    for (int n = 0; n < s.batch; ++n)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox, ++out_row)
+                for (int ky = 0; ky < s.kernel; ++ky)
+                    for (int kx = 0; kx < s.kernel; ++kx) {
+                        const int y = oy * s.stride - s.padding + ky, x = ox * s.stride - s.padding + kx;
+                        const bool inside = y >= 0 && y < s.height && x >= 0 && x < s.width;
+                        const int64_t in_row = inside ? (static_cast<int64_t>(n) * s.height + y) * s.width + x : -1;
+                        visit(out_row, in_row, static_cast<int64_t>(ky * s.kernel + kx) * s.channels);
+                    }
+}
+
+}  // namespace
+
+void CpuOps::im2col(const ConvShape& s, const Tensor& x, const Tensor& cols) {
+    expect_conv_shape(s, "im2col");
+    expect_f32(x, "im2col", "x");
+    expect_f32(cols, "im2col", "cols");
+    expect_rows_cols(x, s.in_rows(), s.channels, "im2col", "x");
+    expect_rows_cols(cols, s.out_rows(), s.patch(), "im2col", "cols");
+    const int64_t c = s.channels, k = s.patch();
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t col) {
+        float* dst = f32_mut(cols) + out_row * k + col;
+        if (in_row < 0) std::fill_n(dst, c, 0.0f);
+        else std::memcpy(dst, f32(x) + in_row * c, static_cast<size_t>(c) * sizeof(float));
+    });
+}
+
+void CpuOps::col2im(const ConvShape& s, const Tensor& grad_cols, const Tensor& grad_x) {
+    expect_conv_shape(s, "col2im");
+    expect_f32(grad_cols, "col2im", "grad_cols");
+    expect_f32(grad_x, "col2im", "grad_x");
+    expect_rows_cols(grad_cols, s.out_rows(), s.patch(), "col2im", "grad_cols");
+    expect_rows_cols(grad_x, s.in_rows(), s.channels, "col2im", "grad_x");
+    const int64_t c = s.channels, k = s.patch();
+    std::fill_n(f32_mut(grad_x), grad_x.numel(), 0.0f);
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t col) {
+        if (in_row < 0) return;
+        const float* src = f32(grad_cols) + out_row * k + col;
+        float* dst = f32_mut(grad_x) + in_row * c;
+        for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
+    });
+}
+
+void CpuOps::batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                               float* mean, float* rstd) {
+    expect_f32(x, "batchnorm_forward", "x");
+    expect_f32(out, "batchnorm_forward", "out");
+    expect_same_shape(x, out, "batchnorm_forward");
+    SB_CPU_EXPECT(x.data != out.data, "batchnorm_forward", "out must not alias x");
+    SB_CPU_EXPECT(x.rows > 0, "batchnorm_forward", "no rows to take statistics over");
+    const int64_t n = x.cols;
+    // Two passes in double over the rows, as layernorm_forward over the columns.
+    std::vector<double> sum(static_cast<size_t>(n), 0.0), var(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j) sum[j] += f32(x)[i * n + j];
+    for (int64_t j = 0; j < n; ++j) sum[j] /= static_cast<double>(x.rows);
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            const double d = f32(x)[i * n + j] - sum[j];
+            var[j] += d * d;
+        }
+    for (int64_t j = 0; j < n; ++j) {
+        mean[j] = static_cast<float>(sum[j]);
+        rstd[j] = static_cast<float>(1.0 / std::sqrt(var[j] / static_cast<double>(x.rows) + eps));
+    }
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j)
+            f32_mut(out)[i * n + j] = (f32(x)[i * n + j] - mean[j]) * rstd[j] * gamma[j] + beta[j];
+}
+
+// Per channel over the m rows, with xhat = (x - mean) rstd:
+// dbeta = sum(dy), dgamma = sum(dy xhat), dx = gamma rstd (dy - dbeta/m - xhat dgamma/m).
+void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                                const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) {
+    expect_f32(x, "batchnorm_backward", "x");
+    expect_f32(grad_out, "batchnorm_backward", "grad_out");
+    expect_f32(grad_x, "batchnorm_backward", "grad_x");
+    expect_same_shape(x, grad_out, "batchnorm_backward");
+    expect_same_shape(x, grad_x, "batchnorm_backward");
+    const int64_t n = x.cols;
+    std::vector<double> sum_dy(static_cast<size_t>(n), 0.0), sum_dy_xhat(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            const float dy = f32(grad_out)[i * n + j];
+            sum_dy[j] += dy;
+            sum_dy_xhat[j] += dy * (f32(x)[i * n + j] - mean[j]) * rstd[j];
+        }
+    const double rows = static_cast<double>(x.rows);
+    for (int64_t j = 0; j < n; ++j) {
+        grad_beta[j] = static_cast<float>(sum_dy[j]);
+        grad_gamma[j] = static_cast<float>(sum_dy_xhat[j]);
+    }
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j) {  // grad_x may alias grad_out: each element read before written
+            const float xhat = (f32(x)[i * n + j] - mean[j]) * rstd[j];
+            f32_mut(grad_x)[i * n + j] =
+                gamma[j] * rstd[j] *
+                (f32(grad_out)[i * n + j] - static_cast<float>(sum_dy[j] / rows) -
+                 xhat * static_cast<float>(sum_dy_xhat[j] / rows));
+        }
+}
+
+void CpuOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out) {
+    expect_conv_shape(s, "maxpool_forward");
+    expect_f32(x, "maxpool_forward", "x");
+    expect_f32(out, "maxpool_forward", "out");
+    expect_rows_cols(x, s.in_rows(), s.channels, "maxpool_forward", "x");
+    expect_rows_cols(out, s.out_rows(), s.channels, "maxpool_forward", "out");
+    const int64_t c = s.channels;
+    std::fill_n(f32_mut(out), out.numel(), -std::numeric_limits<float>::infinity());
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t) {
+        if (in_row < 0) return;
+        const float* src = f32(x) + in_row * c;
+        float* dst = f32_mut(out) + out_row * c;
+        for (int64_t j = 0; j < c; ++j) dst[j] = std::max(dst[j], src[j]);
+    });
+}
+
+void CpuOps::maxpool_backward(const ConvShape& s, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                              const Tensor& grad_x) {
+    expect_conv_shape(s, "maxpool_backward");
+    expect_f32(x, "maxpool_backward", "x");
+    expect_f32(out, "maxpool_backward", "out");
+    expect_f32(grad_out, "maxpool_backward", "grad_out");
+    expect_f32(grad_x, "maxpool_backward", "grad_x");
+    expect_rows_cols(x, s.in_rows(), s.channels, "maxpool_backward", "x");
+    expect_rows_cols(grad_x, s.in_rows(), s.channels, "maxpool_backward", "grad_x");
+    expect_rows_cols(out, s.out_rows(), s.channels, "maxpool_backward", "out");
+    expect_rows_cols(grad_out, s.out_rows(), s.channels, "maxpool_backward", "grad_out");
+    const int64_t c = s.channels;
+    std::fill_n(f32_mut(grad_x), grad_x.numel(), 0.0f);
+    // found[j]: window out_row's maximum of channel j was already routed (the first one wins).
+    std::vector<char> found(static_cast<size_t>(c));
+    int64_t current = -1;
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t) {
+        if (out_row != current) {
+            std::fill(found.begin(), found.end(), 0);
+            current = out_row;
+        }
+        if (in_row < 0) return;
+        for (int64_t j = 0; j < c; ++j)
+            if (!found[j] && f32(x)[in_row * c + j] == f32(out)[out_row * c + j]) {
+                found[j] = 1;
+                f32_mut(grad_x)[in_row * c + j] += f32(grad_out)[out_row * c + j];
+            }
+    });
+}
+
+void CpuOps::avgpool_forward(int pixels, const Tensor& x, const Tensor& out) {
+    expect_f32(x, "avgpool_forward", "x");
+    expect_f32(out, "avgpool_forward", "out");
+    SB_CPU_EXPECT(pixels > 0, "avgpool_forward", "pixels must be positive");
+    expect_rows_cols(x, out.rows * pixels, out.cols, "avgpool_forward", "x");
+    const int64_t c = out.cols;
+    for (int64_t n = 0; n < out.rows; ++n)
+        for (int64_t j = 0; j < c; ++j) {
+            double sum = 0.0;
+            for (int64_t p = 0; p < pixels; ++p) sum += f32(x)[(n * pixels + p) * c + j];
+            f32_mut(out)[n * c + j] = static_cast<float>(sum / pixels);
+        }
+}
+
+void CpuOps::avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) {
+    expect_f32(grad_out, "avgpool_backward", "grad_out");
+    expect_f32(grad_x, "avgpool_backward", "grad_x");
+    SB_CPU_EXPECT(pixels > 0, "avgpool_backward", "pixels must be positive");
+    expect_rows_cols(grad_x, grad_out.rows * pixels, grad_out.cols, "avgpool_backward", "grad_x");
+    const int64_t c = grad_out.cols;
+    for (int64_t n = 0; n < grad_out.rows; ++n)
+        for (int64_t p = 0; p < pixels; ++p)
+            for (int64_t j = 0; j < c; ++j)
+                f32_mut(grad_x)[(n * pixels + p) * c + j] = f32(grad_out)[n * c + j] / static_cast<float>(pixels);
 }
 
 // ---- optimizer -----------------------------------------------------------------------
