@@ -121,7 +121,7 @@ void TraceOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const
                fp32_bytes(3.0 * x.cols + 2.0 * x.rows));
 }
 
-void TraceOps::embedding_forward(const int32_t*, const Tensor& table, const Tensor& out, bool accumulate) {
+void TraceOps::embedding_forward(const int32_t*, const Tensor&, const Tensor& out, bool accumulate) {
     // The gathered rows, the ids, out written (and read when accumulating).
     record("embedding_forward", out,
            static_cast<double>(out.bytes() * (accumulate ? 3 : 2)) + 4.0 * static_cast<double>(out.rows))

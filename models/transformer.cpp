@@ -245,10 +245,9 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
 // ---- BERT: post-LN. x' = LN(x + drop(Attn(x) Wo)); x'' = LN(x' + drop(gelu(x' W1) W2)).
 
 void Transformer::forward_bert(const int32_t* ids) {
-    const int64_t H = shape_.hidden, F = shape_.ffn;
+    const int64_t H = shape_.hidden;
     const float eps = shape_.layernorm_eps, p = shape_.dropout;
     const int L = shape_.layers;
-    const Ops::AttentionShape att = attention_shape();
 
     const Tensor emb = act(emb_sum_, H);
     ops_.embedding_forward(ids, weight(word_), emb, false);
@@ -285,13 +284,11 @@ void Transformer::forward_bert(const int32_t* ids) {
 }
 
 void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
-    const int64_t H = shape_.hidden, F = shape_.ffn;
+    const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Ops::AttentionShape att = attention_shape();
     const Tensor dlogits = act(logits_, shape_.vocab);
-    const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H), dattn = act(dattn_, H);
-    const Tensor dqkv = act(dqkv_, 3 * H), dffn = act(dffn_, F);
+    const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H);
 
     // Head. The decoder's share of the word-embedding gradient is written now, reported at the end.
     ops_.bias_grad(dlogits, grad(decoder_bias_));
@@ -340,10 +337,9 @@ void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
 // ---- GPT-2: pre-LN. x += drop(Attn(LN1(x)) Wo); x += drop(gelu(LN2(x) W1) W2); LN_f at the end.
 
 void Transformer::forward_gpt(const int32_t* ids) {
-    const int64_t H = shape_.hidden, F = shape_.ffn;
+    const int64_t H = shape_.hidden;
     const float eps = shape_.layernorm_eps, p = shape_.dropout;
     const int L = shape_.layers;
-    const Ops::AttentionShape att = attention_shape();
 
     const Tensor x0 = act(resid_[0], H);
     ops_.embedding_forward(ids, weight(word_), x0, false);
@@ -373,13 +369,11 @@ void Transformer::forward_gpt(const int32_t* ids) {
 }
 
 void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
-    const int64_t H = shape_.hidden, F = shape_.ffn;
+    const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Ops::AttentionShape att = attention_shape();
     const Tensor dlogits = act(logits_, shape_.vocab);
-    const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H), dattn = act(dattn_, H);
-    const Tensor dqkv = act(dqkv_, 3 * H), dffn = act(dffn_, F);
+    const Tensor dres = act(dres_, H);
 
     ops_.gemm(true, false, 1.0f, dlogits, act(head_norm_, H), 0.0f, grad_matrix(word_, shape_.vocab));
     ops_.gemm(false, false, 1.0f, dlogits, weight(word_), 0.0f, dres);

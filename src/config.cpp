@@ -53,6 +53,10 @@ constexpr IntRange kHeadsRange{1, 1024};
 constexpr IntRange kVocabRange{3, int64_t{1} << 22};  // bert reserves one id for [MASK]
 constexpr IntRange kSeqRange{2, int64_t{1} << 16};
 constexpr IntRange kTypeVocabRange{1, 1024};
+constexpr IntRange kStageBlocksRange{1, 256};  // resnet.blocks entries
+constexpr int64_t kMaxStages = 8;
+constexpr IntRange kChannelsRange{1, 1 << 16};  // resnet.width (x8 per stage after 4 stages)
+constexpr IntRange kImageRange{8, 4096};
 
 // A real interval; open ends exclude the bound, has_hi = false means unbounded above.
 struct RealRange {
@@ -130,7 +134,9 @@ std::vector<Choice<BackendChoice>> backend_choices() {
     return {{"auto", BackendChoice::auto_select}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
 }
 
-std::vector<Choice<std::string>> model_choices() { return {{"mlp", "mlp"}, {"transformer", "transformer"}}; }
+std::vector<Choice<std::string>> model_choices() {
+    return {{"mlp", "mlp"}, {"transformer", "transformer"}, {"resnet", "resnet"}};
+}
 
 std::vector<Choice<TransformerArch>> arch_choices() {
     return {{transformer_arch_name(TransformerArch::bert), TransformerArch::bert},
@@ -200,7 +206,7 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 }
 
 // ---- the keys of each section, in the order default.yaml lists them
-const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "batch_size", "scaling_mode", "scaling", "steps",
+const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
                                            "grad_dtype", "seed", "backend", "out", "cuda_graphs",
                                            "sdc_check_every"};
@@ -208,6 +214,7 @@ const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes",
 const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",
                                                   "max_positions", "type_vocab", "dropout", "attention_dropout",
                                                   "layernorm_eps", "mask_prob"};
+const std::vector<std::string> kResNetKeys = {"blocks", "width", "image_size", "num_classes", "bn_eps"};
 const std::vector<std::string> kOptimizerKeys = {"kind", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"};
 
 // Every known key as a full path, to catch a key put in the wrong section.
@@ -216,6 +223,7 @@ std::vector<std::string> all_key_paths() {
     for (const auto& k : kTopKeys) out.push_back(k);
     for (const auto& k : kMlpKeys) out.push_back("mlp." + k);
     for (const auto& k : kTransformerKeys) out.push_back("transformer." + k);
+    for (const auto& k : kResNetKeys) out.push_back("resnet." + k);
     for (const auto& k : kOptimizerKeys) out.push_back("optimizer." + k);
     return out;
 }
@@ -227,6 +235,18 @@ const char* node_kind(const YAML::Node& node) {
         case YAML::NodeType::Null: return "no value";
         default: return "a scalar";
     }
+}
+
+// What makes a ResNet shape unbuildable beyond each key's own range ("" when none).
+std::string resnet_shape_problem(const ResNetShape& s) {
+    const int64_t stride = int64_t{4} << (s.blocks.size() - 1);  // stem x4, x2 per stage after the first
+    if (s.image_size < stride)
+        return fmt::format("image_size {} is smaller than the network's total stride {} ({} stages)", s.image_size,
+                           stride, s.blocks.size());
+    if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kChannelsRange.hi)
+        return fmt::format("width {} grows to more than {} channels over {} stages", s.width, kChannelsRange.hi,
+                           s.blocks.size());
+    return "";
 }
 
 // Reads one YAML document into a TrainConfig, failing at the first bad node.
@@ -243,6 +263,7 @@ public:
             if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
             else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
             else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
+            else if (key == "resnet") read_resnet(value, key_node, cfg.resnet);
             else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
             else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
             else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
@@ -497,6 +518,23 @@ public:
                  fmt::format("seq_len {} exceeds max_positions {}", s.seq_len, s.max_positions));
     }
 
+    void read_resnet(const YAML::Node& value, const YAML::Node& key_node, ResNetShape& s) {
+        expect_map(value, key_node, "resnet");
+        std::map<std::string, YAML::Mark> given;
+        for_each_key(value, "resnet", kResNetKeys, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+            std::string path = "resnet." + key;
+            given[key] = where(v, k);
+            if (key == "blocks") s.blocks = int_list(v, k, path, kStageBlocksRange, kMaxStages);
+            else if (key == "width") s.width = static_cast<int>(integer(v, k, path, kChannelsRange));
+            else if (key == "image_size") s.image_size = static_cast<int>(integer(v, k, path, kImageRange));
+            else if (key == "num_classes") s.num_classes = static_cast<int>(integer(v, k, path, kClassesRange));
+            else if (key == "bn_eps") s.bn_eps = real32(v, k, path, kPositive);
+        });
+        const std::string problem = resnet_shape_problem(s);
+        if (!problem.empty())
+            fail(given.count("image_size") ? given.at("image_size") : key_node.Mark(), "resnet.image_size", problem);
+    }
+
     void read_optimizer(const YAML::Node& value, const YAML::Node& key_node, OptimizerConfig& opt) {
         expect_map(value, key_node, "optimizer");
         for_each_key(value, "optimizer", kOptimizerKeys,
@@ -694,6 +732,16 @@ void validate_config(const TrainConfig& cfg) {
     if (ts.seq_len > ts.max_positions)
         check.report("transformer.seq_len",
                      fmt::format("seq_len {} exceeds max_positions {}", ts.seq_len, ts.max_positions));
+    const ResNetShape& rs = cfg.resnet;
+    if (rs.blocks.empty() || static_cast<int64_t>(rs.blocks.size()) > kMaxStages)
+        check.report("resnet.blocks", fmt::format("must have 1 to {} entries, got {}", kMaxStages, rs.blocks.size()));
+    for (size_t i = 0; i < rs.blocks.size(); ++i)
+        check.integer(fmt::format("resnet.blocks[{}]", i), rs.blocks[i], kStageBlocksRange);
+    check.integer("resnet.width", rs.width, kChannelsRange);
+    check.integer("resnet.image_size", rs.image_size, kImageRange);
+    check.integer("resnet.num_classes", rs.num_classes, kClassesRange);
+    check.real("resnet.bn_eps", rs.bn_eps, kPositive);
+    check.report("resnet.image_size", resnet_shape_problem(rs));
     check.integer("batch_size", cfg.batch_size, kBatchRange);
     // An empty list means "the launched world size" and is valid.
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {
@@ -768,6 +816,12 @@ nlohmann::json to_json(const TrainConfig& cfg) {
           {"attention_dropout", real(cfg.transformer.shape.attention_dropout)},
           {"layernorm_eps", real(cfg.transformer.shape.layernorm_eps)},
           {"mask_prob", real(cfg.transformer.mask_prob)}}},
+        {"resnet",
+         {{"blocks", cfg.resnet.blocks},
+          {"width", cfg.resnet.width},
+          {"image_size", cfg.resnet.image_size},
+          {"num_classes", cfg.resnet.num_classes},
+          {"bn_eps", real(cfg.resnet.bn_eps)}}},
         {"batch_size", cfg.batch_size},
         {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
         {"scaling", cfg.scaling},

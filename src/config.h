@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/ops.h"
+#include "models/resnet.h"
 #include "models/transformer.h"
 
 namespace sb {
@@ -37,6 +38,7 @@ struct TrainConfig {
     std::string model = "mlp";
     MlpConfig mlp;
     TransformerConfig transformer;
+    ResNetShape resnet;  // model: resnet; the defaults are ResNet-50 on 224x224 ImageNet-sized images
     int batch_size = 128;  // per rank (weak scaling) or global (strong scaling)
     ScalingMode scaling_mode = ScalingMode::weak;
     std::vector<int> scaling;  // world sizes to measure; empty = {launched world size}

@@ -1,6 +1,8 @@
 #include "src/workload.h"
 
+#include "models/image_data.h"
 #include "models/mlp.h"
+#include "models/resnet.h"
 #include "models/rng.h"
 #include "models/teacher_data.h"
 #include "models/token_data.h"
@@ -16,6 +18,7 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) 
     if (cfg.model == "transformer")
         return std::make_unique<Transformer>(ops, cfg.transformer.shape,
                                              mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)));
+    if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet);
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);
 }
@@ -40,6 +43,9 @@ std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int gl
     if (cfg.model == "transformer")
         return std::make_unique<TokenDataset>(ops, token_task(cfg), cfg.dataset_batches, global_batch,
                                               rank * local_rows, local_rows);
+    if (cfg.model == "resnet")
+        return std::make_unique<ImageDataset>(ops, ImageTask{cfg.resnet.image_size, cfg.resnet.num_classes, cfg.seed},
+                                              cfg.dataset_batches, global_batch, rank * local_rows, local_rows);
     TeacherTask task{cfg.mlp.input_dim, cfg.mlp.num_classes, cfg.mlp.teacher_hidden, cfg.seed};
     return std::make_unique<TeacherDataset>(ops, task, cfg.dataset_batches, global_batch, rank * local_rows,
                                             local_rows);

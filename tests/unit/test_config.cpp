@@ -166,7 +166,7 @@ TEST(ConfigKeys, KeyInTheWrongSectionNamesTheRightOne) {
 TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
-              "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, batch_size, scaling_mode, scaling, "
+              "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, resnet, batch_size, scaling_mode, scaling, "
               "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out, "
               "cuda_graphs, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
@@ -338,7 +338,7 @@ TEST(ConfigEnums, BadSpellingsListTheValidOnes) {
     EXPECT_EQ(parse_error("backend: gpu\n"),
               "t.yaml:1:10: key 'backend': unknown value 'gpu'; valid values: auto, cpu, cuda; did you mean 'cpu'?");
     EXPECT_EQ(parse_error("model: cnn\n"),
-              "t.yaml:1:8: key 'model': unknown value 'cnn'; valid values: mlp, transformer");
+              "t.yaml:1:8: key 'model': unknown value 'cnn'; valid values: mlp, transformer, resnet");
     EXPECT_EQ(parse_error("mlp:\n"
                           "  activation: swish\n"),
               "t.yaml:2:15: key 'mlp.activation': unknown value 'swish'; valid values: relu, gelu, tanh, none");
@@ -648,7 +648,7 @@ TEST(ConfigValidate, OverriddenValuesAreRecheckedWithoutALine) {
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.beta2': must be in [0, 1), got 1");
     cfg = TrainConfig{};
     cfg.model = "cnn";
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp, transformer");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp, transformer, resnet");
     cfg = TrainConfig{};
     cfg.out = "";
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'out': must be a non-empty string");
@@ -735,6 +735,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
           {"attention_dropout", 0.1},
           {"layernorm_eps", 1e-12},
           {"mask_prob", 0.15}}},
+        {"resnet", {{"blocks", {3, 4, 6, 3}}, {"width", 64}, {"image_size", 224}, {"num_classes", 1000}, {"bn_eps", 1e-5}}},
         {"batch_size", 128},
         {"scaling_mode", "strong"},
         {"scaling", {1, 2}},
@@ -763,7 +764,8 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     EXPECT_EQ(j["mlp"].size(), 5u);
     EXPECT_EQ(j["optimizer"].size(), 7u);
     EXPECT_EQ(j["transformer"].size(), 13u);
-    EXPECT_EQ(j.size(), 19u);  // the 18 YAML keys and the source
+    EXPECT_EQ(j["resnet"].size(), 5u);
+    EXPECT_EQ(j.size(), 20u);  // the 19 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }

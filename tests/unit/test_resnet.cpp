@@ -1,0 +1,301 @@
+// The ResNet model (models/resnet.*) and its image data (models/image_data.*): parameter
+// counts equal torchvision's, names and order as its state_dict, torchvision's init, the
+// whole backward against central finite differences for every parameter, gradients
+// reported once each and only when final, the FLOP count against torchvision's published
+// figure, the data's shard purity, and the loss falling on the CPU.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collectives/mpi_communicator.h"
+#include "models/cpu/cpu_ops.h"
+#include "models/image_data.h"
+#include "models/resnet.h"
+#include "models/rng.h"
+#include "src/config.h"
+#include "src/errors.h"
+#include "src/runner.h"
+#include "src/workload.h"
+
+namespace sb {
+namespace {
+
+std::string preset_path(const std::string& name) { return std::string(SCALEBENCH_SOURCE_DIR) + "/configs/" + name; }
+
+ResNetShape with_blocks(std::vector<int> blocks) {
+    ResNetShape s;
+    s.blocks = std::move(blocks);
+    return s;
+}
+
+TEST(ResNet, ParameterCountsEqualTorchvision) {
+    // sum(p.numel() for p in torchvision.models.resnet50().parameters()) and likewise:
+    // the figures torchvision's model documentation lists (25,557,032; 44,549,160; 60,192,808).
+    CpuOps ops;
+    EXPECT_EQ(ResNet(ops, with_blocks({3, 4, 6, 3})).num_params(), 25557032u);
+    EXPECT_EQ(ResNet(ops, with_blocks({3, 4, 23, 3})).num_params(), 44549160u);
+    EXPECT_EQ(ResNet(ops, with_blocks({3, 8, 36, 3})).num_params(), 60192808u);
+    EXPECT_EQ(ResNet(ops, load_config_file(preset_path("resnet50.yaml")).resnet).num_params(), 25557032u);
+}
+
+TEST(ResNet, ParameterNamesAndLayoutFollowTorchvision) {
+    CpuOps ops;
+    ResNet m(ops, ResNetShape{});
+    const auto& p = m.params();
+    // torchvision's state_dict order without the BatchNorm running statistics (buffers).
+    ASSERT_EQ(p.size(), 161u);
+    EXPECT_EQ(p[0].name, "conv1.weight");
+    EXPECT_EQ(p[0].rows, 64);
+    EXPECT_EQ(p[0].cols, 7 * 7 * 3);  // [out, ky, kx, in]
+    EXPECT_EQ(p[1].name, "bn1.weight");
+    EXPECT_EQ(p[2].name, "bn1.bias");
+    EXPECT_EQ(p[3].name, "layer1.0.conv1.weight");
+    EXPECT_EQ(p[12].name, "layer1.0.downsample.0.weight");
+    EXPECT_EQ(p[12].rows, 256);
+    EXPECT_EQ(p[12].cols, 64);
+    EXPECT_EQ(p[13].name, "layer1.0.downsample.1.weight");
+    const auto conv2 = std::find_if(p.begin(), p.end(), [](const ParamInfo& q) { return q.name == "layer2.0.conv2.weight"; });
+    ASSERT_NE(conv2, p.end());
+    EXPECT_EQ(conv2->rows, 128);
+    EXPECT_EQ(conv2->cols, 3 * 3 * 128);
+    EXPECT_EQ(p[p.size() - 2].name, "fc.weight");
+    EXPECT_EQ(p[p.size() - 2].rows, 1000);
+    EXPECT_EQ(p[p.size() - 2].cols, 2048);
+    EXPECT_EQ(p.back().name, "fc.bias");
+    for (size_t i = 1; i < p.size(); ++i) EXPECT_EQ(p[i].offset, p[i - 1].offset + p[i - 1].count());
+}
+
+TEST(ResNet, RejectsShapesItCannotBuild) {
+    CpuOps ops;
+    ResNetShape small;
+    small.image_size = 16;  // four stages need a total stride of 32
+    EXPECT_THROW(ResNet(ops, small), UserError);
+    EXPECT_THROW(ResNet(ops, with_blocks({})), UserError);
+    EXPECT_THROW(ResNet(ops, with_blocks({2, 0})), UserError);
+    EXPECT_THROW(parse_config("model: resnet\nresnet:\n  image_size: 16\n", "x.yaml"), UserError);
+    try {
+        parse_config("model: resnet\nresnet:\n  blocks: [1, 1]\n  image_size: 4\n", "x.yaml");
+        FAIL() << "accepted an image smaller than the stride";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("x.yaml:4:15: key 'resnet.image_size'"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(parse_config("model: resnet\nresnet:\n  blocks: [1, 1]\n  widht: 4\n", "x.yaml"), UserError);
+}
+
+TEST(ResNet, InitFollowsTorchvision) {
+    CpuOps ops;
+    ResNet m(ops, with_blocks({1, 1}));
+    std::vector<float> a(m.num_params()), b(m.num_params());
+    m.init_params(a.data(), 7);
+    m.init_params(b.data(), 7);
+    EXPECT_EQ(a, b);
+    for (const ParamInfo& p : m.params()) {
+        double sum2 = 0, max_abs = 0;
+        for (size_t i = 0; i < p.count(); ++i) {
+            sum2 += static_cast<double>(a[p.offset + i]) * a[p.offset + i];
+            max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[p.offset + i])));
+        }
+        const double rms = std::sqrt(sum2 / static_cast<double>(p.count()));
+        if (p.name.rfind("fc.", 0) == 0) {
+            EXPECT_LE(max_abs, 1.0 / std::sqrt(512.0)) << p.name;  // U(+-1/sqrt(fan_in)), fan_in 128 * 4
+            EXPECT_NEAR(rms, 1.0 / std::sqrt(512.0) / std::sqrt(3.0), 0.25 / std::sqrt(512.0)) << p.name;
+        } else if (p.name.find(".weight") != std::string::npos && p.rows == 1) {
+            EXPECT_EQ(rms, 1.0) << p.name;  // BatchNorm gamma
+        } else if (p.rows == 1) {
+            EXPECT_EQ(rms, 0.0) << p.name;  // BatchNorm beta
+        } else {
+            // kaiming_normal_(mode='fan_out'): std sqrt(2 / (out * k * k)); k from the name.
+            const double k2 = p.name == "conv1.weight" ? 49 : p.name.find("conv2") != std::string::npos ? 9 : 1;
+            EXPECT_NEAR(rms, std::sqrt(2.0 / (static_cast<double>(p.rows) * k2)),
+                        0.15 * std::sqrt(2.0 / (static_cast<double>(p.rows) * k2)))
+                << p.name;
+        }
+    }
+}
+
+// A tiny ResNet on the CPU with its own flat buffers.
+struct Tiny {
+    ResNetShape shape;
+    int batch = 3;
+    std::vector<float> params, grads, images;
+    std::vector<int32_t> labels;
+
+    Tiny() {
+        shape.blocks = {1, 2};
+        shape.width = 2;
+        shape.image_size = 16;
+        shape.num_classes = 5;
+        CpuOps ops;
+        ResNet m(ops, shape);
+        params.resize(m.num_params());
+        m.init_params(params.data(), 3);
+        // BatchNorm gamma and beta away from 1 and 0, so their gradients are not special.
+        PortableRng rng(5);
+        for (const ParamInfo& p : m.params())
+            if (p.rows == 1 && p.name.rfind("fc.", 0) != 0)
+                for (size_t i = 0; i < p.count(); ++i) params[p.offset + i] = static_cast<float>(rng.uniform(0.5, 1.5));
+        grads.assign(params.size(), NAN);
+        images.resize(static_cast<size_t>(batch) * 16 * 16 * 3);
+        labels.resize(static_cast<size_t>(batch));
+        make_image_shard(ImageTask{16, 5, 9}, 0, 0, batch, images.data(), labels.data());
+    }
+
+    float run(GradientSink* sink = nullptr) {
+        CpuOps ops;
+        ResNet m(ops, shape);
+        m.bind(FlatBuffers{params.data(), params.data(), grads.data()}, batch);
+        float loss = 0;
+        m.forward_backward(Tensor{images.data(), DType::f32, batch, 16 * 16 * 3}, labels.data(), &loss, 1.0f, sink);
+        return loss;
+    }
+};
+
+TEST(ResNet, BackwardMatchesFiniteDifferencesForEveryParameter) {
+    Tiny t;
+    t.run();
+    const std::vector<float> analytic = t.grads;
+    CpuOps ops;
+    ResNet names(ops, t.shape);
+    int bad = 0, checked = 0;
+    for (const ParamInfo& p : names.params()) {
+        for (size_t i = 0; i < p.count(); ++i) {
+            float& x = t.params[p.offset + i];
+            // A small step: every ReLU follows a BatchNorm, so many inputs sit near its kink,
+            // and at 2e-3 some cross it (the difference is then not the derivative).
+            const float keep = x, h = 5e-4f;
+            x = keep + h;
+            const double up = t.run();
+            x = keep - h;
+            const double down = t.run();
+            x = keep;
+            const double fd = (up - down) / (2.0 * h);
+            const double g = analytic[p.offset + i];
+            ++checked;
+            if (!(std::fabs(g - fd) <= 2e-3 + 3e-2 * std::fabs(fd))) {
+                if (bad < 5) ADD_FAILURE() << p.name << "[" << i << "]: analytic " << g << " vs fd " << fd;
+                ++bad;
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << "of " << checked;
+    EXPECT_EQ(checked, static_cast<int>(t.params.size()));
+}
+
+struct RecordingSink : GradientSink {
+    const std::vector<ParamInfo>* params = nullptr;
+    const std::vector<float>* grads = nullptr;
+    std::vector<int> order;
+    std::map<int, std::vector<float>> at_report;
+    void gradient_ready(int i) override {
+        order.push_back(i);
+        const ParamInfo& p = (*params)[static_cast<size_t>(i)];
+        at_report[i].assign(grads->begin() + p.offset, grads->begin() + p.offset + p.count());
+    }
+};
+
+TEST(ResNet, EveryGradientReportedOnceWhenFinalClassifierFirstStemLast) {
+    Tiny t;
+    CpuOps ops;
+    ResNet names(ops, t.shape);
+    RecordingSink sink;
+    sink.params = &names.params();
+    sink.grads = &t.grads;
+    t.run(&sink);
+    ASSERT_EQ(sink.order.size(), names.params().size());
+    std::vector<int> seen(names.params().size(), 0);
+    for (int i : sink.order) ++seen[static_cast<size_t>(i)];
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << names.params()[i].name;
+    EXPECT_EQ(names.params()[static_cast<size_t>(sink.order.front())].name, "fc.bias");
+    EXPECT_EQ(sink.order.back(), 0);  // conv1.weight
+    for (const auto& [i, snapshot] : sink.at_report) {
+        const ParamInfo& p = names.params()[static_cast<size_t>(i)];
+        const std::vector<float> final_grad(t.grads.begin() + p.offset, t.grads.begin() + p.offset + p.count());
+        EXPECT_EQ(snapshot, final_grad) << p.name << " changed after it was reported";
+    }
+}
+
+TEST(ResNet, FlopsPerSampleIsThreeTimesTorchvisionsForwardCount) {
+    CpuOps ops;
+    ResNet m(ops, ResNetShape{});
+    // torchvision lists ResNet-50 at 4.09 GFLOPS, which are multiply-adds of the forward at
+    // 224x224. Ours: forward + weight gradient + input gradient (not the stem's, whose input
+    // is the image), 2 FLOPs per multiply-add.
+    const double stem_macs = 112.0 * 112 * 64 * 147;
+    const double forward_macs = (m.flops_per_sample() + 2 * stem_macs) / 6.0;
+    EXPECT_NEAR(forward_macs / 1e9, 4.09, 0.01);
+}
+
+// ---- image data
+
+TEST(ImageData, ShardsArePureFunctionsOfSlotAndRowAndClassesDiffer) {
+    const ImageTask task{8, 4, 11};
+    const size_t elems = 8 * 8 * 3;
+    std::vector<float> whole(12 * elems), part(4 * elems), other(12 * elems);
+    std::vector<int32_t> whole_labels(12), part_labels(4), other_labels(12);
+    make_image_shard(task, 3, 0, 12, whole.data(), whole_labels.data());
+    make_image_shard(task, 3, 8, 4, part.data(), part_labels.data());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + 8 * elems));
+    EXPECT_TRUE(std::equal(part_labels.begin(), part_labels.end(), whole_labels.begin() + 8));
+    make_image_shard(task, 4, 0, 12, other.data(), other_labels.data());
+    EXPECT_NE(other, whole);
+    for (int32_t l : whole_labels) {
+        EXPECT_GE(l, 0);
+        EXPECT_LT(l, 4);
+    }
+    // Images of one class share their pattern: closer to each other than to another class's.
+    std::vector<float> many(400 * elems);
+    std::vector<int32_t> many_labels(400);
+    make_image_shard(task, 0, 0, 400, many.data(), many_labels.data());
+    auto distance = [&](int a, int b) {
+        double d = 0;
+        for (size_t e = 0; e < elems; ++e) d += std::pow(many[a * elems + e] - many[b * elems + e], 2);
+        return d;
+    };
+    double same = 0, different = 0;
+    int n_same = 0, n_different = 0;
+    for (int a = 0; a < 40; ++a)
+        for (int b = a + 1; b < 40; ++b)
+            (many_labels[a] == many_labels[b] ? (same += distance(a, b), ++n_same)
+                                              : (different += distance(a, b), ++n_different));
+    ASSERT_GT(n_same, 0);
+    EXPECT_LT(same / n_same, 0.6 * different / n_different);
+}
+
+TEST(ImageData, DatasetServesTheRowsOfItsRank) {
+    TrainConfig cfg = load_config_file(preset_path("ci-resnet.yaml"));
+    CpuOps ops;
+    auto all = create_dataset(cfg, ops, 8, 0, 8);
+    auto second = create_dataset(cfg, ops, 8, 1, 4);  // rank 1 of 2
+    const Tensor a = all->inputs(5), b = second->inputs(5);
+    EXPECT_EQ(b.rows, 4);
+    EXPECT_EQ(b.cols, 32 * 32 * 3);
+    const auto* pa = static_cast<const float*>(a.data);
+    const auto* pb = static_cast<const float*>(b.data);
+    EXPECT_TRUE(std::equal(pb, pb + 4 * b.cols, pa + 4 * b.cols));
+    EXPECT_TRUE(std::equal(second->labels(5), second->labels(5) + 4, all->labels(5) + 4));
+}
+
+TEST(ResNet, LossFallsOnTheCpuWithin30Steps) {
+    TrainConfig cfg = load_config_file(preset_path("ci-resnet.yaml"));
+    validate_config(cfg);
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_SELF);
+    DataParallelTrainer trainer(cfg, ops, comm);
+    std::vector<float> losses;
+    for (int s = 0; s < 30; ++s) {
+        trainer.step(s);
+        losses.push_back(trainer.last_loss());
+    }
+    const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[27] + losses[28] + losses[29]) / 3;
+    EXPECT_NEAR(losses[0], std::log(10.0), 0.7);  // near uniform over the classes at the start
+    EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
+    for (float l : losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+}  // namespace
+}  // namespace sb
