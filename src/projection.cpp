@@ -306,12 +306,19 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
 
 double CostModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
     constexpr double kTile = 128.0, kFill = 128.0;
+    // cuBLAS splits a long K over several blocks when the output tiles leave SMs idle (the
+    // weight gradients of convolutions: 64 x 576 outputs over 800 k rows), each split at
+    // least kMinSplitK deep; the partial products' reduction is small next to the operands.
+    constexpr double kMinSplitK = 512.0;
     const double sms = hw.sm_count.value;
     const double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * static_cast<double>(batch);
-    const double waves = std::ceil(tiles / sms);
+    const double splits = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK)));
+    const double blocks = tiles * splits;
+    const double waves = std::ceil(blocks / sms);
     // A partly filled tile does full work: count the useful fraction of the tiles too.
     const double fill_mn = (static_cast<double>(m) * n * batch) / (tiles * kTile * kTile);
-    return tiles / (waves * sms) * fill_mn * (k / (k + kFill));
+    const double k_per_block = k / splits;
+    return blocks / (waves * sms) * fill_mn * (k_per_block / (k_per_block + kFill));
 }
 
 double CostModel::peak_tflops(Precision precision) const {
