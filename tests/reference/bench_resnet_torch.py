@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of scalebench's ResNet-50 benchmark (configs/resnet50.yaml).
 
-torchvision's resnet50 (v1.5) when torchvision is installed, else the same network written out
-below (its parameter count is printed and must be 25,557,032 either way), trained as the preset
-trains it: channels_last (NHWC, as scalebench), bf16 autocast, SGD with momentum 0.875,
+torchvision's resnet50 (v1.5) written out in plain torch.nn (resnet() below: 25,557,032
+parameters, torchvision's names; no torchvision needed), trained as the preset trains it: channels_last (NHWC, as scalebench), bf16 autocast, SGD with momentum 0.875,
 lr 0.256, weight decay 1/32768, random 224x224 images and labels, cuDNN with benchmark mode.
 Eager and torch.compile. Each run: warm-up steps, then every measured step between two CUDA
 events; median/min/max ms, samples/s = batch / median.
@@ -17,23 +16,24 @@ import re
 import statistics
 
 
-def build_resnet50():
+def resnet(blocks=(3, 4, 6, 3), width=64, num_classes=1000, bn_eps=1e-5):
+    """torchvision's bottleneck ResNet (v1.5: the stride on the 3x3 convolution) written out, so the
+    same code builds any shape scalebench's resnet: section takes; resnet() has torchvision
+    resnet50's 25,557,032 parameters and its state_dict names."""
     import torch.nn as nn
-    try:
-        import torchvision
-        return torchvision.models.resnet50(), "torchvision.models.resnet50"
-    except ImportError:
-        pass
+
+    def bn(c):
+        return nn.BatchNorm2d(c, eps=bn_eps)
 
     class Bottleneck(nn.Module):
         def __init__(self, inplanes, planes, stride, downsample):
             super().__init__()
             self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(planes)
+            self.bn1 = bn(planes)
             self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(planes)
+            self.bn2 = bn(planes)
             self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
-            self.bn3 = nn.BatchNorm2d(planes * 4)
+            self.bn3 = bn(planes * 4)
             self.relu = nn.ReLU(inplace=True)
             self.downsample = downsample
 
@@ -43,39 +43,40 @@ def build_resnet50():
             out = self.bn3(self.conv3(out))
             return self.relu(out + (self.downsample(x) if self.downsample is not None else x))
 
-    class ResNet50(nn.Module):
+    class ResNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
+            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+            self.bn1 = bn(width)
             self.relu = nn.ReLU(inplace=True)
             self.maxpool = nn.MaxPool2d(3, 2, 1)
-            layers, inplanes = [], 64
-            for stage, blocks in enumerate([3, 4, 6, 3]):
-                planes, stride = 64 << stage, 1 if stage == 0 else 2
-                downsample = nn.Sequential(nn.Conv2d(inplanes, planes * 4, 1, stride, bias=False),
-                                           nn.BatchNorm2d(planes * 4))
-                stage_blocks = [Bottleneck(inplanes, planes, stride, downsample)]
+            inplanes = width
+            for stage, count in enumerate(blocks):
+                planes, stride = width << stage, 1 if stage == 0 else 2
+                downsample = nn.Sequential(nn.Conv2d(inplanes, planes * 4, 1, stride, bias=False), bn(planes * 4))
+                layer = [Bottleneck(inplanes, planes, stride, downsample)]
                 inplanes = planes * 4
-                stage_blocks += [Bottleneck(inplanes, planes, 1, None) for _ in range(blocks - 1)]
-                layers.append(nn.Sequential(*stage_blocks))
-            self.layer1, self.layer2, self.layer3, self.layer4 = layers
+                layer += [Bottleneck(inplanes, planes, 1, None) for _ in range(count - 1)]
+                setattr(self, f"layer{stage + 1}", nn.Sequential(*layer))
+            self.stages = len(blocks)
             self.avgpool = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Linear(2048, 1000)
+            self.fc = nn.Linear(inplanes, num_classes)
 
         def forward(self, x):
             x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            for stage in range(self.stages):
+                x = getattr(self, f"layer{stage + 1}")(x)
             return self.fc(self.avgpool(x).flatten(1))
 
-    return ResNet50(), "written out (torchvision not installed)"
+    return ResNet()
 
 
 def bench(mode, batch, steps, warmup):
     import torch
     torch.backends.cudnn.benchmark = True
-    model, source = build_resnet50()
+    model = resnet()
     params = sum(p.numel() for p in model.parameters())
+    assert params == 25557032, f"{params} parameters, torchvision's resnet50 has 25,557,032"
     model = model.cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.256, momentum=0.875, weight_decay=1.0 / 32768)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -103,7 +104,7 @@ def bench(mode, batch, steps, warmup):
         end.synchronize()
         times.append(start.elapsed_time(end))
     median = statistics.median(times)
-    return {"tool": "torch", "model": "resnet50", "model_source": source, "parameters": params, "mode": mode,
+    return {"tool": "torch", "model": "resnet50", "parameters": params, "mode": mode,
             "batch": batch, "precision": "bf16", "steps": steps, "warmup": warmup, "step_ms_median": median,
             "step_ms_min": min(times), "step_ms_max": max(times), "samples_per_s": batch / median * 1e3,
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),

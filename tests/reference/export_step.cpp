@@ -1,9 +1,12 @@
-// scalebench_export_step: one forward+backward of a config's transformer, written out
-// for tests/reference/torch_transformer_check.py to replay in Hugging Face transformers.
-// Writes into --dir: params.bin (fp32 initial parameters, flat), params.json (model
-// shape and each parameter's name, offset, rows, cols and whether it is HF's tensor
-// transposed), ids.bin / labels.bin (int32, batch x seq_len; label -1 = not predicted)
-// and step.json (backend, precision, loss, each parameter's gradient L2 norm).
+// scalebench_export_step: one forward+backward of a config's transformer or ResNet, written
+// out for tests/reference/torch_transformer_check.py to replay in PyTorch (Hugging Face
+// transformers; torchvision's ResNet written out). Writes into --dir: params.bin (fp32
+// initial parameters, flat), params.json (model shape and each parameter's name, offset,
+// rows, cols and whether it is HF's tensor transposed; a ResNet convolution's is [out, ky,
+// kx, in], torch's [out, in, ky, kx]), the batch
+// (transformer: ids.bin / labels.bin, int32 batch x seq_len, label -1 = not predicted;
+// resnet: images.bin, fp32 NHWC, and labels.bin, int32 per image) and step.json (backend,
+// precision, loss, each parameter's gradient L2 norm).
 // Dropout is forced to 0 so both sides compute the same function. --perturb A adds
 // uniform(-A, A) noise to every initial parameter, so the loss depends on all of them.
 #include <mpi.h>
@@ -17,6 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "models/image_data.h"
+#include "models/resnet.h"
 #include "models/rng.h"
 #include "models/transformer.h"
 #include "src/backend.h"
@@ -47,7 +52,7 @@ int export_step(const std::string& config_path, const std::string& backend, cons
     cfg.transformer.shape.dropout = cfg.transformer.shape.attention_dropout = 0.0f;
     cfg.batch_size = batch;
     validate_config(cfg);
-    if (cfg.model != "transformer") throw UserError(config_path + ": key 'model': the exporter needs a transformer");
+    if (cfg.model == "mlp") throw UserError(config_path + ": key 'model': the exporter needs a transformer or a resnet");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, MPI_COMM_WORLD);
     std::unique_ptr<Model> model = create_model(cfg, *ops);
     const size_t n = model->num_params();
@@ -75,39 +80,50 @@ int export_step(const std::string& config_path, const std::string& backend, cons
 
     float host_loss = 0;
     std::vector<float> host_grads(n);
-    const size_t tokens = static_cast<size_t>(inputs.numel());
-    std::vector<int32_t> ids(tokens), labels(tokens);
     ops->download(&host_loss, loss.get(), sizeof(float));
     ops->download(host_grads.data(), grads.get(), n * sizeof(float));
-    ops->download(ids.data(), inputs.data, tokens * sizeof(int32_t));
-    ops->download(labels.data(), data->labels(0), tokens * sizeof(int32_t));
-    ops->synchronize();
-
     std::filesystem::create_directories(dir);
     write_binary(dir / "params.bin", host.data(), n * sizeof(float));
-    write_binary(dir / "ids.bin", ids.data(), tokens * sizeof(int32_t));
-    write_binary(dir / "labels.bin", labels.data(), tokens * sizeof(int32_t));
-    const TransformerShape& s = cfg.transformer.shape;
-    nlohmann::json plist = nlohmann::json::array(), norms = nlohmann::json::object();
+    nlohmann::json shape, plist = nlohmann::json::array(), norms = nlohmann::json::object();
+    if (cfg.model == "resnet") {
+        // The images as fp32 from the generator the dataset uploads from (the backend's copy
+        // is in the compute dtype), labels as the dataset's.
+        const ResNetShape& r = cfg.resnet;
+        std::vector<float> images(static_cast<size_t>(inputs.numel()));
+        std::vector<int32_t> labels(static_cast<size_t>(batch));
+        make_image_shard(ImageTask{r.image_size, r.num_classes, cfg.seed}, 0, 0, batch, images.data(), labels.data());
+        write_binary(dir / "images.bin", images.data(), images.size() * sizeof(float));
+        write_binary(dir / "labels.bin", labels.data(), labels.size() * sizeof(int32_t));
+        shape = {{"arch", "resnet"}, {"blocks", r.blocks}, {"width", r.width}, {"image_size", r.image_size},
+                 {"num_classes", r.num_classes}, {"bn_eps", r.bn_eps}};
+    } else {
+        const size_t tokens = static_cast<size_t>(inputs.numel());
+        std::vector<int32_t> ids(tokens), labels(tokens);
+        ops->download(ids.data(), inputs.data, tokens * sizeof(int32_t));
+        ops->download(labels.data(), data->labels(0), tokens * sizeof(int32_t));
+        write_binary(dir / "ids.bin", ids.data(), tokens * sizeof(int32_t));
+        write_binary(dir / "labels.bin", labels.data(), tokens * sizeof(int32_t));
+        const TransformerShape& s = cfg.transformer.shape;
+        shape = {{"arch", transformer_arch_name(s.arch)}, {"layers", s.layers}, {"hidden", s.hidden},
+                 {"heads", s.heads}, {"ffn", s.ffn}, {"vocab", s.vocab}, {"seq_len", s.seq_len},
+                 {"max_positions", s.max_positions}, {"type_vocab", s.type_vocab},
+                 {"layernorm_eps", s.layernorm_eps}};
+    }
+    ops->synchronize();
     for (const ParamInfo& p : model->params()) {
-        plist.push_back({{"name", p.name}, {"offset", p.offset}, {"rows", p.rows}, {"cols", p.cols},
-                         {"hf_transposed", Transformer::stored_transposed_from_hf(s, p)}});
+        nlohmann::json entry = {{"name", p.name}, {"offset", p.offset}, {"rows", p.rows}, {"cols", p.cols},
+                                {"hf_transposed", cfg.model == "transformer" &&
+                                                      Transformer::stored_transposed_from_hf(cfg.transformer.shape, p)}};
+        plist.push_back(entry);
         double sum = 0;
         for (size_t i = 0; i < p.count(); ++i) sum += static_cast<double>(host_grads[p.offset + i]) * host_grads[p.offset + i];
         norms[p.name] = std::sqrt(sum);
     }
-    write_json(dir / "params.json",
-               {{"model",
-                 {{"arch", transformer_arch_name(s.arch)}, {"layers", s.layers}, {"hidden", s.hidden},
-                  {"heads", s.heads}, {"ffn", s.ffn}, {"vocab", s.vocab}, {"seq_len", s.seq_len},
-                  {"max_positions", s.max_positions}, {"type_vocab", s.type_vocab},
-                  {"layernorm_eps", s.layernorm_eps}}},
-                {"num_params", n},
-                {"params", plist}});
+    write_json(dir / "params.json", {{"model", shape}, {"num_params", n}, {"params", plist}});
     write_json(dir / "step.json",
                {{"config", config_path}, {"backend", ops->name()}, {"precision", precision_name(ops->precision())},
-                {"batch", batch}, {"seq_len", s.seq_len}, {"seed", cfg.seed}, {"perturb", perturb}, {"loss", host_loss},
-                {"grad_norms", norms}});
+                {"batch", batch}, {"seq_len", cfg.model == "transformer" ? cfg.transformer.shape.seq_len : 1},
+                {"seed", cfg.seed}, {"perturb", perturb}, {"loss", host_loss}, {"grad_norms", norms}});
     std::cout << "exported " << config_path << " (" << n << " parameters, " << ops->name() << " "
               << precision_name(ops->precision()) << ", batch " << batch << "): loss " << host_loss << " -> "
               << dir.string() << "\n";
@@ -118,14 +134,14 @@ int export_step(const std::string& config_path, const std::string& backend, cons
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
-    CLI::App app{"one forward+backward of a transformer config, exported for the PyTorch reference check"};
+    CLI::App app{"one forward+backward of a transformer or resnet config, exported for the PyTorch reference check"};
     std::string config, backend, precision, dir;
     int batch = 4;
     double perturb = 0;
-    app.add_option("-c,--config", config, "transformer workload YAML")->required();
+    app.add_option("-c,--config", config, "transformer or resnet workload YAML")->required();
     app.add_option("--backend", backend, "cpu or cuda (default: the config's)");
     app.add_option("--precision", precision, "fp32, tf32, bf16 or fp16 (default: the config's)");
-    app.add_option("--batch", batch, "sequences in the batch")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--batch", batch, "samples in the batch")->check(CLI::Range(1, 1 << 16));
     app.add_option("--perturb", perturb, "add uniform(-A, A) noise to every initial parameter")->check(CLI::Range(0.0, 10.0));
     app.add_option("--dir", dir, "output folder")->required();
     int code = 0;

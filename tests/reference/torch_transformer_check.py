@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch reference for scalebench's transformer: one forward+backward, same weights, same batch.
+"""PyTorch reference for scalebench's transformer and ResNet: one forward+backward, same weights, same batch.
 
 scalebench_export_step (tests/reference/export_step.cpp) writes a config's initial parameters,
 one batch and its own loss and per-parameter gradient L2 norms. This script loads the same
 parameters by name into Hugging Face's BertForMaskedLM or GPT2LMHeadModel (config from
-params.json's shapes; dropout 0), runs the same batch in fp32 and under bf16 autocast, and
+params.json's shapes; dropout 0) or torchvision's ResNet (written out in
+tests/reference/bench_resnet_torch.py; NCHW, BatchNorm in training mode, as torch trains it),
+runs the same batch in fp32 and under bf16 autocast, and
 prints, per parameter, scalebench's gradient norm, torch's at the export's precision and the
 relative error, with pass/fail. Exit status 1 when any row fails.
 
@@ -44,6 +46,12 @@ def load(folder):
     flat = np.fromfile(os.path.join(folder, "params.bin"), dtype=np.float32)
     if flat.size != meta["num_params"]:
         sys.exit(f"params.bin holds {flat.size} floats, params.json says {meta['num_params']}")
+    m = meta["model"]
+    if m["arch"] == "resnet":  # inputs: NHWC fp32 images; labels: one class per image
+        shape = (step["batch"], m["image_size"], m["image_size"], 3)
+        inputs = np.fromfile(os.path.join(folder, "images.bin"), dtype=np.float32).reshape(shape)
+        labels = np.fromfile(os.path.join(folder, "labels.bin"), dtype=np.int32)
+        return meta, step, flat, inputs, labels
     shape = (step["batch"], step["seq_len"])
     ids = np.fromfile(os.path.join(folder, "ids.bin"), dtype=np.int32).reshape(shape)
     labels = np.fromfile(os.path.join(folder, "labels.bin"), dtype=np.int32).reshape(shape)
@@ -51,7 +59,11 @@ def load(folder):
 
 
 def build_model(m):
-    """The Hugging Face model of params.json's shape, dropout 0, in fp32."""
+    """The Hugging Face model (dropout 0) or the ResNet of params.json's shape, in fp32."""
+    if m["arch"] == "resnet":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_resnet_torch import resnet
+        return resnet(tuple(m["blocks"]), m["width"], m["num_classes"], m["bn_eps"])
     if m["arch"] == "bert":
         from transformers import BertConfig, BertForMaskedLM
         cfg = BertConfig(vocab_size=m["vocab"], hidden_size=m["hidden"], num_hidden_layers=m["layers"],
@@ -87,6 +99,9 @@ def copy_params(model, meta, flat):
             if p["hf_transposed"]:  # GPT-2 Conv1D stores [in, out]; scalebench [out, in]
                 t = t.t()
             target = named[p["name"]]
+            if target.dim() == 4:  # a convolution: scalebench [out, ky, kx, in], torch [out, in, ky, kx]
+                out, cin, kh, kw = target.shape
+                t = t.reshape(out, kh, kw, cin).permute(0, 3, 1, 2)
             if target.dim() == 1:
                 t = t.reshape(-1)
             if tuple(t.shape) != tuple(target.shape):
@@ -131,7 +146,7 @@ def main():
     model = build_model(meta["model"]).to(args.device)
     copy_params(model, meta, flat)
     model.train()  # dropout is 0 anyway; train() as a training step would
-    vocab = meta["model"]["vocab"]
+    vocab = meta["model"].get("vocab")  # None: the ResNet
     loss32, norms32 = step(model, ids, labels, vocab, args.device, bf16=False)
     loss16, norms16 = step(model, ids, labels, vocab, args.device, bf16=True)
     ref_loss, ref_norms = (loss16, norms16) if precision in ("bf16", "fp16") else (loss32, norms32)
