@@ -88,7 +88,8 @@ struct CostModel {
     Calibration calibration;
     explicit CostModel(HardwareProfile profile, Calibration cal = {}) : hw(std::move(profile)), calibration(std::move(cal)) {}
 
-    // Wave quantization (128x128 tiles over the SMs) times the K pipeline fill k / (k + 128).
+    // Wave quantization (128x128 tiles over the SMs, K split over idle SMs as cuBLAS's split-K)
+    // times the K pipeline fill k / (k + 128) per split.
     double gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
     double gemm_shape_factor(const TracedOp& op) const { return gemm_shape_factor(op.m, op.n, op.k, op.batch); }
     // Fraction of peak of a tensor-core op (a GEMM, attention's products). With profiled ops:
