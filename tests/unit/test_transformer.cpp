@@ -20,6 +20,7 @@
 #include "src/errors.h"
 #include "src/runner.h"
 #include "src/workload.h"
+#include "tests/test_util.h"
 
 namespace sb {
 namespace {
@@ -204,27 +205,7 @@ void check_whole_model(TransformerArch arch, float dropout) {
     const std::vector<float> analytic = t.grads;
     CpuOps ops;
     Transformer names(ops, t.shape, 0);
-    int bad = 0, checked = 0;
-    for (const ParamInfo& p : names.params()) {
-        for (size_t i = 0; i < p.count(); ++i) {
-            float& x = t.params[p.offset + i];
-            const float keep = x, h = 1e-2f;
-            x = keep + h;
-            const double up = t.run();
-            x = keep - h;
-            const double down = t.run();
-            x = keep;
-            const double fd = (up - down) / (2.0 * h);
-            const double g = analytic[p.offset + i];
-            ++checked;
-            if (!(std::fabs(g - fd) <= 2e-3 + 3e-2 * std::fabs(fd))) {
-                if (bad < 5) ADD_FAILURE() << p.name << "[" << i << "]: analytic " << g << " vs fd " << fd;
-                ++bad;
-            }
-        }
-    }
-    EXPECT_EQ(bad, 0) << "of " << checked;
-    EXPECT_EQ(checked, static_cast<int>(t.params.size()));
+    test::expect_gradients_match_finite_differences(names.params(), t.params, analytic, 1e-2f, [&] { return t.run(); });
 }
 
 TEST(Transformer, BertBackwardMatchesFiniteDifferencesForEveryParameter) {
@@ -236,39 +217,18 @@ TEST(Transformer, BackwardWithDropoutMatchesFiniteDifferences) {
     check_whole_model(TransformerArch::gpt, 0.2f);
 }
 
-// Records the order of reports and a copy of the gradients at each report.
-struct RecordingSink : GradientSink {
-    const std::vector<ParamInfo>* params = nullptr;
-    const std::vector<float>* grads = nullptr;
-    std::vector<int> order;
-    std::map<int, std::vector<float>> at_report;
-    void gradient_ready(int i) override {
-        order.push_back(i);
-        const ParamInfo& p = (*params)[static_cast<size_t>(i)];
-        at_report[i].assign(grads->begin() + p.offset, grads->begin() + p.offset + p.count());
-    }
-};
-
 TEST(Transformer, EveryGradientReportedOnceWhenFinalTiedEmbeddingLast) {
     for (TransformerArch arch : {TransformerArch::bert, TransformerArch::gpt}) {
         SCOPED_TRACE(transformer_arch_name(arch));
         Tiny t(arch, 0.1f);
         CpuOps ops;
         Transformer names(ops, t.shape, 0);
-        RecordingSink sink;
+        test::RecordingSink sink;
         sink.params = &names.params();
         sink.grads = &t.grads;
         t.run(&sink);
-        ASSERT_EQ(sink.order.size(), names.params().size());
-        std::vector<int> seen(names.params().size(), 0);
-        for (int i : sink.order) ++seen[static_cast<size_t>(i)];
-        for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << names.params()[i].name;
+        test::expect_each_gradient_reported_once_when_final(sink, t.grads);
         EXPECT_EQ(sink.order.back(), 0);  // the word embedding (index 0) is final only at the very end
-        for (const auto& [i, snapshot] : sink.at_report) {
-            const ParamInfo& p = names.params()[static_cast<size_t>(i)];
-            const std::vector<float> final_grad(t.grads.begin() + p.offset, t.grads.begin() + p.offset + p.count());
-            EXPECT_EQ(snapshot, final_grad) << p.name << " changed after it was reported";
-        }
     }
 }
 
