@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -633,6 +634,117 @@ void CudaOps::attention_backward(const AttentionShape& shape, const Tensor& qkv,
     impl_->matmul(true, false, scale, ds, q, 0.0f, dk, nullptr, bh, ss, sd, sd);
     void* grads[3] = {dq.data, dk.data, dv.data};
     kernels::attention_permute(impl_->ctx, dt, grad_qkv.data, grads, 3, B, S, H, D, false);
+}
+
+// ---- convolutional layers: argument checks, then the kernels of conv_kernels.cu.
+
+namespace {
+
+std::string dims(int64_t rows, int64_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
+
+void check_conv_shape(const Ops::ConvShape& s, const char* op) {
+    SB_REQUIRE(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
+                   s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
+               std::string(op) + ": bad shape: batch " + std::to_string(s.batch) + ", " +
+                   std::to_string(s.height) + "x" + std::to_string(s.width) + "x" + std::to_string(s.channels) +
+                   ", kernel " + std::to_string(s.kernel) + " stride " + std::to_string(s.stride) + " padding " +
+                   std::to_string(s.padding));
+}
+
+void check_matrix(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* what) {
+    SB_REQUIRE(t.rows == rows && t.cols == cols,
+               std::string(op) + ": " + what + " is " + dims(t.rows, t.cols) + ", expected " + dims(rows, cols));
+    SB_REQUIRE(t.data || t.numel() == 0, std::string(op) + ": " + what + " has no data");
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+    SB_REQUIRE(a.dtype == b.dtype, std::string(op) + ": dtypes differ (" + dtype_name(a.dtype) + " vs " +
+                                       dtype_name(b.dtype) + ")");
+}
+
+}  // namespace
+
+void CudaOps::im2col(const ConvShape& shape, const Tensor& x, const Tensor& cols) {
+    check_conv_shape(shape, "im2col");
+    check_matrix(x, shape.in_rows(), shape.channels, "im2col", "x");
+    check_matrix(cols, shape.out_rows(), shape.patch(), "im2col", "cols");
+    check_same_dtype(x, cols, "im2col");
+    kernels::im2col(impl_->ctx, x.dtype, shape, x.data, cols.data);
+}
+
+void CudaOps::col2im(const ConvShape& shape, const Tensor& grad_cols, const Tensor& grad_x) {
+    check_conv_shape(shape, "col2im");
+    check_matrix(grad_cols, shape.out_rows(), shape.patch(), "col2im", "grad_cols");
+    check_matrix(grad_x, shape.in_rows(), shape.channels, "col2im", "grad_x");
+    check_same_dtype(grad_cols, grad_x, "col2im");
+    kernels::col2im(impl_->ctx, grad_x.dtype, shape, grad_cols.data, grad_x.data);
+}
+
+void CudaOps::batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
+                                float* mean, float* rstd) {
+    SB_REQUIRE(x.rows > 0 && x.cols > 0, "batchnorm_forward: no rows to take statistics over");
+    check_matrix(out, x.rows, x.cols, "batchnorm_forward", "out");
+    check_same_dtype(x, out, "batchnorm_forward");
+    SB_REQUIRE(x.data && x.data != out.data, "batchnorm_forward: out must not alias x");
+    SB_REQUIRE(gamma && beta && mean && rstd, "batchnorm_forward: missing buffer");
+    auto* scratch = static_cast<float*>(
+        impl_->scratch_space(kernels::batchnorm_scratch_floats(impl_->ctx, x.rows, x.cols) * sizeof(float)));
+    kernels::batchnorm_forward(impl_->ctx, x.dtype, x.data, gamma, beta, eps, x.rows, x.cols, out.data, mean, rstd,
+                               scratch);
+}
+
+void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
+                                 const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) {
+    SB_REQUIRE(x.rows > 0 && x.cols > 0 && x.data, "batchnorm_backward: empty x");
+    check_matrix(grad_out, x.rows, x.cols, "batchnorm_backward", "grad_out");
+    check_matrix(grad_x, x.rows, x.cols, "batchnorm_backward", "grad_x");
+    check_same_dtype(x, grad_out, "batchnorm_backward");
+    check_same_dtype(x, grad_x, "batchnorm_backward");
+    SB_REQUIRE(gamma && mean && rstd && grad_gamma && grad_beta, "batchnorm_backward: missing buffer");
+    auto* scratch = static_cast<float*>(
+        impl_->scratch_space(kernels::batchnorm_scratch_floats(impl_->ctx, x.rows, x.cols) * sizeof(float)));
+    kernels::batchnorm_backward(impl_->ctx, x.dtype, x.data, grad_out.data, gamma, mean, rstd, x.rows, x.cols,
+                                grad_x.data, grad_gamma, grad_beta, scratch);
+}
+
+void CudaOps::maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) {
+    check_conv_shape(shape, "maxpool_forward");
+    check_matrix(x, shape.in_rows(), shape.channels, "maxpool_forward", "x");
+    check_matrix(out, shape.out_rows(), shape.channels, "maxpool_forward", "out");
+    check_same_dtype(x, out, "maxpool_forward");
+    kernels::maxpool_forward(impl_->ctx, x.dtype, shape, x.data, out.data);
+}
+
+void CudaOps::maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                               const Tensor& grad_x) {
+    check_conv_shape(shape, "maxpool_backward");
+    check_matrix(x, shape.in_rows(), shape.channels, "maxpool_backward", "x");
+    check_matrix(grad_x, shape.in_rows(), shape.channels, "maxpool_backward", "grad_x");
+    check_matrix(out, shape.out_rows(), shape.channels, "maxpool_backward", "out");
+    check_matrix(grad_out, shape.out_rows(), shape.channels, "maxpool_backward", "grad_out");
+    check_same_dtype(x, out, "maxpool_backward");
+    check_same_dtype(x, grad_out, "maxpool_backward");
+    check_same_dtype(x, grad_x, "maxpool_backward");
+    SB_REQUIRE(grad_x.data != grad_out.data && grad_x.data != x.data,
+               "maxpool_backward: grad_x must not alias its inputs");
+    kernels::maxpool_backward(impl_->ctx, x.dtype, shape, x.data, out.data, grad_out.data, grad_x.data);
+}
+
+void CudaOps::avgpool_forward(int pixels, const Tensor& x, const Tensor& out) {
+    SB_REQUIRE(pixels > 0, "avgpool_forward: pixels must be positive");
+    SB_REQUIRE(out.data || out.numel() == 0, "avgpool_forward: out has no data");
+    check_matrix(x, out.rows * pixels, out.cols, "avgpool_forward", "x");
+    check_same_dtype(x, out, "avgpool_forward");
+    kernels::avgpool_forward(impl_->ctx, x.dtype, x.data, out.rows, pixels, out.cols, out.data);
+}
+
+void CudaOps::avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) {
+    SB_REQUIRE(pixels > 0, "avgpool_backward: pixels must be positive");
+    SB_REQUIRE(grad_out.data || grad_out.numel() == 0, "avgpool_backward: grad_out has no data");
+    check_matrix(grad_x, grad_out.rows * pixels, grad_out.cols, "avgpool_backward", "grad_x");
+    check_same_dtype(grad_out, grad_x, "avgpool_backward");
+    kernels::avgpool_backward(impl_->ctx, grad_out.dtype, grad_out.data, grad_out.rows, pixels, grad_out.cols,
+                              grad_x.data);
 }
 
 // ---- optimizer

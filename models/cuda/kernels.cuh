@@ -93,6 +93,34 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
 void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, const float* dprobs, void* ds,
                                 int64_t rows, int seq, float p_drop, uint64_t seed);
 
+// ---- convolutional kernels (conv_kernels.cu). Images are NHWC row-major matrices,
+// (batch*height*width) x channels; shapes as Ops::ConvShape (fewer than 2^31 pixels).
+// Gathers and fixed-order reductions only: bitwise reproducible, no float atomics.
+
+// Ops::im2col: one patch row per output pixel, zeros where the window is in the padding.
+void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* cols);
+// Ops::col2im: each input element sums, in fp32, the patch entries im2col copied it to.
+void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* grad_cols, void* grad_x);
+void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* out);
+// Each input element sums grad_out over the windows whose first maximum (ky, then kx) it is.
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, const void* out,
+                      const void* grad_out, void* grad_x);
+// out[n, c] = mean of x over rows n*pixels .. n*pixels + pixels - 1; the backward spreads
+// grad_out[n, c] / pixels over those rows.
+void avgpool_forward(const Context& ctx, DType dtype, const void* x, int64_t batch, int pixels, int64_t cols,
+                     void* out);
+void avgpool_backward(const Context& ctx, DType dtype, const void* grad_out, int64_t batch, int pixels,
+                      int64_t cols, void* grad_x);
+// BatchNorm over the rows (Ops::batchnorm_*), in fixed row chunks; `scratch` must hold
+// batchnorm_scratch_floats(rows, cols) floats (per-chunk partials), which depends only on
+// (rows, cols, sm_count). grad_x may alias grad_out.
+size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols);
+void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch);
+void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
+                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
+                        float* grad_gamma, float* grad_beta, float* scratch);
+
 // buf = mu * buf + (g + wd * p); p -= lr * buf (plain SGD when momentum is null).
 // copy (may be null) receives the updated p in copy_dtype.
 void sgd_step(const Context& ctx, float* params, const float* grads, float* momentum, size_t n,

@@ -1,0 +1,804 @@
+// The convolutional-layer kernels of CudaOps (declared in kernels.cuh), each next to its
+// launcher: im2col/col2im, max and global average pooling, BatchNorm. Images are NHWC, so
+// a pixel's channels are contiguous: every kernel gives consecutive threads consecutive
+// channel vectors (16 bytes when the channel count and the pointers allow, else scalars).
+// Nothing scatters: col2im and the max-pool backward are gathers (each input element sums
+// what it fed, in a fixed order), and BatchNorm reduces over rows in fixed row chunks whose
+// partials are combined per channel in double. No float atomics, so results are bitwise
+// reproducible on a given GPU, and no allocation or host sync, so all of it captures into
+// CUDA graphs. Math is fp32 whatever the storage dtype.
+#include "models/cuda/kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernel_util.cuh"
+
+namespace sb::kernels {
+
+using namespace detail;
+
+namespace {
+
+// ---- shared machinery
+
+// n / d and n % d for a divisor fixed at launch: a multiply-high and a shift instead of
+// the ~20 instructions of a runtime division (Granlund-Montgomery, round-up variant; exact
+// for every 32-bit n).
+struct FastDivmod {
+    uint32_t d = 1, mul = 1, shift = 0;
+    FastDivmod() = default;
+    explicit FastDivmod(uint32_t divisor) : d(divisor) {
+        while ((uint64_t{1} << shift) < d) ++shift;
+        mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+    }
+    __device__ __forceinline__ uint32_t div(uint32_t n) const {
+        return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, mul)) + n) >> shift);
+    }
+    __device__ __forceinline__ void divmod(uint32_t n, uint32_t& q, uint32_t& r) const {
+        q = div(n);
+        r = n - q * d;
+    }
+};
+
+// Rows x items_per_row work (an item: one channel vector, or one patch vector) in tiles of
+// whole rows, a block per tile, grid-stride over tiles. Within a tile the flat item index
+// is split into (row, item) once per thread and then stepped by blockDim.x incrementally.
+struct RowItems {
+    int64_t rows = 0;
+    FastDivmod per_row;
+    uint32_t tile_rows = 1;
+};
+
+constexpr uint32_t kTileItems = 8 * kThreads;  // items of one tile: 8 per thread
+
+RowItems row_items(int64_t rows, int64_t items_per_row) {
+    RowItems r;
+    r.rows = rows;
+    r.per_row = FastDivmod(static_cast<uint32_t>(items_per_row));
+    r.tile_rows = static_cast<uint32_t>(std::max<int64_t>(1, kTileItems / items_per_row));
+    return r;
+}
+
+unsigned tile_grid(const Context& ctx, const RowItems& r) {
+    const int64_t tiles = (r.rows + r.tile_rows - 1) / r.tile_rows;
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles, int64_t{ctx.sm_count} * 8)));
+}
+
+// Calls f(row, item) for every item of every row this thread owns (row < 2^31).
+template <class F> __device__ __forceinline__ void for_each_item(const RowItems& r, F&& f) {
+    const uint32_t d = r.per_row.d;
+    uint32_t step_rows, step_items;
+    r.per_row.divmod(blockDim.x, step_rows, step_items);
+    for (int64_t row0 = static_cast<int64_t>(blockIdx.x) * r.tile_rows; row0 < r.rows;
+         row0 += static_cast<int64_t>(gridDim.x) * r.tile_rows) {
+        const uint32_t n = static_cast<uint32_t>(min(static_cast<int64_t>(r.tile_rows), r.rows - row0));
+        uint32_t lr, k;
+        r.per_row.divmod(threadIdx.x, lr, k);
+        while (lr < n) {
+            f(static_cast<uint32_t>(row0) + lr, k);
+            k += step_items;
+            lr += step_rows;
+            if (k >= d) {
+                k -= d;
+                ++lr;
+            }
+        }
+    }
+}
+
+// Elements per load: one 16-byte vector when the channel count and every pointer allow.
+template <class T> int channel_vec(int64_t channels, std::initializer_list<const void*> ptrs) {
+    if (channels % kVec16<T> != 0) return 1;
+    for (const void* p : ptrs)
+        if (!aligned16(p)) return 1;
+    return kVec16<T>;
+}
+
+template <class T, class F> void dispatch_vec(int vec, F&& f) {
+    if (vec == kVec16<T>)
+        f(std::integral_constant<int, kVec16<T>>{});
+    else
+        f(std::integral_constant<int, 1>{});
+}
+
+template <class T, int V> __device__ __forceinline__ VecN<T, V> zero_vec() {
+    VecN<T, V> z;
+#pragma unroll
+    for (int e = 0; e < V; ++e) z.v[e] = from_f32<T>(0.0f);
+    return z;
+}
+
+// The geometry a conv-shaped kernel needs, with its divisors prepared.
+struct ConvDims {
+    int height, width, kernel, stride, padding, out_h, out_w;
+    uint32_t cvecs;  // channel vectors per pixel
+    FastDivmod div_w, div_h, div_ow, div_oh, div_kernel, div_cvecs, div_stride;
+};
+
+ConvDims conv_dims(const Ops::ConvShape& s, int vec) {
+    ConvDims d{};
+    d.height = s.height;
+    d.width = s.width;
+    d.kernel = s.kernel;
+    d.stride = s.stride;
+    d.padding = s.padding;
+    d.out_h = s.out_height();
+    d.out_w = s.out_width();
+    d.cvecs = static_cast<uint32_t>(s.channels / vec);
+    d.div_w = FastDivmod(static_cast<uint32_t>(s.width));
+    d.div_h = FastDivmod(static_cast<uint32_t>(s.height));
+    d.div_ow = FastDivmod(static_cast<uint32_t>(d.out_w));
+    d.div_oh = FastDivmod(static_cast<uint32_t>(d.out_h));
+    d.div_kernel = FastDivmod(static_cast<uint32_t>(s.kernel));
+    d.div_cvecs = FastDivmod(d.cvecs);
+    d.div_stride = FastDivmod(static_cast<uint32_t>(s.stride));
+    return d;
+}
+
+void require_conv(const Ops::ConvShape& s, const char* op) {
+    SB_REQUIRE(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
+                   s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
+               std::string(op) + ": bad shape");
+    SB_REQUIRE(s.in_rows() < (int64_t{1} << 31) && s.out_rows() < (int64_t{1} << 31) &&
+                   s.patch() < (int64_t{1} << 31),
+               std::string(op) + ": more than 2^31 pixels or patch columns");
+}
+
+// Splits a pixel's flat row into (image, y, x).
+__device__ __forceinline__ void split_pixel(uint32_t row, const FastDivmod& div_w, const FastDivmod& div_h,
+                                            uint32_t& n, uint32_t& y, uint32_t& x) {
+    uint32_t t;
+    div_w.divmod(row, t, x);
+    div_h.divmod(t, n, y);
+}
+
+// The window positions k (0 <= k < kernel) and output coordinates o of the windows that
+// cover input coordinate i: i + padding = o * stride + k. Calls f(o, k) with k ascending.
+template <class F>
+__device__ __forceinline__ void for_each_cover(int i, int padding, int kernel, int out_n, const FastDivmod& div_s,
+                                               F&& f) {
+    uint32_t q, k;
+    div_s.divmod(static_cast<uint32_t>(i + padding), q, k);
+    for (int o = static_cast<int>(q); static_cast<int>(k) < kernel && o >= 0; k += div_s.d, --o)
+        if (o < out_n) f(o, static_cast<int>(k));
+}
+
+}  // namespace
+
+// ---- im2col: an item is one channel vector of one (ky, kx) of an output row's patch;
+// consecutive threads write consecutive vectors of a patch row and read consecutive
+// channels of an input pixel. Padding writes zeros.
+
+template <class T, int V>
+__global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* cv = reinterpret_cast<VT*>(cols);
+    const int64_t patch_vecs = items.per_row.d;
+    for_each_item(items, [&](uint32_t orow, uint32_t k) {
+        uint32_t kyx, c, ky, kx, n, oy, ox;
+        d.div_cvecs.divmod(k, kyx, c);
+        d.div_kernel.divmod(kyx, ky, kx);
+        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+        const int y = static_cast<int>(oy) * d.stride - d.padding + static_cast<int>(ky);
+        const int xx = static_cast<int>(ox) * d.stride - d.padding + static_cast<int>(kx);
+        VT v = zero_vec<T, V>();
+        if (y >= 0 && y < d.height && xx >= 0 && xx < d.width)
+            v = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+        cv[static_cast<int64_t>(orow) * patch_vecs + k] = v;
+    });
+}
+
+void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* cols) {
+    require_conv(s, "im2col");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(s.channels, {x, cols}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const ConvDims d = conv_dims(s, V);
+            const RowItems items = row_items(s.out_rows(), s.patch() / V);
+            im2col_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(cols), d, items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- col2im as a gather: an item is one channel vector of one input pixel, which adds the
+// patch entries im2col copied it to: for each covering window, ky then kx ascending.
+
+template <class T, int V>
+__global__ void col2im_kernel(const T* __restrict__ grad_cols, T* __restrict__ grad_x, ConvDims d,
+                              RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* gc = reinterpret_cast<const VT*>(grad_cols);
+    VT* gx = reinterpret_cast<VT*>(grad_x);
+    const int64_t patch_vecs = static_cast<int64_t>(d.kernel) * d.kernel * d.cvecs;
+    for_each_item(items, [&](uint32_t row, uint32_t c) {
+        uint32_t n, y, xx;
+        split_pixel(row, d.div_w, d.div_h, n, y, xx);
+        float acc[V] = {};
+        for_each_cover(static_cast<int>(y), d.padding, d.kernel, d.out_h, d.div_stride, [&](int oy, int ky) {
+            for_each_cover(static_cast<int>(xx), d.padding, d.kernel, d.out_w, d.div_stride, [&](int ox, int kx) {
+                const int64_t orow = (static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox;
+                const VT g = gc[orow * patch_vecs + (ky * d.kernel + kx) * static_cast<int64_t>(d.cvecs) + c];
+#pragma unroll
+                for (int e = 0; e < V; ++e) acc[e] += to_f32(g.v[e]);
+            });
+        });
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(acc[e]);
+        gx[static_cast<int64_t>(row) * d.cvecs + c] = r;
+    });
+}
+
+void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* grad_cols, void* grad_x) {
+    require_conv(s, "col2im");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(s.channels, {grad_cols, grad_x}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const ConvDims d = conv_dims(s, V);
+            const RowItems items = row_items(s.in_rows(), s.channels / V);
+            col2im_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(grad_cols), static_cast<T*>(grad_x), d, items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- max pool. Forward: an item is one channel vector of one output pixel, the maximum of
+// its window's in-bounds pixels. Backward as a gather: an item is one channel vector of an
+// input pixel, which takes grad_out of each covering window whose first maximum (ky, then
+// kx) it is: it equals the window's output and no earlier in-bounds position does.
+
+template <class T, int V>
+__global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, ConvDims d, RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* ov = reinterpret_cast<VT*>(out);
+    for_each_item(items, [&](uint32_t orow, uint32_t c) {
+        uint32_t n, oy, ox;
+        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+        float m[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) m[e] = -INFINITY;
+        const int y0 = static_cast<int>(oy) * d.stride - d.padding;
+        const int x0 = static_cast<int>(ox) * d.stride - d.padding;
+        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
+            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
+                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const float v = to_f32(a.v[e]);
+                    m[e] = m[e] < v ? v : m[e];  // std::max(m, v), as the CPU: NaN never wins
+                }
+            }
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
+        ov[static_cast<int64_t>(orow) * d.cvecs + c] = r;
+    });
+}
+
+template <class T, int V>
+__global__ void maxpool_backward_kernel(const T* __restrict__ x, const T* __restrict__ out,
+                                        const T* __restrict__ grad_out, T* __restrict__ grad_x, ConvDims d,
+                                        RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    const VT* ov = reinterpret_cast<const VT*>(out);
+    const VT* gv = reinterpret_cast<const VT*>(grad_out);
+    VT* gx = reinterpret_cast<VT*>(grad_x);
+    for_each_item(items, [&](uint32_t row, uint32_t c) {
+        uint32_t n, y, xx;
+        split_pixel(row, d.div_w, d.div_h, n, y, xx);
+        const int64_t image = static_cast<int64_t>(n) * d.height;
+        const VT self = xv[static_cast<int64_t>(row) * d.cvecs + c];
+        float acc[V] = {};
+        for_each_cover(static_cast<int>(y), d.padding, d.kernel, d.out_h, d.div_stride, [&](int oy, int ky) {
+            for_each_cover(static_cast<int>(xx), d.padding, d.kernel, d.out_w, d.div_stride, [&](int ox, int kx) {
+                const int64_t orow = (static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox;
+                const VT o = ov[orow * d.cvecs + c];
+                bool wins[V];
+                bool any = false;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    wins[e] = to_f32(self.v[e]) == to_f32(o.v[e]);
+                    any |= wins[e];
+                }
+                // An earlier position of the window holding the maximum takes it instead.
+                const int y0 = oy * d.stride - d.padding, x0 = ox * d.stride - d.padding;
+                for (int py = 0; py <= ky && any; ++py) {
+                    const int yy = y0 + py;
+                    if (yy < 0 || yy >= d.height) continue;
+                    const int px_end = py == ky ? kx : d.kernel;
+                    for (int px = 0; px < px_end && any; ++px) {
+                        const int xp = x0 + px;
+                        if (xp < 0 || xp >= d.width) continue;
+                        const VT a = xv[((image + yy) * d.width + xp) * d.cvecs + c];
+                        any = false;
+#pragma unroll
+                        for (int e = 0; e < V; ++e) {
+                            wins[e] = wins[e] && !(to_f32(a.v[e]) == to_f32(o.v[e]));
+                            any |= wins[e];
+                        }
+                    }
+                }
+                if (any) {
+                    const VT g = gv[orow * d.cvecs + c];
+#pragma unroll
+                    for (int e = 0; e < V; ++e)
+                        if (wins[e]) acc[e] += to_f32(g.v[e]);
+                }
+            });
+        });
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(acc[e]);
+        gx[static_cast<int64_t>(row) * d.cvecs + c] = r;
+    });
+}
+
+void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out) {
+    require_conv(s, "maxpool_forward");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(s.channels, {x, out}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const ConvDims d = conv_dims(s, V);
+            const RowItems items = row_items(s.out_rows(), s.channels / V);
+            maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(out), d, items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, const void* out,
+                      const void* grad_out, void* grad_x) {
+    require_conv(s, "maxpool_backward");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(s.channels, {x, out, grad_out, grad_x}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const ConvDims d = conv_dims(s, V);
+            const RowItems items = row_items(s.in_rows(), s.channels / V);
+            maxpool_backward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(out), static_cast<const T*>(grad_out),
+                static_cast<T*>(grad_x), d, items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- global average pool. Forward: an item is one channel vector of one image, summing
+// its `pixels` rows in order (consecutive threads read consecutive channels of a row).
+// Backward: an item is one channel vector of one input row.
+
+template <class T, int V>
+__global__ void avgpool_forward_kernel(const T* __restrict__ x, int pixels, uint32_t cvecs, T* __restrict__ out,
+                                       RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* ov = reinterpret_cast<VT*>(out);
+    const float inv = 1.0f / static_cast<float>(pixels);
+    for_each_item(items, [&](uint32_t n, uint32_t c) {
+        const VT* src = xv + static_cast<int64_t>(n) * pixels * cvecs + c;
+        float acc[V] = {};
+#pragma unroll 4
+        for (int p = 0; p < pixels; ++p) {
+            const VT a = src[static_cast<int64_t>(p) * cvecs];
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[e] += to_f32(a.v[e]);
+        }
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(acc[e] * inv);
+        ov[static_cast<int64_t>(n) * cvecs + c] = r;
+    });
+}
+
+template <class T, int V>
+__global__ void avgpool_backward_kernel(const T* __restrict__ grad_out, FastDivmod div_pixels, uint32_t cvecs,
+                                        T* __restrict__ grad_x, RowItems items) {
+    using VT = VecN<T, V>;
+    const VT* gv = reinterpret_cast<const VT*>(grad_out);
+    VT* gx = reinterpret_cast<VT*>(grad_x);
+    const float pixels = static_cast<float>(div_pixels.d);
+    for_each_item(items, [&](uint32_t row, uint32_t c) {
+        const VT g = gv[static_cast<int64_t>(div_pixels.div(row)) * cvecs + c];
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(to_f32(g.v[e]) / pixels);
+        gx[static_cast<int64_t>(row) * cvecs + c] = r;
+    });
+}
+
+void avgpool_forward(const Context& ctx, DType dtype, const void* x, int64_t batch, int pixels, int64_t cols,
+                     void* out) {
+    if (batch <= 0 || cols <= 0) return;
+    SB_REQUIRE(pixels > 0 && batch * pixels < (int64_t{1} << 31), "avgpool_forward: bad shape");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(cols, {x, out}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const RowItems items = row_items(batch, cols / V);
+            avgpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), pixels, static_cast<uint32_t>(cols / V), static_cast<T*>(out), items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+void avgpool_backward(const Context& ctx, DType dtype, const void* grad_out, int64_t batch, int pixels,
+                      int64_t cols, void* grad_x) {
+    if (batch <= 0 || cols <= 0) return;
+    SB_REQUIRE(pixels > 0 && batch * pixels < (int64_t{1} << 31), "avgpool_backward: bad shape");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(cols, {grad_out, grad_x}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const RowItems items = row_items(batch * pixels, cols / V);
+            avgpool_backward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(grad_out), FastDivmod(static_cast<uint32_t>(pixels)),
+                static_cast<uint32_t>(cols / V), static_cast<T*>(grad_x), items);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// ---- BatchNorm over the rows, per channel. The rows x cols matrix is cut into tiles: a
+// block of W x TY threads (W * TY = 256) owns W channel vectors (W the power of two
+// covering the vectors, at most 32) and one chunk of rows, each thread every TY-th row of
+// it, kUnroll rows' loads in flight. Chunks depend only on (rows, cols, sm_count).
+//
+// Forward: stage 1 sums d = x - x[0, c] and d^2 per thread in fp32 (the shift by the
+// channel's first value keeps a large mean from cancelling the variance), a fixed tree
+// over TY gives one partial per chunk; stage 2, a block per channel, adds the chunks in
+// double in a fixed tree and writes mean and rstd; stage 3 normalises (same tiles).
+// Backward: stage 1 sums dy and dy * xhat the same way; stage 2 writes grad_beta,
+// grad_gamma and the two means the elementwise stage 3 needs (into the scratch).
+
+namespace {
+
+constexpr int kBnUnroll = 4;
+constexpr int64_t kBnMaxChunks = 2048;
+constexpr int64_t kBnMinRowsPerChunk = 64;
+constexpr int kBnCombineThreads = 128;
+constexpr int kBnColsPerTile = 256;  // channels a block covers, about, for the chunk count
+
+int64_t bn_chunks(const Context& ctx, int64_t rows, int64_t cols) {
+    const int64_t col_tiles = (cols + kBnColsPerTile - 1) / kBnColsPerTile;
+    const int64_t want = (8 * static_cast<int64_t>(std::max(ctx.sm_count, 1)) + col_tiles - 1) / col_tiles;
+    const int64_t by_rows = (rows + kBnMinRowsPerChunk - 1) / kBnMinRowsPerChunk;
+    const int64_t chunks = std::max<int64_t>(1, std::min({want, by_rows, kBnMaxChunks}));
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;  // no empty chunk
+    return (rows + rows_per_chunk - 1) / rows_per_chunk;
+}
+
+struct BnGrid {
+    dim3 grid, block;
+    int64_t chunks = 1, rows_per_chunk = 1;
+};
+
+BnGrid bn_grid(const Context& ctx, int64_t rows, int64_t cols, int vec) {
+    BnGrid g;
+    const int64_t cvecs = cols / vec;
+    int w = 1;
+    while (w < 32 && w < cvecs) w *= 2;
+    g.block = dim3(static_cast<unsigned>(w), static_cast<unsigned>(kThreads / w));
+    g.chunks = bn_chunks(ctx, rows, cols);
+    g.rows_per_chunk = (rows + g.chunks - 1) / g.chunks;
+    g.grid = dim3(static_cast<unsigned>((cvecs + w - 1) / w), static_cast<unsigned>(g.chunks));
+    return g;
+}
+
+}  // namespace
+
+size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols) {
+    return static_cast<size_t>((2 * bn_chunks(ctx, rows, cols) + 2) * cols);
+}
+
+// Stage 1 of both directions. Forward (dy null): s1 = sum (x - x[0]), s2 = sum (x - x[0])^2.
+// Backward: s1 = sum dy, s2 = sum dy * (x - mean) * rstd.
+template <class T, int V, bool kBackward>
+__global__ void batchnorm_partials_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                          const float* __restrict__ mean, const float* __restrict__ rstd,
+                                          int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                                          float* __restrict__ part1, float* __restrict__ part2) {
+    using VT = VecN<T, V>;
+    __shared__ float sh1[kThreads * 8 + kThreads];
+    __shared__ float sh2[kThreads * 8 + kThreads];
+    const int tx = threadIdx.x, ty = threadIdx.y, ny = blockDim.y;
+    const int64_t cvecs = cols / V;
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + tx;
+    const bool active = cv < cvecs;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+    const int64_t r1 = min(rows, r0 + rows_per_chunk);
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    const VT* gv = reinterpret_cast<const VT*>(dy);
+    float s1[V] = {}, s2[V] = {}, a[V], b[V];
+    if (active) {
+        if constexpr (kBackward) {
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                a[e] = mean[cv * V + e];
+                b[e] = rstd[cv * V + e];
+            }
+        } else {
+            const VT first = xv[cv];
+#pragma unroll
+            for (int e = 0; e < V; ++e) a[e] = to_f32(first.v[e]);
+        }
+        for (int64_t r = r0 + ty; r < r1; r += kBnUnroll * ny) {
+            VT xs[kBnUnroll], gs[kBnUnroll];
+#pragma unroll
+            for (int u = 0; u < kBnUnroll; ++u) {
+                const int64_t rr = r + static_cast<int64_t>(u) * ny;
+                if (rr < r1) {
+                    xs[u] = xv[rr * cvecs + cv];
+                    if constexpr (kBackward) gs[u] = gv[rr * cvecs + cv];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kBnUnroll; ++u) {
+                if (r + static_cast<int64_t>(u) * ny >= r1) break;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    if constexpr (kBackward) {
+                        const float g = to_f32(gs[u].v[e]);
+                        s1[e] += g;
+                        s2[e] += g * (to_f32(xs[u].v[e]) - a[e]) * b[e];
+                    } else {
+                        const float d = to_f32(xs[u].v[e]) - a[e];
+                        s1[e] += d;
+                        s2[e] += d * d;
+                    }
+                }
+            }
+        }
+    }
+    // Fixed tree over the TY threads of each channel.
+    const int pitch = blockDim.x * V + 1;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        sh1[ty * pitch + tx * V + e] = s1[e];
+        sh2[ty * pitch + tx * V + e] = s2[e];
+    }
+    __syncthreads();
+    for (int half = ny / 2; half > 0; half /= 2) {
+        if (ty < half)
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                sh1[ty * pitch + tx * V + e] += sh1[(ty + half) * pitch + tx * V + e];
+                sh2[ty * pitch + tx * V + e] += sh2[(ty + half) * pitch + tx * V + e];
+            }
+        __syncthreads();
+    }
+    if (ty == 0 && active)
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            part1[static_cast<int64_t>(blockIdx.y) * cols + cv * V + e] = sh1[tx * V + e];
+            part2[static_cast<int64_t>(blockIdx.y) * cols + cv * V + e] = sh2[tx * V + e];
+        }
+}
+
+namespace {
+
+// Per channel blockIdx.x: the chunks' two partials added in double, in a fixed tree;
+// every thread of the block gets the sums.
+__device__ void combine_partials(const float* __restrict__ part1, const float* __restrict__ part2, int64_t chunks,
+                                 int64_t cols, double& sum1, double& sum2) {
+    __shared__ double sh1[kBnCombineThreads], sh2[kBnCombineThreads];
+    const int64_t c = blockIdx.x;
+    double a = 0.0, b = 0.0;
+    for (int64_t i = threadIdx.x; i < chunks; i += blockDim.x) {
+        a += part1[i * cols + c];
+        b += part2[i * cols + c];
+    }
+    sh1[threadIdx.x] = a;
+    sh2[threadIdx.x] = b;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if (static_cast<int>(threadIdx.x) < half) {
+            sh1[threadIdx.x] += sh1[threadIdx.x + half];
+            sh2[threadIdx.x] += sh2[threadIdx.x + half];
+        }
+        __syncthreads();
+    }
+    sum1 = sh1[0];
+    sum2 = sh2[0];
+}
+
+}  // namespace
+
+template <class T>
+__global__ void batchnorm_stats_kernel(const T* __restrict__ x, const float* __restrict__ part1,
+                                       const float* __restrict__ part2, int64_t chunks, int64_t rows, int64_t cols,
+                                       float eps, float* __restrict__ mean, float* __restrict__ rstd) {
+    double s1, s2;
+    combine_partials(part1, part2, chunks, cols, s1, s2);
+    if (threadIdx.x == 0) {
+        const int64_t c = blockIdx.x;
+        const double n = static_cast<double>(rows);
+        const double shifted_mean = s1 / n;
+        const double var = fmax(s2 / n - shifted_mean * shifted_mean, 0.0);
+        mean[c] = static_cast<float>(static_cast<double>(to_f32(x[c])) + shifted_mean);
+        rstd[c] = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+    }
+}
+
+// coef[c] = mean of dy, coef[cols + c] = mean of dy * xhat (as float, as the CPU rounds them).
+__global__ void batchnorm_param_grad_kernel(const float* __restrict__ part1, const float* __restrict__ part2,
+                                            int64_t chunks, int64_t rows, int64_t cols,
+                                            float* __restrict__ grad_gamma, float* __restrict__ grad_beta,
+                                            float* __restrict__ coef) {
+    double s1, s2;
+    combine_partials(part1, part2, chunks, cols, s1, s2);
+    if (threadIdx.x == 0) {
+        const int64_t c = blockIdx.x;
+        const double n = static_cast<double>(rows);
+        grad_beta[c] = static_cast<float>(s1);
+        grad_gamma[c] = static_cast<float>(s2);
+        coef[c] = static_cast<float>(s1 / n);
+        coef[cols + c] = static_cast<float>(s2 / n);
+    }
+}
+
+// Stage 3 of both directions on the stage-1 tiles; a thread keeps its channels' constants
+// in registers. Forward: out = (x - mean) rstd gamma + beta. Backward (dy, gx may alias,
+// so no __restrict__; each thread reads its vectors before writing them):
+// gx = gamma rstd (dy - mean(dy) - xhat mean(dy xhat)).
+template <class T, int V>
+__global__ void batchnorm_normalize_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
+                                           const float* __restrict__ beta, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, int64_t rows, int64_t cols,
+                                           int64_t rows_per_chunk, T* __restrict__ out) {
+    using VT = VecN<T, V>;
+    const int ny = blockDim.y;
+    const int64_t cvecs = cols / V;
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (cv >= cvecs) return;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+    const int64_t r1 = min(rows, r0 + rows_per_chunk);
+    float mu[V], rs[V], ga[V], be[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        mu[e] = mean[cv * V + e];
+        rs[e] = rstd[cv * V + e];
+        ga[e] = gamma[cv * V + e];
+        be[e] = beta[cv * V + e];
+    }
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* ov = reinterpret_cast<VT*>(out);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kBnUnroll * ny) {
+        VT xs[kBnUnroll];
+#pragma unroll
+        for (int u = 0; u < kBnUnroll; ++u) {
+            const int64_t rr = r + static_cast<int64_t>(u) * ny;
+            if (rr < r1) xs[u] = xv[rr * cvecs + cv];
+        }
+#pragma unroll
+        for (int u = 0; u < kBnUnroll; ++u) {
+            const int64_t rr = r + static_cast<int64_t>(u) * ny;
+            if (rr >= r1) break;
+            VT o;
+#pragma unroll
+            for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>((to_f32(xs[u].v[e]) - mu[e]) * rs[e] * ga[e] + be[e]);
+            ov[rr * cvecs + cv] = o;
+        }
+    }
+}
+
+template <class T, int V>
+__global__ void batchnorm_grad_x_kernel(const T* __restrict__ x, const T* dy, const float* __restrict__ gamma,
+                                        const float* __restrict__ mean, const float* __restrict__ rstd,
+                                        const float* __restrict__ coef, int64_t rows, int64_t cols,
+                                        int64_t rows_per_chunk, T* gx) {
+    using VT = VecN<T, V>;
+    const int ny = blockDim.y;
+    const int64_t cvecs = cols / V;
+    const int64_t cv = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (cv >= cvecs) return;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+    const int64_t r1 = min(rows, r0 + rows_per_chunk);
+    float mu[V], rs[V], scale[V], m_dy[V], m_dyx[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        const int64_t c = cv * V + e;
+        mu[e] = mean[c];
+        rs[e] = rstd[c];
+        scale[e] = gamma[c] * rstd[c];
+        m_dy[e] = coef[c];
+        m_dyx[e] = coef[cols + c];
+    }
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    const VT* gv = reinterpret_cast<const VT*>(dy);
+    VT* ov = reinterpret_cast<VT*>(gx);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kBnUnroll * ny) {
+        VT xs[kBnUnroll], gs[kBnUnroll];
+#pragma unroll
+        for (int u = 0; u < kBnUnroll; ++u) {
+            const int64_t rr = r + static_cast<int64_t>(u) * ny;
+            if (rr < r1) {
+                xs[u] = xv[rr * cvecs + cv];
+                gs[u] = gv[rr * cvecs + cv];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kBnUnroll; ++u) {
+            const int64_t rr = r + static_cast<int64_t>(u) * ny;
+            if (rr >= r1) break;
+            VT o;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float xhat = (to_f32(xs[u].v[e]) - mu[e]) * rs[e];
+                o.v[e] = from_f32<T>(scale[e] * (to_f32(gs[u].v[e]) - m_dy[e] - xhat * m_dyx[e]));
+            }
+            ov[rr * cvecs + cv] = o;
+        }
+    }
+}
+
+void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch) {
+    SB_REQUIRE(rows > 0 && cols > 0, "batchnorm_forward: empty input");
+    SB_REQUIRE(scratch != nullptr, "batchnorm_forward needs a scratch buffer");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(cols, {x, out}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const BnGrid g = bn_grid(ctx, rows, cols, V);
+            float* part1 = scratch;
+            float* part2 = scratch + g.chunks * cols;
+            const T* xt = static_cast<const T*>(x);
+            batchnorm_partials_kernel<T, V, false><<<g.grid, g.block, 0, ctx.stream>>>(
+                xt, nullptr, nullptr, nullptr, rows, cols, g.rows_per_chunk, part1, part2);
+            SB_CHECK_LAUNCH();
+            batchnorm_stats_kernel<T><<<static_cast<unsigned>(cols), kBnCombineThreads, 0, ctx.stream>>>(
+                xt, part1, part2, g.chunks, rows, cols, eps, mean, rstd);
+            SB_CHECK_LAUNCH();
+            batchnorm_normalize_kernel<T, V><<<g.grid, g.block, 0, ctx.stream>>>(
+                xt, gamma, beta, mean, rstd, rows, cols, g.rows_per_chunk, static_cast<T*>(out));
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
+                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
+                        float* grad_gamma, float* grad_beta, float* scratch) {
+    SB_REQUIRE(rows > 0 && cols > 0, "batchnorm_backward: empty input");
+    SB_REQUIRE(scratch != nullptr, "batchnorm_backward needs a scratch buffer");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(channel_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const BnGrid g = bn_grid(ctx, rows, cols, V);
+            float* part1 = scratch;
+            float* part2 = scratch + g.chunks * cols;
+            float* coef = scratch + 2 * g.chunks * cols;
+            const T* xt = static_cast<const T*>(x);
+            const T* gt = static_cast<const T*>(grad_out);
+            batchnorm_partials_kernel<T, V, true><<<g.grid, g.block, 0, ctx.stream>>>(
+                xt, gt, mean, rstd, rows, cols, g.rows_per_chunk, part1, part2);
+            SB_CHECK_LAUNCH();
+            batchnorm_param_grad_kernel<<<static_cast<unsigned>(cols), kBnCombineThreads, 0, ctx.stream>>>(
+                part1, part2, g.chunks, rows, cols, grad_gamma, grad_beta, coef);
+            SB_CHECK_LAUNCH();
+            batchnorm_grad_x_kernel<T, V><<<g.grid, g.block, 0, ctx.stream>>>(
+                xt, gt, gamma, mean, rstd, coef, rows, cols, g.rows_per_chunk, static_cast<T*>(grad_x));
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+}  // namespace sb::kernels

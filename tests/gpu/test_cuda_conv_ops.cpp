@@ -1,0 +1,429 @@
+// CudaOps' convolutional-layer ops against the fp32 CPU backend (CpuOps) on fresh random
+// inputs, for f32, bf16 and f16: im2col and col2im (conv1's 3 channels, odd channel
+// counts, kernels 1/3/7, strides 1/2, paddings 0/1/3, batch > 1), max pool forward and
+// backward (ties routed to the first maximum in window order, exactly as the CPU does),
+// global average pool, and BatchNorm forward and backward (in place too; a large ResNet
+// shape with a mean of 100 that a sum-of-squares variance would cancel). Outputs are
+// NaN-poisoned and guarded on both sides; an offset of one element takes the unvectorised
+// path. Tolerances on ‖out−ref‖/‖ref‖: fp32 1e-5, bf16/fp16 1e-2; gathers (im2col, max
+// pool forward, average pool backward) are exact; fp32 statistics and parameter gradients
+// 1e-5 for every input dtype. Reductions must be bitwise reproducible and replay from a
+// CUDA graph. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/cpu/cpu_ops.h"
+#include "models/cuda/cuda_ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace sb {
+namespace {
+
+using gpu_test::close;
+using gpu_test::encode;
+using gpu_test::GpuArray;
+using gpu_test::host_view;
+using gpu_test::rounded;
+using gpu_test::tolerance;
+
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+Ops::ConvShape conv(int batch, int height, int width, int channels, int kernel, int stride, int padding) {
+    Ops::ConvShape s;
+    s.batch = batch;
+    s.height = height;
+    s.width = width;
+    s.channels = channels;
+    s.kernel = kernel;
+    s.stride = stride;
+    s.padding = padding;
+    return s;
+}
+
+std::string describe(const Ops::ConvShape& s) {
+    return "batch " + std::to_string(s.batch) + " " + std::to_string(s.height) + "x" + std::to_string(s.width) + "x" +
+           std::to_string(s.channels) + " kernel " + std::to_string(s.kernel) + " stride " + std::to_string(s.stride) +
+           " padding " + std::to_string(s.padding);
+}
+
+// ResNet's convolutions in miniature: conv1 (7x7/2 pad 3 on 3 channels), 3x3 at strides 1
+// and 2, 1x1 stride-2 downsampling, odd channels, no padding, 2048 channels on few rows.
+const Ops::ConvShape kConvShapes[] = {
+    conv(2, 9, 11, 3, 7, 2, 3),  conv(2, 7, 6, 5, 3, 1, 1),   conv(2, 8, 7, 64, 3, 2, 1),
+    conv(3, 6, 6, 16, 1, 2, 0),  conv(2, 9, 8, 8, 3, 1, 0),   conv(1, 3, 3, 2048, 3, 1, 1),
+    conv(2, 12, 12, 24, 7, 2, 3), conv(1, 1, 1, 3, 1, 1, 0),
+};
+
+// Max pools: ResNet's 3x3/2 pad 1, odd channels and sizes, 2x2/2 without padding, stride 1.
+const Ops::ConvShape kPoolShapes[] = {
+    conv(2, 10, 10, 64, 3, 2, 1), conv(2, 9, 7, 5, 3, 2, 1), conv(1, 6, 6, 3, 2, 2, 0),
+    conv(2, 5, 5, 16, 3, 1, 1),   conv(1, 4, 4, 2048, 3, 2, 1),
+};
+
+class ConvOpsTest : public gpu_test::CudaOpsFixture {};
+
+// ---------------------------------------------------------------------------- im2col / col2im
+
+TEST_F(ConvOpsTest, Im2colMatchesCpuExactly) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kConvShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                std::vector<float> x = rounded(values(static_cast<size_t>(s.in_rows() * s.channels)), dtype);
+                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
+                gx.set(x);
+                gpu_->im2col(s, gx.tensor, gcols.tensor);
+                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
+                cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
+                EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));  // a copy with zeros: exact
+                EXPECT_TRUE(gcols.guards_intact());
+            }
+}
+
+TEST_F(ConvOpsTest, Col2imMatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kConvShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                std::vector<float> g = rounded(values(static_cast<size_t>(s.out_rows() * s.patch())), dtype);
+                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
+                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+                gcols.set(g);
+                gpu_->col2im(s, gcols.tensor, gx.tensor);
+                std::vector<float> ref(static_cast<size_t>(s.in_rows() * s.channels));
+                cpu_.col2im(s, host_view(g, s.out_rows(), s.patch()), host_view(ref, s.in_rows(), s.channels));
+                EXPECT_TRUE(close(gx.get(), ref, tolerance(dtype)));
+                EXPECT_TRUE(gx.guards_intact());
+            }
+}
+
+// col2im is im2col's adjoint: <im2col(x), g> == <x, col2im(g)> (checked in fp32).
+TEST_F(ConvOpsTest, Col2imIsTheAdjointOfIm2col) {
+    for (const Ops::ConvShape& s : kConvShapes) {
+        SCOPED_TRACE(describe(s));
+        std::vector<float> x = values(static_cast<size_t>(s.in_rows() * s.channels));
+        std::vector<float> g = values(static_cast<size_t>(s.out_rows() * s.patch()));
+        GpuArray gx(*gpu_, DType::f32, s.in_rows(), s.channels), gcols(*gpu_, DType::f32, s.out_rows(), s.patch());
+        GpuArray gdx(*gpu_, DType::f32, s.in_rows(), s.channels), gg(*gpu_, DType::f32, s.out_rows(), s.patch());
+        gx.set(x);
+        gg.set(g);
+        gpu_->im2col(s, gx.tensor, gcols.tensor);
+        gpu_->col2im(s, gg.tensor, gdx.tensor);
+        const std::vector<float> cols = gcols.get(), dx = gdx.get();
+        double lhs = 0.0, rhs = 0.0;
+        for (size_t i = 0; i < cols.size(); ++i) lhs += static_cast<double>(cols[i]) * g[i];
+        for (size_t i = 0; i < dx.size(); ++i) rhs += static_cast<double>(x[i]) * dx[i];
+        EXPECT_NEAR(lhs, rhs, 1e-5 * (std::fabs(lhs) + 1.0));
+    }
+}
+
+// ---------------------------------------------------------------------------- max pool
+
+TEST_F(ConvOpsTest, MaxPoolForwardMatchesCpuExactly) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kPoolShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                std::vector<float> x = rounded(values(static_cast<size_t>(s.in_rows() * s.channels)), dtype);
+                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+                GpuArray gout(*gpu_, dtype, s.out_rows(), s.channels, offset);
+                gx.set(x);
+                gpu_->maxpool_forward(s, gx.tensor, gout.tensor);
+                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.channels));
+                cpu_.maxpool_forward(s, host_view(x, s.in_rows(), s.channels),
+                                     host_view(ref, s.out_rows(), s.channels));
+                EXPECT_EQ(gout.get_bytes(), encode(ref, dtype));
+                EXPECT_TRUE(gout.guards_intact());
+            }
+}
+
+// Runs the backward on x (as the dtype stores it) with the CPU's forward output and
+// small-integer gradients, so every sum is exact and the routing must match bit for bit.
+class ConvOpsMaxPoolBackward : public ConvOpsTest {
+protected:
+    void check(const Ops::ConvShape& s, DType dtype, const std::vector<float>& x_in, int64_t offset, bool exact) {
+        std::vector<float> x = rounded(x_in, dtype);
+        const int64_t in_rows = s.in_rows(), out_rows = s.out_rows(), c = s.channels;
+        std::vector<float> out(static_cast<size_t>(out_rows * c)), ref(x.size());
+        cpu_.maxpool_forward(s, host_view(x, in_rows, c), host_view(out, out_rows, c));
+        std::vector<float> g(out.size());
+        if (exact) {
+            std::uniform_int_distribution<int> pick(1, 8);
+            for (float& v : g) v = static_cast<float>(pick(rng_));
+        } else {
+            g = rounded(values(out.size()), dtype);
+        }
+        cpu_.maxpool_backward(s, host_view(x, in_rows, c), host_view(out, out_rows, c), host_view(g, out_rows, c),
+                              host_view(ref, in_rows, c));
+        GpuArray gx(*gpu_, dtype, in_rows, c, offset), gout(*gpu_, dtype, out_rows, c, offset);
+        GpuArray gg(*gpu_, dtype, out_rows, c, offset), gdx(*gpu_, dtype, in_rows, c, offset);
+        gx.set(x);
+        gout.set(out);
+        gg.set(g);
+        gpu_->maxpool_backward(s, gx.tensor, gout.tensor, gg.tensor, gdx.tensor);
+        if (exact)
+            EXPECT_EQ(gdx.get_bytes(), encode(ref, dtype));
+        else
+            EXPECT_TRUE(close(gdx.get(), ref, tolerance(dtype)));
+        EXPECT_TRUE(gdx.guards_intact());
+    }
+};
+
+TEST_F(ConvOpsMaxPoolBackward, MatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kPoolShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                check(s, dtype, values(static_cast<size_t>(s.in_rows() * s.channels)), offset, false);
+            }
+}
+
+// A constant image (every position ties: the first in-bounds one of each window wins),
+// and values drawn from {-1, 0, 1} (ties among a window's maxima everywhere), after a ReLU
+// as in ResNet (zeros tie).
+TEST_F(ConvOpsMaxPoolBackward, TiesGoToTheFirstMaximumInWindowOrder) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kPoolShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                const size_t n = static_cast<size_t>(s.in_rows() * s.channels);
+                check(s, dtype, std::vector<float>(n, 0.5f), offset, true);
+                std::vector<float> x(n);
+                std::uniform_int_distribution<int> pick(-1, 1);
+                for (float& v : x) v = static_cast<float>(pick(rng_));
+                check(s, dtype, x, offset, true);
+                for (float& v : x) v = std::max(v, 0.0f);
+                check(s, dtype, x, offset, true);
+            }
+}
+
+// ---------------------------------------------------------------------------- average pool
+
+TEST_F(ConvOpsTest, AvgPoolMatchesCpu) {
+    struct Case {
+        int64_t batch;
+        int pixels;
+        int64_t cols;
+    };
+    const Case cases[] = {{3, 49, 2048}, {2, 4, 5}, {4, 1, 64}, {5, 9, 3}};
+    for (DType dtype : kDTypes)
+        for (const Case& k : cases)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " batch " << k.batch << " pixels " << k.pixels
+                                                << " cols " << k.cols << " offset=" << offset);
+                const int64_t rows = k.batch * k.pixels;
+                std::vector<float> x = rounded(values(static_cast<size_t>(rows * k.cols)), dtype);
+                std::vector<float> g = rounded(values(static_cast<size_t>(k.batch * k.cols)), dtype);
+                GpuArray gx(*gpu_, dtype, rows, k.cols, offset), gout(*gpu_, dtype, k.batch, k.cols, offset);
+                GpuArray gg(*gpu_, dtype, k.batch, k.cols, offset), gdx(*gpu_, dtype, rows, k.cols, offset);
+                gx.set(x);
+                gg.set(g);
+                gpu_->avgpool_forward(k.pixels, gx.tensor, gout.tensor);
+                gpu_->avgpool_backward(k.pixels, gg.tensor, gdx.tensor);
+                std::vector<float> out(static_cast<size_t>(k.batch * k.cols)), dx(x.size());
+                cpu_.avgpool_forward(k.pixels, host_view(x, rows, k.cols), host_view(out, k.batch, k.cols));
+                cpu_.avgpool_backward(k.pixels, host_view(g, k.batch, k.cols), host_view(dx, rows, k.cols));
+                EXPECT_TRUE(close(gout.get(), out, tolerance(dtype))) << "forward";
+                EXPECT_EQ(gdx.get_bytes(), encode(dx, dtype)) << "backward";  // one division each
+                EXPECT_TRUE(gout.guards_intact() && gdx.guards_intact());
+            }
+}
+
+// ---------------------------------------------------------------------------- BatchNorm
+
+constexpr float kBnEps = 1e-5f;
+
+// rows x cols: one row, odd channels, ResNet's first width, 2048 channels on 49 * 2 rows.
+const std::pair<int64_t, int64_t> kBnShapes[] = {{1, 3}, {37, 5}, {300, 64}, {98, 2048}, {1000, 3}, {513, 24}};
+
+class ConvOpsBatchNormTest : public ConvOpsTest {
+protected:
+    // Per channel a different offset and spread, so every column has its own statistics.
+    std::vector<float> activations(int64_t rows, int64_t cols, float offset) {
+        std::vector<float> x = values(static_cast<size_t>(rows * cols));
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+                float& v = x[static_cast<size_t>(r * cols + c)];
+                v = offset + (c % 7 - 3) + v * (1.0f + 0.25f * (c % 3));
+            }
+        return x;
+    }
+
+    void check_forward(int64_t rows, int64_t cols, DType dtype, float offset, int64_t array_offset) {
+        std::vector<float> x = rounded(activations(rows, cols, offset), dtype);
+        std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+        std::vector<float> beta = values(static_cast<size_t>(cols));
+        GpuArray gx(*gpu_, dtype, rows, cols, array_offset), gout(*gpu_, dtype, rows, cols, array_offset);
+        GpuArray ggamma(*gpu_, DType::f32, 1, cols, array_offset), gbeta(*gpu_, DType::f32, 1, cols, array_offset);
+        GpuArray gmean(*gpu_, DType::f32, 1, cols, array_offset), grstd(*gpu_, DType::f32, 1, cols, array_offset);
+        gx.set(x);
+        ggamma.set(gamma);
+        gbeta.set(beta);
+        gpu_->batchnorm_forward(gx.tensor, ggamma.f32(), gbeta.f32(), kBnEps, gout.tensor, gmean.f32(), grstd.f32());
+        std::vector<float> ref(x.size()), mean(static_cast<size_t>(cols)), rstd(static_cast<size_t>(cols));
+        cpu_.batchnorm_forward(host_view(x, rows, cols), gamma.data(), beta.data(), kBnEps, host_view(ref, rows, cols),
+                               mean.data(), rstd.data());
+        EXPECT_TRUE(close(gout.get(), ref, tolerance(dtype))) << "out";
+        EXPECT_TRUE(close(gmean.get(), mean, 1e-5)) << "mean";
+        EXPECT_TRUE(close(grstd.get(), rstd, 1e-5)) << "rstd";
+        EXPECT_TRUE(gout.guards_intact() && gmean.guards_intact() && grstd.guards_intact());
+        // Fixed partitions and fixed-order trees: a second run gives the same bits.
+        const std::vector<uint8_t> first = gout.get_bytes();
+        const std::vector<uint8_t> first_rstd = grstd.get_bytes();
+        gpu_->batchnorm_forward(gx.tensor, ggamma.f32(), gbeta.f32(), kBnEps, gout.tensor, gmean.f32(), grstd.f32());
+        EXPECT_EQ(gout.get_bytes(), first) << "not reproducible";
+        EXPECT_EQ(grstd.get_bytes(), first_rstd) << "not reproducible";
+    }
+
+    void check_backward(int64_t rows, int64_t cols, DType dtype, float offset, bool in_place) {
+        const int64_t array_offset = in_place ? 1 : 0;
+        const size_t n = static_cast<size_t>(rows * cols);
+        std::vector<float> x = rounded(activations(rows, cols, offset), dtype), g = rounded(values(n), dtype);
+        std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+        std::vector<float> beta = values(static_cast<size_t>(cols));
+        // mean/rstd from the CPU forward, given to both backends.
+        std::vector<float> y(n), mean(static_cast<size_t>(cols)), rstd(static_cast<size_t>(cols));
+        cpu_.batchnorm_forward(host_view(x, rows, cols), gamma.data(), beta.data(), kBnEps, host_view(y, rows, cols),
+                               mean.data(), rstd.data());
+        GpuArray gx(*gpu_, dtype, rows, cols, array_offset), gg(*gpu_, dtype, rows, cols, array_offset);
+        GpuArray gdx(*gpu_, dtype, rows, cols, array_offset), ggamma(*gpu_, DType::f32, 1, cols, array_offset);
+        GpuArray gmean(*gpu_, DType::f32, 1, cols, array_offset), grstd(*gpu_, DType::f32, 1, cols, array_offset);
+        GpuArray gdgamma(*gpu_, DType::f32, 1, cols, array_offset), gdbeta(*gpu_, DType::f32, 1, cols, array_offset);
+        gx.set(x);
+        gg.set(g);
+        ggamma.set(gamma);
+        gmean.set(mean);
+        grstd.set(rstd);
+        GpuArray& result = in_place ? gg : gdx;
+        gpu_->batchnorm_backward(gx.tensor, gg.tensor, ggamma.f32(), gmean.f32(), grstd.f32(), result.tensor,
+                                 gdgamma.f32(), gdbeta.f32());
+        std::vector<float> dx(n), dgamma(static_cast<size_t>(cols)), dbeta(static_cast<size_t>(cols));
+        cpu_.batchnorm_backward(host_view(x, rows, cols), host_view(g, rows, cols), gamma.data(), mean.data(),
+                                rstd.data(), host_view(dx, rows, cols), dgamma.data(), dbeta.data());
+        EXPECT_TRUE(close(result.get(), dx, tolerance(dtype))) << "grad_x";
+        EXPECT_TRUE(close(gdgamma.get(), dgamma, 1e-5)) << "grad_gamma";
+        EXPECT_TRUE(close(gdbeta.get(), dbeta, 1e-5)) << "grad_beta";
+        EXPECT_TRUE(result.guards_intact() && gdgamma.guards_intact() && gdbeta.guards_intact());
+        if (!in_place) {
+            const std::vector<uint8_t> first = gdx.get_bytes(), first_gamma = gdgamma.get_bytes();
+            gpu_->batchnorm_backward(gx.tensor, gg.tensor, ggamma.f32(), gmean.f32(), grstd.f32(), gdx.tensor,
+                                     gdgamma.f32(), gdbeta.f32());
+            EXPECT_EQ(gdx.get_bytes(), first) << "not reproducible";
+            EXPECT_EQ(gdgamma.get_bytes(), first_gamma) << "not reproducible";
+        }
+    }
+};
+
+TEST_F(ConvOpsBatchNormTest, ForwardMatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kBnShapes)
+            for (int64_t offset : {0, 1}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                << " offset=" << offset);
+                check_forward(rows, cols, dtype, 0.0f, offset);
+            }
+}
+
+TEST_F(ConvOpsBatchNormTest, BackwardMatchesCpuAlsoInPlace) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kBnShapes)
+            for (bool in_place : {false, true}) {
+                if (rows == 1) continue;  // grad_x is exactly zero there; nothing to compare against
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
+                                                << " in_place=" << in_place);
+                check_backward(rows, cols, dtype, 0.0f, in_place);
+            }
+}
+
+// ResNet's first BatchNorm at batch 16 (256 * 56 * 56 / 16 rows, 64 channels) around a
+// mean of 100: E[x^2] - E[x]^2 in fp32 would lose the variance to cancellation.
+TEST_F(ConvOpsBatchNormTest, LargeShapeWithLargeMeanStaysAccurate) {
+    const int64_t rows = 256 * 56 * 56 / 16, cols = 64;
+    for (DType dtype : kDTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        check_forward(rows, cols, dtype, 100.0f, 0);
+        check_backward(rows, cols, dtype, 100.0f, false);
+        check_backward(rows, cols, dtype, 100.0f, true);
+    }
+}
+
+// ---------------------------------------------------------------------------- graphs
+
+// The ops allocate nothing and never wait on the host, so a captured step replays them:
+// after one eager run (which sizes the scratch), a graph of conv1's im2col, BatchNorm
+// forward and backward and the max pool gives the eager results bit for bit.
+TEST_F(ConvOpsTest, ReplayFromACudaGraphMatchesEagerRun) {
+    const Ops::ConvShape c1 = conv(2, 16, 16, 3, 7, 2, 3);
+    const Ops::ConvShape pool = conv(2, c1.out_height(), c1.out_width(), 64, 3, 2, 1);
+    const int64_t rows = pool.in_rows(), cols = 64;
+    GpuArray x(*gpu_, DType::f32, c1.in_rows(), 3), patches(*gpu_, DType::f32, c1.out_rows(), c1.patch());
+    GpuArray act(*gpu_, DType::f32, rows, cols), bn(*gpu_, DType::f32, rows, cols);
+    GpuArray pooled(*gpu_, DType::f32, pool.out_rows(), cols), dpool(*gpu_, DType::f32, rows, cols);
+    GpuArray g(*gpu_, DType::f32, pool.out_rows(), cols), dbn(*gpu_, DType::f32, rows, cols);
+    GpuArray gamma(*gpu_, DType::f32, 1, cols), beta(*gpu_, DType::f32, 1, cols), mean(*gpu_, DType::f32, 1, cols);
+    GpuArray rstd(*gpu_, DType::f32, 1, cols), dgamma(*gpu_, DType::f32, 1, cols), dbeta(*gpu_, DType::f32, 1, cols);
+    x.set(values(static_cast<size_t>(c1.in_rows() * 3)));
+    act.set(values(static_cast<size_t>(rows * cols)));
+    g.set(values(static_cast<size_t>(pool.out_rows() * cols)));
+    gamma.set(values(static_cast<size_t>(cols), 0.5f, 1.5f));
+    beta.set(values(static_cast<size_t>(cols)));
+    auto step = [&] {
+        gpu_->im2col(c1, x.tensor, patches.tensor);
+        gpu_->batchnorm_forward(act.tensor, gamma.f32(), beta.f32(), kBnEps, bn.tensor, mean.f32(), rstd.f32());
+        gpu_->maxpool_forward(pool, bn.tensor, pooled.tensor);
+        gpu_->maxpool_backward(pool, bn.tensor, pooled.tensor, g.tensor, dpool.tensor);
+        gpu_->batchnorm_backward(act.tensor, dpool.tensor, gamma.f32(), mean.f32(), rstd.f32(), dbn.tensor,
+                                 dgamma.f32(), dbeta.f32());
+    };
+    step();
+    const std::vector<uint8_t> eager_patches = patches.get_bytes(), eager_dbn = dbn.get_bytes();
+    const std::vector<uint8_t> eager_dgamma = dgamma.get_bytes(), eager_rstd = rstd.get_bytes();
+    patches.poison();
+    dbn.poison();
+    dgamma.poison();
+    rstd.poison();
+    gpu_->begin_capture();
+    try {
+        step();
+    } catch (...) {
+        gpu_->abandon_capture();
+        throw;
+    }
+    const int graph = gpu_->end_capture();
+    gpu_->replay(graph);
+    gpu_->synchronize();
+    EXPECT_EQ(patches.get_bytes(), eager_patches);
+    EXPECT_EQ(dbn.get_bytes(), eager_dbn);
+    EXPECT_EQ(dgamma.get_bytes(), eager_dgamma);
+    EXPECT_EQ(rstd.get_bytes(), eager_rstd);
+    gpu_->release_graph(graph);
+}
+
+// ---------------------------------------------------------------------------- argument checks
+
+TEST_F(ConvOpsTest, RejectsMismatchedShapesAndDtypes) {
+    const Ops::ConvShape s = conv(1, 4, 4, 8, 3, 1, 1);
+    GpuArray x(*gpu_, DType::f32, 16, 8), cols(*gpu_, DType::f32, 16, 72), bad(*gpu_, DType::f32, 16, 71);
+    GpuArray cols16(*gpu_, DType::bf16, 16, 72);
+    EXPECT_THROW(gpu_->im2col(s, x.tensor, bad.tensor), std::exception);
+    EXPECT_THROW(gpu_->im2col(s, x.tensor, cols16.tensor), std::exception);
+    Ops::ConvShape too_much_padding = s;
+    too_much_padding.padding = 3;
+    EXPECT_THROW(gpu_->col2im(too_much_padding, cols.tensor, x.tensor), std::exception);
+    GpuArray stats(*gpu_, DType::f32, 1, 8);
+    EXPECT_THROW(gpu_->batchnorm_forward(x.tensor, stats.f32(), stats.f32(), kBnEps, x.tensor, stats.f32(),
+                                         stats.f32()),
+                 std::exception);  // out aliases x
+    GpuArray pooled(*gpu_, DType::f32, 2, 8);
+    EXPECT_THROW(gpu_->avgpool_forward(7, x.tensor, pooled.tensor), std::exception);  // 16 rows != 2 * 7
+}
+
+}  // namespace
+}  // namespace sb
