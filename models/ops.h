@@ -72,7 +72,8 @@ public:
     // ---- dense algebra
     // C = alpha * op(A) @ op(B) + beta * C, then + bias[j] on every row when bias != nullptr.
     // op(X) = X^T when the flag is set. A and B share a dtype; C is that dtype or f32
-    // (bf16/fp16 inputs accumulate in fp32). bias is fp32, length C.cols.
+    // (bf16/fp16 inputs accumulate in fp32). bias is fp32, length C.cols; a bf16/fp16 C may
+    // add it rounded to C's dtype (CUDA does, as torch's Linear under autocast).
     virtual void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
                       float beta, const Tensor& c, const float* bias = nullptr) = 0;
 

@@ -193,7 +193,7 @@ struct CudaOps::Impl {
             const uint32_t align_c = plan.via_f32 ? 256u : key.align_c;  // scratch is cudaMalloc'd
             if (plan.fused_bias) {
                 const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-                const cudaDataType_t bias_type = CUDA_R_32F;
+                const cudaDataType_t bias_type = cuda_type(key.c);  // matmul() rounds the bias to C's dtype
                 SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                                &epilogue, sizeof(epilogue)));
                 SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -281,26 +281,36 @@ struct CudaOps::Impl {
         SB_REQUIRE(a.data && b.data && c.data, "gemm: tensor without data");
         SB_REQUIRE(batch >= 1 && (batch == 1 || !bias), "gemm: a batched GEMM takes no bias");
         const int64_t es = static_cast<int64_t>(dtype_size(a.dtype)), ec = static_cast<int64_t>(dtype_size(c.dtype));
+        // cuBLASLt fuses a bias of C's own dtype into a bf16/f16 GEMM but not an fp32 one: every
+        // such plan ran unfused (the product through fp32 scratch, then an epilogue kernel), 2-3x
+        // the GEMM's time at BERT's shapes. So the fused path adds the bias rounded to C's dtype,
+        // as torch's Linear does under autocast; the unfused fallback keeps the fp32 bias.
+        const void* fused_bias = bias;
+        if (bias && c.dtype != DType::f32) {
+            void* rounded = scratch_space(static_cast<size_t>(cols) * static_cast<size_t>(ec));
+            kernels::cast(ctx, bias, DType::f32, rounded, c.dtype, static_cast<size_t>(cols));
+            fused_bias = rounded;
+        }
         GemmKey key{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, bias != nullptr,
                     alignment_of(b.data, stride_b * es), alignment_of(a.data, stride_a * es),
-                    alignment_of(c.data, stride_c * ec), bias ? alignment_of(bias) : 0u,
+                    alignment_of(c.data, stride_c * ec), bias ? alignment_of(fused_bias) : 0u,
                     batch, batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0};
         auto it = plans.find(key);
-        if (it == plans.end()) it = plans.emplace(key, make_plan(key, bias, true)).first;
+        if (it == plans.end()) it = plans.emplace(key, make_plan(key, fused_bias, true)).first;
         GemmPlan& plan = it->second;
 
-        cublasStatus_t status = run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+        cublasStatus_t status = run_plan(plan, alpha, a.data, b.data, beta, c.data, fused_bias);
         if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
             // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
             (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
             plan.destroy();
             try {
-                plan = make_plan(key, bias, false);
+                plan = make_plan(key, fused_bias, false);
             } catch (...) {
                 plans.erase(it);
                 throw;
             }
-            status = run_plan(plan, alpha, a.data, b.data, beta, c.data, bias);
+            status = run_plan(plan, alpha, a.data, b.data, beta, c.data, fused_bias);
         }
         if (status != CUBLAS_STATUS_SUCCESS)
             throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
@@ -316,7 +326,7 @@ struct CudaOps::Impl {
     }
 
     cublasStatus_t run_plan(const GemmPlan& plan, float alpha, const void* a, const void* b, float beta, void* c,
-                            const float* bias) {
+                            const void* bias) {
         if (plan.fused_bias)
             SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                            sizeof(bias)));
