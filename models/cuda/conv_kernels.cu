@@ -92,20 +92,6 @@ template <class F> __device__ __forceinline__ void for_each_item(const RowItems&
     }
 }
 
-// Elements per load: one 16-byte vector when the channel count and every pointer allow.
-template <class T> int channel_vec(int64_t channels, std::initializer_list<const void*> ptrs) {
-    if (channels % kVec16<T> != 0) return 1;
-    for (const void* p : ptrs)
-        if (!aligned16(p)) return 1;
-    return kVec16<T>;
-}
-
-template <class T, class F> void dispatch_vec(int vec, F&& f) {
-    if (vec == kVec16<T>)
-        f(std::integral_constant<int, kVec16<T>>{});
-    else
-        f(std::integral_constant<int, 1>{});
-}
 
 template <class T, int V> __device__ __forceinline__ VecN<T, V> zero_vec() {
     VecN<T, V> z;
@@ -199,7 +185,7 @@ void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     require_conv(s, "im2col");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(s.channels, {x, cols}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, cols}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.patch() / V);
@@ -243,7 +229,7 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     require_conv(s, "col2im");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(s.channels, {grad_cols, grad_x}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {grad_cols, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.in_rows(), s.channels / V);
@@ -351,7 +337,7 @@ void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, c
     require_conv(s, "maxpool_forward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(s.channels, {x, out}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, out}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.channels / V);
@@ -367,7 +353,7 @@ void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, 
     require_conv(s, "maxpool_backward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(s.channels, {x, out, grad_out, grad_x}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, out, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.in_rows(), s.channels / V);
@@ -428,7 +414,7 @@ void avgpool_forward(const Context& ctx, DType dtype, const void* x, int64_t bat
     SB_REQUIRE(pixels > 0 && batch * pixels < (int64_t{1} << 31), "avgpool_forward: bad shape");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(cols, {x, out}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const RowItems items = row_items(batch, cols / V);
             avgpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
@@ -444,7 +430,7 @@ void avgpool_backward(const Context& ctx, DType dtype, const void* grad_out, int
     SB_REQUIRE(pixels > 0 && batch * pixels < (int64_t{1} << 31), "avgpool_backward: bad shape");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(cols, {grad_out, grad_x}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(cols, {grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const RowItems items = row_items(batch * pixels, cols / V);
             avgpool_backward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
@@ -754,7 +740,7 @@ void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const flo
     SB_REQUIRE(scratch != nullptr, "batchnorm_forward needs a scratch buffer");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(cols, {x, out}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const BnGrid g = bn_grid(ctx, rows, cols, V);
             float* part1 = scratch;
@@ -780,7 +766,7 @@ void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const vo
     SB_REQUIRE(scratch != nullptr, "batchnorm_backward needs a scratch buffer");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(channel_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const BnGrid g = bn_grid(ctx, rows, cols, V);
             float* part1 = scratch;

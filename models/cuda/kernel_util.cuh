@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,6 +47,23 @@ template <class T> inline bool vec_aligned(const void* p) {
 }
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Elements per load of a kernel over rows of n elements (a row's channels, a matrix row): one
+// 16-byte vector when n and every pointer allow it, else 1.
+template <class T> int row_vec(int64_t n, std::initializer_list<const void*> ptrs) {
+    if (n % kVec16<T> != 0) return 1;
+    for (const void* p : ptrs)
+        if (!aligned16(p)) return 1;
+    return kVec16<T>;
+}
+
+// Calls f(std::integral_constant<int, V>{}) with V the width row_vec chose.
+template <class T, class F> void dispatch_vec(int vec, F&& f) {
+    if (vec == kVec16<T>)
+        f(std::integral_constant<int, kVec16<T>>{});
+    else
+        f(std::integral_constant<int, 1>{});
+}
 
 inline unsigned grid_for(const Context& ctx, size_t work_items) {
     size_t blocks = (work_items + kThreads - 1) / kThreads;

@@ -23,23 +23,6 @@ namespace {
 
 constexpr int kRowWarps = 8;  // rows (warps) per block of the row kernels
 
-// Elements per load of a row kernel: one 16-byte vector when the row length and every
-// pointer allow it, else 1.
-template <class T> int row_vec(int64_t n, std::initializer_list<const void*> ptrs) {
-    if (n % kVec16<T> != 0) return 1;
-    for (const void* p : ptrs)
-        if (!aligned16(p)) return 1;
-    return kVec16<T>;
-}
-
-// Calls f(std::integral_constant<int, V>{}) with V the width row_vec chose.
-template <class T, class F> void dispatch_vec(int vec, F&& f) {
-    if (vec == kVec16<T>)
-        f(std::integral_constant<int, kVec16<T>>{});
-    else
-        f(std::integral_constant<int, 1>{});
-}
-
 unsigned row_grid(const Context& ctx, int64_t rows) {
     const int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
     return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{ctx.sm_count} * 64)));
