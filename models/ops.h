@@ -78,6 +78,7 @@ public:
                       float beta, const Tensor& c, const float* bias = nullptr) = 0;
 
     // ---- elementwise and reductions
+    // out = act(pre), elementwise; out may alias pre (the ResNet's ReLU runs in place).
     virtual void activation_forward(Activation act, const Tensor& pre, const Tensor& out) = 0;
     // grad_pre = grad_out * act'(pre); grad_pre may alias grad_out.
     virtual void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
