@@ -241,21 +241,30 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
         const int free1 = (g + 1) % 4, free2 = (g + 2) % 4, free3 = (g + 3) % 4;
         const Tensor dsum = grad_buffer(g, u3.out_rows(), u3.out_channels);
         ops_.activation_backward(Activation::relu, block_out(b), dsum, dsum);  // relu' from its output: the same
-        // The main branch. dsum stays for the shortcut, so conv3's BatchNorm writes elsewhere.
-        const Tensor d3 = grad_buffer(free1, u3.out_rows(), u3.out_channels);
-        const Tensor d2 = grad_buffer(free2, u2.out_rows(), u2.out_channels);
-        unit_backward(u3, unit_out(u2), dsum, d3, d2, sink);
+        // The gradient of the block's input collects in free3: the shortcut's share, then the main branch's.
+        const Tensor dx = grad_buffer(free3, in.rows, in.cols);
+        Tensor d2 = grad_buffer(free1, u2.out_rows(), u2.out_channels);
+        if (b.downsample >= 0) {
+            // The downsample's parameters come last in the block, so their gradients go first (the
+            // bucketer all-reduces in reverse parameter order); dsum stays for conv3, so the
+            // downsample's BatchNorm writes to free1.
+            unit_backward(unit(b.downsample), in, dsum, grad_buffer(free1, u3.out_rows(), u3.out_channels), dx,
+                          sink);
+            unit_backward(u3, unit_out(u2), dsum, dsum, d2, sink);
+        } else {
+            // The identity shortcut needs dsum at the end, so conv3's BatchNorm writes to free2.
+            unit_backward(u3, unit_out(u2), dsum, grad_buffer(free2, u3.out_rows(), u3.out_channels), d2, sink);
+        }
         ops_.activation_backward(Activation::relu, unit_out(u2), d2, d2);
-        const Tensor d1 = grad_buffer(free1, u1.out_rows(), u1.out_channels);
+        const Tensor d1 = grad_buffer(free2, u1.out_rows(), u1.out_channels);
         unit_backward(u2, unit_out(u1), d2, d2, d1, sink);
         ops_.activation_backward(Activation::relu, unit_out(u1), d1, d1);
-        const Tensor dx = grad_buffer(free3, in.rows, in.cols);
-        unit_backward(u1, in, d1, d1, dx, sink);
         if (b.downsample >= 0) {
-            const Tensor dshortcut = grad_buffer(free1, in.rows, in.cols);
-            unit_backward(unit(b.downsample), in, dsum, dsum, dshortcut, sink);
-            ops_.add(dx, dshortcut, dx);
+            const Tensor dmain = grad_buffer(free1, in.rows, in.cols);
+            unit_backward(u1, in, d1, d1, dmain, sink);
+            ops_.add(dx, dmain, dx);
         } else {
+            unit_backward(u1, in, d1, d1, dx, sink);
             ops_.add(dx, dsum, dx);
         }
         g = free3;

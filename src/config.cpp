@@ -237,16 +237,17 @@ const char* node_kind(const YAML::Node& node) {
     }
 }
 
-// What makes a ResNet shape unbuildable beyond each key's own range ("" when none).
-std::string resnet_shape_problem(const ResNetShape& s) {
+// What makes a ResNet shape unbuildable beyond each key's own range: {key, problem}, or an
+// empty problem when none.
+std::pair<std::string, std::string> resnet_shape_problem(const ResNetShape& s) {
     const int64_t stride = int64_t{4} << (s.blocks.size() - 1);  // stem x4, x2 per stage after the first
     if (s.image_size < stride)
-        return fmt::format("image_size {} is smaller than the network's total stride {} ({} stages)", s.image_size,
-                           stride, s.blocks.size());
+        return {"image_size", fmt::format("image_size {} is smaller than the network's total stride {} ({} stages)",
+                                          s.image_size, stride, s.blocks.size())};
     if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kChannelsRange.hi)
-        return fmt::format("width {} grows to more than {} channels over {} stages", s.width, kChannelsRange.hi,
-                           s.blocks.size());
-    return "";
+        return {"width", fmt::format("width {} grows to more than {} channels over {} stages", s.width,
+                                     kChannelsRange.hi, s.blocks.size())};
+    return {};
 }
 
 // Reads one YAML document into a TrainConfig, failing at the first bad node.
@@ -530,9 +531,8 @@ public:
             else if (key == "num_classes") s.num_classes = static_cast<int>(integer(v, k, path, kClassesRange));
             else if (key == "bn_eps") s.bn_eps = real32(v, k, path, kPositive);
         });
-        const std::string problem = resnet_shape_problem(s);
-        if (!problem.empty())
-            fail(given.count("image_size") ? given.at("image_size") : key_node.Mark(), "resnet.image_size", problem);
+        const auto [key, problem] = resnet_shape_problem(s);
+        if (!problem.empty()) fail(given.count(key) ? given.at(key) : key_node.Mark(), "resnet." + key, problem);
     }
 
     void read_optimizer(const YAML::Node& value, const YAML::Node& key_node, OptimizerConfig& opt) {
@@ -741,7 +741,8 @@ void validate_config(const TrainConfig& cfg) {
     check.integer("resnet.image_size", rs.image_size, kImageRange);
     check.integer("resnet.num_classes", rs.num_classes, kClassesRange);
     check.real("resnet.bn_eps", rs.bn_eps, kPositive);
-    check.report("resnet.image_size", resnet_shape_problem(rs));
+    const auto [shape_key, shape_problem] = resnet_shape_problem(rs);
+    check.report("resnet." + shape_key, shape_problem);
     check.integer("batch_size", cfg.batch_size, kBatchRange);
     // An empty list means "the launched world size" and is valid.
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {

@@ -88,10 +88,10 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
     if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
     model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>()},
                 local_batch);
-    // One batch of one rank's shard: the data is never read, only its shapes.
-    TrainConfig data_cfg = cfg;
-    data_cfg.dataset_batches = 1;
-    std::unique_ptr<Dataset> data = create_dataset(data_cfg, ops, local_batch, 0, local_batch);
+    // One batch of one rank: the data is never read, only its shapes, so none is generated.
+    const BatchShape batch = batch_shape(cfg);
+    DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
+    DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
     TraceCommunicator comm(ops, t.all_reduces);
     Bucketer bucketer(model->params(), cfg.bucket_mb, comm, grads.as<float>(), ops, cfg.grad_dtype);
     ops.clear();
@@ -100,7 +100,8 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
     const Tensor weights_copy = weights.get() ? weights.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
     bucketer.start_step();
     OrderSink sink(bucketer);
-    model->forward_backward(data->inputs(0), data->labels(0), loss.as<float>(), 1.0f, &sink);
+    model->forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
+                            loss.as<float>(), 1.0f, &sink);
     t.backward_end = ops.position();
     bucketer.wait_all();
     if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
@@ -366,11 +367,12 @@ const ProfiledOp* CostModel::closest_profiled(const TracedOp& op, Precision prec
     return best;
 }
 
-double CostModel::profiled_kind_efficiency(const std::string& kind, Precision precision) const {
+double CostModel::profiled_kind_efficiency(const std::string& kind, Precision precision, double min_bytes) const {
     // Work per step over time per step at the rate each call implies.
     double work = 0, at_full_rate = 0;
     for (const ProfiledOp& p : calibration.profiled_ops) {
         if (p.op.kind != kind || (p.op.tensor_core && p.precision != precision)) continue;
+        if (!p.op.tensor_core && p.op.bytes < min_bytes) continue;
         const double w = (p.op.tensor_core ? p.op.flops : p.op.bytes) * p.calls_per_step;
         const double e = p.op.tensor_core ? measured_efficiency(p) / gemm_shape_factor(p.op) : measured_efficiency(p);
         work += w;
@@ -404,7 +406,10 @@ double CostModel::memory_gbps() const {
 double CostModel::memory_fraction(const TracedOp& op) const {
     if (!op.tensor_core) {
         if (const ProfiledOp* near = closest_profiled(op, Precision::fp32)) return measured_efficiency(*near);
-        if (const double kind = profiled_kind_efficiency(op.kind, Precision::fp32); kind > 0) return kind;
+        // A kernel far smaller than this op is bound by its launch, not by memory: it says nothing here.
+        if (const double kind = profiled_kind_efficiency(op.kind, Precision::fp32, op.bytes / kSmallerKernelFactor);
+            kind > 0)
+            return kind;
         const bool optimizer = op.kind == "adamw_step" || op.kind == "sgd_step";
         if (optimizer && calibration.optimizer_memory_efficiency > 0) return calibration.optimizer_memory_efficiency;
     }

@@ -116,11 +116,16 @@ struct CostModel {
     // The profiled op of the same kind, variant, dtype, precision (and GEMM transposes)
     // nearest to `op` (sum of |log ratios| of the dimensions) within kCloseFactor; nullptr if none.
     const ProfiledOp* closest_profiled(const TracedOp& op, Precision precision) const;
-    // Over every profiled op of `kind` (tensor-core kinds: of `precision`), per step: for a
-    // memory-bound kind its bytes over its time, as a fraction of memory bandwidth; for a
-    // tensor-core kind the large-shape efficiency its FLOPs imply through the shape model.
-    // < 0 when none was profiled.
-    double profiled_kind_efficiency(const std::string& kind, Precision precision) const;
+    // Over every profiled op of `kind` (tensor-core kinds: of `precision`; memory-bound ones that
+    // moved at least min_bytes), per step: for a memory-bound kind its bytes over its time, as a
+    // fraction of memory bandwidth; for a tensor-core kind the large-shape efficiency its FLOPs
+    // imply through the shape model. < 0 when none was profiled.
+    double profiled_kind_efficiency(const std::string& kind, Precision precision, double min_bytes = 0) const;
+    // A memory-bound op takes its kind's figure only from profiled ops of at least 1/16 of its
+    // bytes (kCloseFactor squared, two dimensions at the limit): on the H200 the cross-entropy of
+    // a ResNet's 256 x 1000 logits moves 96 GB/s, BERT's over 32768 x 30522 logits 5.9 TB/s (by
+    // the trace's byte count).
+    static constexpr double kSmallerKernelFactor = kCloseFactor * kCloseFactor;
     // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms). On one GPU it is the
     // call's fixed cost plus a read and a write of the bytes: NCCL's one-rank path runs its
     // reduce kernel for the runner's ncclAvg (a scale by 1/1), in place or not.

@@ -38,6 +38,16 @@ TokenTask token_task(const TrainConfig& cfg) {
     return task;
 }
 
+BatchShape batch_shape(const TrainConfig& cfg) {
+    if (cfg.model == "transformer") {
+        const int64_t seq = cfg.transformer.shape.seq_len;
+        return {seq, DType::i32, seq};
+    }
+    const DType dtype = compute_dtype(cfg.precision);
+    if (cfg.model == "resnet") return {int64_t{cfg.resnet.image_size} * cfg.resnet.image_size * 3, dtype, 1};
+    return {cfg.mlp.input_dim, dtype, 1};
+}
+
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
                                         int local_rows) {
     if (cfg.model == "transformer")

@@ -23,6 +23,15 @@ int tokens_per_sample(const TrainConfig& cfg);
 // The synthetic token task a transformer config trains on (the exporter shares it).
 TokenTask token_task(const TrainConfig& cfg);
 
+// What a batch of the workload is, per row, as the model reads it: `cols` inputs of `dtype`
+// and `labels_per_row` int32 labels (the projection's trace allocates one, generates nothing).
+struct BatchShape {
+    int64_t cols = 0;
+    DType dtype = DType::f32;
+    int64_t labels_per_row = 1;
+};
+BatchShape batch_shape(const TrainConfig& cfg);
+
 // Rank `rank`'s rows [rank * local_rows, (rank + 1) * local_rows) of every global batch.
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
                                         int local_rows);
