@@ -85,6 +85,12 @@ TEST(ResNet, RejectsShapesItCannotBuild) {
         EXPECT_NE(std::string(e.what()).find("x.yaml:4:15: key 'resnet.image_size'"), std::string::npos) << e.what();
     }
     EXPECT_THROW(parse_config("model: resnet\nresnet:\n  blocks: [1, 1]\n  widht: 4\n", "x.yaml"), UserError);
+    try {  // 4096 << 3 stages x 4 = 131072 channels at the last stage
+        parse_config("model: resnet\nresnet:\n  width: 4096\n", "x.yaml");
+        FAIL() << "accepted a width that grows past the channel limit";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("x.yaml:3:10: key 'resnet.width'"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ResNet, InitFollowsTorchvision) {
