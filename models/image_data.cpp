@@ -54,13 +54,10 @@ void make_image_shard(const ImageTask& task, int64_t batch_slot, int64_t first_s
 
 ImageDataset::ImageDataset(Ops& ops, const ImageTask& task, int dataset_batches, int global_batch,
                            int rank_offset_rows, int local_rows)
-    : task_(task), dataset_batches_(dataset_batches), local_rows_(local_rows), dtype_(compute_dtype(ops.precision())) {
+    : Dataset("image dataset", dataset_batches, global_batch, rank_offset_rows, local_rows),
+      task_(task),
+      dtype_(compute_dtype(ops.precision())) {
     check_task(task);
-    if (dataset_batches <= 0 || local_rows <= 0 || rank_offset_rows < 0 ||
-        static_cast<int64_t>(rank_offset_rows) + local_rows > global_batch)
-        throw UserError("image dataset: need dataset_batches > 0 and rows [" + std::to_string(rank_offset_rows) + ", " +
-                        std::to_string(static_cast<int64_t>(rank_offset_rows) + local_rows) +
-                        ") inside a global batch of " + std::to_string(global_batch));
     const size_t per_batch = static_cast<size_t>(local_rows) * static_cast<size_t>(image_elems());
     images_ = DeviceBuffer(ops, per_batch * dataset_batches * dtype_size(dtype_));
     std::vector<float> host_images(per_batch);
@@ -83,11 +80,6 @@ ImageDataset::ImageDataset(Ops& ops, const ImageTask& task, int dataset_batches,
     labels_ = DeviceBuffer(ops, host_labels.size() * sizeof(int32_t));
     ops.upload(labels_.get(), host_labels.data(), host_labels.size() * sizeof(int32_t));
     ops.synchronize();
-}
-
-int64_t ImageDataset::slot(int64_t step) const {
-    const int64_t s = step % dataset_batches_;
-    return s < 0 ? s + dataset_batches_ : s;
 }
 
 Tensor ImageDataset::inputs(int64_t step) const {

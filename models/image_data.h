@@ -34,12 +34,9 @@ public:
     const int32_t* labels(int64_t step) const override;
 
 private:
-    int64_t slot(int64_t step) const;
     int64_t image_elems() const { return static_cast<int64_t>(task_.image_size) * task_.image_size * 3; }
 
     ImageTask task_;
-    int dataset_batches_;
-    int local_rows_;
     DType dtype_;
     DeviceBuffer images_;  // dataset_batches x local_rows x image_elems, compute dtype
     DeviceBuffer labels_;  // dataset_batches x local_rows, int32

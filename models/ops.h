@@ -155,6 +155,16 @@ public:
         int64_t in_rows() const { return static_cast<int64_t>(batch) * height * width; }
         int64_t out_rows() const { return static_cast<int64_t>(batch) * out_height() * out_width(); }
         int64_t patch() const { return static_cast<int64_t>(kernel) * kernel * channels; }  // im2col's columns
+        // Every size positive, padding under the kernel (no window all padding), an output pixel.
+        bool valid() const {
+            return batch > 0 && height > 0 && width > 0 && channels > 0 && kernel > 0 && stride > 0 && padding >= 0 &&
+                   padding < kernel && out_height() > 0 && out_width() > 0;
+        }
+        std::string describe() const {  // "batch 2, 7x6x4, kernel 3 stride 2 padding 1"
+            return "batch " + std::to_string(batch) + ", " + std::to_string(height) + "x" + std::to_string(width) +
+                   "x" + std::to_string(channels) + ", kernel " + std::to_string(kernel) + " stride " +
+                   std::to_string(stride) + " padding " + std::to_string(padding);
+        }
     };
     // cols[(n, oy, ox), (ky, kx, c)] = x[n, oy*stride - padding + ky, ox*stride - padding + kx, c],
     // 0 where that falls in the padding. x: in_rows() x channels; cols: out_rows() x patch(),

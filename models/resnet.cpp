@@ -21,16 +21,27 @@ void require_shape(bool ok, const std::string& what) {
 
 }  // namespace
 
+ResNetShapeProblem resnet_shape_problem(const ResNetShape& s) {
+    // The stem halves the image twice (7x7/2 conv, 3x3/2 max pool), every stage after the first once more.
+    const int64_t stride = int64_t{4} << (s.blocks.size() - 1);
+    if (s.image_size < stride)
+        return {"image_size", "image_size " + std::to_string(s.image_size) +
+                                  " is smaller than the network's total stride " + std::to_string(stride) + " (" +
+                                  std::to_string(s.blocks.size()) + " stages)"};
+    if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kMaxResNetChannels)
+        return {"width", "width " + std::to_string(s.width) + " grows to more than " +
+                             std::to_string(kMaxResNetChannels) + " channels over " + std::to_string(s.blocks.size()) +
+                             " stages"};
+    return {};
+}
+
 ResNet::ResNet(Ops& ops, const ResNetShape& shape) : ops_(ops), shape_(shape), dtype_(compute_dtype(ops.precision())) {
     const ResNetShape& s = shape;
     require_shape(!s.blocks.empty() && std::all_of(s.blocks.begin(), s.blocks.end(), [](int b) { return b > 0; }),
                   "every stage needs at least one block");
     require_shape(s.width > 0 && s.num_classes > 1 && s.bn_eps > 0.0f, "width, num_classes and bn_eps must be positive");
-    // The stem halves the image twice (7x7/2 conv, 3x3/2 max pool), every stage after the first once more.
-    const int stride_halvings = 2 + static_cast<int>(s.blocks.size()) - 1;
-    require_shape(s.image_size >= (1 << stride_halvings),
-                  "image_size " + std::to_string(s.image_size) + " is smaller than the network's total stride " +
-                      std::to_string(1 << stride_halvings));
+    const ResNetShapeProblem problem = resnet_shape_problem(s);
+    require_shape(problem.reason.empty(), problem.reason);
 
     stem_ = add_unit("conv1.weight", "bn1", 3, s.width, 7, 2, s.image_size, true);
     int h = units_[static_cast<size_t>(stem_)].conv.out_height();

@@ -24,6 +24,16 @@ struct ResNetShape {
     float bn_eps = 1e-5f;
 };
 
+// The widest a stage may grow (the last stage's bottleneck output, 4 x width x 2^(stages-1)).
+constexpr int kMaxResNetChannels = 1 << 16;
+
+// What makes a shape unbuildable beyond each field's own range: the field ("image_size",
+// "width") and the reason; an empty reason when the shape can be built (blocks non-empty).
+struct ResNetShapeProblem {
+    std::string key, reason;
+};
+ResNetShapeProblem resnet_shape_problem(const ResNetShape& shape);
+
 class ResNet final : public Model {
 public:
     // Throws UserError on a shape that cannot be built (an image too small for the strides, ...).

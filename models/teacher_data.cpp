@@ -90,15 +90,9 @@ void make_shard(const TeacherTask& task, int64_t batch_slot, int64_t first_sampl
 
 TeacherDataset::TeacherDataset(Ops& ops, const TeacherTask& task, int dataset_batches, int global_batch,
                                int rank_offset_rows, int local_rows)
-    : task_(task), dataset_batches_(dataset_batches), local_rows_(local_rows),
+    : Dataset("teacher dataset", dataset_batches, global_batch, rank_offset_rows, local_rows), task_(task),
       dtype_(compute_dtype(ops.precision())) {
     check_task(task);
-    if (dataset_batches <= 0 || local_rows <= 0 || rank_offset_rows < 0 ||
-        static_cast<int64_t>(rank_offset_rows) + local_rows > global_batch)
-        throw UserError("teacher dataset: need dataset_batches > 0 and rows [" + std::to_string(rank_offset_rows) +
-                        ", " + std::to_string(static_cast<int64_t>(rank_offset_rows) + local_rows) +
-                        ") inside a global batch of " + std::to_string(global_batch) + "; dataset_batches is " +
-                        std::to_string(dataset_batches));
     const Teacher teacher = make_teacher(task);
     const size_t per_batch = static_cast<size_t>(local_rows) * task.input_dim;
     std::vector<float> host_x(per_batch * dataset_batches);
@@ -121,11 +115,6 @@ TeacherDataset::TeacherDataset(Ops& ops, const TeacherTask& task, int dataset_ba
     labels_ = DeviceBuffer(ops, host_labels.size() * sizeof(int32_t));
     ops.upload(labels_.get(), host_labels.data(), host_labels.size() * sizeof(int32_t));
     ops.synchronize();  // the host vectors and the staging buffer go away on return
-}
-
-int64_t TeacherDataset::slot(int64_t step) const {
-    const int64_t s = step % dataset_batches_;
-    return s < 0 ? s + dataset_batches_ : s;
 }
 
 Tensor TeacherDataset::inputs(int64_t step) const {

@@ -41,11 +41,8 @@ public:
     int dataset_batches() const { return dataset_batches_; }
 
 private:
-    int64_t slot(int64_t step) const;
 
     TeacherTask task_;
-    int dataset_batches_;
-    int local_rows_;
     DType dtype_;
     DeviceBuffer inputs_;  // dataset_batches x local_rows x input_dim, compute dtype
     DeviceBuffer labels_;  // dataset_batches x local_rows, int32

@@ -92,14 +92,8 @@ void make_token_shard(const TokenTask& task, int64_t batch_slot, int64_t first_s
 
 TokenDataset::TokenDataset(Ops& ops, const TokenTask& task, int dataset_batches, int global_batch,
                            int rank_offset_rows, int local_rows)
-    : task_(task), dataset_batches_(dataset_batches), local_rows_(local_rows) {
+    : Dataset("token dataset", dataset_batches, global_batch, rank_offset_rows, local_rows), task_(task) {
     check_task(task);
-    if (dataset_batches <= 0 || local_rows <= 0 || rank_offset_rows < 0 ||
-        static_cast<int64_t>(rank_offset_rows) + local_rows > global_batch)
-        throw UserError("token dataset: need dataset_batches > 0 and rows [" + std::to_string(rank_offset_rows) +
-                        ", " + std::to_string(static_cast<int64_t>(rank_offset_rows) + local_rows) +
-                        ") inside a global batch of " + std::to_string(global_batch) + "; dataset_batches is " +
-                        std::to_string(dataset_batches));
     const size_t per_batch = static_cast<size_t>(local_rows) * task.seq_len;
     std::vector<int32_t> host_ids(per_batch * dataset_batches), host_labels(per_batch * dataset_batches);
     for (int b = 0; b < dataset_batches; ++b)
@@ -110,11 +104,6 @@ TokenDataset::TokenDataset(Ops& ops, const TokenTask& task, int dataset_batches,
     ops.upload(ids_.get(), host_ids.data(), host_ids.size() * sizeof(int32_t));
     ops.upload(labels_.get(), host_labels.data(), host_labels.size() * sizeof(int32_t));
     ops.synchronize();  // the host vectors go away on return
-}
-
-int64_t TokenDataset::slot(int64_t step) const {
-    const int64_t s = step % dataset_batches_;
-    return s < 0 ? s + dataset_batches_ : s;
 }
 
 Tensor TokenDataset::inputs(int64_t step) const {

@@ -48,11 +48,8 @@ public:
     const int32_t* labels(int64_t step) const override;
 
 private:
-    int64_t slot(int64_t step) const;
 
     TokenTask task_;
-    int dataset_batches_;
-    int local_rows_;
     DeviceBuffer ids_;     // dataset_batches x local_rows x seq_len
     DeviceBuffer labels_;  // same shape
 };

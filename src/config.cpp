@@ -55,7 +55,7 @@ constexpr IntRange kSeqRange{2, int64_t{1} << 16};
 constexpr IntRange kTypeVocabRange{1, 1024};
 constexpr IntRange kStageBlocksRange{1, 256};  // resnet.blocks entries
 constexpr int64_t kMaxStages = 8;
-constexpr IntRange kChannelsRange{1, 1 << 16};  // resnet.width (x8 per stage after 4 stages)
+constexpr IntRange kChannelsRange{1, kMaxResNetChannels};  // resnet.width
 constexpr IntRange kImageRange{8, 4096};
 
 // A real interval; open ends exclude the bound, has_hi = false means unbounded above.
@@ -235,19 +235,6 @@ const char* node_kind(const YAML::Node& node) {
         case YAML::NodeType::Null: return "no value";
         default: return "a scalar";
     }
-}
-
-// What makes a ResNet shape unbuildable beyond each key's own range: {key, problem}, or an
-// empty problem when none.
-std::pair<std::string, std::string> resnet_shape_problem(const ResNetShape& s) {
-    const int64_t stride = int64_t{4} << (s.blocks.size() - 1);  // stem x4, x2 per stage after the first
-    if (s.image_size < stride)
-        return {"image_size", fmt::format("image_size {} is smaller than the network's total stride {} ({} stages)",
-                                          s.image_size, stride, s.blocks.size())};
-    if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kChannelsRange.hi)
-        return {"width", fmt::format("width {} grows to more than {} channels over {} stages", s.width,
-                                     kChannelsRange.hi, s.blocks.size())};
-    return {};
 }
 
 // Reads one YAML document into a TrainConfig, failing at the first bad node.
@@ -531,8 +518,10 @@ public:
             else if (key == "num_classes") s.num_classes = static_cast<int>(integer(v, k, path, kClassesRange));
             else if (key == "bn_eps") s.bn_eps = real32(v, k, path, kPositive);
         });
-        const auto [key, problem] = resnet_shape_problem(s);
-        if (!problem.empty()) fail(given.count(key) ? given.at(key) : key_node.Mark(), "resnet." + key, problem);
+        const ResNetShapeProblem problem = resnet_shape_problem(s);
+        if (!problem.reason.empty())
+            fail(given.count(problem.key) ? given.at(problem.key) : key_node.Mark(), "resnet." + problem.key,
+                 problem.reason);
     }
 
     void read_optimizer(const YAML::Node& value, const YAML::Node& key_node, OptimizerConfig& opt) {
@@ -741,8 +730,8 @@ void validate_config(const TrainConfig& cfg) {
     check.integer("resnet.image_size", rs.image_size, kImageRange);
     check.integer("resnet.num_classes", rs.num_classes, kClassesRange);
     check.real("resnet.bn_eps", rs.bn_eps, kPositive);
-    const auto [shape_key, shape_problem] = resnet_shape_problem(rs);
-    check.report("resnet." + shape_key, shape_problem);
+    const ResNetShapeProblem shape_problem = resnet_shape_problem(rs);
+    check.report("resnet." + shape_problem.key, shape_problem.reason);
     check.integer("batch_size", cfg.batch_size, kBatchRange);
     // An empty list means "the launched world size" and is valid.
     for (size_t i = 0; i < cfg.scaling.size(); ++i) {

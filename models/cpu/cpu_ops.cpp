@@ -627,13 +627,7 @@ void CpuOps::attention_backward(const AttentionShape& s, const Tensor& qkv, cons
 namespace {
 
 void expect_conv_shape(const Ops::ConvShape& s, const char* call) {
-    SB_CPU_EXPECT(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
-                      s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
-                  call,
-                  "bad shape: batch " + std::to_string(s.batch) + ", " + std::to_string(s.height) + "x" +
-                      std::to_string(s.width) + "x" + std::to_string(s.channels) + ", kernel " +
-                      std::to_string(s.kernel) + " stride " + std::to_string(s.stride) + " padding " +
-                      std::to_string(s.padding));
+    SB_CPU_EXPECT(s.valid(), call, "bad shape: " + s.describe());
 }
 
 void expect_rows_cols(const Tensor& t, int64_t rows, int64_t cols, const char* call, const char* what) {

@@ -128,9 +128,7 @@ ConvDims conv_dims(const Ops::ConvShape& s, int vec) {
 }
 
 void require_conv(const Ops::ConvShape& s, const char* op) {
-    SB_REQUIRE(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
-                   s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
-               std::string(op) + ": bad shape");
+    SB_REQUIRE(s.valid(), std::string(op) + ": bad shape: " + s.describe());
     SB_REQUIRE(s.in_rows() < (int64_t{1} << 31) && s.out_rows() < (int64_t{1} << 31) &&
                    s.patch() < (int64_t{1} << 31),
                std::string(op) + ": more than 2^31 pixels or patch columns");

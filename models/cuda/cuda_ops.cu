@@ -653,12 +653,7 @@ namespace {
 std::string dims(int64_t rows, int64_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
 
 void check_conv_shape(const Ops::ConvShape& s, const char* op) {
-    SB_REQUIRE(s.batch > 0 && s.height > 0 && s.width > 0 && s.channels > 0 && s.kernel > 0 && s.stride > 0 &&
-                   s.padding >= 0 && s.padding < s.kernel && s.out_height() > 0 && s.out_width() > 0,
-               std::string(op) + ": bad shape: batch " + std::to_string(s.batch) + ", " +
-                   std::to_string(s.height) + "x" + std::to_string(s.width) + "x" + std::to_string(s.channels) +
-                   ", kernel " + std::to_string(s.kernel) + " stride " + std::to_string(s.stride) + " padding " +
-                   std::to_string(s.padding));
+    SB_REQUIRE(s.valid(), std::string(op) + ": bad shape: " + s.describe());
 }
 
 void check_matrix(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* what) {
