@@ -111,10 +111,9 @@ int export_step(const std::string& config_path, const std::string& backend, cons
     }
     ops->synchronize();
     for (const ParamInfo& p : model->params()) {
-        nlohmann::json entry = {{"name", p.name}, {"offset", p.offset}, {"rows", p.rows}, {"cols", p.cols},
-                                {"hf_transposed", cfg.model == "transformer" &&
-                                                      Transformer::stored_transposed_from_hf(cfg.transformer.shape, p)}};
-        plist.push_back(entry);
+        plist.push_back({{"name", p.name}, {"offset", p.offset}, {"rows", p.rows}, {"cols", p.cols},
+                         {"hf_transposed", cfg.model == "transformer" &&
+                                               Transformer::stored_transposed_from_hf(cfg.transformer.shape, p)}});
         double sum = 0;
         for (size_t i = 0; i < p.count(); ++i) sum += static_cast<double>(host_grads[p.offset + i]) * host_grads[p.offset + i];
         norms[p.name] = std::sqrt(sum);
