@@ -21,20 +21,6 @@ void require_shape(bool ok, const std::string& what) {
 
 }  // namespace
 
-ResNetShapeProblem resnet_shape_problem(const ResNetShape& s) {
-    // The stem halves the image twice (7x7/2 conv, 3x3/2 max pool), every stage after the first once more.
-    const int64_t stride = int64_t{4} << (s.blocks.size() - 1);
-    if (s.image_size < stride)
-        return {"image_size", "image_size " + std::to_string(s.image_size) +
-                                  " is smaller than the network's total stride " + std::to_string(stride) + " (" +
-                                  std::to_string(s.blocks.size()) + " stages)"};
-    if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kMaxResNetChannels)
-        return {"width", "width " + std::to_string(s.width) + " grows to more than " +
-                             std::to_string(kMaxResNetChannels) + " channels over " + std::to_string(s.blocks.size()) +
-                             " stages"};
-    return {};
-}
-
 ResNet::ResNet(Ops& ops, const ResNetShape& shape) : ops_(ops), shape_(shape), dtype_(compute_dtype(ops.precision())) {
     const ResNetShape& s = shape;
     require_shape(!s.blocks.empty() && std::all_of(s.blocks.begin(), s.blocks.end(), [](int b) { return b > 0; }),

@@ -32,7 +32,20 @@ constexpr int kMaxResNetChannels = 1 << 16;
 struct ResNetShapeProblem {
     std::string key, reason;
 };
-ResNetShapeProblem resnet_shape_problem(const ResNetShape& shape);
+// Inline: the config loader (and its fuzz target, built from a few sources) checks it too.
+inline ResNetShapeProblem resnet_shape_problem(const ResNetShape& s) {
+    // The stem halves the image twice (7x7/2 conv, 3x3/2 max pool), every stage after the first once more.
+    const int64_t stride = int64_t{4} << (s.blocks.size() - 1);
+    if (s.image_size < stride)
+        return {"image_size", "image_size " + std::to_string(s.image_size) +
+                                  " is smaller than the network's total stride " + std::to_string(stride) + " (" +
+                                  std::to_string(s.blocks.size()) + " stages)"};
+    if ((static_cast<int64_t>(s.width) << (s.blocks.size() - 1)) * 4 > kMaxResNetChannels)
+        return {"width", "width " + std::to_string(s.width) + " grows to more than " +
+                             std::to_string(kMaxResNetChannels) + " channels over " + std::to_string(s.blocks.size()) +
+                             " stages"};
+    return {};
+}
 
 class ResNet final : public Model {
 public:
