@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 
 #include "models/cuda/cuda_check.h"
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/watchdog.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/system/watchdog.h"
 
 namespace sb {
 
@@ -87,7 +87,7 @@ struct Pending {
 
 }  // namespace
 
-// The watchdog thread (src/watchdog.h) polls every communicator every 100 ms: an
+// The watchdog thread (src/system/watchdog.h) polls every communicator every 100 ms: an
 // asynchronous NCCL error (a peer's connection broke) or a collective pending longer than
 // the collective timeout (a peer stopped) aborts the communicator, so its kernels stop
 // spinning, and then the job. The hot path only appends to `pending`.

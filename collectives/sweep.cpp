@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "collectives/host_dtype.h"
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

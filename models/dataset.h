@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/ops.h"
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

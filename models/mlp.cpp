@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

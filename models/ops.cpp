@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

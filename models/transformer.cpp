@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/rng.h"
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 namespace {

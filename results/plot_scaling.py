@@ -167,7 +167,7 @@ def load(paths, labels, skip_bad_lines):
                 series = train.setdefault(key, Series(*key))
                 series.by_n.setdefault(n, []).append(row)
             elif kind == "comm":
-                # `scalebench comm` (src/comm_command.cpp): one record per (world size, op, dtype,
+                # `scalebench comm` (src/commands/comm_command.cpp): one record per (world size, op, dtype,
                 # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
                 n = r.get("world_size")
                 rows = r.get("rows")

@@ -10,20 +10,20 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include "src/backend.h"
-#include "src/comm_command.h"
-#include "src/config.h"
-#include "src/environment.h"
-#include "src/op_profile.h"
-#include "src/project_command.h"
-#include "src/errors.h"
-#include "src/report.h"
-#include "src/results.h"
-#include "src/runner.h"
-#include "src/stress.h"
-#include "src/watchdog.h"
+#include "src/system/backend.h"
+#include "src/commands/comm_command.h"
+#include "src/core/config.h"
+#include "src/system/environment.h"
+#include "src/projection/op_profile.h"
+#include "src/commands/project_command.h"
+#include "src/core/errors.h"
+#include "src/commands/report.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
+#include "src/commands/stress.h"
+#include "src/system/watchdog.h"
 #ifdef SCALEBENCH_HAVE_CUDA
-#include "src/gemm_bench.h"
+#include "src/commands/gemm_bench.h"
 #endif
 
 namespace sb {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "src/environment.h"
+#include "src/system/environment.h"
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);

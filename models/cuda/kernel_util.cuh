@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "models/cuda/kernels.cuh"
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb::kernels::detail {
 

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/results.h"
+#include "src/core/results.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "src/results.h"
+#include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace {

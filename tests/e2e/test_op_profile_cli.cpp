@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <set>
 
-#include "src/results.h"
+#include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace {

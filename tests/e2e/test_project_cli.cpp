@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/results.h"
+#include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "src/results.h"
+#include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace {

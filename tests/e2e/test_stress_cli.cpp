@@ -15,10 +15,10 @@
 #include <sstream>
 #include <thread>
 
-#include "src/errors.h"
-#include "src/results.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
-#include "src/stress.h"
+#include "src/commands/stress.h"
 
 namespace {
 

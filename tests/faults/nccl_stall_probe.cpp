@@ -14,8 +14,8 @@
 
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
-#include "src/environment.h"
-#include "src/watchdog.h"
+#include "src/system/environment.h"
+#include "src/system/watchdog.h"
 
 namespace {
 

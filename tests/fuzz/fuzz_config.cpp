@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "src/config.h"
-#include "src/errors.h"
+#include "src/core/config.h"
+#include "src/core/errors.h"
 
 // Built without MPI (tests/fuzz/run_fuzz_config.sh compiles config.cpp alone), so the
-// internal-failure formatting of src/errors.cpp is given here without rank and host.
+// internal-failure formatting of src/core/errors.cpp is given here without rank and host.
 namespace sb {
 void throw_call_error(const char* library, const char* call, const std::string& message, const char* file,
                       int line) {

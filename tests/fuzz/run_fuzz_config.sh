@@ -14,7 +14,7 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$work/probe" 2>/dev/null; then
   echo "clang++ has no libFuzzer runtime (libclang-rt-dev): skipping"; exit 77
 fi
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-"$cxx" "${flags[@]}" -I"$src" "$src/tests/fuzz/fuzz_config.cpp" "$src/src/config.cpp" \
+"$cxx" "${flags[@]}" -I"$src" "$src/tests/fuzz/fuzz_config.cpp" "$src/src/core/config.cpp" \
   "$src/models/ops.cpp" "$src/models/mlp.cpp" "$src/models/transformer.cpp" "$src/models/rng.cpp" \
   $(pkg-config --cflags --libs yaml-cpp fmt 2>/dev/null || echo -lyaml-cpp -lfmt) -o "$work/fuzz_config"
 cp "$src"/configs/*.yaml "$src"/tests/fuzz/findings/* "$work/corpus/"  # findings stay regression inputs

@@ -12,7 +12,7 @@
 #include "collectives/nccl_communicator.h"
 #include "collectives/sweep.h"
 #include "models/cuda/cuda_ops.h"
-#include "src/environment.h"
+#include "src/system/environment.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace sb {

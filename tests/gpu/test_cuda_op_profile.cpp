@@ -9,10 +9,10 @@
 #include <map>
 
 #include "models/cuda/cuda_ops.h"
-#include "src/config.h"
-#include "src/environment.h"
-#include "src/op_profile.h"
-#include "src/projection.h"
+#include "src/core/config.h"
+#include "src/system/environment.h"
+#include "src/projection/op_profile.h"
+#include "src/projection/projection.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace sb {

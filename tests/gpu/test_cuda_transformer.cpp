@@ -11,8 +11,8 @@
 #include "collectives/nccl_communicator.h"
 #include "models/cpu/cpu_ops.h"
 #include "models/cuda/cuda_ops.h"
-#include "src/environment.h"
-#include "src/runner.h"
+#include "src/system/environment.h"
+#include "src/commands/runner.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/test_util.h"
 

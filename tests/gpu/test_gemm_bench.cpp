@@ -14,11 +14,11 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include "src/errors.h"
-#include "src/gemm_bench.h"
-#include "src/gpu_info.h"
-#include "src/gpu_peaks.h"
-#include "src/results.h"
+#include "src/core/errors.h"
+#include "src/commands/gemm_bench.h"
+#include "src/system/gpu_info.h"
+#include "src/system/gpu_peaks.h"
+#include "src/core/results.h"
 
 namespace sb {
 namespace {

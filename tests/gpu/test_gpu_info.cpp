@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "src/gpu_info.h"
+#include "src/system/gpu_info.h"
 
 namespace sb {
 namespace {

@@ -14,8 +14,8 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/sweep.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/comm_command.h"
-#include "src/results.h"
+#include "src/commands/comm_command.h"
+#include "src/core/results.h"
 
 namespace sb {
 namespace {

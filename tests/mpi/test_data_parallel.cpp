@@ -11,9 +11,9 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/config.h"
-#include "src/results.h"
-#include "src/runner.h"
+#include "src/core/config.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
 #include "tests/test_util.h"
 
 namespace sb {

@@ -14,11 +14,11 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/config.h"
-#include "src/environment.h"
-#include "src/results.h"
-#include "src/runner.h"
-#include "src/stress.h"
+#include "src/core/config.h"
+#include "src/system/environment.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
+#include "src/commands/stress.h"
 
 namespace sb {
 namespace {

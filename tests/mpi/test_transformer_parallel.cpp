@@ -9,8 +9,8 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/config.h"
-#include "src/runner.h"
+#include "src/core/config.h"
+#include "src/commands/runner.h"
 #include "tests/test_util.h"
 
 namespace sb {

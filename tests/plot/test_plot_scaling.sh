@@ -59,7 +59,7 @@ EOF
 
 # --- the plots ---------------------------------------------------------------------------
 # comm records: from the real `scalebench comm` (MPI backend) where the binary has it;
-# otherwise one record in the shape src/comm_command.cpp writes (rows of size_bytes with
+# otherwise one record in the shape src/commands/comm_command.cpp writes (rows of size_bytes with
 # out_of_place/in_place busbw), whose values are only an input for the drawing.
 # (`scalebench comm --help` alone would not tell: an unknown word runs the default `train`.)
 if "$bin" --help 2>/dev/null | grep -Eq '^ +comm( |$)'; then

@@ -24,10 +24,10 @@
 #include "models/resnet.h"
 #include "models/rng.h"
 #include "models/transformer.h"
-#include "src/backend.h"
-#include "src/config.h"
-#include "src/errors.h"
-#include "src/workload.h"
+#include "src/system/backend.h"
+#include "src/core/config.h"
+#include "src/core/errors.h"
+#include "src/core/workload.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference for `scalebench gemm`: torch.mm timed the way scalebench times cuBLASLt.
 
-Same method as src/gemm_bench.cpp: uniform [-1, 1) operands, A/B buffer sets rotated so one
+Same method as src/commands/gemm_bench.cpp: uniform [-1, 1) operands, A/B buffer sets rotated so one
 pass over them is three L2s (no timing of the cache), C preallocated in the input dtype,
 warm-up products, then every product timed between two CUDA events, all issued before the
 GPU reaches them (so small products time the GPU, not the launch rate); median/min/max ms;

@@ -12,9 +12,9 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/sweep.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/backend.h"
-#include "src/comm_command.h"
-#include "src/errors.h"
+#include "src/system/backend.h"
+#include "src/commands/comm_command.h"
+#include "src/core/errors.h"
 
 namespace sb {
 namespace {

@@ -2,7 +2,7 @@
 // numbers the fraction-of-peak columns divide by; unknown GPUs give no number at all.
 #include <gtest/gtest.h>
 
-#include "src/gpu_peaks.h"
+#include "src/system/gpu_peaks.h"
 
 namespace sb {
 namespace {

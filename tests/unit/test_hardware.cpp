@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "src/errors.h"
-#include "src/gpu_peaks.h"
-#include "src/hardware.h"
+#include "src/core/errors.h"
+#include "src/system/gpu_peaks.h"
+#include "src/projection/hardware.h"
 
 namespace sb {
 namespace {

@@ -13,12 +13,12 @@
 #include "models/cpu/cpu_ops.h"
 #include "models/timed_ops.h"
 #include "models/trace_ops.h"
-#include "src/config.h"
-#include "src/errors.h"
-#include "src/hardware.h"
-#include "src/op_profile.h"
-#include "src/projection.h"
-#include "src/results.h"
+#include "src/core/config.h"
+#include "src/core/errors.h"
+#include "src/projection/hardware.h"
+#include "src/projection/op_profile.h"
+#include "src/projection/projection.h"
+#include "src/core/results.h"
 
 namespace sb {
 namespace {

@@ -10,12 +10,12 @@
 
 #include "collectives/bucketer.h"
 #include "models/trace_ops.h"
-#include "src/hardware.h"
-#include "src/projection.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/config.h"
-#include "src/workload.h"
+#include "src/projection/hardware.h"
+#include "src/projection/projection.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/core/config.h"
+#include "src/core/workload.h"
 
 namespace sb {
 namespace {

@@ -22,11 +22,11 @@
 
 #include <fmt/format.h>
 
-#include "src/config.h"
-#include "src/hardware.h"
-#include "src/project_command.h"
-#include "src/projection.h"
-#include "src/results.h"
+#include "src/core/config.h"
+#include "src/projection/hardware.h"
+#include "src/commands/project_command.h"
+#include "src/projection/projection.h"
+#include "src/core/results.h"
 
 namespace sb {
 namespace {

@@ -1,4 +1,4 @@
-// `scalebench report --compare` (src/report.cpp): systems side by side, one row per world
+// `scalebench report --compare` (src/commands/report.cpp): systems side by side, one row per world
 // size, throughput / efficiency / busbw per system; names from the environment record.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 
 #include <unistd.h>
 
-#include "src/report.h"
-#include "src/results.h"
+#include "src/commands/report.h"
+#include "src/core/results.h"
 
 namespace sb {
 namespace {

@@ -16,10 +16,10 @@
 #include "models/image_data.h"
 #include "models/resnet.h"
 #include "models/rng.h"
-#include "src/config.h"
-#include "src/errors.h"
-#include "src/runner.h"
-#include "src/workload.h"
+#include "src/core/config.h"
+#include "src/core/errors.h"
+#include "src/commands/runner.h"
+#include "src/core/workload.h"
 #include "tests/test_util.h"
 
 namespace sb {

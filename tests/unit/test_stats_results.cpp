@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/errors.h"
-#include "src/report.h"
-#include "src/results.h"
-#include "src/stats.h"
+#include "src/core/errors.h"
+#include "src/commands/report.h"
+#include "src/core/results.h"
+#include "src/core/stats.h"
 
 namespace sb {
 namespace {

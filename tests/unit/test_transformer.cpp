@@ -16,10 +16,10 @@
 #include "models/rng.h"
 #include "models/token_data.h"
 #include "models/transformer.h"
-#include "src/config.h"
-#include "src/errors.h"
-#include "src/runner.h"
-#include "src/workload.h"
+#include "src/core/config.h"
+#include "src/core/errors.h"
+#include "src/commands/runner.h"
+#include "src/core/workload.h"
 #include "tests/test_util.h"
 
 namespace sb {

@@ -1,6 +1,6 @@
 // `scalebench gemm` (see gemm_bench.h): case parsing, the cuBLASLt product, its timing,
 // and the per-rank run that gathers records to rank 0.
-#include "src/gemm_bench.h"
+#include "src/commands/gemm_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,11 +23,11 @@
 
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/stream_gate.h"
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/gpu_info.h"
-#include "src/gpu_peaks.h"
-#include "src/results.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/system/gpu_info.h"
+#include "src/system/gpu_peaks.h"
+#include "src/core/results.h"
 
 namespace sb {
 

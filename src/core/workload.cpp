@@ -1,4 +1,4 @@
-#include "src/workload.h"
+#include "src/core/workload.h"
 
 #include "models/image_data.h"
 #include "models/mlp.h"

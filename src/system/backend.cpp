@@ -1,4 +1,4 @@
-#include "src/backend.h"
+#include "src/system/backend.h"
 
 #include <cerrno>
 #include <cstring>
@@ -10,15 +10,15 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/environment.h"
-#include "src/errors.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
 #include <cuda_runtime_api.h>
 
-#include "src/gpu_info.h"
-#include "src/gpu_peaks.h"
+#include "src/system/gpu_info.h"
+#include "src/system/gpu_peaks.h"
 #endif
 
 namespace sb {

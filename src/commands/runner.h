@@ -18,8 +18,8 @@
 #include "models/model.h"
 #include "models/ops.h"
 #include "models/dataset.h"
-#include "src/config.h"
-#include "src/stats.h"
+#include "src/core/config.h"
+#include "src/core/stats.h"
 
 namespace sb {
 

@@ -1,5 +1,5 @@
 // Process identity (rank, host, local rank) and the environment record of every result.
-#include "src/environment.h"
+#include "src/system/environment.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

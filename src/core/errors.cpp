@@ -1,11 +1,11 @@
 // Formatting of library-call failures: "[rank R on HOST] LIB call failed at file:line: call: message".
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 #include <mpi.h>
 
 #include <fmt/format.h>
 
-#include "src/environment.h"
+#include "src/system/environment.h"
 
 namespace sb {
 

@@ -14,8 +14,8 @@
 
 #include "models/timed_ops.h"
 #include "models/trace_ops.h"
-#include "src/config.h"
-#include "src/stats.h"
+#include "src/core/config.h"
+#include "src/core/stats.h"
 
 namespace sb {
 

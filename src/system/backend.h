@@ -12,7 +12,7 @@
 
 #include "collectives/communicator.h"
 #include "models/ops.h"
-#include "src/config.h"
+#include "src/core/config.h"
 
 namespace sb {
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/ops.h"
-#include "src/config.h"
+#include "src/core/config.h"
 
 namespace CLI {
 class App;

@@ -2,7 +2,7 @@
 // writes the "incomplete" record (see watchdog.h). The thread never calls MPI except
 // MPI_Abort; pings are answered by the main thread while it waits, so a rank that is
 // stopped (SIGSTOP, a hung driver) is the one that does not answer.
-#include "src/watchdog.h"
+#include "src/system/watchdog.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,9 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/results.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
 
 namespace sb {
 

@@ -1,5 +1,5 @@
 // Hardware profiles of the projection (DESIGN: Projection), configs/hardware/*.yaml: a GPU
-// (its peaks from the one table in src/gpu_peaks.cpp, by device name), the node's intra-node
+// (its peaks from the one table in src/system/gpu_peaks.cpp, by device name), the node's intra-node
 // fabric and the network between nodes. Every number of a profile carries its source;
 // loading validates every key, type and range like a workload config (FILE:LINE:COL).
 #pragma once
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/gpu_peaks.h"
+#include "src/system/gpu_peaks.h"
 
 namespace sb {
 

@@ -1,5 +1,5 @@
 // `scalebench project` and `scalebench compare` (DESIGN: Projection): the projection model
-// (src/projection.h) over the world sizes of one hardware profile, printed as `train`'s
+// (src/projection/projection.h) over the world sizes of one hardware profile, printed as `train`'s
 // table and appended as records marked "projected"; and the buyer's table over several
 // profiles with a verdict per scenario.
 #pragma once
@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/config.h"
-#include "src/hardware.h"
-#include "src/projection.h"
+#include "src/core/config.h"
+#include "src/projection/hardware.h"
+#include "src/projection/projection.h"
 
 namespace CLI {
 class App;

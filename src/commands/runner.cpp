@@ -1,4 +1,4 @@
-#include "src/runner.h"
+#include "src/commands/runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 
 #include "collectives/mpi_communicator.h"
-#include "src/backend.h"
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/stats.h"
-#include "src/workload.h"
+#include "src/system/backend.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/core/stats.h"
+#include "src/core/workload.h"
 
 namespace sb {
 

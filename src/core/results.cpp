@@ -1,6 +1,6 @@
 // JSONL result files: whole-line appends (one write of a complete line, then fsync) and
 // a reader that reports unparseable lines instead of failing on them.
-#include "src/results.h"
+#include "src/core/results.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "src/errors.h"
+#include "src/core/errors.h"
 
 namespace sb {
 

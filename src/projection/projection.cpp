@@ -1,5 +1,5 @@
-// The projection model (src/projection.h).
-#include "src/projection.h"
+// The projection model (src/projection/projection.h).
+#include "src/projection/projection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/workload.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/core/workload.h"
 
 namespace sb {
 

@@ -11,7 +11,7 @@
 #include <mpi.h>
 
 #include "collectives/sweep.h"
-#include "src/config.h"
+#include "src/core/config.h"
 
 namespace CLI {
 class App;

@@ -1,5 +1,5 @@
-// The per-op profile (src/op_profile.h): the profiled steps, the records and reading them back.
-#include "src/op_profile.h"
+// The per-op profile (src/projection/op_profile.h): the profiled steps, the records and reading them back.
+#include "src/projection/op_profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "src/backend.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/runner.h"
+#include "src/system/backend.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
 
 namespace sb {
 

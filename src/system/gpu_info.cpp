@@ -1,7 +1,7 @@
 // The GPU environment record and the NVML telemetry sampler (see gpu_info.h). NVML is
 // opened with dlopen at first use and never closed; the few entry points used are
 // declared here (no nvml.h is needed), each optional except init and the handle lookup.
-#include "src/gpu_info.h"
+#include "src/system/gpu_info.h"
 
 #include <dlfcn.h>
 

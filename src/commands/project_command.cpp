@@ -1,5 +1,5 @@
-// `scalebench project` and `scalebench compare` (src/project_command.h).
-#include "src/project_command.h"
+// `scalebench project` and `scalebench compare` (src/commands/project_command.h).
+#include "src/commands/project_command.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 
 #include "collectives/bucketer.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/runner.h"
-#include "src/stats.h"
-#include "src/workload.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
+#include "src/core/stats.h"
+#include "src/core/workload.h"
 
 namespace sb {
 

@@ -1,9 +1,9 @@
-// Config loading and validation (src/config.h): reads YAML with yaml-cpp, checks every key,
+// Config loading and validation (src/core/config.h): reads YAML with yaml-cpp, checks every key,
 // type and range itself (yaml-cpp's as<int>() is too lenient), and reports the first problem
 // as one UserError line "FILE:LINE:COL: key 'mlp.hidden[2]': reason". The range rules live
 // here once and serve both the YAML reader (with line:column) and validate_config (after
 // command-line flags, without a line).
-#include "src/config.h"
+#include "src/core/config.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,8 +21,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "src/errors.h"
-#include "src/yaml_fields.h"
+#include "src/core/errors.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 namespace {
@@ -276,7 +276,7 @@ public:
         throw UserError(fmt::format("{}:{}:{}: {}", source_, mark.line + 1, mark.column + 1, reason));
     }
 
-    // The typed helpers below also serve YamlFields (src/yaml_fields.h).
+    // The typed helpers below also serve YamlFields (src/core/yaml_fields.h).
     using KeyHandler = std::function<void(const std::string&, const YAML::Node&, const YAML::Node&)>;
 
     [[noreturn]] void fail(const YAML::Mark& mark, const std::string& key, const std::string& reason) const {

@@ -9,7 +9,7 @@
 #include "models/model.h"
 #include "models/ops.h"
 #include "models/token_data.h"
-#include "src/config.h"
+#include "src/core/config.h"
 
 namespace sb {
 

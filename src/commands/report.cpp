@@ -1,6 +1,6 @@
-// `scalebench report`: reads train records (src/results.h) and prints the scaling table, or
+// `scalebench report`: reads train records (src/core/results.h) and prints the scaling table, or
 // with --compare the systems side by side; Markdown or CSV.
-#include "src/report.h"
+#include "src/commands/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "src/errors.h"
-#include "src/results.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
 
 namespace sb {
 

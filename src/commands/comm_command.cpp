@@ -1,6 +1,6 @@
 // `scalebench comm` (see comm_command.h): the flags, the plan checked before any work, and
 // the run over the scaling sub-worlds that prints nccl-tests' blocks and writes records.
-#include "src/comm_command.h"
+#include "src/commands/comm_command.h"
 
 #include <unistd.h>
 
@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/mpi_communicator.h"
-#include "src/backend.h"
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/results.h"
+#include "src/system/backend.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
 
 namespace sb {
 

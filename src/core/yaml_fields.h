@@ -1,4 +1,4 @@
-// The YAML reading rules of src/config.cpp for other YAML inputs (hardware profiles):
+// The YAML reading rules of src/core/config.cpp for other YAML inputs (hardware profiles):
 // one document loaded with the same checks (UTF-8, a single document, syntax errors at
 // FILE:LINE:COL) and typed fields that fail as "FILE:LINE:COL: key 'a.b': reason",
 // unknown and repeated keys included. Implemented in config.cpp, next to the config reader

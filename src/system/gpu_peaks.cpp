@@ -1,6 +1,6 @@
 // The datasheet-peak table (see gpu_peaks.h). Every entry names its source; dense rates
 // are the datasheets' "with sparsity" figures halved where only those are printed.
-#include "src/gpu_peaks.h"
+#include "src/system/gpu_peaks.h"
 
 #include <algorithm>
 #include <cctype>

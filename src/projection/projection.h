@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models/trace_ops.h"
-#include "src/config.h"
-#include "src/hardware.h"
-#include "src/op_profile.h"
+#include "src/core/config.h"
+#include "src/projection/hardware.h"
+#include "src/projection/op_profile.h"
 
 namespace sb {
 

@@ -1,16 +1,16 @@
-// Hardware profile loading (src/hardware.h). Every sourced number is written
+// Hardware profile loading (src/projection/hardware.h). Every sourced number is written
 // `key: {value: V, source: "where it comes from"}`; both parts are required, ranges are
 // checked, unknown and missing keys are errors at FILE:LINE:COL, through the config
-// reader's own rules (src/yaml_fields.h).
-#include "src/hardware.h"
+// reader's own rules (src/core/yaml_fields.h).
+#include "src/projection/hardware.h"
 
 #include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "src/errors.h"
-#include "src/yaml_fields.h"
+#include "src/core/errors.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 

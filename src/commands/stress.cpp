@@ -1,6 +1,6 @@
 // `scalebench stress` (see stress.h): the soak loop, its interval and final records,
 // the replica (silent-data-corruption) check, and the command's options.
-#include "src/stress.h"
+#include "src/commands/stress.h"
 
 #include <unistd.h>
 
@@ -18,12 +18,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "src/backend.h"
-#include "src/environment.h"
-#include "src/errors.h"
-#include "src/results.h"
-#include "src/runner.h"
-#include "src/stats.h"
+#include "src/system/backend.h"
+#include "src/system/environment.h"
+#include "src/core/errors.h"
+#include "src/core/results.h"
+#include "src/commands/runner.h"
+#include "src/core/stats.h"
 
 namespace sb {
 

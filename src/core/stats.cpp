@@ -1,4 +1,4 @@
-#include "src/stats.h"
+#include "src/core/stats.h"
 
 #include <algorithm>
 #include <cmath>
