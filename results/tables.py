@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""Writes the figure tables of README.md and docs/*.md from the records committed under results/.
+
+A table sits in a Markdown file between two markers:
+
+    <!-- table:NAME -->
+    ...generated...
+    <!-- /table -->
+
+    results/tables.py            regenerate every table in place
+    results/tables.py --check    exit 1 when a committed table differs from what the records give, a
+                                 marker names no table, a record a table reads is missing, or a folder
+                                 of results/ with records has no README.md (its provenance)
+
+Every figure links to the record it comes from (the JSONL line, or the file the reference tool wrote).
+Standard library only: runs under python3 and /usr/bin/python3.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MARKER = re.compile(r"^<!-- table:([A-Za-z0-9_-]+) -->$")
+END_MARKER = "<!-- /table -->"
+
+
+class TableError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading records
+
+_cache = {}
+
+
+def _read(path):
+    full = os.path.join(ROOT, path)
+    if not os.path.isfile(full):
+        raise TableError(f"record file {path} does not exist")
+    if path not in _cache:
+        with open(full, encoding="utf-8") as f:
+            _cache[path] = f.read()
+    return _cache[path]
+
+
+def _field(record, dotted):
+    value = record
+    for key in dotted.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def record(path, **match):
+    """The one record of a JSONL file whose fields (dotted names, '__' for '.') equal match: (line, record)."""
+    found = []
+    for number, line in enumerate(_read(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if all(_field(rec, key.replace("__", ".")) == want for key, want in match.items()):
+            found.append((number, rec))
+    if len(found) != 1:
+        raise TableError(f"{path}: {len(found)} records match {match}, expected exactly one")
+    return found[0]
+
+
+def json_file(path):
+    return json.loads(_read(path))
+
+
+def text_rows(path, first_column):
+    """Rows of a whitespace-aligned table printed by a reference tool: {first cell: [cells]}."""
+    rows = {}
+    for line in _read(path).splitlines():
+        cells = line.split()
+        if cells and not line.startswith("#"):
+            rows.setdefault(cells[first_column], []).append(cells)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+
+
+class Fig:
+    """A figure and where it comes from: rendered as a link to the record (and its line)."""
+
+    def __init__(self, text, path, line=None):
+        self.text, self.path, self.line = text, path, line
+
+    def render(self, doc_dir):
+        target = os.path.relpath(os.path.join(ROOT, self.path), doc_dir)
+        anchor = f"#L{self.line}" if self.line else ""
+        return f"[{self.text}]({target}{anchor})"
+
+
+def fmt(value, digits=1, thousands=True):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
+
+
+def pct(fraction, digits=1):
+    return "-" if fraction is None else f"{100 * fraction:.{digits}f}%"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x"
+
+
+# ---------------------------------------------------------------------------------------------
+# The tables. Each returns (header, alignment, rows) or, for a quoted output, ("excerpt", path, lines).
+
+H200 = "results/h200-20261203"
+GEMM = "results/h200-20261202/gemm.jsonl"
+GEMM_TORCH = "results/h200-20261202/gemm_vs_torch.txt"
+BERT = f"{H200}/bert"
+COMM_CMP = "results/h200-20261202c/comm_{op}_compare.txt"
+CPU = "results/cpu-2rank-vm"
+
+
+def _gemm(dtype):
+    line, rec = record(GEMM, dtype=dtype)
+    torch = text_rows(GEMM_TORCH, -9)[dtype][0]  # columns from the right: the GPU's name has spaces
+    size = f"{rec['m']}³" if rec["m"] == rec["n"] == rec["k"] else f"{rec['m']}x{rec['n']}x{rec['k']}"
+    return line, rec, float(torch[-2]), size
+
+
+def _comm_compare(op):
+    """A comm_<op>_compare.txt: {placement: {size: (sb us, nt us, sb algbw, nt algbw)}}."""
+    path = COMM_CMP.format(op=op)
+    rows = {"out": {}, "in": {}}
+    for placement in rows:
+        for cells in text_rows(path, 1).get(placement, []):
+            rows[placement][int(cells[0])] = tuple(float(c) for c in cells[2:4] + cells[5:7])
+    return path, rows
+
+
+def table_quickstart():
+    header = ["ranks", "samples/s", "per rank", "step ms median", "min", "max", "compute ms",
+              "exp.comm ms", "optimizer ms", "busbw GB/s", "eff."]
+    rows = []
+    for n in (1, 2):
+        path = f"{CPU}/train.jsonl"
+        line, r = record(path, world_size=n, config__source="<built-in default>")
+        cells = [r["samples_per_s"], r["samples_per_s_per_rank"]]
+        rows.append([str(n)] + [Fig(fmt(v), path, line) for v in cells] +
+                    [Fig(fmt(r["step_ms"][k], 3), path, line) for k in ("median", "min", "max")] +
+                    [Fig(fmt(r[k]["median"], 3), path, line) for k in ("compute_ms", "exposed_comm_ms", "optimizer_ms")] +
+                    [Fig(fmt(r["allreduce_busbw_gbps"], 2), path, line), Fig(pct(r["scaling_efficiency"]), path, line)])
+    return header, "r" * len(header), rows
+
+
+def table_headline():
+    header = ["figure (one H200)", "scalebench", "peer", "peer's figure", "scalebench / peer"]
+    rows = []
+    for dtype in ("fp16", "bf16", "tf32", "fp32"):
+        line, rec, torch_tflops, size = _gemm(dtype)
+        rows.append([f"GEMM {dtype} {size}, TFLOP/s", Fig(fmt(rec["tflops"]), GEMM, line), "`torch.mm`",
+                     Fig(fmt(torch_tflops), GEMM_TORCH), ratio(rec["tflops"], torch_tflops)])
+    for batch, peers in ((32, ("eager",)), (256, ("eager", "compile"))):
+        path = f"{BERT}/scalebench_bert-base_b{batch}.jsonl"
+        line, sb = record(path, world_size=1)
+        for mode in peers:
+            tline, torch = record(f"{BERT}/torch.jsonl", model="bert-base", batch=batch, mode=mode)
+            rows.append([f"BERT-base training, batch {batch}, bf16, samples/s", Fig(fmt(sb["samples_per_s"], 0), path, line),
+                         "Hugging Face, " + ("eager" if mode == "eager" else "`torch.compile`"),
+                         Fig(fmt(torch["samples_per_s"], 0), f"{BERT}/torch.jsonl", tline),
+                         ratio(sb["samples_per_s"], torch["samples_per_s"])])
+    path = f"{H200}/resnet50_b256_final.jsonl"
+    line, sb = record(path, world_size=1)
+    for mode in ("eager", "compile"):
+        tline, torch = record(f"{H200}/torch_resnet50.jsonl", mode=mode, batch=256)
+        rows.append(["ResNet-50 training, batch 256, bf16, images/s", Fig(fmt(sb["samples_per_s"], 0), path, line),
+                     "torchvision + cuDNN, " + ("eager" if mode == "eager" else "`torch.compile`"),
+                     Fig(fmt(torch["samples_per_s"], 0), f"{H200}/torch_resnet50.jsonl", tline),
+                     ratio(sb["samples_per_s"], torch["samples_per_s"])])
+    cmp_path, comm = _comm_compare("all_reduce")
+    sb_bw, nt_bw = comm["out"][256 << 20][2:]
+    rows.append(["all_reduce 256 MiB, algbw GB/s (one GPU: NCCL's copy)", Fig(fmt(sb_bw), cmp_path), "nccl-tests 2.19.6",
+                 Fig(fmt(nt_bw), cmp_path), ratio(sb_bw, nt_bw)])
+    return header, "lrlrr", rows
+
+
+def table_gemm_vs_torch():
+    header = ["dtype", "size", "scalebench TFLOP/s", "of datasheet peak", "`torch.mm` TFLOP/s", "ratio"]
+    rows = []
+    for dtype in ("fp16", "bf16", "fp32", "tf32"):
+        line, rec, torch_tflops, size = _gemm(dtype)
+        rows.append([dtype, size, Fig(fmt(rec["tflops"]), GEMM, line), Fig(pct(rec["fraction_of_peak"]), GEMM, line),
+                     Fig(fmt(torch_tflops), GEMM_TORCH), f"{rec['tflops'] / torch_tflops:.3f}"])
+    return header, "llrrrr", rows
+
+
+def table_mlp_large_step():
+    path = "results/h200-20261202/mlp-large.jsonl"
+    line, r = record(path, world_size=1)
+    f = lambda text: Fig(text, path, line)  # noqa: E731
+    step = r["step_ms"]
+    gemm_tflops = r["model_flops_per_step"] / (r["compute_ms"]["median"] / 1000) / 1e12
+    adam_bytes = 30 * r["num_params"]
+    rows = [
+        ["samples/s", f(fmt(r["samples_per_s"], 0))],
+        ["step ms: median, min, max", f(f"{step['median']:.3f}, {step['min']:.3f}, {step['max']:.3f} "
+                                         f"over {step['count']} steps")],
+        ["compute ms (forward + backward)", f(f"{r['compute_ms']['median']:.2f}: "
+                                               f"{r['model_flops_per_step'] / 1e12:.2f} TFLOP at {gemm_tflops:.0f} TFLOP/s")],
+        ["optimizer ms (AdamW, 30 bytes per parameter)", f(f"{r['optimizer_ms']['median']:.2f}: "
+                                                          f"{adam_bytes / 1e9:.1f} GB at "
+                                                          f"{adam_bytes / (r['optimizer_ms']['median'] / 1000) / 1e12:.1f} TB/s")],
+        ["exposed communication ms", f(f"{r['exposed_comm_ms']['median']:.2f} ({r['buckets']} buckets, "
+                                        f"{r['gradient_bytes'] / 1e9:.2f} GB)")],
+        ["MFU", f(f"{pct(r['mfu'])} of {r['peak_tflops_per_gpu']:.1f} TFLOP/s")],
+        ["GPU busy / host overhead ms", f(f"{pct(r['gpu_busy_fraction'])} / {r['host_overhead_ms']:.3f}")],
+    ]
+    return ["figure", "value"], "lr", rows
+
+
+def table_cuda_graphs():
+    path = "results/h200-20261202b/graphs.jsonl"
+    header = ["workload", "CUDA graphs", "step ms (median)", "samples/s", "host overhead ms", "GPU busy"]
+    rows = []
+    for params, name in ((665104, "default MLP (665 k parameters, fp32, batch 128)"),
+                         (545326080, "`mlp-large` (545 M, bf16, batch 1024)")):
+        for graphs in (False, True):
+            line, r = record(path, num_params=params, cuda_graphs=graphs)
+            rows.append([name, "on" if graphs else "off", Fig(fmt(r["step_ms"]["median"], 3), path, line),
+                         Fig(fmt(r["samples_per_s"], 0), path, line), Fig(fmt(r["host_overhead_ms"], 3), path, line),
+                         Fig(pct(r["gpu_busy_fraction"]), path, line)])
+    return header, "llrrrr", rows
+
+
+def table_bert_vs_torch():
+    header = ["model", "batch", "scalebench samples/s", "MFU", "torch eager", "`torch.compile`", "vs eager", "vs compile"]
+    rows = []
+    for batch in (32, 256):
+        path = f"{BERT}/scalebench_bert-base_b{batch}.jsonl"
+        line, sb = record(path, world_size=1)
+        cells = ["bert-base", str(batch), Fig(fmt(sb["samples_per_s"], 0), path, line), Fig(pct(sb["mfu"]), path, line)]
+        peer = {}
+        for mode in ("eager", "compile"):
+            try:
+                peer[mode] = record(f"{BERT}/torch.jsonl", model="bert-base", batch=batch, mode=mode)
+            except TableError:
+                peer[mode] = None
+        for mode in ("eager", "compile"):
+            cells.append(Fig(fmt(peer[mode][1]["samples_per_s"], 0), f"{BERT}/torch.jsonl", peer[mode][0])
+                         if peer[mode] else "-")
+        for mode in ("eager", "compile"):
+            cells.append(ratio(sb["samples_per_s"], peer[mode][1]["samples_per_s"]) if peer[mode] else "-")
+        rows.append(cells)
+    return header, "lrrrrrrr", rows
+
+
+def table_resnet50_vs_torch():
+    header = ["ResNet-50, batch 256, bf16", "step ms", "images/s", "scalebench / it"]
+    path = f"{H200}/resnet50_b256_final.jsonl"
+    line, sb = record(path, world_size=1)
+    rows = [["scalebench (im2col + cuBLASLt, own kernels, CUDA graphs)", Fig(fmt(sb["step_ms"]["median"], 2), path, line),
+             Fig(fmt(sb["samples_per_s"], 0), path, line), ""]]
+    torch_path = f"{H200}/torch_resnet50.jsonl"
+    for mode, name in (("eager", "PyTorch eager, cuDNN, channels_last"), ("compile", "PyTorch `torch.compile`")):
+        tline, t = record(torch_path, mode=mode, batch=256)
+        rows.append([name, Fig(fmt(t["step_ms_median"], 2), torch_path, tline), Fig(fmt(t["samples_per_s"], 0), torch_path, tline),
+                     ratio(sb["samples_per_s"], t["samples_per_s"])])
+    return header, "lrrr", rows
+
+
+def table_resnet50_precisions():
+    header = ["precision", "step ms (median)", "images/s", "loss over 40 steps from the same start"]
+    rows = []
+    for precision, step_file in (("bf16", f"{H200}/resnet50_b256_final.jsonl"), ("fp16", f"{H200}/final/resnet50_fp16_b256.jsonl")):
+        line, r = record(step_file, world_size=1)
+        loss_path = f"{H200}/final/resnet50_{precision}_40steps.jsonl"
+        lline, l40 = record(loss_path, world_size=1)
+        rows.append([precision, Fig(fmt(r["step_ms"]["median"], 2), step_file, line), Fig(fmt(r["samples_per_s"], 0), step_file, line),
+                     Fig(f"{l40['initial_loss']:.2f} -> {l40['final_loss']:.2f}", loss_path, lline)])
+    return header, "lrrr", rows
+
+
+TORCH_CHECKS = [
+    ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
+    ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),
+    ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
+    ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
+    ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
+    ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
+    ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
+    ("resnet50", f"{H200}/torch_check_resnet50_fp16.json"),
+]
+
+
+def table_torch_checks():
+    header = ["model", "backend, precision", "rows", "passed", "within tolerance", "zero in exact arithmetic",
+              "\"as torch\"", "largest relative error", "largest distance from float64: scalebench / torch"]
+    rows = []
+    for model, path in TORCH_CHECKS:
+        d = json_file(path)
+        checked = d["rows"]
+        zero = [r for r in checked if r["zero_gradient"]]
+        within = [r for r in checked if not r["zero_gradient"] and r["rel_err"] <= r["tolerance"]]
+        as_torch = [r for r in checked if r["passed"] and not r["zero_gradient"] and r not in within]
+        largest = max(r["rel_err"] for r in checked if not r["zero_gradient"])
+        sb64 = [r["scalebench_vs_fp64"] for r in checked if not r["zero_gradient"] and r.get("scalebench_vs_fp64") is not None]
+        t64 = [r["torch_vs_fp64"] for r in checked if not r["zero_gradient"] and r.get("torch_vs_fp64") is not None]
+        far = f"{max(sb64):.1e} / {max(t64):.1e}" if sb64 and t64 else "-"
+        f = lambda text: Fig(text, path)  # noqa: E731
+        rows.append([model, f"{d['backend']}, {d['precision']}", f(str(len(checked))),
+                     f(str(sum(r["passed"] for r in checked))), f(str(len(within))), f(str(len(zero))),
+                     f(str(len(as_torch))), f(f"{largest:.1e}"), f(far)])
+    return header, "llrrrrrrr", rows
+
+
+def table_comm_vs_nccl_tests():
+    header = ["collective", "algbw ratio, 8-256 MiB", "algbw ratio, 1-4 MiB", "time ratio below 1 KiB (median)"]
+    rows = []
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+        path, comm = _comm_compare(op)
+        big = [sb / nt for size, (_, _, sb, nt) in comm["out"].items() if size >= 8 << 20]
+        mid = [sb / nt for size, (_, _, sb, nt) in comm["out"].items() if 1 << 20 <= size <= 4 << 20]
+        small = sorted(sb / nt for placement in comm.values() for size, (sb, nt, _, _) in placement.items() if size < 1024)
+        median = small[len(small) // 2] if len(small) % 2 else (small[len(small) // 2 - 1] + small[len(small) // 2]) / 2
+        rows.append([op, Fig(f"{min(big):.3f}-{max(big):.3f}", path), Fig(f"{min(mid):.3f}-{max(mid):.3f}", path),
+                     Fig(f"{median:.3f}", path)])
+    return header, "lrrr", rows
+
+
+def table_stress_soak():
+    path = "results/h200-20261202c/stress.jsonl"
+    header = ["interval", "workload", "steps", "samples/s", "drift", "replica checks", "ms per check", "mean power W"]
+    rows = []
+    for number, line in enumerate(_read(path).splitlines(), start=1):
+        r = json.loads(line)
+        if r.get("complete") is not False:
+            continue
+        power = r["telemetry_by_rank"][0]["power_w"]["avg"]
+        f = lambda text: Fig(text, path, number)  # noqa: E731
+        rows.append([str(r["interval"]), os.path.basename(r["workload_source"]), f(str(r["steps"])),
+                     f(fmt(r["samples_per_s"], 0)), f(f"{r['drift_pct']:+.2f}%"), f(str(r["sdc_checks"])),
+                     f(f"{r['sdc_check_ms'] / max(r['sdc_checks'], 1):.2f}"), f(fmt(power, 0))])
+    line, summary = record(path, complete=True)
+    rows.append(["whole run", "both", Fig(str(summary["total_steps"]), path, line), "", "",
+                 Fig(f"{summary['sdc_checks']}, {len(summary['sdc_events'])} mismatches", path, line), "", ""])
+    return header, "llrrrrrr", rows
+
+
+def table_cpu_comm_output():
+    path = f"{CPU}/comm.txt"
+    lines = [l for l in _read(path).splitlines() if l.startswith(("#       size", "#        (B)", "           8 ",
+                                                                  "        2048 ", "     2097152 ", "# Out of", "# Avg",
+                                                                  "# Alpha"))]
+    return "excerpt", path, lines
+
+
+TABLES = {name[len("table_"):]: fn for name, fn in globals().items() if name.startswith("table_")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering and the files
+
+
+def render(name, doc_dir):
+    made = TABLES[name]()
+    if made[0] == "excerpt":
+        _, path, lines = made
+        link = os.path.relpath(os.path.join(ROOT, path), doc_dir)
+        return ["```"] + lines + ["```", f"(lines of [{path}]({link}))"]
+    header, align, rows = made
+    cell = lambda c: c.render(doc_dir) if isinstance(c, Fig) else c  # noqa: E731
+    out = ["| " + " | ".join(header) + " |",
+           "| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |"]
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def documents():
+    return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+def regenerate(path, problems):
+    """The file's text with every table regenerated; problems get 'file:line: reason'."""
+    rel = os.path.relpath(path, ROOT)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    out, i, in_code = [], 0, False
+    while i < len(lines):
+        out.append(lines[i])
+        if lines[i].startswith("```"):
+            in_code = not in_code  # a marker quoted in a code block is not a table
+        m = None if in_code else MARKER.match(lines[i].strip())
+        i += 1
+        if not m:
+            continue
+        start = i
+        while i < len(lines) and lines[i].strip() != END_MARKER:
+            i += 1
+        if i == len(lines):
+            problems.append(f"{rel}:{start}: table '{m.group(1)}' has no closing {END_MARKER}")
+            out.extend(lines[start:])
+            break
+        name = m.group(1)
+        if name not in TABLES:
+            problems.append(f"{rel}:{start}: unknown table '{name}' (known: {', '.join(sorted(TABLES))})")
+            out.extend(lines[start:i])
+            continue
+        try:
+            out.extend(render(name, os.path.dirname(path)))
+        except (TableError, KeyError, ValueError, IndexError) as e:
+            problems.append(f"{rel}:{start}: table '{name}': {e}")
+            out.extend(lines[start:i])
+    return "\n".join(out)
+
+
+def provenance_problems():
+    """Every folder of results/ that holds records (at any depth) says where they came from."""
+    problems = []
+    results = os.path.join(ROOT, "results")
+    for entry in sorted(os.listdir(results)):
+        folder = os.path.join(results, entry)
+        if os.path.isdir(folder) and glob.glob(os.path.join(folder, "**", "*.jsonl"), recursive=True):
+            if not os.path.isfile(os.path.join(folder, "README.md")):
+                problems.append(f"results/{entry}/: records without a README.md giving tree, command and machine")
+    for stray in sorted(glob.glob(os.path.join(results, "*.jsonl"))):
+        problems.append(f"{os.path.relpath(stray, ROOT)}: a record outside a folder with a README.md")
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail when a table differs from its records")
+    args = parser.parse_args()
+    problems = provenance_problems()
+    changed = []
+    for path in documents():
+        with open(path, encoding="utf-8") as f:
+            before = f.read()
+        after = regenerate(path, problems)
+        if after != before:
+            changed.append(os.path.relpath(path, ROOT))
+            if not args.check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(after)
+    if args.check:
+        problems += [f"{name}: a table differs from its records (run results/tables.py)" for name in changed]
+    for p in problems:
+        print(f"tables: {p}", file=sys.stderr)
+    if not args.check:
+        for name in changed:
+            print(f"tables: rewrote {name}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
