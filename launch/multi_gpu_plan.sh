@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
-# Issue 19's multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in up to three
-# calls of at most ten minutes:
-#   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N);
-#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2)
+# Issue 19's multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
+# calls of at most ten minutes each:
+#   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N, and N);
+#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2); the variant
+#          runs with CUDA graphs off at bucket_mb 25
 #   part2  train --scaling 1,2,4,8 (<= N, and N) of the six workloads (CUDA graphs on, bucket_mb
-#          25); PyTorch DDP on the same GPUs and workloads (tests/reference/ddp_bench.py)
-#   part3  one-GPU op profiles and `project --hardware h200-sxm --calibrate` from them; the
-#          variants: CUDA graphs on and off x bucket_mb 1, 25 and 100, at 1 and N GPUs
+#          25) with their one-GPU op profiles; `project --hardware h200-sxm --calibrate` from those
+#          one-GPU records; PyTorch DDP on the same GPUs and workloads (tests/reference/ddp_bench.py)
+#   part3  the other variants, at 1 and N GPUs: graphs on at bucket_mb 1 and 100, off at 1 and 100
 #   all    the three in turn (more than ten minutes on GPUs)
 # Everything goes under OUTDIR/details (logs, records, generated configs); every call ends by
 # writing the tables (OUTDIR/*.md, launch/multi_gpu_tables.py) from whatever OUTDIR holds, packing
 # OUTDIR/details into OUTDIR/details-PART.tar.gz and printing OUTDIR/summary.md last. With
-# --return DIR (the device's $OUT) the tables and the archive are copied there: at most 8 files.
+# --return DIR (the device's $OUT) the tables and the archive are copied there: 7 files.
 # A step that finished is not run again in the same OUTDIR, so a call cut short can be repeated.
-# Each call stops starting steps that would not end within PLAN_BUDGET_S (default 540) seconds.
+# Each call stops starting steps that would not end within PLAN_BUDGET_S (default 540) seconds;
+# exit 1 when a step of the call failed or timed out, 2 on bad arguments.
 #
 #   launch/multi_gpu_plan.sh [--cpu] [--return DIR] OUTDIR [part1|part2|part3|all]
 # --cpu: the rehearsal on CPU ranks (CI-sized configs, mpirun -np ${NP:-2} --oversubscribe, the
 # MPI backend, DDP over gloo when torch imports) with an existing CPU build (build/, or the binary
 # SCALEBENCH_BIN names); its figures say nothing about GPUs.
 # Environment: PYTHON (default python3), BUILD_DIR, SCALEBENCH_BIN, PLAN_BUDGET_S, NP (--cpu),
-# PLAN_VARIANTS (default "off:25 on:1 on:100 off:1 off:100": graphs:bucket_mb pairs of part3).
+# PLAN_VARIANTS (graphs:bucket_mb pairs, e.g. "off:25 on:1": when set, part3 runs these and part1
+# none).
 set -uo pipefail
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
 
 mode=gpu return_dir="" positional=()
@@ -50,8 +53,9 @@ mkdir -p "$details"/{logs,done,configs,train,opprof,project,faults} || die "$det
 python=${PYTHON:-python3}
 budget=${PLAN_BUDGET_S:-540}
 [[ $budget =~ ^[0-9]+$ ]] || die "PLAN_BUDGET_S '$budget': not a whole number of seconds"
-variants=${PLAN_VARIANTS:-"off:25 on:1 on:100 off:1 off:100"}
-for v in $variants; do
+variants1="off:25" variants3="on:1 on:100 off:1 off:100"
+if [[ -n ${PLAN_VARIANTS+set} ]]; then variants1="" variants3=$PLAN_VARIANTS; fi
+for v in $variants1 $variants3; do
   [[ $v =~ ^(on|off):(1|25|100)$ ]] || die "PLAN_VARIANTS: '$v' is not graphs:bucket_mb with on|off and 1|25|100"
 done
 start=$SECONDS
@@ -76,7 +80,7 @@ if [[ $mode == gpu ]]; then
   # The fault runs: mlp-large (2.2 GB of gradients a step: bucket all-reduces are in flight most
   # of a step at N GPUs), graphs off (the error names the collective, not the graph), n = 1 for
   # about 10 s before the N-rank steps the signal lands in.
-  fault_workload=mlp-large fault_steps=1000 fault_timeout=10 fault_delay=4
+  fault_workload=mlp-large fault_steps=1000 fault_timeout=10 fault_delay=8
   ddp_flags=(--device cuda --precision bf16)
 else
   N=${NP:-2}
@@ -186,7 +190,7 @@ faults() {
   local sig
   for sig in KILL STOP; do
     local name=fault_${sig,,} records=$details/faults/$sig.jsonl
-    run_step "$name" 60 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" --rank $((N - 1)) \
+    run_step "$name" 75 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" --rank $((N - 1)) \
       --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
       --stderr "$details/faults/$sig.err" --report "$details/faults/report.jsonl" -- \
       "${mpirun[@]}" -np "$N" "$bin" train --config "$details/configs/$fault_workload.yaml" --backend "$backend" \
@@ -194,7 +198,8 @@ faults() {
   done
 }
 
-train() {  # LABEL GRAPHS(on|off) BUCKET_MB SIZES [extra train flags...]
+# train LABEL GRAPHS(on|off) BUCKET_MB SIZES [extra train flags...]
+train() {
   local label=$1 graphs=$2 bucket=$3 list=$4
   shift 4
   local name=train.$label.graphs-$graphs.bucket-$bucket flag=true
@@ -221,35 +226,17 @@ ddp() {
     "${ddp_flags[@]}" --scaling "$sizes" --steps 20 --warmup 5 --bucket-cap-mb 25 --out "$details/ddp.jsonl"
 }
 
-# One-GPU op profiles (train --profile-ops), the records `project --calibrate` reads: the
-# workloads in lanes, one lane a GPU, so N GPUs profile N workloads at once.
-op_profiles() {
-  local lanes=$N lane_cmds=() i=0 w label
-  [[ $mode == cpu ]] && lanes=1
-  for w in "${workloads[@]}"; do
-    read -r label _ <<<"$w"
-    local prefix=$details/opprof/$label clean run log
-    printf -v clean '%q ' rm -f "$prefix.train.jsonl" "$prefix.ops.jsonl"
-    printf -v run '%q ' "${mpirun[@]}" -np 1 "$bin" train --config "$details/configs/$label.yaml" --backend "$backend" \
-      --scaling 1 --steps 5 --warmup 3 --out "$prefix.train.jsonl" --profile-ops "$prefix.ops.jsonl"
-    printf -v log '%q' "$prefix.txt"
-    lane_cmds[i % lanes]+="$clean; CUDA_VISIBLE_DEVICES=$((i % lanes)) $run >$log 2>&1 || failed=1; "
-    i=$((i + 1))
-  done
-  local script="pids=(); "
-  for c in "${lane_cmds[@]}"; do script+="( failed=0; $c exit \$failed ) & pids+=(\$!); "; done
-  script+='rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done; exit $rc'
-  local waves=$(((${#workloads[@]} + lanes - 1) / lanes))
-  run_step op_profiles $((45 * waves)) 400 - -- bash -c "$script"
-}
-
-# `project` of each workload from this OUTDIR's one-GPU records only (op profiles, their one-GPU
-# train records, the one-rank comm records): the projection the measured scaling is checked
-# against. And again with the measured multi-GPU comm records too (the link rate measured, not
-# the profile's): how much of a miss is the fabric model.
+# `project` of each workload from this OUTDIR's one-GPU records only (the op profiles, the
+# one-GPU train records of the scaling runs, the one-rank comm records): the projection the
+# measured scaling is checked against. And again with the measured multi-GPU comm records too
+# (the link rate measured, not the profile's): how much of a miss is the fabric model.
 projections() {
-  local one_gpu=("$details"/opprof/*.jsonl)
-  [[ -e ${one_gpu[0]} ]] || { skip project "no op profiles in $details/opprof"; return 0; }
+  local one_gpu=() f
+  for f in "$details"/opprof/*.ops.jsonl; do [[ -s $f ]] && one_gpu+=("$f"); done
+  ((${#one_gpu[@]})) || { skip project "no op profiles in $details/opprof"; return 0; }
+  for f in "$details"/train/train.*.graphs-on.bucket-25.jsonl; do  # calibrate reads their n = 1 records
+    [[ -s $f ]] && one_gpu+=("$f")
+  done
   local comm1=$details/project/comm-1gpu.jsonl
   rm -f "$comm1"
   if [[ -s $details/comm.jsonl ]]; then
@@ -275,6 +262,16 @@ with open(sys.argv[2], "w") as out:
   done
 }
 
+variant_runs() {  # "GRAPHS:BUCKET ...": each workload at 1 and N, 10 measured steps
+  local v w label
+  for v in $1; do
+    for w in "${workloads[@]}"; do
+      read -r label _ <<<"$w"
+      train "$label" "${v%%:*}" "${v##*:}" "$ends" --steps 10 --warmup 3
+    done
+  done
+}
+
 part1() {
   if [[ $mode == gpu ]]; then build scalebench scalebench_gpu_tests || return 1; else build scalebench || return 1; fi
   machine_records
@@ -286,37 +283,34 @@ part1() {
   run_step comm 90 300 "$details/comm.jsonl" -- "${mpirun[@]}" -np "$N" "$bin" comm --op all --backend "$comm_backend" \
     --scaling "$sizes" "${comm_sizes[@]}" --out "$details/comm.jsonl"
   faults
+  variant_runs "$variants1"
 }
 
+# The scaling runs, and after their sweep rank 0 times every op of a step alone (--profile-ops):
+# the one-GPU records the projection is calibrated from, made in the same launch.
 part2() {
   build scalebench || return 1
   machine_records
   local w label
   for w in "${workloads[@]}"; do
     read -r label _ <<<"$w"
-    train "$label" on 25 "$sizes"
+    [[ -e $details/done/train.$label.graphs-on.bucket-25 ]] || rm -f "$details/opprof/$label.ops.jsonl"
+    train "$label" on 25 "$sizes" --profile-ops "$details/opprof/$label.ops.jsonl"
   done
+  projections
   ddp
 }
 
 part3() {
   build scalebench || return 1
   machine_records
-  op_profiles
-  projections
-  local v w label
-  for v in $variants; do
-    for w in "${workloads[@]}"; do
-      read -r label _ <<<"$w"
-      train "$label" "${v%%:*}" "${v##*:}" "$ends" --steps 10 --warmup 3
-    done
-  done
+  variant_runs "$variants3"
 }
 
 finish() {
   "$python" launch/multi_gpu_tables.py "$out" >/dev/null 2>"$details/logs/tables.log" \
     || { echo "multi_gpu_plan.sh: the tables failed:"; cat "$details/logs/tables.log"; }
-  tar -czf "$out/details-$part.tar.gz" -C "$out" details
+  tar -czf "$out/details-$part.tar.gz" -C "$out" --exclude details/done details
   if [[ -n $return_dir ]]; then
     cp "$out"/*.md "$out/details-$part.tar.gz" "$return_dir"/
   fi

@@ -37,7 +37,8 @@ expect_in "$out/faults.md" '^\| SIGSTOP \| 1 \(.*\| PASS \|' "the SIGSTOP fault"
 expect_in "$out/comm.md" '^\| all_reduce \| algbw [0-9]+ \| [0-9.]+ \(fit' "the all_reduce row"
 expect_in "$out/projection.md" '^\| transformer-ci \| 2 \| [0-9.]+ \| [0-9.]+ \|' "a projection beside a measurement"
 expect_in "$out/summary.md" 'Faults: SIGKILL rank 1 PASS; SIGSTOP rank 1 PASS' "the summary's faults"
-tar -tzf "$out/details-all.tar.gz" | grep -q '^details/train/train.mlp-ci.graphs-on.bucket-25.jsonl$' \
+tar -tzf "$out/details-all.tar.gz" >"$tmp/archive.txt" || fail "the archive does not list"
+grep -q '^details/train/train.mlp-ci.graphs-on.bucket-25.jsonl$' "$tmp/archive.txt" \
   || fail "the archive lacks the train records"
 returned=$(find "$tmp/return" -type f | wc -l)
 ((returned >= 7 && returned <= 8)) || fail "--return copied $returned files (7 to 8 expected)"
