@@ -5,8 +5,9 @@
 #          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2); the variant
 #          runs with CUDA graphs off at bucket_mb 25
 #   part2  train --scaling 1,2,4,8 (<= N, and N) of the six workloads (CUDA graphs on, bucket_mb
-#          25) with their one-GPU op profiles; `project --hardware h200-sxm --calibrate` from those
-#          one-GPU records; PyTorch DDP on the same GPUs and workloads (tests/reference/ddp_bench.py)
+#          25) with their one-GPU op profiles; PyTorch DDP on the same GPUs and workloads
+#          (tests/reference/ddp_bench.py); `project --hardware h200-sxm --calibrate` from the
+#          one-GPU records
 #   part3  the other variants, at 1 and N GPUs: graphs on at bucket_mb 1 and 100, off at 1 and 100
 #   all    the three in turn (more than ten minutes on GPUs)
 # Everything goes under OUTDIR/details (logs, records, generated configs); every call ends by
@@ -26,9 +27,10 @@
 # none).
 set -uo pipefail
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
 
+command_line="$0 $*"
 mode=gpu return_dir="" positional=()
 while (($#)); do
   case $1 in
@@ -42,12 +44,13 @@ done
 ((${#positional[@]} >= 1 && ${#positional[@]} <= 2)) || { usage >&2; exit 2; }
 part=${positional[1]:-all}
 case $part in part1|part2|part3|all) ;; *) die "'$part': expected part1, part2, part3 or all" ;; esac
-[[ -z $return_dir || -d $return_dir ]] || die "--return $return_dir: not a folder"
-
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root" || exit 2
+if [[ -n $return_dir ]]; then
+  return_dir=$(cd "$return_dir" 2>/dev/null && pwd) || die "--return $return_dir: not a folder"
+fi
 mkdir -p "${positional[0]}" || die "${positional[0]}: cannot create the folder"
 out=$(cd "${positional[0]}" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 2
 details=$out/details
 mkdir -p "$details"/{logs,done,configs,train,opprof,project,faults} || die "$details: cannot create"
 python=${PYTHON:-python3}
@@ -119,7 +122,7 @@ done
 
 {
   echo "part $part, mode $mode, N=$N, scaling $sizes, started $(date -u +%FT%TZ) on $(hostname)"
-  echo "command: $0 $*"
+  echo "command: $command_line"
 } >>"$details/plan.txt"
 
 # ---- steps
@@ -222,7 +225,7 @@ ddp() {
   local launcher=("$python" -m torch.distributed.run --standalone --nproc_per_node "$N")
   # torch 1.13's launcher on Python 3.11 cannot parse its own default --redirects 0.
   [[ $mode == cpu ]] && launcher+=(--redirects 1 --tee 1)
-  run_step ddp 200 480 "$details/ddp.jsonl" -- "${launcher[@]}" tests/reference/ddp_bench.py "${runs[@]}" \
+  run_step ddp 150 480 "$details/ddp.jsonl" -- "${launcher[@]}" tests/reference/ddp_bench.py "${runs[@]}" \
     "${ddp_flags[@]}" --scaling "$sizes" --steps 20 --warmup 5 --bucket-cap-mb 25 --out "$details/ddp.jsonl"
 }
 
@@ -297,8 +300,8 @@ part2() {
     [[ -e $details/done/train.$label.graphs-on.bucket-25 ]] || rm -f "$details/opprof/$label.ops.jsonl"
     train "$label" on 25 "$sizes" --profile-ops "$details/opprof/$label.ops.jsonl"
   done
-  projections
   ddp
+  projections  # host-only: what a call has no time left for can be made later from the records
 }
 
 part3() {

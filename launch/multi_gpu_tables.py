@@ -197,9 +197,11 @@ def ddp_md(dt):
              f"efficiency with the exposed comm taken out of the N-GPU step. A gap over ±{POINTS:g} points counts as "
              "explained when the two efficiencies without exposed comm agree within that.\n\n"]
     rows = ddp_rows(dt)
-    lines.append(table(["workload", "GPUs", "scalebench eff.", "DDP eff.", "difference (points)",
+    lines.append(table(["workload", "GPUs", "same parameters", "scalebench eff.", "DDP eff.", "difference (points)",
                         "samples/s scalebench / DDP", "exp. comm ms scalebench / DDP", "verdict"],
-                       [[r["label"], r["n"], pct(r["s"].get("scaling_efficiency")), pct(r["d"].get("scaling_efficiency")),
+                       [[r["label"], r["n"], "yes" if r["s"].get("num_params") == r["d"].get("num_params") else
+                         f"NO: {r['s'].get('num_params')} / {r['d'].get('num_params')}",
+                         pct(r["s"].get("scaling_efficiency")), pct(r["d"].get("scaling_efficiency")),
                          f"{r['delta']:+.1f}", f"{r['s']['samples_per_s']:.1f} / {r['d']['samples_per_s']:.1f} "
                          f"({r['s']['samples_per_s'] / r['d']['samples_per_s']:.2f}x)",
                          f"{med(r['s'], 'exposed_comm_ms'):.3f} / {r['d']['exposed_comm_ms']:.3f}", r["verdict"]]
