@@ -2,13 +2,14 @@
 # Issue 19's multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
 # calls of at most ten minutes each:
 #   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N, and N);
-#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2); the variant
-#          runs with CUDA graphs off at bucket_mb 25
+#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2)
 #   part2  train --scaling 1,2,4,8 (<= N, and N) of the six workloads (CUDA graphs on, bucket_mb
 #          25) with their one-GPU op profiles; PyTorch DDP on the same GPUs and workloads
 #          (tests/reference/ddp_bench.py); `project --hardware h200-sxm --calibrate` from the
 #          one-GPU records
-#   part3  the other variants, at 1 and N GPUs: graphs on at bucket_mb 1 and 100, off at 1 and 100
+#   part3  the variants, at 1 and N GPUs, in this order while the call's time lasts: CUDA graphs
+#          off at bucket_mb 25, on at 1 and at 100 (each setting against the scaling runs'), then
+#          off at 1 and at 100
 #   all    the three in turn (more than ten minutes on GPUs)
 # Everything goes under OUTDIR/details (logs, records, generated configs); every call ends by
 # writing the tables (OUTDIR/*.md, launch/multi_gpu_tables.py) from whatever OUTDIR holds, packing
@@ -18,23 +19,24 @@
 # Each call stops starting steps that would not end within PLAN_BUDGET_S (default 540) seconds;
 # exit 1 when a step of the call failed or timed out, 2 on bad arguments.
 #
-#   launch/multi_gpu_plan.sh [--cpu] [--return DIR] OUTDIR [part1|part2|part3|all]
+#   launch/multi_gpu_plan.sh [--cpu] [--dry-run] [--return DIR] OUTDIR [part1|part2|part3|all]
+# --dry-run: print each step's command instead of running it (N from nvidia-smi, else NP).
 # --cpu: the rehearsal on CPU ranks (CI-sized configs, mpirun -np ${NP:-2} --oversubscribe, the
 # MPI backend, DDP over gloo when torch imports) with an existing CPU build (build/, or the binary
 # SCALEBENCH_BIN names); its figures say nothing about GPUs.
 # Environment: PYTHON (default python3), BUILD_DIR, SCALEBENCH_BIN, PLAN_BUDGET_S, NP (--cpu),
-# PLAN_VARIANTS (graphs:bucket_mb pairs, e.g. "off:25 on:1": when set, part3 runs these and part1
-# none).
+# PLAN_VARIANTS (part3's graphs:bucket_mb pairs, default "off:25 on:1 on:100 off:1 off:100").
 set -uo pipefail
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
 
 command_line="$0 $*"
-mode=gpu return_dir="" positional=()
+mode=gpu dry_run=0 return_dir="" positional=()
 while (($#)); do
   case $1 in
     --cpu) mode=cpu; shift ;;
+    --dry-run) dry_run=1; shift ;;
     --return) [[ $# -ge 2 ]] || die "--return needs a folder"; return_dir=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -56,9 +58,8 @@ mkdir -p "$details"/{logs,done,configs,train,opprof,project,faults} || die "$det
 python=${PYTHON:-python3}
 budget=${PLAN_BUDGET_S:-540}
 [[ $budget =~ ^[0-9]+$ ]] || die "PLAN_BUDGET_S '$budget': not a whole number of seconds"
-variants1="off:25" variants3="on:1 on:100 off:1 off:100"
-if [[ -n ${PLAN_VARIANTS+set} ]]; then variants1="" variants3=$PLAN_VARIANTS; fi
-for v in $variants1 $variants3; do
+variants=${PLAN_VARIANTS-"off:25 on:1 on:100 off:1 off:100"}
+for v in $variants; do
   [[ $v =~ ^(on|off):(1|25|100)$ ]] || die "PLAN_VARIANTS: '$v' is not graphs:bucket_mb with on|off and 1|25|100"
 done
 start=$SECONDS
@@ -67,9 +68,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 # ---- the machine and the workloads
 if [[ $mode == gpu ]]; then
-  command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found (no GPU machine?); --cpu rehearses on CPU ranks"
-  N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-  ((N >= 1)) || die "nvidia-smi lists no GPU"
+  if ((dry_run)) && ! command -v nvidia-smi >/dev/null 2>&1; then
+    N=${NP:-8}
+  else
+    command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found (no GPU machine?); --cpu rehearses on CPU ranks"
+    N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  fi
+  [[ $N =~ ^[1-9][0-9]*$ ]] || die "no GPU: nvidia-smi lists none (or NP '$N' is not a positive whole number)"
   backend=cuda comm_backend=nccl hardware=h200-sxm
   build_dir=${BUILD_DIR:-build-gpu}
   # label preset batch (the presets' own batch but bert-base's second one); the DDP peer's name
@@ -81,9 +86,12 @@ if [[ $mode == gpu ]]; then
              "resnet50 configs/resnet50.yaml 256 resnet50")
   comm_sizes=(-b 8 -e 1G -f 4)
   # The fault runs: mlp-large (2.2 GB of gradients a step: bucket all-reduces are in flight most
-  # of a step at N GPUs), graphs off (the error names the collective, not the graph), n = 1 for
-  # about 10 s before the N-rank steps the signal lands in.
-  fault_workload=mlp-large fault_steps=1000 fault_timeout=10 fault_delay=8
+  # of a step at N GPUs), graphs off (the error names the collective, not the graph). 1000 steps:
+  # about 10 s at n = 1, then 15-20 s of N-rank steps, which the signal 12 s after the n = 1
+  # record lands in after the N-rank model is built. The timeout, 30 s, is longer than the n = 1
+  # phase: the idle ranks wait for rank 0 that long in a barrier, and rank 0 answers their pings
+  # only from its next MPI wait (its CUDA steps make none).
+  fault_workload=mlp-large fault_steps=1000 fault_timeout=30 fault_delay=12
   ddp_flags=(--device cuda --precision bf16)
 else
   N=${NP:-2}
@@ -138,6 +146,12 @@ run_step() {
     echo "== $name: done in an earlier call"
     return 0
   fi
+  if ((dry_run)); then
+    printf '== %s (about %s s):' "$name" "$est"
+    printf ' %q' "$@"
+    echo
+    return 0
+  fi
   local left=$((budget - (SECONDS - start)))
   if ((est > left)); then
     echo "== $name: skipped: about ${est} s needed, ${left} s left of this call's ${budget} s"
@@ -171,7 +185,9 @@ build() {  # TARGETS...
   local configure=(-DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
   [[ $mode == cpu ]] && configure=(-DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=OFF)
   rm -f "$details/done/build"  # always: cmake decides what is out of date
-  run_step build 300 540 - -- bash -c '
+  local est=240
+  [[ -f $build_dir/CMakeCache.txt ]] && est=60
+  run_step build "$est" 540 - -- bash -c '
     if [[ ! -f $0/CMakeCache.txt ]]; then cmake -S . -B "$0" "${@:2}" || exit; fi
     cmake --build "$0" -j"$(nproc)" --target $1' "$build_dir" "$*" "${configure[@]}" || {
     echo "multi_gpu_plan.sh: the build failed (details/logs/build.log); nothing else can run"
@@ -180,7 +196,7 @@ build() {  # TARGETS...
 }
 
 machine_records() {
-  [[ -s $details/machine.txt ]] && return 0
+  ((dry_run)) || [[ -s $details/machine.txt ]] && return 0
   { nvidia-smi; nvidia-smi topo -m; } >"$details/machine.txt" 2>&1 || lscpu >"$details/machine.txt" 2>&1
 }
 
@@ -193,7 +209,7 @@ faults() {
   local sig
   for sig in KILL STOP; do
     local name=fault_${sig,,} records=$details/faults/$sig.jsonl
-    run_step "$name" 75 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" --rank $((N - 1)) \
+    run_step "$name" 90 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" --rank $((N - 1)) \
       --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
       --stderr "$details/faults/$sig.err" --report "$details/faults/report.jsonl" -- \
       "${mpirun[@]}" -np "$N" "$bin" train --config "$details/configs/$fault_workload.yaml" --backend "$backend" \
@@ -218,7 +234,7 @@ ddp() {
     read -r label _ batch peer <<<"$w"
     [[ $peer != - ]] && runs+=(--run "$peer:$batch")
   done
-  if ! "$python" -c 'import torch' 2>/dev/null; then
+  if ((!dry_run)) && ! "$python" -c 'import torch' 2>/dev/null; then
     skip ddp "$python cannot import torch"
     return 0
   fi
@@ -234,12 +250,18 @@ ddp() {
 # measured scaling is checked against. And again with the measured multi-GPU comm records too
 # (the link rate measured, not the profile's): how much of a miss is the fabric model.
 projections() {
-  local one_gpu=() f
+  local one_gpu=() f w label
   for f in "$details"/opprof/*.ops.jsonl; do [[ -s $f ]] && one_gpu+=("$f"); done
-  ((${#one_gpu[@]})) || { skip project "no op profiles in $details/opprof"; return 0; }
   for f in "$details"/train/train.*.graphs-on.bucket-25.jsonl; do  # calibrate reads their n = 1 records
     [[ -s $f ]] && one_gpu+=("$f")
   done
+  if ((dry_run)); then  # the files part2's scaling runs write
+    for w in "${workloads[@]}"; do
+      read -r label _ <<<"$w"
+      one_gpu+=("$details/opprof/$label.ops.jsonl" "$details/train/train.$label.graphs-on.bucket-25.jsonl")
+    done
+  fi
+  [[ -e ${one_gpu[0]:-} ]] || ((dry_run)) || { skip project "no op profiles in $details/opprof"; return 0; }
   local comm1=$details/project/comm-1gpu.jsonl
   rm -f "$comm1"
   if [[ -s $details/comm.jsonl ]]; then
@@ -249,7 +271,7 @@ with open(sys.argv[2], "w") as out:
     for line in open(sys.argv[1]):
         if line.strip() and json.loads(line).get("world_size") == 1: out.write(line)' "$details/comm.jsonl" "$comm1"
   fi
-  local calibrate=("${one_gpu[@]}") w label
+  local calibrate=("${one_gpu[@]}")
   [[ -s $comm1 ]] && calibrate+=("$comm1")
   local list
   list=$(IFS=,; echo "${calibrate[*]}")
@@ -286,7 +308,6 @@ part1() {
   run_step comm 90 300 "$details/comm.jsonl" -- "${mpirun[@]}" -np "$N" "$bin" comm --op all --backend "$comm_backend" \
     --scaling "$sizes" "${comm_sizes[@]}" --out "$details/comm.jsonl"
   faults
-  variant_runs "$variants1"
 }
 
 # The scaling runs, and after their sweep rank 0 times every op of a step alone (--profile-ops):
@@ -297,7 +318,7 @@ part2() {
   local w label
   for w in "${workloads[@]}"; do
     read -r label _ <<<"$w"
-    [[ -e $details/done/train.$label.graphs-on.bucket-25 ]] || rm -f "$details/opprof/$label.ops.jsonl"
+    [[ -e $details/done/train.$label.graphs-on.bucket-25 ]] || ((dry_run)) || rm -f "$details/opprof/$label.ops.jsonl"
     train "$label" on 25 "$sizes" --profile-ops "$details/opprof/$label.ops.jsonl"
   done
   ddp
@@ -307,10 +328,11 @@ part2() {
 part3() {
   build scalebench || return 1
   machine_records
-  variant_runs "$variants3"
+  variant_runs "$variants"
 }
 
 finish() {
+  ((dry_run)) && return 0
   "$python" launch/multi_gpu_tables.py "$out" >/dev/null 2>"$details/logs/tables.log" \
     || { echo "multi_gpu_plan.sh: the tables failed:"; cat "$details/logs/tables.log"; }
   tar -czf "$out/details-$part.tar.gz" -C "$out" --exclude details/done details
