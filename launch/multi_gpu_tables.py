@@ -75,7 +75,8 @@ class Details:
         for r in read_jsonl(os.path.join(d, "ddp.jsonl")):
             self.ddp.setdefault((r["workload"], r["local_batch"]), {})[r["world_size"]] = r
         self.comm = [r for r in read_jsonl(os.path.join(d, "comm.jsonl")) if r.get("subcommand") == "comm"]
-        self.faults = read_jsonl(os.path.join(d, "faults", "report.jsonl"))
+        # The latest run of each fault (a repeated call appends another).
+        self.faults = list({f.get("fault"): f for f in read_jsonl(os.path.join(d, "faults", "report.jsonl"))}.values())
         self.project = {}
         for path in glob.glob(os.path.join(d, "project", "*.jsonl")):
             base = os.path.basename(path)[:-len(".jsonl")]
