@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The multi-GPU plan (launch/multi_gpu_plan.sh) end to end on CPU ranks: --cpu with the real
+# binary (mpirun -np 2, CI configs, one variant), then its outputs checked: a zero exit, the six
+# tables and the archive, train records at 1 and 2 ranks with identical replicas, both peer faults
+# passing, comm and projection rows, at most 8 files copied by --return; a repeated part runs
+# nothing again; a failing step makes the exit 1 and is listed; bad arguments are exit 2.
+# DDP runs only where python3 imports torch (not in CI).
+#   tests/launch/test_multi_gpu_plan.sh SCALEBENCH_BINARY SOURCE_DIR
+set -uo pipefail
+
+bin=$(realpath "${1:?usage: test_multi_gpu_plan.sh SCALEBENCH_BINARY SOURCE_DIR}")
+src=$(realpath "${2:?usage: test_multi_gpu_plan.sh SCALEBENCH_BINARY SOURCE_DIR}")
+plan=$src/launch/multi_gpu_plan.sh
+tmp=$(mktemp -d /tmp/scalebench-plan.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+log() { echo "plan test: $*"; }
+fail() { log "FAIL: $*"; failures=$((failures + 1)); }
+expect_in() {  # FILE PATTERN WHAT
+  grep -Eq -- "$2" "$1" || fail "$3: /$2/ not in $1"
+}
+
+export SCALEBENCH_BIN=$bin PLAN_VARIANTS="off:1"
+mkdir "$tmp/return"
+"$plan" --cpu --return "$tmp/return" "$tmp/out" all >"$tmp/all.log" 2>&1
+rc=$?
+((rc == 0)) || { fail "the plan exited $rc"; tail -40 "$tmp/all.log"; }
+out=$tmp/out
+for f in summary.md scaling.md ddp.md comm.md faults.md projection.md details-all.tar.gz; do
+  [[ -s $out/$f ]] || fail "$f missing or empty"
+done
+expect_in "$out/scaling.md" '^\| mlp-ci \| 1 \| 32 \| [0-9.]+ .*\| 100\.0% \| yes \|$' "mlp-ci at 1 rank"
+expect_in "$out/scaling.md" '^\| mlp-ci \| 2 \| 32 \| [0-9.]+ .*\| [0-9.]+% \| yes \|$' "mlp-ci at 2 ranks"
+expect_in "$out/scaling.md" '^\| resnet-ci \| off \| [0-9.]+% \(' "the graphs-off bucket-1 variant"
+expect_in "$out/faults.md" '^\| SIGKILL \| 1 \(.*\| PASS \|' "the SIGKILL fault"
+expect_in "$out/faults.md" '^\| SIGSTOP \| 1 \(.*\| PASS \|' "the SIGSTOP fault"
+expect_in "$out/comm.md" '^\| all_reduce \| algbw [0-9]+ \| [0-9.]+ \(fit' "the all_reduce row"
+expect_in "$out/projection.md" '^\| transformer-ci \| 2 \| [0-9.]+ \| [0-9.]+ \|' "a projection beside a measurement"
+expect_in "$out/summary.md" 'Faults: SIGKILL rank 1 PASS; SIGSTOP rank 1 PASS' "the summary's faults"
+tar -tzf "$out/details-all.tar.gz" >"$tmp/archive.txt" || fail "the archive does not list"
+grep -q '^details/train/train.mlp-ci.graphs-on.bucket-25.jsonl$' "$tmp/archive.txt" \
+  || fail "the archive lacks the train records"
+returned=$(find "$tmp/return" -type f | wc -l)
+((returned >= 7 && returned <= 8)) || fail "--return copied $returned files (7 to 8 expected)"
+tail -n 1 "$tmp/all.log" | grep -q 'every record under details/' || fail "the summary is not printed last"
+
+# A repeated part runs nothing again.
+"$plan" --cpu "$out" part2 >"$tmp/again.log" 2>&1 || fail "the repeated part2 exited $?"
+grep -q '== train.mlp-ci.graphs-on.bucket-25: done in an earlier call' "$tmp/again.log" \
+  || fail "the repeated part2 ran its train step again"
+
+# A failing step: exit 1, named in the summary; the other steps still run.
+SCALEBENCH_BIN=/bin/false "$plan" --cpu "$tmp/broken" part2 >"$tmp/broken.log" 2>&1
+rc=$?
+((rc == 1)) || fail "a failing step gave exit $rc, not 1"
+grep -q -- '- part2 train.resnet-ci.graphs-on.bucket-25: failed (exit 1)' "$tmp/broken/summary.md" \
+  || fail "the summary does not list the failed last train step"
+
+# Bad input: exit 2 with a reason, before any work.
+"$plan" --cpu "$tmp/bad" part9 >"$tmp/bad.log" 2>&1
+rc=$?
+((rc == 2)) && grep -q "'part9': expected part1, part2, part3 or all" "$tmp/bad.log" || fail "a bad part gave exit $rc"
+PLAN_VARIANTS="on:7" "$plan" --cpu "$tmp/bad" part3 >"$tmp/bad.log" 2>&1
+rc=$?
+((rc == 2)) && grep -q "PLAN_VARIANTS: 'on:7'" "$tmp/bad.log" || fail "a bad variant gave exit $rc"
+
+if ((failures)); then
+  log "$failures failure(s)"
+  exit 1
+fi
+log "all checks passed"

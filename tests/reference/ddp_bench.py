@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""PyTorch DDP peer of `mpirun -np N scalebench train --scaling 1,2,4,...` (issue 19).
+
+One torchrun launch of N processes (one a GPU) measures every workload at every world size of
+the scaling list, as one scalebench launch does: for each world size n the first n ranks train
+under DistributedDataParallel on a process group of their own while the others wait (weak
+scaling: the batch is per rank). The models are those of the single-GPU peers, imported, not
+copied: bench_bert_torch.build_model (Hugging Face BertForMaskedLM / GPT2LMHeadModel),
+bench_resnet_torch.resnet (torchvision's ResNet-50 written out), and an MLP of
+configs/mlp-large.yaml's shape defined here (no single-GPU peer has one). Training as the presets
+train: bf16 autocast, fp32 parameters and gradients (so DDP all-reduces fp32, as scalebench with
+grad_dtype fp32), the presets' optimizers (fused AdamW on CUDA; SGD with momentum for the ResNet),
+DDP's defaults but bucket_cap_mb (25, as scalebench's bucket_mb).
+
+Per world size: warm-up steps, then every measured step between two CUDA events (the steady clock
+on the CPU); a step's time is the slowest rank's, as scalebench's; median/min/max. Then the same
+number of steps under DDP's no_sync() (no gradient all-reduce, the same kernels otherwise):
+exposed_comm_ms = median step - median no_sync step, the time the all-reduce adds to a step.
+samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
+Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
+
+  python3 -m torch.distributed.run --standalone --nproc_per_node 8 tests/reference/ddp_bench.py \\
+      --run mlp-large:1024 --run bert-base:32 --run resnet50:256 --scaling 1,2,4,8 --out ddp.jsonl
+  # CPU (gloo), tiny models: --device cpu --precision fp32 --run mlp-ci:32 --run resnet-ci:8
+"""
+import argparse
+import contextlib
+import datetime
+import gc
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_bert_torch  # noqa: E402  (the transformer peers' models and optimizer settings)
+import bench_resnet_torch  # noqa: E402  (the ResNet peer's model)
+
+# The MLPs of configs/mlp-large.yaml and configs/ci-small.yaml: input, hidden widths, classes;
+# Linear layers with biases, ReLU between them, cross-entropy (scalebench's models/mlp.h).
+MLPS = {
+    "mlp-large": (8192, [8192] * 8, 1024),
+    "mlp-ci": (64, [128, 128], 10),
+}
+MLP_OPTIMIZER = dict(lr=3e-4, weight_decay=0.01)  # configs/mlp-large.yaml (betas, eps: AdamW's defaults)
+# configs/resnet50.yaml's SGD, and the ResNets' shapes (resnet-ci: configs/ci-resnet.yaml).
+RESNET_OPTIMIZER = dict(lr=0.256, momentum=0.875, weight_decay=1.0 / 32768)
+RESNETS = {
+    "resnet50": dict(blocks=(3, 4, 6, 3), width=64, num_classes=1000, image_size=224),
+    "resnet-ci": dict(blocks=(1, 1), width=8, num_classes=10, image_size=32),
+}
+# Parameter counts the models must have (the same figures scalebench's unit tests check).
+EXPECTED_PARAMS = {"mlp-large": 545_326_080, "resnet50": 25_557_032, "bert-base": 109_514_298,
+                   "bert-large": 335_174_458, "gpt2-small": 124_439_808, "gpt2-medium": 354_823_168,
+                   "mlp-ci": 26_122, "resnet-ci": 9_362}
+WORKLOADS = list(MLPS) + list(RESNETS) + list(bench_bert_torch.MODELS)
+
+
+def parse_run(text):
+    m = re.fullmatch(r"([a-z0-9-]+):([0-9]+)", text)
+    if not m or m.group(1) not in WORKLOADS or int(m.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"'{text}': expected WORKLOAD:BATCH with WORKLOAD one of {', '.join(WORKLOADS)} and BATCH > 0")
+    return m.group(1), int(m.group(2))
+
+
+def parse_scaling(text):
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': expected world sizes such as 1,2,4,8")
+    if not sizes or any(s < 1 for s in sizes) or any(b <= a for a, b in zip(sizes, sizes[1:])):
+        raise argparse.ArgumentTypeError(f"'{text}': world sizes must be >= 1 and strictly increasing")
+    return sizes
+
+
+def default_scaling(world):
+    sizes = [1]
+    while sizes[-1] * 2 <= world:
+        sizes.append(sizes[-1] * 2)
+    return sizes if sizes[-1] == world else sizes + [world]
+
+
+class Workload:
+    """A model on the device, its optimizer, one fixed batch and the loss of a forward."""
+
+    def __init__(self, name, batch, device, seed):
+        import torch
+        torch.manual_seed(seed)
+        # Parameters created on the device where torch can (2.0 on): a 545 M-parameter MLP or
+        # BERT-large is initialised in milliseconds there, in seconds on the host.
+        on_device = torch.device(device) if hasattr(torch.device, "__enter__") else contextlib.nullcontext()
+        with on_device:
+            self._build(name, batch, device, seed)
+
+    def _build(self, name, batch, device, seed):
+        import torch
+        self.name, self.batch, self.device = name, batch, device
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        if name in MLPS:
+            inputs, hidden, classes = MLPS[name]
+            widths = [inputs] + hidden
+            layers = []
+            for a, b in zip(widths, widths[1:]):
+                layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+            layers.append(torch.nn.Linear(widths[-1], classes))
+            self.model = torch.nn.Sequential(*layers).to(device)
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), **MLP_OPTIMIZER, **fused(device))
+            x = torch.randn(batch, inputs, device=device, generator=generator)
+            y = torch.randint(0, classes, (batch,), device=device, generator=generator)
+            self.loss = lambda model: torch.nn.functional.cross_entropy(model(x), y)
+        elif name in RESNETS:
+            shape = dict(RESNETS[name])
+            size = shape.pop("image_size")
+            torch.backends.cudnn.benchmark = True
+            self.model = bench_resnet_torch.resnet(**shape).to(device, memory_format=torch.channels_last)
+            self.optimizer = torch.optim.SGD(self.model.parameters(), **RESNET_OPTIMIZER)
+            x = torch.randn(batch, 3, size, size, device=device, generator=generator)
+            x = x.to(memory_format=torch.channels_last)
+            y = torch.randint(0, shape["num_classes"], (batch,), device=device, generator=generator)
+            self.loss = lambda model: torch.nn.functional.cross_entropy(model(x), y)
+        else:  # a Hugging Face transformer of the single-GPU peer (CUDA only)
+            if device != "cuda":
+                raise SystemExit(f"ddp_bench.py: {name} needs CUDA (bench_bert_torch builds it on the GPU)")
+            self.model, config = bench_bert_torch.build_model(name)
+            family = bench_bert_torch.MODELS[name][0]
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), **bench_bert_torch.OPTIMIZER[family],
+                                               **fused(device))
+            ids, labels = bench_bert_torch.make_batch(name, config, batch, generator)
+            self.loss = lambda model: model(input_ids=ids, labels=labels).loss
+        self.num_params = sum(p.numel() for p in self.model.parameters())
+        want = EXPECTED_PARAMS.get(name)
+        if want is not None and self.num_params != want:
+            raise SystemExit(f"ddp_bench.py: {name} has {self.num_params} parameters, scalebench's has {want}")
+
+
+def fused(device):
+    return {"fused": True} if device == "cuda" else {}
+
+
+def environment(device):
+    import socket
+    import torch
+    env = {"torch": torch.__version__, "host": socket.gethostname(), "device": device,
+           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    if device == "cuda":
+        nccl = torch.cuda.nccl.version()  # a tuple, or one int in older releases
+        env.update(cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(),
+                   nccl=".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl))
+    return env
+
+
+def summary(times):
+    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
+class Timer:
+    """Per-step times in ms: CUDA events recorded around each step, read after the last one (the
+    steps are issued back to back, as in training); on the CPU the steady clock."""
+
+    def __init__(self, device):
+        self.cuda = device == "cuda"
+
+    def run(self, step, count):
+        import torch
+        if self.cuda:
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+            for start, end in events:
+                start.record()
+                step()
+                end.record()
+            torch.cuda.synchronize()
+            return [s.elapsed_time(e) for s, e in events]
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+
+def measure(work, group, args, device, local_rank):
+    """Warm-up, measured steps and no_sync steps of one workload on the ranks of `group`; the
+    slowest rank's time per step."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    ddp = DDP(work.model, device_ids=[local_rank] if device == "cuda" else None, process_group=group,
+              bucket_cap_mb=args.bucket_cap_mb)
+    def autocast():
+        return torch.autocast(device, dtype=torch.bfloat16) if args.precision == "bf16" else contextlib.nullcontext()
+
+    last_loss = [None]
+
+    def step(sync=True):
+        with contextlib.nullcontext() if sync else ddp.no_sync():
+            with autocast():
+                loss = work.loss(ddp)
+            loss.backward()
+        work.optimizer.step()
+        work.optimizer.zero_grad(set_to_none=True)
+        last_loss[0] = loss
+
+    step()
+    initial_loss = float(last_loss[0])
+    for _ in range(args.warmup - 1):
+        step()
+    timer = Timer(device)
+    synced = timer.run(step, args.steps)
+    final_loss = float(last_loss[0])
+    unsynced = timer.run(lambda: step(sync=False), args.steps)
+    # The slowest rank's time of each step (a step ends when the last rank is done).
+    times = torch.tensor(synced + unsynced, dtype=torch.float64, device=device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
+    times = times.tolist()
+    losses = torch.tensor([initial_loss, final_loss], dtype=torch.float64, device=device)
+    dist.all_reduce(losses, group=group)
+    losses = (losses / dist.get_world_size(group)).tolist()
+    gradient_bytes = sum(p.numel() * p.element_size() for p in work.model.parameters() if p.requires_grad)
+    del ddp
+    return times[:args.steps], times[args.steps:], losses, gradient_bytes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", action="append", type=parse_run, required=True, metavar="WORKLOAD:BATCH",
+                    help=f"a workload and its batch per rank (repeatable): {', '.join(WORKLOADS)}")
+    ap.add_argument("--scaling", type=parse_scaling,
+                    help="world sizes, e.g. 1,2,4,8 (default: 1, 2, 4, ... up to the launched world, and it)")
+    ap.add_argument("--steps", type=int, default=20, help="measured steps per world size (and as many no_sync steps)")
+    ap.add_argument("--warmup", type=int, default=5, help="warm-up steps per world size")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="bf16 autocast or plain fp32")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cuda (NCCL) or cpu (gloo)")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--out", required=True, help="JSONL file rank 0 appends the records to")
+    args = ap.parse_args()
+    if args.steps < 1 or args.warmup < 1:
+        ap.error("--steps and --warmup must be >= 1")
+    if not args.bucket_cap_mb > 0:
+        ap.error("--bucket-cap-mb must be > 0")
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        ap.error("run under torchrun (python3 -m torch.distributed.run --nproc_per_node N ...): RANK and WORLD_SIZE unset")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    scaling = args.scaling or default_scaling(world)
+    if scaling[-1] > world:
+        ap.error(f"--scaling {','.join(map(str, scaling))}: {scaling[-1]} exceeds the launched world size {world}")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if rank == 0 and not os.access(out_dir, os.W_OK):
+        ap.error(f"--out {args.out}: cannot write to {out_dir}")
+
+    import torch
+    import torch.distributed as dist
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("ddp_bench.py: no CUDA GPU visible (use --device cpu for gloo on the CPU)")
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend="nccl" if args.device == "cuda" else "gloo")
+    # Every rank creates every group, in the same order; idle ranks wait on the CPU (gloo).
+    groups = {n: dist.new_group(list(range(n))) for n in scaling}
+    host_group = dist.new_group(backend="gloo")
+    env = environment(args.device)
+    if rank == 0:
+        print(f"ddp_bench: torch {env['torch']}, {env.get('gpu', 'CPU')}, {world} ranks launched; world sizes "
+              f"{','.join(map(str, scaling))}; {args.warmup} warm-up + {args.steps} measured + {args.steps} "
+              f"no_sync steps; bucket_cap_mb {args.bucket_cap_mb:g}, {args.precision}", flush=True)
+        print(f"{'workload':<12} {'batch':>5} {'ranks':>5} {'samples/s':>11} {'step ms':>9} {'no_sync ms':>10} "
+              f"{'exp.comm':>9} {'eff.':>7}", flush=True)
+    for name, batch in args.run:
+        samples_at_1 = None
+        for n in scaling:
+            record = None
+            if rank < n:
+                work = Workload(name, batch, args.device, args.seed)
+                synced, unsynced, losses, gradient_bytes = measure(work, groups[n], args, args.device, local_rank)
+                step, nosync = summary(synced), summary(unsynced)
+                samples_per_s = n * batch / (step["median"] / 1e3)
+                if n == 1:
+                    samples_at_1 = samples_per_s
+                efficiency = samples_per_s / (n * samples_at_1) if samples_at_1 else None
+                record = {
+                    "schema": "scalebench-ddp-peer/1", "tool": "torch-ddp", "workload": name,
+                    "world_size": n, "launched_world_size": world, "local_batch": batch, "global_batch": n * batch,
+                    "precision": f"{args.precision}-autocast" if args.precision == "bf16" else "fp32",
+                    "bucket_cap_mb": args.bucket_cap_mb, "warmup_steps": args.warmup, "measured_steps": args.steps,
+                    "num_params": work.num_params, "gradient_bytes": gradient_bytes,
+                    "step_ms": step, "no_sync_step_ms": nosync,
+                    "exposed_comm_ms": step["median"] - nosync["median"],
+                    "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / n,
+                    "scaling_efficiency": efficiency,
+                    "speedup": samples_per_s / samples_at_1 if samples_at_1 else None,
+                    "initial_loss": losses[0], "final_loss": losses[1],
+                    "step_ms_all": synced, "no_sync_step_ms_all": unsynced, "environment": env,
+                }
+                del work
+                gc.collect()
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+            dist.barrier(group=host_group)
+            if rank == 0:
+                eff = record["scaling_efficiency"]
+                eff = f"{100 * eff:.1f}%" if eff is not None else "-"
+                print(f"{name:<12} {batch:>5} {n:>5} {record['samples_per_s']:>11.1f} {record['step_ms']['median']:>9.3f} "
+                      f"{record['no_sync_step_ms']['median']:>10.3f} {record['exposed_comm_ms']:>9.3f} {eff:>7}",
+                      flush=True)
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+    dist.barrier(group=host_group)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
