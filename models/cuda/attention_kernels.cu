@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernel_util.cuh"
@@ -505,7 +506,10 @@ template <class F> void dispatch_attention(DType dtype, int head_dim, F&& f) {
         by_dim(__half{});
 }
 
+// x: row tiles of 64; y: (batch, head) pairs, at most 65535 (a CUDA grid's y limit).
 dim3 tiles(const Ops::AttentionShape& s) {
+    SB_REQUIRE(int64_t{s.batch} * s.heads <= 65535, "fused attention: batch * heads must be at most 65535, is " +
+                                                        std::to_string(int64_t{s.batch} * s.heads));
     return dim3(static_cast<unsigned>((s.seq + kRows - 1) / kRows), static_cast<unsigned>(s.batch * s.heads));
 }
 
