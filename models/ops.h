@@ -142,6 +142,12 @@ public:
     virtual void attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out,
                                     const void* saved, const Tensor& grad_out, const Tensor& grad_qkv,
                                     uint64_t seed) = 0;
+    // The shapes the CUDA backend runs as fused kernels that never write the seq x seq
+    // arrays (saved: one fp32 log-sum-exp per row) instead of materialising P: bf16/fp16
+    // with head_dim 64 or 128. TraceOps accounts attention by the same rule.
+    static bool attention_fused(DType compute, int head_dim) {
+        return (compute == DType::bf16 || compute == DType::f16) && (head_dim == 64 || head_dim == 128);
+    }
 
     // ---- convolutional layers (models/resnet.*). Images are NHWC: batch x height x width x
     // channels is the (batch*height*width) x channels matrix, so a 1x1 stride-1 convolution is

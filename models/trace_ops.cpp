@@ -140,15 +140,29 @@ void TraceOps::dropout(const Tensor& in, const Tensor& out, float, uint64_t) {
 }
 
 size_t TraceOps::attention_saved_bytes(const AttentionShape& s) const {
-    // The probabilities P of a materialized (unfused) attention, batch x heads x seq x seq.
-    return static_cast<size_t>(s.batch) * s.heads * s.seq * s.seq * dtype_size(compute_dtype(precision_));
+    const DType dtype = compute_dtype(precision_);
+    const size_t rows = static_cast<size_t>(s.batch) * s.heads * s.seq;
+    // Fused: one fp32 log-sum-exp per row. Unfused: the probabilities P, batch x heads x seq x seq.
+    return attention_fused(dtype, s.head_dim) ? rows * sizeof(float) : rows * s.seq * dtype_size(dtype);
 }
 
-// Attention as `products` batched (seq x seq x head_dim) GEMMs, one per batch x head.
+namespace {
+// The fraction of the seq x seq products the fused kernels compute: all of it, or under a
+// causal mask the 64 x 64 tiles on and below the diagonal (attention_kernels.cu's tiles).
+double fused_tile_fraction(const Ops::AttentionShape& s) {
+    if (!s.causal) return 1.0;
+    const int64_t tiles = (s.seq + 63) / 64;
+    return static_cast<double>(tiles * (tiles + 1) / 2) / static_cast<double>(tiles * tiles);
+}
+}  // namespace
+
+// Attention as `products` batched (seq x seq x head_dim) GEMMs, one per batch x head, of
+// which `fraction` is computed.
 TracedOp& TraceOps::record_attention(const char* kind, const AttentionShape& s, DType dtype, double bytes,
-                                     int products) {
+                                     double products) {
     TracedOp& op = record(kind, dtype, bytes);
-    op.variant = std::string(s.causal ? "causal" : "bidirectional") + (s.dropout_p > 0.0f ? "+dropout" : "");
+    op.variant = std::string(s.causal ? "causal" : "bidirectional") + (s.dropout_p > 0.0f ? "+dropout" : "") +
+                 (attention_fused(dtype, s.head_dim) ? "+fused" : "");
     op.tensor_core = true;
     op.m = s.seq;
     op.n = s.seq;
@@ -159,16 +173,30 @@ TracedOp& TraceOps::record_attention(const char* kind, const AttentionShape& s, 
 }
 
 void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, void*, uint64_t) {
+    const double saved = static_cast<double>(attention_saved_bytes(s));
+    const double io = static_cast<double>(qkv.bytes() + out.bytes());
+    if (attention_fused(qkv.dtype, s.head_dim)) {
+        // Q K^T and P V over the tiles computed; Q, K, V read, O and the LSE written once.
+        record_attention("attention_forward", s, qkv.dtype, io + saved, 2.0 * fused_tile_fraction(s));
+        return;
+    }
     // Q K^T and P V; softmax and dropout pass over P. Causal masking is applied to
     // full-size products.
-    const double saved = static_cast<double>(attention_saved_bytes(s));
-    record_attention("attention_forward", s, qkv.dtype, static_cast<double>(qkv.bytes() + out.bytes()) + 3.0 * saved, 2);
+    record_attention("attention_forward", s, qkv.dtype, io + 3.0 * saved, 2);
 }
 
 void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
                                   const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
-    // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four products of the forward's size.
     const double saved = static_cast<double>(attention_saved_bytes(s));
+    if (attention_fused(qkv.dtype, s.head_dim)) {
+        // rowsum(dO * O) reads O and dO and writes one float a row; the dQ kernel recomputes
+        // S and dP and does dS K (3 products), the dK/dV kernel recomputes S^T and dP^T and
+        // does P^T dO and dS^T Q (4). Each reads its QKV part and dO, the LSE and the row sums.
+        const double io = static_cast<double>(qkv.bytes() + out.bytes() + 2 * grad_out.bytes() + grad_qkv.bytes());
+        record_attention("attention_backward", s, qkv.dtype, io + 4.0 * saved, 7.0 * fused_tile_fraction(s));
+        return;
+    }
+    // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four products of the forward's size.
     record_attention("attention_backward", s, qkv.dtype,
                      static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes()) + 3.0 * saved,
                      4);

@@ -105,7 +105,8 @@ public:
 private:
     TracedOp& record(const char* kind, DType dtype, double bytes);
     TracedOp& record(const char* kind, const Tensor& main, double bytes);  // shape and dtype of `main`
-    TracedOp& record_attention(const char* kind, const AttentionShape& shape, DType dtype, double bytes, int products);
+    TracedOp& record_attention(const char* kind, const AttentionShape& shape, DType dtype, double bytes,
+                               double products);
 
     Precision precision_;
     std::vector<TracedOp> ops_;

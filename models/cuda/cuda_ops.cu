@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <tuple>
@@ -523,7 +524,9 @@ void CudaOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t see
     kernels::dropout(impl_->ctx, in.dtype, in.data, out.data, static_cast<size_t>(in.numel()), p, seed);
 }
 
-// ---- attention: permute the packed QKV rows into batch x heads x seq x head_dim arrays,
+// ---- attention: bf16/fp16 with head_dim 64 or 128 run the fused kernels of
+// attention_kernels.cu (Ops::attention_fused). Other shapes and fp32 (the reference):
+// permute the packed QKV rows into batch x heads x seq x head_dim arrays,
 // scores = Q K^T / sqrt(d) by one strided-batched GEMM (batch*heads matrices of seq x
 // seq), the fused mask/softmax/dropout row kernel, O = P V by another, and a permute back
 // to heads-concatenated rows. `saved` keeps Q, K, V, P and (with dropout) the dropped P
@@ -571,6 +574,18 @@ void check_attention(const Ops::AttentionShape& s, DType compute, const Tensor& 
     SB_REQUIRE(qkv.data && out.data, "attention: tensor without data");
 }
 
+// The fused path saves one fp32 log-sum-exp per (batch, head, query) and needs as many
+// floats of scratch (rowsum(dO * O)) in the backward.
+size_t fused_lse_bytes(const Ops::AttentionShape& s) {
+    return static_cast<size_t>(s.batch) * s.heads * s.seq * sizeof(float);
+}
+
+// The fused kernels move 16-byte vectors of every operand.
+void check_fused_alignment(std::initializer_list<const void*> ptrs) {
+    for (const void* p : ptrs)
+        SB_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0, "attention: fused kernels need 16-byte aligned tensors");
+}
+
 Tensor at(void* base, size_t offset, DType dtype, int64_t rows, int64_t cols) {
     return Tensor{static_cast<char*>(base) + offset, dtype, rows, cols};
 }
@@ -578,7 +593,9 @@ Tensor at(void* base, size_t offset, DType dtype, int64_t rows, int64_t cols) {
 }  // namespace
 
 size_t CudaOps::attention_saved_bytes(const AttentionShape& shape) const {
-    return attention_layout(shape, compute_dtype(impl_->precision)).total;
+    const DType dt = compute_dtype(impl_->precision);
+    if (attention_fused(dt, shape.head_dim)) return fused_lse_bytes(shape);
+    return attention_layout(shape, dt).total;
 }
 
 void CudaOps::attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,
@@ -586,6 +603,11 @@ void CudaOps::attention_forward(const AttentionShape& shape, const Tensor& qkv, 
     const DType dt = compute_dtype(impl_->precision);
     check_attention(shape, dt, qkv, out);
     SB_REQUIRE(saved, "attention_forward: no saved buffer");
+    if (attention_fused(dt, shape.head_dim)) {
+        check_fused_alignment({qkv.data, out.data});
+        kernels::fused_attention_forward(impl_->ctx, dt, shape, qkv.data, out.data, static_cast<float*>(saved), seed);
+        return;
+    }
     const AttentionLayout l = attention_layout(shape, dt);
     const int B = shape.batch, S = shape.seq, H = shape.heads, D = shape.head_dim;
     const int64_t bh = int64_t{B} * H, sd = int64_t{S} * D, ss = int64_t{S} * S;
@@ -614,6 +636,13 @@ void CudaOps::attention_backward(const AttentionShape& shape, const Tensor& qkv,
     check_attention(shape, dt, qkv, out);
     check_attention(shape, dt, grad_qkv, grad_out);
     SB_REQUIRE(saved, "attention_backward: no saved buffer");
+    if (attention_fused(dt, shape.head_dim)) {
+        check_fused_alignment({qkv.data, out.data, grad_out.data, grad_qkv.data});
+        float* dsum = static_cast<float*>(impl_->scratch_space(fused_lse_bytes(shape)));
+        kernels::fused_attention_backward(impl_->ctx, dt, shape, qkv.data, out.data, static_cast<const float*>(saved),
+                                          grad_out.data, grad_qkv.data, dsum, seed);
+        return;
+    }
     const AttentionLayout l = attention_layout(shape, dt);
     const int B = shape.batch, S = shape.seq, H = shape.heads, D = shape.head_dim;
     const int64_t bh = int64_t{B} * H, sd = int64_t{S} * D, ss = int64_t{S} * S;

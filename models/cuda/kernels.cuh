@@ -93,6 +93,15 @@ void attention_softmax_forward(const Context& ctx, DType dtype, void* scores, vo
 void attention_softmax_backward(const Context& ctx, DType dtype, const void* probs, const float* dprobs, void* ds,
                                 int64_t rows, int seq, float p_drop, uint64_t seed);
 
+// ---- fused attention (attention_kernels.cu): Ops::attention_* for the shapes of
+// Ops::attention_fused, reading the packed QKV rows directly. lse: batch*heads*seq floats the forward
+// writes and the backward reads; dsum: as many floats of scratch for the backward.
+void fused_attention_forward(const Context& ctx, DType dtype, const Ops::AttentionShape& shape, const void* qkv,
+                             void* out, float* lse, uint64_t seed);
+void fused_attention_backward(const Context& ctx, DType dtype, const Ops::AttentionShape& shape, const void* qkv,
+                              const void* out, const float* lse, const void* grad_out, void* grad_qkv, float* dsum,
+                              uint64_t seed);
+
 // ---- convolutional kernels (conv_kernels.cu). Images are NHWC row-major matrices,
 // (batch*height*width) x channels; shapes as Ops::ConvShape (fewer than 2^31 pixels).
 // Gathers and fixed-order reductions only: bitwise reproducible, no float atomics.

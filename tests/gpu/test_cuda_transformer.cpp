@@ -23,6 +23,7 @@ struct Case {
     TransformerArch arch;
     Precision precision;
     double tolerance;  // on the parameter update after the steps, relative
+    int heads = 4;     // of hidden 64: 16-wide heads (unfused attention); 1: a 64-wide head, fused in bf16
 };
 
 TrainConfig tiny_transformer(const Case& c) {
@@ -30,7 +31,7 @@ TrainConfig tiny_transformer(const Case& c) {
     cfg.model = "transformer";
     TransformerShape& s = cfg.transformer.shape;
     s.arch = c.arch;
-    s.layers = 2, s.hidden = 64, s.heads = 4, s.ffn = 128, s.vocab = 96, s.seq_len = 32, s.max_positions = 64;
+    s.layers = 2, s.hidden = 64, s.heads = c.heads, s.ffn = 128, s.vocab = 96, s.seq_len = 32, s.max_positions = 64;
     s.dropout = s.attention_dropout = 0.1f;
     s.layernorm_eps = 1e-5f;
     cfg.batch_size = 4;
@@ -82,10 +83,13 @@ INSTANTIATE_TEST_SUITE_P(ArchsAndPrecisions, CudaTransformerStep,
                          ::testing::Values(Case{TransformerArch::bert, Precision::fp32, 1e-4},
                                            Case{TransformerArch::gpt, Precision::fp32, 1e-4},
                                            Case{TransformerArch::bert, Precision::bf16, 5e-2},
-                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2}),
+                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2},
+                                           Case{TransformerArch::bert, Precision::bf16, 5e-2, 1},
+                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2, 1}),
                          [](const auto& info) {
                              return std::string(transformer_arch_name(info.param.arch)) + "_" +
-                                    precision_name(info.param.precision);
+                                    precision_name(info.param.precision) +
+                                    (info.param.heads == 4 ? "" : "_heads" + std::to_string(info.param.heads));
                          });
 
 }  // namespace

@@ -93,16 +93,50 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
         EXPECT_GT(ops.trace()[i].bytes, 0.0) << kinds[i];
     }
     EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 3.0 * rows * hidden * 2);
-    // QK^T and PV: 4 b h s^2 d forward; four such products backward.
+    // Fused (bf16, head_dim 64): QK^T and PV, 4 b h s^2 d forward; the backward's two
+    // kernels do seven such products (S and dP recomputed in each, dQ, dK, dV). Saved: the
+    // LSE, one float per row, read or written by every kernel.
     const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64;
     EXPECT_DOUBLE_EQ(ops.trace()[6].flops, fwd);
-    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 2.0 * fwd);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 3.5 * fwd);
+    EXPECT_EQ(ops.attention_saved_bytes(shape), 2u * 12 * 128 * 4);
+    EXPECT_DOUBLE_EQ(ops.trace()[6].bytes, static_cast<double>(qkv.bytes() + x.bytes()) + 2 * 12 * 128 * 4);
     EXPECT_EQ(ops.trace()[6].batch, 24);
     // What picks the kernel besides the shape, and the shape of the memory-bound ops.
-    EXPECT_EQ(ops.trace()[6].variant, "bidirectional+dropout");
+    EXPECT_EQ(ops.trace()[6].variant, "bidirectional+dropout+fused");
     EXPECT_EQ(ops.trace()[3].variant, "accumulate");
     EXPECT_EQ(ops.trace()[1].m, rows);
     EXPECT_EQ(ops.trace()[1].n, hidden);
+}
+
+TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
+    const int64_t rows = 2 * 128, hidden = 768;
+    const double full = 4.0 * 2 * 12 * 128.0 * 128 * 64;  // Q K^T and P V over every (query, key)
+    {
+        // fp32: materialised P (saved), full-size products, four backward.
+        TraceOps ops(Precision::fp32);
+        const Tensor x{ops.alloc(rows * hidden * 4), DType::f32, rows, hidden};
+        const Tensor qkv{ops.alloc(rows * 3 * hidden * 4), DType::f32, rows, 3 * hidden};
+        Ops::AttentionShape shape{2, 128, 12, 64, true, 0.0f};
+        EXPECT_EQ(ops.attention_saved_bytes(shape), 2u * 12 * 128 * 128 * 4);
+        ops.attention_forward(shape, qkv, x, nullptr, 1);
+        ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].flops, full);
+        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, 2.0 * full);
+        EXPECT_EQ(ops.trace()[0].variant, "causal");
+    }
+    {
+        // bf16 causal at seq 128: two 64-row tiles a side, three of the four computed.
+        TraceOps ops(Precision::bf16);
+        const Tensor x{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden};
+        const Tensor qkv{ops.alloc(rows * 3 * hidden * 2), DType::bf16, rows, 3 * hidden};
+        Ops::AttentionShape shape{2, 128, 12, 64, true, 0.0f};
+        ops.attention_forward(shape, qkv, x, nullptr, 1);
+        ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].flops, 0.75 * full);
+        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, 0.75 * 3.5 * full);
+        EXPECT_EQ(ops.trace()[0].variant, "causal+fused");
+    }
 }
 
 TrainConfig small_mlp() {

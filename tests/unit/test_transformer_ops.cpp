@@ -186,6 +186,23 @@ TEST(TransformerOps, DropoutKeepsTheCounterMaskAndScales) {
         EXPECT_EQ(next[i] != 0.0f, dropout_keep(dropout_seed_at(77, 1), static_cast<uint64_t>(i), p)) << i;
 }
 
+// The integer threshold the kernels compare with is the definition r >= p * 2^32, r the
+// hash's high 32 bits: at the threshold's edges and on hashed indices, for several p.
+TEST(TransformerOps, DropoutThresholdIsTheDefinition) {
+    const float ps[] = {0.0f, 1e-9f, 0.1f, 0.25f, 0.5f, 0.9f, 0.99999994f};
+    for (float p : ps) {
+        const double x = static_cast<double>(p) * 4294967296.0;
+        const uint64_t t = dropout_threshold(p);
+        EXPECT_GE(static_cast<double>(t), x) << p;
+        EXPECT_LT(static_cast<double>(t) - 1.0, x) << p;
+        for (uint64_t i = 0; i < 20000; ++i) {
+            const uint32_t r = static_cast<uint32_t>(dropout_hash(99, i) >> 32);
+            ASSERT_EQ(dropout_keep(99, i, p), static_cast<double>(r) >= x) << p << " " << i;
+        }
+    }
+    EXPECT_EQ(dropout_threshold(0.5f), uint64_t{1} << 31);  // exact: kept iff r >= 2^31
+}
+
 // Attention straight from the definition, in double, with the dropout mask drawn per
 // (b, h, i, j) as the contract says.
 std::vector<double> attention_reference(const Ops::AttentionShape& s, const std::vector<float>& qkv, uint64_t seed) {

@@ -1,0 +1,552 @@
+// Fused attention (FlashAttention-2's scheme) for bf16/fp16 with fp32 accumulation on the
+// tensor cores (mma.sync m16n8k16), reading Q, K, V straight from the packed QKV rows and
+// writing heads-concatenated rows: the seq x seq scores and probabilities never reach
+// device memory. The math is CpuOps::attention_* (models/cpu/cpu_ops.cpp), the dropout
+// mask models/dropout.h's at index ((b*heads + h)*seq + i)*seq + j, i the query, j the key.
+//
+// Three kernels share one skeleton: a block of 4 warps owns 64 rows of one (batch, head),
+// each warp 16 rows held in the mma accumulator layout, and walks tiles of the other side
+// through shared memory (cp.async, zero-filled past the sequence end).
+// - forward: rows are queries; per key tile S = Q K^T, an online softmax (running max and
+//   sum in the log2 domain), O += dropout(P) V. Saves the per-row log2-sum-exp.
+// - backward dQ: rows are queries; P recomputed from the saved LSE, dP = dO V^T,
+//   dS = P (dropout(dP) - Dsum), dQ += dS K. Dsum = rowsum(dO * O) (= rowsum(P * dP)) comes
+//   from a small kernel first.
+// - backward dK/dV: rows are keys, tiles are queries; it computes the transposes S^T = K Q^T
+//   and dP^T = V dO^T, so P^T and dS^T are already in the A-operand layout of
+//   dV += dropout(P)^T dO and dK += dS^T Q.
+// Two backward kernels instead of one with atomics on dQ: no float atomics, so gradients are
+// bitwise reproducible, at the price of recomputing S and dP once more (7 products, not 5).
+#include "models/cuda/kernels.cuh"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernel_util.cuh"
+#include "models/dropout.h"
+
+namespace sb::kernels {
+
+using namespace detail;
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16 * kWarps;  // rows a block owns
+constexpr int kPad = 8;             // elements of padding per shared row: conflict-free fragment loads
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---- tensor-core primitives. Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
+// A (16x16, row-major) regs {a0..a3} = rows {g, g+8, g, g+8}, cols {2t, 2t, 2t+8, 2t+8} (+0, +1);
+// B (16x8) regs {b0, b1} = k rows {2t, 2t+8} (+0, +1), col g;
+// C (16x8, fp32) {c0, c1} = row g, cols 2t, 2t+1; {c2, c3} = row g+8.
+
+template <class T> __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                       uint32_t b1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <class T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    } else {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    }
+}
+
+template <class T> __device__ __forceinline__ uint32_t lds32(const T* p) {
+    return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// The A fragment of rows r0..r0+15, k columns k0..k0+15 of a row-major shared tile.
+template <class T> __device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int ld, int r0, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const T* p = tile + (r0 + g) * ld + k0 + 2 * t;
+    a[0] = lds32(p);
+    a[1] = lds32(p + 8 * ld);
+    a[2] = lds32(p + 8);
+    a[3] = lds32(p + 8 * ld + 8);
+}
+
+// The B fragment (k0..k0+15) x (n0..n0+7) of B = X^T, X a row-major shared tile [n][k]:
+// B's columns are X's rows, so both registers are plain 32-bit loads.
+template <class T> __device__ __forceinline__ void load_b_rows(uint32_t& b0, uint32_t& b1, const T* tile, int ld,
+                                                               int n0, int k0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const T* p = tile + (n0 + g) * ld + k0 + 2 * t;
+    b0 = lds32(p);
+    b1 = lds32(p + 8);
+}
+
+// The B fragments (k0..k0+15) x (n0..n0+15), two n-tiles, of B = X, X a row-major shared
+// tile [k][n]: ldmatrix.trans turns its rows into B's k pairs. r[0..1] is the n-tile n0,
+// r[2..3] the n-tile n0 + 8.
+template <class T> __device__ __forceinline__ void load_b_trans(uint32_t (&r)[4], const T* tile, int ld, int k0,
+                                                                int n0) {
+    const int lane = threadIdx.x & 31, m = lane >> 3;
+    const T* p = tile + (k0 + (m & 1) * 8 + (lane & 7)) * ld + n0 + (m >> 1) * 8;
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// Rows [r0, r0 + rows) of a head's D columns (row stride ld elements) into a shared tile of
+// row stride D + kPad; rows at or past `valid` are zero-filled (nothing read).
+template <class T, int D>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t ld, int r0, int rows, int valid) {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    for (int c = threadIdx.x; c < rows * kChunks; c += kWarps * 32) {
+        const int r = c / kChunks, col = (c % kChunks) * 8;
+        const bool in = r0 + r < valid;
+        const T* g = in ? src + (r0 + r) * ld + col : src;
+        const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(tile + r * (D + kPad) + col));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(in ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void wait_tiles() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+    __syncthreads();
+}
+
+// What every kernel needs of one launch.
+struct Geometry {
+    int batch, seq, heads;
+    float scale_log2;     // log2(e) / sqrt(head_dim)
+    float scale;          // 1 / sqrt(head_dim)
+    bool causal;
+    uint64_t threshold;   // dropout_threshold(p); 0 without dropout (every element kept)
+    float inv_keep;       // 1 / (1 - p)
+    uint64_t seed;
+};
+
+__device__ __forceinline__ bool keep(const Geometry& g, uint64_t seed, int64_t mask_row, int col) {
+    return g.threshold == 0 || dropout_keep_above(seed, static_cast<uint64_t>(mask_row) * g.seq + col, g.threshold);
+}
+
+// Row tiles are issued longest-first for causal masks (the last query tiles see most keys).
+__device__ __forceinline__ int row_tile(const Geometry& g) {
+    return g.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+}
+
+// ---- forward
+
+template <class T, int D, int kCols>
+__global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry geo, const T* __restrict__ qkv,
+                                                                         T* __restrict__ out,
+                                                                         float* __restrict__ lse,
+                                                                         const uint64_t* generation) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int ld = D + kPad;
+    T* sq = reinterpret_cast<T*>(smem_raw);
+    T* sk = sq + kRows * ld;
+    T* sv = sk + kCols * ld;
+    const uint64_t seed = dropout_seed_at(geo.seed, *generation);
+    const int S = geo.seq, H = geo.heads, width = H * D;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int q0 = row_tile(geo) * kRows;
+    const int64_t ldg = 3 * int64_t{width};
+    const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+
+    load_tile<T, D>(sq, qbase, ldg, q0, kRows, S);
+    const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float o[D / 8][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int kv_end = geo.causal ? min(S, q0 + kRows) : S;
+    for (int n0 = 0; n0 < kv_end; n0 += kCols) {
+        __syncthreads();  // the previous tile's readers are done
+        load_tile<T, D>(sk, qbase + width, ldg, n0, kCols, S);
+        load_tile<T, D>(sv, qbase + 2 * width, ldg, n0, kCols, S);
+        wait_tiles<1>();  // Q and K landed; V may still be in flight
+        float s[kCols / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D; kk += 16) {
+            uint32_t a[4];
+            load_a(a, sq, ld, warp * 16, kk);
+#pragma unroll
+            for (int nt = 0; nt < kCols / 8; ++nt) {
+                uint32_t b0, b1;
+                load_b_rows(b0, b1, sk, ld, nt * 8, kk);
+                mma<T>(s[nt], a, b0, b1);
+            }
+        }
+        // Mask, scale to the log2 domain, and the new running max.
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = n0 + nt * 8 + 2 * t + (e & 1), r = e >> 1;
+                const bool masked = col >= S || (geo.causal && col > rows[r]);
+                s[nt][e] = masked ? -INFINITY : s[nt][e] * geo.scale_log2;
+                mx[r] = fmaxf(mx[r], s[nt][e]);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            alpha[r] = exp2f(m[r] - mx[r]);  // m = -inf at the first tile: alpha 0 (mx is finite: key 0 is never masked)
+            m[r] = mx[r];
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            o[dt][0] *= alpha[0];
+            o[dt][1] *= alpha[0];
+            o[dt][2] *= alpha[1];
+            o[dt][3] *= alpha[1];
+        }
+        // P (the softmax numerator) into the sums, dropout(P) into the A fragments of P V.
+        uint32_t pa[kCols / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = e >> 1;
+                p[e] = exp2f(s[nt][e] - m[r]);
+                l[r] += p[e];
+                if (geo.threshold != 0 && !keep(geo, seed, int64_t{bh} * S + rows[r], n0 + nt * 8 + 2 * t + (e & 1)))
+                    p[e] = 0.0f;
+            }
+            pa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(p[0], p[1]);
+            pa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(p[2], p[3]);
+        }
+        wait_tiles<0>();  // V landed
+#pragma unroll
+        for (int kk = 0; kk < kCols / 16; ++kk)
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bv[4];
+                load_b_trans(bv, sv, ld, kk * 16, dt * 8);
+                mma<T>(o[dt], pa[kk], bv[0], bv[1]);
+                mma<T>(o[dt + 1], pa[kk], bv[2], bv[3]);
+            }
+    }
+    // Finish the row sums across the quad, normalize, write O and the log2-sum-exp.
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = (geo.threshold != 0 ? geo.inv_keep : 1.0f) / l[r];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= S) continue;
+        T* orow = out + (int64_t{b} * S + rows[r]) * width + h * D;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * t) =
+                pack<T>(o[dt][2 * r] * inv[r], o[dt][2 * r + 1] * inv[r]);
+        if (t == 0) lse[int64_t{bh} * S + rows[r]] = m[r] + log2f(l[r]);
+    }
+}
+
+// ---- backward: Dsum[bh*S + i] = sum_d dO[i, d] * O[i, d], one thread per (row, head).
+
+template <class T, int D>
+__global__ void attention_dsum_kernel(const T* __restrict__ grad_out, const T* __restrict__ out, int64_t rows,
+                                      int seq, int heads, float* __restrict__ dsum) {
+    const int64_t n = rows * heads;
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t row = i / heads;  // b * seq + s
+        const int h = static_cast<int>(i % heads);
+        const VecN<T, 8>* go = reinterpret_cast<const VecN<T, 8>*>(grad_out + row * heads * D + h * D);
+        const VecN<T, 8>* o = reinterpret_cast<const VecN<T, 8>*>(out + row * heads * D + h * D);
+        float acc = 0.0f;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+            const VecN<T, 8> x = go[c], y = o[c];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc += to_f32(x.v[e]) * to_f32(y.v[e]);
+        }
+        const int64_t b = row / seq, s = row % seq;
+        dsum[(b * heads + h) * seq + s] = acc;
+    }
+}
+
+// dQ: rows are queries, tiles are keys.
+template <class T, int D, int kCols>
+__global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
+    Geometry geo, const T* __restrict__ qkv, const T* __restrict__ grad_out, const float* __restrict__ lse,
+    const float* __restrict__ dsum, T* __restrict__ grad_qkv, const uint64_t* generation) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int ld = D + kPad;
+    T* sq = reinterpret_cast<T*>(smem_raw);
+    T* sdo = sq + kRows * ld;
+    T* sk = sdo + kRows * ld;
+    T* sv = sk + kCols * ld;
+    const uint64_t seed = dropout_seed_at(geo.seed, *generation);
+    const int S = geo.seq, H = geo.heads, width = H * D;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int q0 = row_tile(geo) * kRows;
+    const int64_t ldg = 3 * int64_t{width};
+    const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+
+    load_tile<T, D>(sq, qbase, ldg, q0, kRows, S);
+    load_tile<T, D>(sdo, grad_out + int64_t{b} * S * width + h * D, width, q0, kRows, S);
+    const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float row_lse[2], row_dsum[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const bool in = rows[r] < S;
+        row_lse[r] = in ? lse[int64_t{bh} * S + rows[r]] : 0.0f;
+        row_dsum[r] = in ? dsum[int64_t{bh} * S + rows[r]] : 0.0f;
+    }
+    float dq[D / 8][4] = {};
+    const int kv_end = geo.causal ? min(S, q0 + kRows) : S;
+    for (int n0 = 0; n0 < kv_end; n0 += kCols) {
+        __syncthreads();
+        load_tile<T, D>(sk, qbase + width, ldg, n0, kCols, S);
+        load_tile<T, D>(sv, qbase + 2 * width, ldg, n0, kCols, S);
+        wait_tiles<0>();
+        float s[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D; kk += 16) {
+            uint32_t a[4], ao[4];
+            load_a(a, sq, ld, warp * 16, kk);
+            load_a(ao, sdo, ld, warp * 16, kk);
+#pragma unroll
+            for (int nt = 0; nt < kCols / 8; ++nt) {
+                uint32_t b0, b1;
+                load_b_rows(b0, b1, sk, ld, nt * 8, kk);
+                mma<T>(s[nt], a, b0, b1);
+                load_b_rows(b0, b1, sv, ld, nt * 8, kk);
+                mma<T>(dp[nt], ao, b0, b1);
+            }
+        }
+        uint32_t dsa[kCols / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt) {
+            float ds[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = n0 + nt * 8 + 2 * t + (e & 1), r = e >> 1;
+                const bool masked = col >= S || rows[r] >= S || (geo.causal && col > rows[r]);
+                const float p = masked ? 0.0f : exp2f(s[nt][e] * geo.scale_log2 - row_lse[r]);
+                float d = dp[nt][e];
+                if (geo.threshold != 0) d = keep(geo, seed, int64_t{bh} * S + rows[r], col) ? d * geo.inv_keep : 0.0f;
+                ds[e] = p * (d - row_dsum[r]);
+            }
+            dsa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(ds[0], ds[1]);
+            dsa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(ds[2], ds[3]);
+        }
+#pragma unroll
+        for (int kk = 0; kk < kCols / 16; ++kk)
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bk[4];
+                load_b_trans(bk, sk, ld, kk * 16, dt * 8);
+                mma<T>(dq[dt], dsa[kk], bk[0], bk[1]);
+                mma<T>(dq[dt + 1], dsa[kk], bk[2], bk[3]);
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= S) continue;
+        T* grow = grad_qkv + (int64_t{b} * S + rows[r]) * ldg + h * D;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            *reinterpret_cast<uint32_t*>(grow + dt * 8 + 2 * t) =
+                pack<T>(dq[dt][2 * r] * geo.scale, dq[dt][2 * r + 1] * geo.scale);
+    }
+}
+
+// dK, dV: rows are keys, tiles are queries; everything in transposed form (see the top).
+template <class T, int D, int kCols>
+__global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
+    Geometry geo, const T* __restrict__ qkv, const T* __restrict__ grad_out, const float* __restrict__ lse,
+    const float* __restrict__ dsum, T* __restrict__ grad_qkv, const uint64_t* generation) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int ld = D + kPad;
+    T* sk = reinterpret_cast<T*>(smem_raw);
+    T* sv = sk + kRows * ld;
+    T* sq = sv + kRows * ld;
+    T* sdo = sq + kCols * ld;
+    float* slse = reinterpret_cast<float*>(sdo + kCols * ld);
+    float* sdsum = slse + kCols;
+    const uint64_t seed = dropout_seed_at(geo.seed, *generation);
+    const int S = geo.seq, H = geo.heads, width = H * D;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int k0 = static_cast<int>(blockIdx.x) * kRows;  // causal: the first key tiles see the most queries
+    const int64_t ldg = 3 * int64_t{width};
+    const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
+    const T* obase = grad_out + int64_t{b} * S * width + h * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+
+    load_tile<T, D>(sk, qbase + width, ldg, k0, kRows, S);
+    load_tile<T, D>(sv, qbase + 2 * width, ldg, k0, kRows, S);
+    const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+    const int q_begin = geo.causal ? k0 / kCols * kCols : 0;
+    for (int i0 = q_begin; i0 < S; i0 += kCols) {
+        __syncthreads();
+        load_tile<T, D>(sq, qbase, ldg, i0, kCols, S);
+        load_tile<T, D>(sdo, obase, width, i0, kCols, S);
+        for (int c = threadIdx.x; c < kCols; c += kWarps * 32) {
+            const bool in = i0 + c < S;
+            slse[c] = in ? lse[int64_t{bh} * S + i0 + c] : 0.0f;
+            sdsum[c] = in ? dsum[int64_t{bh} * S + i0 + c] : 0.0f;
+        }
+        wait_tiles<0>();
+        float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D; kk += 16) {
+            uint32_t a[4], av[4];
+            load_a(a, sk, ld, warp * 16, kk);
+            load_a(av, sv, ld, warp * 16, kk);
+#pragma unroll
+            for (int nt = 0; nt < kCols / 8; ++nt) {
+                uint32_t b0, b1;
+                load_b_rows(b0, b1, sq, ld, nt * 8, kk);
+                mma<T>(st[nt], a, b0, b1);
+                load_b_rows(b0, b1, sdo, ld, nt * 8, kk);
+                mma<T>(dpt[nt], av, b0, b1);
+            }
+        }
+        uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt) {
+            float pd[4], ds[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int c = nt * 8 + 2 * t + (e & 1), q = i0 + c, r = e >> 1;
+                const bool masked = q >= S || keys[r] >= S || (geo.causal && keys[r] > q);
+                const float p = masked ? 0.0f : exp2f(st[nt][e] * geo.scale_log2 - slse[c]);
+                float mask = 1.0f;
+                if (geo.threshold != 0) mask = keep(geo, seed, int64_t{bh} * S + q, keys[r]) ? geo.inv_keep : 0.0f;
+                pd[e] = p * mask;
+                ds[e] = p * (dpt[nt][e] * mask - sdsum[c]);
+            }
+            pa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(pd[0], pd[1]);
+            pa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(pd[2], pd[3]);
+            dsa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(ds[0], ds[1]);
+            dsa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(ds[2], ds[3]);
+        }
+#pragma unroll
+        for (int kk = 0; kk < kCols / 16; ++kk)
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bo[4], bq[4];
+                load_b_trans(bo, sdo, ld, kk * 16, dt * 8);
+                mma<T>(dv[dt], pa[kk], bo[0], bo[1]);
+                mma<T>(dv[dt + 1], pa[kk], bo[2], bo[3]);
+                load_b_trans(bq, sq, ld, kk * 16, dt * 8);
+                mma<T>(dk[dt], dsa[kk], bq[0], bq[1]);
+                mma<T>(dk[dt + 1], dsa[kk], bq[2], bq[3]);
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= S) continue;
+        T* grow = grad_qkv + (int64_t{b} * S + keys[r]) * ldg + h * D;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            *reinterpret_cast<uint32_t*>(grow + width + dt * 8 + 2 * t) =
+                pack<T>(dk[dt][2 * r] * geo.scale, dk[dt][2 * r + 1] * geo.scale);
+            *reinterpret_cast<uint32_t*>(grow + 2 * width + dt * 8 + 2 * t) = pack<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
+        }
+    }
+}
+
+Geometry geometry(const Ops::AttentionShape& s, uint64_t seed) {
+    Geometry g{};
+    g.batch = s.batch;
+    g.seq = s.seq;
+    g.heads = s.heads;
+    g.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    g.scale_log2 = g.scale * kLog2e;
+    g.causal = s.causal;
+    g.threshold = s.dropout_p > 0.0f ? dropout_threshold(s.dropout_p) : 0;
+    g.inv_keep = 1.0f / (1.0f - s.dropout_p);
+    g.seed = seed;
+    return g;
+}
+
+// Key/query tile of the kernels: 64, or 32 where 128-wide heads would spill registers.
+template <int D> constexpr int kForwardCols = 64;
+template <int D> constexpr int kBackwardCols = D == 128 ? 32 : 64;
+
+template <class K, class... Args> void launch(K kernel, dim3 grid, size_t smem, const Context& ctx, Args... args) {
+    SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<grid, kWarps * 32, smem, ctx.stream>>>(args...);
+    SB_CHECK_LAUNCH();
+}
+
+template <class F> void dispatch_attention(DType dtype, int head_dim, F&& f) {
+    SB_REQUIRE(Ops::attention_fused(dtype, head_dim), "fused attention: bf16/fp16 with head_dim 64 or 128 only");
+    auto by_dim = [&](auto tag) {
+        if (head_dim == 64)
+            f(tag, std::integral_constant<int, 64>{});
+        else
+            f(tag, std::integral_constant<int, 128>{});
+    };
+    if (dtype == DType::bf16)
+        by_dim(__nv_bfloat16{});
+    else
+        by_dim(__half{});
+}
+
+// x: row tiles of 64; y: (batch, head) pairs, at most 65535 (a CUDA grid's y limit).
+dim3 tiles(const Ops::AttentionShape& s) {
+    SB_REQUIRE(int64_t{s.batch} * s.heads <= 65535, "fused attention: batch * heads must be at most 65535, is " +
+                                                        std::to_string(int64_t{s.batch} * s.heads));
+    return dim3(static_cast<unsigned>((s.seq + kRows - 1) / kRows), static_cast<unsigned>(s.batch * s.heads));
+}
+
+}  // namespace
+
+void fused_attention_forward(const Context& ctx, DType dtype, const Ops::AttentionShape& shape, const void* qkv,
+                             void* out, float* lse, uint64_t seed) {
+    const Geometry geo = geometry(shape, seed);
+    dispatch_attention(dtype, shape.head_dim, [&](auto tag, auto dim) {
+        using T = decltype(tag);
+        constexpr int D = decltype(dim)::value, C = kForwardCols<D>;
+        const size_t smem = static_cast<size_t>(kRows + 2 * C) * (D + kPad) * sizeof(T);
+        launch(attention_forward_kernel<T, D, C>, tiles(shape), smem, ctx, geo, static_cast<const T*>(qkv),
+               static_cast<T*>(out), lse, static_cast<const uint64_t*>(ctx.dropout_generation));
+    });
+}
+
+void fused_attention_backward(const Context& ctx, DType dtype, const Ops::AttentionShape& shape, const void* qkv,
+                              const void* out, const float* lse, const void* grad_out, void* grad_qkv, float* dsum,
+                              uint64_t seed) {
+    const Geometry geo = geometry(shape, seed);
+    dispatch_attention(dtype, shape.head_dim, [&](auto tag, auto dim) {
+        using T = decltype(tag);
+        constexpr int D = decltype(dim)::value, C = kBackwardCols<D>;
+        const int64_t rows = int64_t{shape.batch} * shape.seq;
+        attention_dsum_kernel<T, D><<<grid_for(ctx, static_cast<size_t>(rows * shape.heads)), kThreads, 0,
+                                      ctx.stream>>>(static_cast<const T*>(grad_out), static_cast<const T*>(out), rows,
+                                                    shape.seq, shape.heads, dsum);
+        SB_CHECK_LAUNCH();
+        const size_t smem = static_cast<size_t>(2 * kRows + 2 * C) * (D + kPad) * sizeof(T);
+        launch(attention_backward_dq_kernel<T, D, C>, tiles(shape), smem, ctx, geo, static_cast<const T*>(qkv),
+               static_cast<const T*>(grad_out), lse, static_cast<const float*>(dsum), static_cast<T*>(grad_qkv),
+               static_cast<const uint64_t*>(ctx.dropout_generation));
+        launch(attention_backward_dkdv_kernel<T, D, C>, tiles(shape), smem + 2 * C * sizeof(float), ctx, geo,
+               static_cast<const T*>(qkv), static_cast<const T*>(grad_out), lse, static_cast<const float*>(dsum),
+               static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
+    });
+}
+
+}  // namespace sb::kernels
