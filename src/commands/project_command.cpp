@@ -30,6 +30,8 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::ExistingFile);
     sub.add_option("--profile-dir", o.profile_dir, "where profile names are looked up (default configs/hardware)");
+    sub.add_option("--batch", o.batch,
+                   "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
 }
 
 Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
@@ -145,8 +147,16 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"model_tflops_per_s", tflops},
                 {"peak_tflops_per_gpu", peak},
                 {"mfu", tflops / (world * peak)},
-                {"memory_per_gpu_gb", t.memory_bytes / 1e9},
-                {"fits_memory", t.memory_bytes <= hw.memory_gb.value * 1e9},
+                {"memory_per_gpu_gb", footprint_bytes(t) / 1e9},
+                {"memory_breakdown_gb",
+                 {{"parameters", t.memory.parameters / 1e9},
+                  {"gradients", t.memory.gradients / 1e9},
+                  {"optimizer_state", t.memory.optimizer_state / 1e9},
+                  {"activations", t.memory.activations / 1e9},
+                  {"data", t.memory.data / 1e9},
+                  {"scratch", t.memory.scratch / 1e9},
+                  {"workspace_and_runtime", (kGemmWorkspaceBytes + kRuntimeReserveBytes) / 1e9}}},
+                {"fits_memory", footprint_bytes(t) <= hw.memory_gb.value * 1e9},
                 {"traced_ops", t.ops.size()},
                 {"hardware", to_json(hw)},
                 {"calibration", {{"files", model.calibration.files}, {"notes", model.calibration.notes}}},
@@ -161,22 +171,92 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
     return out;
 }
 
+void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw) {
+    if (batch.empty()) return;
+    if (cfg.scaling_mode != ScalingMode::weak)
+        throw UserError(fmt::format("--batch {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
+    if (batch == "max") {
+        const int max = max_fitting_batch(cfg, hw.memory_gb.value);
+        if (max == 0)
+            throw UserError(fmt::format("--batch max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
+                                        hw.memory_gb.value, hw.name));
+        cfg.batch_size = max;
+        return;
+    }
+    size_t used = 0;
+    int value = 0;
+    try {
+        value = std::stoi(batch, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch {}: a positive number or 'max'", batch));
+    cfg.batch_size = value;
+    validate_config(cfg);
+}
+
+std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
+                                      const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    std::vector<Band> bands;
+    for (const HardwareProfile& corner : range_corners(hw)) {
+        const std::vector<Projection> rows = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
+        if (bands.empty()) bands.resize(rows.size(), Band{INFINITY, -INFINITY});
+        for (size_t i = 0; i < rows.size(); ++i) {
+            bands[i].lo = std::min(bands[i].lo, rows[i].samples_per_s);
+            bands[i].hi = std::max(bands[i].hi, rows[i].samples_per_s);
+        }
+    }
+    return bands;
+}
+
+namespace {
+
+// The profile's ranges, one line: "node.link_efficiency 0.187-0.7, ..."; "none" when none.
+std::string range_list(const HardwareProfile& hw) {
+    std::string out;
+    HardwareProfile copy = hw;
+    for (const auto& [key, number] : sourced_numbers(copy))
+        if (number->is_range())
+            out += fmt::format("{}{} {:g} [{:g}-{:g}]", out.empty() ? "" : ", ", key, number->value, number->lo, number->hi);
+    return out.empty() ? "none" : out;
+}
+
+std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
+    const nlohmann::json& m = p.record["memory_breakdown_gb"];
+    return fmt::format("{:.2f} GB per GPU of {:.0f} (parameters {:.2f}, gradients {:.2f}, optimizer state {:.2f}, "
+                       "activations {:.2f}, data {:.2f}, scratch {:.2f}, workspace and runtime {:.2f})",
+                       p.record["memory_per_gpu_gb"].get<double>(), hw.memory_gb.value, m["parameters"].get<double>(),
+                       m["gradients"].get<double>(), m["optimizer_state"].get<double>(), m["activations"].get<double>(),
+                       m["data"].get<double>(), m["scratch"].get<double>(), m["workspace_and_runtime"].get<double>());
+}
+
+}  // namespace
+
 int run_project(const ProjectOptions& o) {
     const HardwareProfile hw = load_profile(o, o.hardware);
-    const TrainConfig cfg = load_workload(o);
+    TrainConfig cfg = load_workload(o);
+    apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
     const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
     for (int N : nodes)
         if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
     if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
-    const std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
+    std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
+    const std::vector<Band> bands = samples_per_s_bands(cfg, hw, model.calibration, gpus, nodes);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].record["samples_per_s_band"] = {bands[i].lo, bands[i].hi};
+        rows[i].record["ranges"] = ranged_keys(hw);
+    }
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
     if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
+    const bool fits = rows.front().record["fits_memory"].get<bool>();
+    fmt::print("memory: {}: {}\n", footprint_line(rows.front(), hw),
+               fits ? "fits" : "DOES NOT FIT: the figures below are what the step would take if it did");
     print_scaling_table_columns();
     for (const Projection& p : rows) {
         ScalingRow row;
@@ -192,7 +272,12 @@ int run_project(const ProjectOptions& o) {
         print_scaling_table_row(row);
         append_record(o.out, p.record);
     }
-    fmt::print("projected (not measured); {} record(s) appended to {}\n", rows.size(), o.out);
+    fmt::print("band of samples/s over the profile's ranges ({}):\n", range_list(hw));
+    for (size_t i = 0; i < rows.size(); ++i)
+        fmt::print("  {:>5} GPUs: {:.1f} [{:.1f}-{:.1f}]{}\n", rows[i].step.world_size, rows[i].samples_per_s, bands[i].lo,
+                   bands[i].hi, fits ? "" : " (does not fit)");
+    fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
+               rows.size(), o.out);
     return 0;
 }
 
@@ -230,20 +315,91 @@ const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligibl
 
 }  // namespace
 
+namespace {
+
+struct Verdict {
+    const char* scenario;
+    const CompareRow* winner = nullptr;
+    std::string reason;
+};
+
+// The scenario rules over one set of projected rows.
+std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
+    std::vector<Verdict> out;
+    auto fits = [](const CompareRow& r) { return r.fits(); };
+    {
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
+        out.push_back({"small experiments", r,
+                       r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GB",
+                                       r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
+                         : "the workload fits none"});
+    }
+    {
+        // Fine-tuning runs on a few GPUs and is bound by memory: what fits, at up to 4 GPUs, per dollar.
+        auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
+        out.push_back({"NLP fine-tuning", r,
+                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GB "
+                                       "per GPU inside {:.0f} GB",
+                                       at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
+                                       at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
+                         : "the workload fits none"});
+    }
+    {
+        // Long multi-GPU runs: cost per sample at the node's full size, where scaling holds (>= 80%).
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.at_max()); },
+                                   [&](const CompareRow& x) { return x.fits() && x.at_max().efficiency >= 0.8; });
+        out.push_back({"large CV training", r,
+                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}) among nodes that keep >= 80% scaling "
+                                       "({:.1f}%, {:.1f} samples/s per kW)",
+                                       r->max_gpus(), r->per_10k(r->at_max()), 100.0 * r->at_max().efficiency,
+                                       r->per_kw(r->at_max()))
+                         : "no profile keeps 80% scaling efficiency at its full node"});
+    }
+    {
+        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.at_max().samples_per_s; }, fits);
+        out.push_back({"multi-GPU training", r,
+                       r ? fmt::format("highest throughput of one node ({:.1f} samples/s at {} GPUs, {:.1f}% scaling, "
+                                       "{:.3f} ms exposed communication per step)",
+                                       r->at_max().samples_per_s, r->max_gpus(), 100.0 * r->at_max().efficiency,
+                                       r->at_max().step.exposed_comm_ms)
+                         : "the workload fits none"});
+    }
+    return out;
+}
+
+std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
+
+}  // namespace
+
 int run_compare(const ProjectOptions& o) {
     std::vector<std::string> names;
     std::stringstream list(o.hardware);
     for (std::string item; std::getline(list, item, ',');)
         if (!item.empty()) names.push_back(item);
     if (names.empty()) throw UserError("--hardware: name at least one profile");
-    const TrainConfig cfg = load_workload(o);
-    std::vector<CompareRow> rows;
+    TrainConfig cfg = load_workload(o);
+    std::vector<HardwareProfile> profiles;
+    std::vector<Calibration> calibrations;
     for (const auto& name : names) {
-        CompareRow row{load_profile(o, name), {}};
-        const CostModel model(row.hw, calibrate(row.hw, o.calibrate));
-        row.by_gpus = project_workload(cfg, model, gpu_counts(ProjectOptions{}, row.hw), {1});
-        rows.push_back(std::move(row));
+        profiles.push_back(load_profile(o, name));
+        calibrations.push_back(calibrate(profiles.back(), o.calibrate));
     }
+    if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
+    apply_batch_option(o.batch, cfg, profiles.front());
+    // The rows with each profile as given, or with one ranged number at one end where it has it.
+    auto project_all = [&](const std::string& key, bool high) {
+        std::vector<CompareRow> rows;
+        for (size_t i = 0; i < profiles.size(); ++i) {
+            const std::vector<std::string> ranged = ranged_keys(profiles[i]);
+            const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
+            CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
+            row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpu_counts(ProjectOptions{}, row.hw), {1});
+            rows.push_back(std::move(row));
+        }
+        return rows;
+    };
+    const std::vector<CompareRow> rows = project_all("", false);
     const auto& any = rows.front().at_max().record;
     fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
                "measured)\n",
@@ -265,50 +421,43 @@ int run_compare(const ProjectOptions& o) {
                    r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(), r.fits() ? "yes" : "NO");
     }
     fmt::print("per $10k: samples/s per 10,000 USD of GPUs (the profiles' reference prices, GPUs only); per kW: per "
-               "kW of GPU TDP\n\nverdicts for this workload:\n");
+               "kW of GPU TDP\n");
+    // The band each profile's ranges give its figures at its full node.
+    bool any_range = false;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        if (ranged_keys(profiles[i]).empty()) continue;
+        if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
+        any_range = true;
+        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, profiles[i]);
+        const std::vector<Band> bands = samples_per_s_bands(cfg, profiles[i], calibrations[i], gpus, {1});
+        std::string cells;
+        for (size_t g = 0; g < gpus.size(); ++g)
+            cells += fmt::format("{}{} GPU{}: {:.1f} [{:.1f}-{:.1f}]", g ? ", " : "", gpus[g], gpus[g] > 1 ? "s" : "",
+                                 rows[i].by_gpus[g].samples_per_s, bands[g].lo, bands[g].hi);
+        fmt::print("  {:<24} {}\n    from {}\n", profiles[i].name, cells, range_list(profiles[i]));
+    }
 
-    auto verdict = [&](const char* scenario, const CompareRow* r, const std::string& reason) {
-        if (!r) fmt::print("  {:<22} none of the profiles: {}\n", scenario, reason);
-        else fmt::print("  {:<22} {}: {}\n", scenario, r->hw.name, reason);
-    };
-    auto fits = [](const CompareRow& r) { return r.fits(); };
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
-        verdict("small experiments", r,
-                r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GB",
-                                r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
-                  : "the workload fits none");
-    }
-    {
-        // Fine-tuning runs on a few GPUs and is bound by memory: what fits, at up to 4 GPUs, per dollar.
-        auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
-        verdict("NLP fine-tuning", r,
-                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GB "
-                                "per GPU inside {:.0f} GB",
-                                at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
-                                at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
-                  : "the workload fits none");
-    }
-    {
-        // Long multi-GPU runs: cost per sample at the node's full size, where scaling holds (>= 80%).
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.at_max()); },
-                                   [&](const CompareRow& x) { return x.fits() && x.at_max().efficiency >= 0.8; });
-        verdict("large CV training", r,
-                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}) among nodes that keep >= 80% scaling "
-                                "({:.1f}%, {:.1f} samples/s per kW)",
-                                r->max_gpus(), r->per_10k(r->at_max()), 100.0 * r->at_max().efficiency,
-                                r->per_kw(r->at_max()))
-                  : "no profile keeps 80% scaling efficiency at its full node");
-    }
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.at_max().samples_per_s; }, fits);
-        verdict("multi-GPU training", r,
-                r ? fmt::format("highest throughput of one node ({:.1f} samples/s at {} GPUs, {:.1f}% scaling, "
-                                "{:.3f} ms exposed communication per step)",
-                                r->at_max().samples_per_s, r->max_gpus(), 100.0 * r->at_max().efficiency,
-                                r->at_max().step.exposed_comm_ms)
-                  : "the workload fits none");
+    fmt::print("\nverdicts for this workload:\n");
+    const std::vector<Verdict> central = verdicts(rows);
+    // A verdict that changes when one ranged number moves to an end of its range says so.
+    std::vector<std::string> keys;
+    for (const HardwareProfile& p : profiles)
+        for (const std::string& key : ranged_keys(p))
+            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    std::vector<std::vector<std::string>> flips(central.size());
+    for (const std::string& key : keys)
+        for (bool high : {false, true}) {
+            const std::vector<CompareRow> moved = project_all(key, high);
+            const std::vector<Verdict> at_end = verdicts(moved);
+            for (size_t s = 0; s < central.size(); ++s)
+                if (winner_name(at_end[s]) != winner_name(central[s]))
+                    flips[s].push_back(fmt::format("{} with {} at its {} end", winner_name(at_end[s]), key, high ? "high" : "low"));
+        }
+    for (size_t s = 0; s < central.size(); ++s) {
+        const Verdict& v = central[s];
+        if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);
+        else fmt::print("  {:<22} {}: {}\n", v.scenario, v.winner->hw.name, v.reason);
+        for (const std::string& f : flips[s]) fmt::print("  {:<22}   flips inside the band: {}\n", "", f);
     }
     return 0;
 }

@@ -25,6 +25,7 @@ struct ProjectOptions {
     std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
     std::vector<int> nodes;  // default 1
     std::vector<std::string> calibrate;
+    std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
     std::string out = "results/projected.jsonl";
     std::string profile_dir = "configs/hardware";
 };
@@ -43,6 +44,18 @@ struct Projection {
 // Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says).
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                          const std::vector<int>& nodes);
+
+// Every projected figure's band: its lowest and highest over the corners of the profile's ranges
+// (sources that disagree), one entry per world size of `project_workload`.
+struct Band {
+    double lo = 0, hi = 0;
+};
+std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
+                                      const std::vector<int>& gpus, const std::vector<int>& nodes);
+
+// --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
+// A batch that is not a positive number or "max" is a UserError naming the flag.
+void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
 
 int run_project(const ProjectOptions& opts);
 int run_compare(const ProjectOptions& opts);
