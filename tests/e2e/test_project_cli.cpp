@@ -95,8 +95,35 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
                          kSource + "/configs/ci-small.yaml" + profiles());
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"per $10k", "per kW", "a100-sxm4-40gb", "rtx4090-24gb-pcie4-p2p", "small experiments",
-                             "NLP fine-tuning", "large CV training", "multi-GPU training"})
+                             "NLP fine-tuning", "large CV training", "multi-GPU training",
+                             // the stock 4090's ranges (staged copy rate, staged overlap) give its band
+                             "bands (every ranged number of the profile at its ends)",
+                             "node.link_efficiency 0.26 [0.187-0.7]", "node.staged_overlap 0.5 [0-1]"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
+    const auto dir = sb::e2e::scratch("project-fit");
+    const std::string out = " --out " + (dir / "p.jsonl").string();
+    // Lambda's ResNet-50 batch of 448 needs more than a 24 GB 4090 holds with scalebench's step.
+    Result r = run("project --hardware rtx4090-24gb-pcie4 --gpus 1 --batch 448 --config " + kSource +
+                   "/configs/resnet50.yaml" + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+    const auto records = sb::read_records((dir / "p.jsonl").string()).records;
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_FALSE(records[0]["fits_memory"].get<bool>());
+    EXPECT_GT(records[0]["memory_per_gpu_gb"].get<double>(), 24.0);
+    // --batch max: the largest that fits, and it fits.
+    r = run("project --hardware rtx4090-24gb-pcie4 --gpus 1 --batch max --config " + kSource + "/configs/resnet50.yaml" +
+            profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("): fits"), std::string::npos) << r.out;
+    // Bad values exit 2 naming the flag, before any record is written.
+    r = run("project --hardware rtx4090-24gb-pcie4 --batch lots" + profiles() + out);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--batch lots: a positive number or 'max'"), std::string::npos) << r.err;
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
 }
 
 }  // namespace

@@ -438,5 +438,35 @@ TEST(ProjectWorkload, EveryProfileProjectsEveryPresetWorkload) {
     }
 }
 
+TEST(Footprint, PartsFollowTheRunnersBuffers) {
+    TrainConfig cfg = load_config_file(kSource + "/configs/resnet50.yaml");
+    cfg.optimizer.kind = OptimizerConfig::Kind::adamw;
+    const StepTrace adamw = trace_step(cfg, 8);
+    cfg.optimizer.kind = OptimizerConfig::Kind::sgd;
+    const StepTrace sgd = trace_step(cfg, 8);
+    const double n = static_cast<double>(adamw.num_params);
+    // fp32 master weights, the 16-bit copy, fp32 gradients; AdamW two moments, SGD one.
+    EXPECT_DOUBLE_EQ(adamw.memory.parameters, n * (4 + 2));
+    EXPECT_DOUBLE_EQ(adamw.memory.optimizer_state, n * 8);
+    EXPECT_DOUBLE_EQ(sgd.memory.optimizer_state, n * 4);
+    EXPECT_GE(adamw.memory.gradients, n * 4);
+    // Activations grow with the batch; the fixed parts do not.
+    const StepTrace twice = trace_step(cfg, 16);
+    EXPECT_NEAR(twice.memory.activations, 2 * sgd.memory.activations, 0.05 * sgd.memory.activations);
+    EXPECT_DOUBLE_EQ(twice.memory.parameters, sgd.memory.parameters);
+    EXPECT_DOUBLE_EQ(footprint_bytes(sgd), sgd.memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes);
+}
+
+TEST(Footprint, BatchMaxIsTheLargestThatFits) {
+    const TrainConfig cfg = load_config_file(kSource + "/configs/resnet50.yaml");
+    const double gb = 24;
+    const int max = max_fitting_batch(cfg, gb);
+    ASSERT_GT(max, 1);
+    EXPECT_LE(footprint_bytes(trace_step(cfg, max)), gb * 1e9);
+    EXPECT_GT(footprint_bytes(trace_step(cfg, max + 1)), gb * 1e9);
+    // Less memory than the runtime alone holds: not one row fits.
+    EXPECT_EQ(max_fitting_batch(cfg, 1.0), 0);
+}
+
 }  // namespace
 }  // namespace sb

@@ -287,8 +287,8 @@ Band published_speedup_band(const PublishedRow& r, const PublishedRow& base) {
 void project_published(const std::string& file, std::vector<PublishedRow>& rows) {
     const YAML::Node root = YAML::LoadFile(kSource + "/results/published/" + file);
     ASSERT_TRUE(root["entries"].IsSequence()) << file;
-    std::printf("%s:\n\n| entry | profile | model, seq, batch/GPU | GPUs | published samples/s | projected | error | not modelled |\n"
-                "| --- | --- | --- | --- | --- | --- | --- | --- |\n", file.c_str());
+    std::printf("%s:\n\n| entry | profile | model, seq, batch/GPU | GPUs | published samples/s | projected | error | scalebench's footprint | not modelled |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", file.c_str());
     for (const auto& e : root["entries"]) {
         const std::string id = e["id"].as<std::string>();
         ASSERT_EQ(e["use"].as<std::string>(), "validation") << id;
@@ -325,9 +325,12 @@ void project_published(const std::string& file, std::vector<PublishedRow>& rows)
                               cfg.transformer.shape.layers == 24 ? "large" : "base", cfg.transformer.shape.seq_len)
                 : fmt::format("resnet{}, {}", cfg.resnet.blocks == std::vector<int>{3, 4, 6, 3} ? "50" : "",
                               cfg.resnet.image_size);
-        std::printf("| [%s](%s) | %s | %s, %d | %d | %.1f | %.1f | %+.1f%% | %s |\n", id.c_str(),
+        // A batch whose step would not fit scalebench's footprint is marked, not left silent.
+        const std::string fit = fmt::format("{:.1f} GB{}", p.record["memory_per_gpu_gb"].get<double>(),
+                                            p.record["fits_memory"].get<bool>() ? "" : " (does not fit)");
+        std::printf("| [%s](%s) | %s | %s, %d | %d | %.1f | %.1f | %+.1f%% | %s | %s |\n", id.c_str(),
                     e["source"].as<std::string>().c_str(), hw.name.c_str(), model.c_str(), cfg.batch_size, row.gpus,
-                    row.published, row.projected, 100.0 * error, e["differences"].as<std::string>().c_str());
+                    row.published, row.projected, 100.0 * error, fit.c_str(), e["differences"].as<std::string>().c_str());
         rows.push_back(row);
     }
     std::printf("\n");
@@ -413,7 +416,7 @@ TEST(ProjectionValidation, PublishedTrainingThroughput) {
     for (const PublishedRow& r : rows) errors.push_back(std::abs((r.projected - r.published) / r.published));
     ASSERT_GE(errors.size(), 10u);
     const double median = median_of(errors);
-    std::printf("median |error| of %zu published throughputs: %.1f%% (the issue's target: 15%%)\n\n", errors.size(),
+    std::printf("median |error| of %zu published throughputs: %.1f%% (the issue's target: 20%%)\n\n", errors.size(),
                 100.0 * median);
 
     std::vector<double> scaling_errors;
