@@ -147,16 +147,16 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"model_tflops_per_s", tflops},
                 {"peak_tflops_per_gpu", peak},
                 {"mfu", tflops / (world * peak)},
-                {"memory_per_gpu_gb", footprint_bytes(t) / 1e9},
+                {"memory_per_gpu_gb", footprint_bytes(t) / kGiB},
                 {"memory_breakdown_gb",
-                 {{"parameters", t.memory.parameters / 1e9},
-                  {"gradients", t.memory.gradients / 1e9},
-                  {"optimizer_state", t.memory.optimizer_state / 1e9},
-                  {"activations", t.memory.activations / 1e9},
-                  {"data", t.memory.data / 1e9},
-                  {"scratch", t.memory.scratch / 1e9},
-                  {"workspace_and_runtime", (kGemmWorkspaceBytes + kRuntimeReserveBytes) / 1e9}}},
-                {"fits_memory", footprint_bytes(t) <= hw.memory_gb.value * 1e9},
+                 {{"parameters", t.memory.parameters / kGiB},
+                  {"gradients", t.memory.gradients / kGiB},
+                  {"optimizer_state", t.memory.optimizer_state / kGiB},
+                  {"activations", t.memory.activations / kGiB},
+                  {"data", t.memory.data / kGiB},
+                  {"scratch", t.memory.scratch / kGiB},
+                  {"workspace_and_runtime", (kGemmWorkspaceBytes + kRuntimeReserveBytes) / kGiB}}},
+                {"fits_memory", footprint_bytes(t) <= hw.memory_gb.value * kGiB},
                 {"traced_ops", t.ops.size()},
                 {"hardware", to_json(hw)},
                 {"calibration", {{"files", model.calibration.files}, {"notes", model.calibration.notes}}},
@@ -223,7 +223,7 @@ std::string range_list(const HardwareProfile& hw) {
 
 std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
     const nlohmann::json& m = p.record["memory_breakdown_gb"];
-    return fmt::format("{:.2f} GB per GPU of {:.0f} (parameters {:.2f}, gradients {:.2f}, optimizer state {:.2f}, "
+    return fmt::format("{:.2f} GiB per GPU of {:.0f} (parameters {:.2f}, gradients {:.2f}, optimizer state {:.2f}, "
                        "activations {:.2f}, data {:.2f}, scratch {:.2f}, workspace and runtime {:.2f})",
                        p.record["memory_per_gpu_gb"].get<double>(), hw.memory_gb.value, m["parameters"].get<double>(),
                        m["gradients"].get<double>(), m["optimizer_state"].get<double>(), m["activations"].get<double>(),
@@ -370,6 +370,14 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
 
 std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
 
+// The end of ranged number `key` in the first profile that has it.
+double range_end_value(const std::vector<HardwareProfile>& profiles, const std::string& key, bool high) {
+    for (HardwareProfile p : profiles)
+        for (const auto& [k, number] : sourced_numbers(p))
+            if (k == key && number->is_range()) return high ? number->hi : number->lo;
+    return 0;
+}
+
 }  // namespace
 
 int run_compare(const ProjectOptions& o) {
@@ -407,7 +415,7 @@ int run_compare(const ProjectOptions& o) {
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
     fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile", "1 GPU", "2 GPUs",
-               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GB", "fits");
+               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GiB", "fits");
     fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "", "samples/s", "", "", "",
                "at max", "ms at max", "at max", "at max", "per GPU", "");
     for (const auto& r : rows) {
@@ -451,7 +459,8 @@ int run_compare(const ProjectOptions& o) {
             const std::vector<Verdict> at_end = verdicts(moved);
             for (size_t s = 0; s < central.size(); ++s)
                 if (winner_name(at_end[s]) != winner_name(central[s]))
-                    flips[s].push_back(fmt::format("{} with {} at its {} end", winner_name(at_end[s]), key, high ? "high" : "low"));
+                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
+                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
         }
     for (size_t s = 0; s < central.size(); ++s) {
         const Verdict& v = central[s];

@@ -145,7 +145,7 @@ double footprint_bytes(const StepTrace& trace) {
 }
 
 int max_fitting_batch(const TrainConfig& cfg, double memory_gb) {
-    auto fits = [&](int batch) { return footprint_bytes(trace_step(cfg, batch)) <= memory_gb * 1e9; };
+    auto fits = [&](int batch) { return footprint_bytes(trace_step(cfg, batch)) <= memory_gb * kGiB; };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;  // fits(lo), and hi is the first power of two to test
     while (fits(hi)) {

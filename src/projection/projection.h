@@ -63,10 +63,11 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch);
 // (models/cuda/cuda_ops.cu) and the runtime's own (CUDA context, cuBLAS handles, the backend's
 // scratch): 1.18-1.31 GiB besides the operands in the H200's `gemm` telemetry
 // (results/h200-20261202/gemm.jsonl), the high end taken, assumed the same on every GPU.
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // profiles give memory_gb in GiB, as CUDA reports it
 constexpr double kGemmWorkspaceBytes = 32.0 * 1024 * 1024;
 constexpr double kRuntimeReserveBytes = 1306.0 * 1024 * 1024;
 double footprint_bytes(const StepTrace& trace);
-// The largest local batch whose footprint fits `memory_gb` (0 when not even one row fits).
+// The largest local batch whose footprint fits `memory_gb` GiB (0 when not even one row fits).
 int max_fitting_batch(const TrainConfig& cfg, double memory_gb);
 
 // The workload a `train` record ran, from its "config" object (validated like a file).

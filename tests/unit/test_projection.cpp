@@ -462,8 +462,8 @@ TEST(Footprint, BatchMaxIsTheLargestThatFits) {
     const double gb = 24;
     const int max = max_fitting_batch(cfg, gb);
     ASSERT_GT(max, 1);
-    EXPECT_LE(footprint_bytes(trace_step(cfg, max)), gb * 1e9);
-    EXPECT_GT(footprint_bytes(trace_step(cfg, max + 1)), gb * 1e9);
+    EXPECT_LE(footprint_bytes(trace_step(cfg, max)), gb * kGiB);
+    EXPECT_GT(footprint_bytes(trace_step(cfg, max + 1)), gb * kGiB);
     // Less memory than the runtime alone holds: not one row fits.
     EXPECT_EQ(max_fitting_batch(cfg, 1.0), 0);
 }

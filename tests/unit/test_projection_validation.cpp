@@ -326,7 +326,7 @@ void project_published(const std::string& file, std::vector<PublishedRow>& rows)
                 : fmt::format("resnet{}, {}", cfg.resnet.blocks == std::vector<int>{3, 4, 6, 3} ? "50" : "",
                               cfg.resnet.image_size);
         // A batch whose step would not fit scalebench's footprint is marked, not left silent.
-        const std::string fit = fmt::format("{:.1f} GB{}", p.record["memory_per_gpu_gb"].get<double>(),
+        const std::string fit = fmt::format("{:.1f} GiB{}", p.record["memory_per_gpu_gb"].get<double>(),
                                             p.record["fits_memory"].get<bool>() ? "" : " (does not fit)");
         std::printf("| [%s](%s) | %s | %s, %d | %d | %.1f | %.1f | %+.1f%% | %s | %s |\n", id.c_str(),
                     e["source"].as<std::string>().c_str(), hw.name.c_str(), model.c_str(), cfg.batch_size, row.gpus,
