@@ -330,7 +330,7 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
     {
         const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
         out.push_back({"small experiments", r,
-                       r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GB",
+                       r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GiB",
                                        r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
                          : "the workload fits none"});
     }
@@ -339,8 +339,8 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
         auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
         const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
         out.push_back({"NLP fine-tuning", r,
-                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GB "
-                                       "per GPU inside {:.0f} GB",
+                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GiB "
+                                       "per GPU inside {:.0f} GiB",
                                        at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
                                        at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
                          : "the workload fits none"});
