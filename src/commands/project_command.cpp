@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <filesystem>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 
@@ -29,7 +31,12 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
         ->delimiter(',')
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::ExistingFile);
-    sub.add_option("--profile-dir", o.profile_dir, "where profile names are looked up (default configs/hardware)");
+    sub.add_option("--profile-dir", o.profile_dir,
+                   "where profile names are looked up (default: configs/hardware under the working directory or the "
+                   "binary's)");
+    sub.add_option("--host", o.host,
+                   "host section replacing the profiles' (sockets, PCIe topology, host memory bandwidth): a name in "
+                   "configs/hosts or a YAML path");
     sub.add_option("--batch", o.batch,
                    "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
 }
@@ -37,7 +44,14 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
 Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
 
 HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
-    return load_hardware_profile(hardware_profile_path(name, o.profile_dir));
+    const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
+    HardwareProfile hw = load_hardware_profile(hardware_profile_path(name, dir.empty() ? "configs/hardware" : dir));
+    if (!o.host.empty()) {
+        const std::string hosts = shipped_config_dir("hosts");
+        const std::string path = hardware_profile_path(o.host, hosts.empty() ? "configs/hosts" : hosts);
+        apply_host_section(hw, read_text_file(path, "host section"), path);
+    }
+    return hw;
 }
 
 TrainConfig load_workload(const ProjectOptions& o) {
@@ -61,6 +75,20 @@ std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) 
 }
 
 }  // namespace
+
+std::string shipped_config_dir(const std::string& sub) {
+    namespace fs = std::filesystem;
+    const fs::path relative = fs::path("configs") / sub;
+    if (fs::is_directory(relative)) return relative.string();
+    std::error_code ec;
+    fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
+    for (int up = 0; !ec && up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
+        if (fs::is_directory(dir / relative)) return (dir / relative).string();
+        if (fs::is_directory(dir / "share" / "scalebench" / relative)) return (dir / "share" / "scalebench" / relative).string();
+        if (dir == dir.parent_path()) break;
+    }
+    return "";
+}
 
 void add_project_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
@@ -252,6 +280,8 @@ int run_project(const ProjectOptions& o) {
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
+    fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : hw.host,
+               o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
     if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
     const bool fits = rows.front().record["fits_memory"].get<bool>();

@@ -27,8 +27,14 @@ struct ProjectOptions {
     std::vector<std::string> calibrate;
     std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
     std::string out = "results/projected.jsonl";
-    std::string profile_dir = "configs/hardware";
+    std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
+    std::string profile_dir;  // empty: configs/hardware found from the working directory or the binary's
 };
+
+// Where the shipped `configs/<sub>` folder is: under the working directory, else under the
+// binary's folder or one of its parents (a build tree inside the source tree, an install).
+// Empty when neither has it.
+std::string shipped_config_dir(const std::string& sub);
 
 void add_project_options(CLI::App& sub, ProjectOptions& opts);
 void add_compare_options(CLI::App& sub, ProjectOptions& opts);

@@ -159,6 +159,7 @@ private:
             {"l2_mb", &hw.l2_mb, 0, true, 0, false, false},
             {"l2_copy_gbps", &hw.l2_copy_gbps, 0, true, 0, false, false},
             {"kernel_gap_us", &hw.kernel_gap_us, 0, false, 0, true, false},
+            {"clock_factor", &hw.clock_factor, 0, true, 1.5, false, false},
         };
         YAML::Node gemm_key;
         read_section(value, key_node, "gpu", fields, {"device_name", "gemm"},
@@ -231,10 +232,39 @@ private:
                      {"kind"});
     }
 
+public:
+    // A host section: `name`, `description`, `sockets`, `pcie_topology`, `host_mem_bw_gbps`.
+    void read_host(const YAML::Node& root, HardwareProfile& hw) {
+        if (!root.IsMap()) fields_.fail_at(root.Mark(), "the host section must be a map of keys");
+        Sourced sockets;
+        const std::vector<Field> fields = {
+            {"sockets", &sockets, 1, false, 8, true, true},
+            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
+        };
+        std::set<std::string> seen;
+        std::vector<std::string> known = {"name", "description", "pcie_topology"};
+        for (const Field& f : fields) known.push_back(f.key);
+        fields_.for_each_key(root, "", known, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+            seen.insert(key);
+            for (const Field& f : fields)
+                if (key == f.key) return read_sourced(v, k, key, f);
+            if (key == "name") hw.host = fields_.non_empty_text(v, k, key);
+            else if (key == "description") fields_.non_empty_text(v, k, key);
+            else hw.pcie_topology = fields_.choice(v, k, key, {"root_complex", "switch"});
+        });
+        for (const std::string& key : known)
+            if (!seen.count(key)) fields_.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
+    }
+
+private:
     YamlFields fields_;
 };
 
 }  // namespace
+
+void apply_host_section(HardwareProfile& hw, const std::string& yaml_text, const std::string& source) {
+    ProfileReader(source).read_host(load_yaml_document(yaml_text, source, "host section"), hw);
+}
 
 std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& hw) {
     return {{"gpu.memory_gb", &hw.memory_gb},
@@ -245,6 +275,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"gpu.l2_mb", &hw.l2_mb},
             {"gpu.l2_copy_gbps", &hw.l2_copy_gbps},
             {"gpu.kernel_gap_us", &hw.kernel_gap_us},
+            {"gpu.clock_factor", &hw.clock_factor},
             {"node.gpus_per_node", &hw.gpus_per_node},
             {"node.link_gbps", &hw.link_gbps},
             {"node.pcie_gen", &hw.pcie_gen},
@@ -343,6 +374,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"pcie_gen", sourced(hw.pcie_gen)},
           {"pcie_lanes", sourced(hw.pcie_lanes)},
           {"pcie_topology", hw.pcie_topology},
+          {"host", hw.host},
           {"host_mem_bw_gbps", sourced(hw.host_mem_bw_gbps)},
           {"link_efficiency", sourced(hw.link_efficiency)},
           {"link_latency_us", sourced(hw.link_latency_us)},

@@ -58,6 +58,9 @@ struct HardwareProfile {
     Sourced l2_mb;                    // L2 cache size
     Sourced l2_copy_gbps;             // a copy whose operands fit in L2, likewise
     Sourced kernel_gap_us;      // device time between back-to-back kernels
+    // The sustained SM clock against the one the gemm rates were measured at (1 unless a
+    // power or cooling limit lowers it: a modded card); it scales the tensor and FP32 rates.
+    Sourced clock_factor{1.0, "the GPU as benchmarked"};
     // ---- node
     Sourced gpus_per_node;
     LinkClass link = LinkClass::pcie_p2p;
@@ -65,6 +68,7 @@ struct HardwareProfile {
     Sourced pcie_gen;
     Sourced pcie_lanes;
     std::string pcie_topology;  // root_complex, switch
+    std::string host;           // the host section's name: the profile's own, or --host
     Sourced host_mem_bw_gbps;   // what a host-staged all-reduce is bound by
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step
@@ -92,6 +96,10 @@ HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, 
 // The profile at every corner of its ranges (2^k profiles, k ranged numbers; {hw} when none):
 // a projected figure's band is its lowest and highest over them.
 std::vector<HardwareProfile> range_corners(const HardwareProfile& hw);
+
+// --host: a host section (configs/hosts/NAME.yaml or a path: sockets, PCIe topology, host memory
+// bandwidth) replaces the profile's; a bad file is a UserError at FILE:LINE:COL.
+void apply_host_section(HardwareProfile& hw, const std::string& yaml_text, const std::string& source);
 
 HardwareProfile parse_hardware_profile(const std::string& yaml_text, const std::string& source);
 HardwareProfile load_hardware_profile(const std::string& path);

@@ -361,11 +361,12 @@ double CostModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t bat
 }
 
 double CostModel::peak_tflops(Precision precision) const {
+    const double clock = hw.clock_factor.value;
     switch (precision) {
-        case Precision::fp32: return hw.peak.fp32_tflops;
-        case Precision::tf32: return hw.peak.tf32_tflops;
-        case Precision::bf16: return hw.peak.bf16_tflops;
-        case Precision::fp16: return hw.peak.fp16_tflops;
+        case Precision::fp32: return clock * hw.peak.fp32_tflops;
+        case Precision::tf32: return clock * hw.peak.tf32_tflops;
+        case Precision::bf16: return clock * hw.peak.bf16_tflops;
+        case Precision::fp16: return clock * hw.peak.fp16_tflops;
     }
     return 0;
 }
@@ -419,10 +420,14 @@ double CostModel::profiled_kind_efficiency(const std::string& kind, Precision pr
     return work > 0 ? work / at_full_rate : -1;
 }
 
+double CostModel::benchmarked_tflops(Precision precision) const {
+    return peak_tflops(precision) / hw.clock_factor.value;
+}
+
 double CostModel::profile_gemm_base(Precision precision) const {
     std::vector<double> bases;
     for (const PublishedGemm& g : hw.gemm)
-        if (g.precision == precision) bases.push_back(g.tflops / peak_tflops(precision) / gemm_shape_factor(g.m, g.n, g.k, 1));
+        if (g.precision == precision) bases.push_back(g.tflops / benchmarked_tflops(precision) / gemm_shape_factor(g.m, g.n, g.k, 1));
     SB_REQUIRE(!bases.empty(), fmt::format("{}: no {} GEMM rate", hw.source, precision_name(precision)));
     return median(bases);
 }
@@ -430,7 +435,7 @@ double CostModel::profile_gemm_base(Precision precision) const {
 double CostModel::gemm_fraction_cap(Precision precision) const {
     double cap = 1.0;
     for (const PublishedGemm& g : hw.gemm)
-        if (g.precision == precision) cap = std::max(cap, g.tflops / peak_tflops(precision));
+        if (g.precision == precision) cap = std::max(cap, g.tflops / benchmarked_tflops(precision));
     return cap;
 }
 
@@ -448,7 +453,7 @@ double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const
     if (same_shape.empty() && op.batch == 1)
         for (const PublishedGemm& g : hw.gemm)
             if (g.precision == precision && g.m == op.m && g.n == op.n && g.k == op.k)
-                same_shape.push_back(g.tflops / peak_tflops(precision));
+                same_shape.push_back(g.tflops / benchmarked_tflops(precision));
     if (!same_shape.empty()) return std::min(cap, median(same_shape));
     double base = calibration.gemm_base[precision_index(precision)];
     if (base < 0) base = profile_gemm_base(precision);

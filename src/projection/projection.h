@@ -125,7 +125,10 @@ struct CostModel {
     // optimizer's from train records (AdamW, SGD), else a device copy's (memory_efficiency).
     // Tensor-core ops: a device copy's (their measured time goes through gemm_efficiency).
     double memory_fraction(const TracedOp& op) const;
-    double peak_tflops(Precision precision) const;
+    double peak_tflops(Precision precision) const;  // the datasheet's, at the profile's clock_factor
+    // The datasheet's rate at the clock the profile's GEMM rates were published at: their
+    // efficiency is against it, applied to peak_tflops.
+    double benchmarked_tflops(Precision precision) const;
     // The profile's large-shape GEMM efficiency of `precision`: the median over its published
     // rates of (rate / peak) / the shape factor of their shape.
     double profile_gemm_base(Precision precision) const;

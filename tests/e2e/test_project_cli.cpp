@@ -102,6 +102,20 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
 }
 
+TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
+    // The command runs in a scratch folder (not the source tree) with no --profile-dir.
+    const auto dir = sb::e2e::scratch("project-cwd");
+    const std::string cmd = "cd " + dir.string() + " && " + std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY +
+                            " project --hardware rtx4090-48gb-pcie4 --host threadripper-pro-1s-ddr4-3200 --gpus 1,2 --out " +
+                            (dir / "p.jsonl").string() + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() +
+                            " </dev/null";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir / "err");
+    const std::string out = slurp(dir / "out");
+    EXPECT_NE(out.find("host: threadripper-pro-1s-ddr4-3200 (--host), host memory 204.8 GB/s"), std::string::npos) << out;
+    EXPECT_NE(out.find("gpu.clock_factor 1 [0.9-1]"), std::string::npos) << out;
+}
+
 TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     const auto dir = sb::e2e::scratch("project-fit");
     const std::string out = " --out " + (dir / "p.jsonl").string();

@@ -8,6 +8,7 @@
 #include "src/core/errors.h"
 #include "src/system/gpu_peaks.h"
 #include "src/projection/hardware.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 namespace {
@@ -149,6 +150,44 @@ TEST(HardwareProfiles, NamesAndPaths) {
     } catch (const UserError& e) {
         EXPECT_STREQ(e.what(), "/nonexistent/x.yaml: cannot read hardware profile: No such file or directory");
     }
+}
+
+TEST(HostSections, AShippedHostReplacesTheProfilesHostKeys) {
+    const std::string hosts = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hosts";
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(hosts)) {
+        HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+        const std::string path = entry.path().string();
+        apply_host_section(hw, read_text_file(path, "host section"), path);
+        EXPECT_EQ(hw.host + ".yaml", entry.path().filename().string());
+        EXPECT_FALSE(hw.host_mem_bw_gbps.source.empty());
+        ++count;
+    }
+    EXPECT_GE(count, 3);
+    HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+    apply_host_section(hw, read_text_file(hosts + "/threadripper-pro-1s-ddr4-3200.yaml", "host"), "tr.yaml");
+    EXPECT_EQ(hw.host_mem_bw_gbps.value, 204.8);
+}
+
+TEST(HostSections, BadHostsFailAtFileLineColumn) {
+    auto error = [](const std::string& yaml) {
+        HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+        try {
+            apply_host_section(hw, yaml, "host.yaml");
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("<parsed without error>");
+    };
+    const std::string good = "name: h\ndescription: d\nsockets: {value: 1, source: s}\npcie_topology: switch\n"
+                             "host_mem_bw_gbps: {value: 100, source: s}\n";
+    EXPECT_EQ(error(good), "<parsed without error>");
+    EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 1, source: s}\npcie_topology: switch\n"),
+              "host.yaml:1:1: key 'host_mem_bw_gbps': missing");
+    EXPECT_EQ(error(good + "numa: 4\n").substr(0, 38), "host.yaml:6:1: key 'numa': unknown key");
+    EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 0, source: s}\npcie_topology: switch\n"
+                    "host_mem_bw_gbps: {value: 100, source: s}\n"),
+              "host.yaml:3:18: key 'sockets.value': must be >= 1, got 0");
 }
 
 }  // namespace

@@ -183,6 +183,20 @@ TEST(CostModel, OpTimeIsTheRooflineMaximumPlusTheGap) {
     EXPECT_TRUE(m.op_time(stream, Precision::bf16).memory_bound);
 }
 
+TEST(CostModel, AClockFactorScalesTheRatesNotThePublishedEfficiency) {
+    HardwareProfile hw = profile("rtx4090-48gb-pcie4");
+    TracedOp gemm;
+    gemm.tensor_core = true;
+    gemm.m = gemm.n = gemm.k = 4096;
+    gemm.flops = 2.0 * 4096.0 * 4096 * 4096;
+    hw.kernel_gap_us.value = 0;
+    const double stock = CostModel(hw).op_ms(gemm, Precision::fp16);
+    hw.clock_factor.value = 0.9;
+    EXPECT_NEAR(CostModel(hw).op_ms(gemm, Precision::fp16), stock / 0.9, 1e-9);
+    // The published rate of this very shape at stock clocks: 168.38 TFLOP/s.
+    EXPECT_NEAR(stock, gemm.flops / 168.38e12 * 1e3, 1e-9);
+}
+
 TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     const HardwareProfile a100 = profile("a100-sxm4-40gb");
     const CostModel m(a100);
