@@ -37,15 +37,24 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--host", o.host,
                    "host section replacing the profiles' (sockets, PCIe topology, host memory bandwidth): a name in "
                    "configs/hosts or a YAML path");
+    sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
+    sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
     sub.add_option("--batch", o.batch,
                    "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
 }
 
 Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
 
+std::string profile_list();
+
 HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
     const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
-    HardwareProfile hw = load_hardware_profile(hardware_profile_path(name, dir.empty() ? "configs/hardware" : dir));
+    const std::string path = hardware_profile_path(name, dir.empty() ? "configs/hardware" : dir);
+    if (path.find('/') != std::string::npos && name.find('/') == std::string::npos && !std::filesystem::exists(path) &&
+        name.size() > 0 && name.find(".yaml") == std::string::npos)
+        throw UserError(fmt::format("--hardware {}: no such profile in {}; profiles: {}", name,
+                                    dir.empty() ? "configs/hardware" : dir, profile_list()));
+    HardwareProfile hw = load_hardware_profile(path);
     if (!o.host.empty()) {
         const std::string hosts = shipped_config_dir("hosts");
         const std::string path = hardware_profile_path(o.host, hosts.empty() ? "configs/hosts" : hosts);
@@ -56,8 +65,23 @@ HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
 
 TrainConfig load_workload(const ProjectOptions& o) {
     TrainConfig cfg = o.config.empty() ? TrainConfig{} : load_config_file(o.config);
+    auto what_if = [](const char* flag, const std::string& value, auto parse) {
+        try {
+            return parse(value);
+        } catch (const std::exception& e) {
+            throw UserError(fmt::format("{} {}: {}", flag, value, e.what()));
+        }
+    };
+    if (!o.precision.empty()) cfg.precision = what_if("--precision", o.precision, parse_precision);
+    if (!o.grad_dtype.empty()) cfg.grad_dtype = what_if("--grad-dtype", o.grad_dtype, parse_grad_dtype);
     validate_config(cfg);
     return cfg;
+}
+
+std::string profile_list() {
+    std::string out;
+    for (const std::string& name : shipped_profile_names()) out += (out.empty() ? "" : ", ") + name;
+    return out.empty() ? "(none found: give --profile-dir)" : out;
 }
 
 std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) {
@@ -90,9 +114,21 @@ std::string shipped_config_dir(const std::string& sub) {
     return "";
 }
 
+std::vector<std::string> shipped_profile_names() {
+    std::vector<std::string> names;
+    const std::string dir = shipped_config_dir("hardware");
+    if (dir.empty()) return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
 void add_project_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
-    sub.add_option("--hardware", o.hardware, "hardware profile: a name in configs/hardware or a YAML path")->required();
+    sub.add_option("--hardware", o.hardware,
+                   "hardware profile: a name in configs/hardware or a YAML path; shipped: " + profile_list())
+        ->required();
     sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
         ->delimiter(',');
     sub.add_option("--nodes", o.nodes, "node counts, e.g. 1,2,4 (default 1)")->delimiter(',');
@@ -101,7 +137,9 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
 
 void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
-    sub.add_option("--hardware", o.hardware, "hardware profiles, comma separated (names or paths)")->required();
+    sub.add_option("--hardware", o.hardware,
+                   "hardware profiles, comma separated (names or paths), or 'all'; shipped: " + profile_list())
+        ->required();
 }
 
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
@@ -317,22 +355,9 @@ namespace sb {
 
 namespace {
 
-struct CompareRow {
-    HardwareProfile hw;
-    std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
-    const Projection& at_max() const { return by_gpus.back(); }
-    const Projection* at(int g) const {
-        for (const auto& p : by_gpus)
-            if (p.step.world_size == g) return &p;
-        return nullptr;
-    }
-    int max_gpus() const { return by_gpus.back().step.world_size; }
-    double per_10k(const Projection& p) const {
-        return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
-    }
-    double per_kw(const Projection& p) const { return p.samples_per_s / (p.step.world_size * hw.tdp_w.value / 1e3); }
-    bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
-};
+}  // namespace
+
+namespace {
 
 // The profile that maximises `score` among those `eligible`, or nullptr.
 template <class Score, class Eligible>
@@ -345,15 +370,6 @@ const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligibl
 
 }  // namespace
 
-namespace {
-
-struct Verdict {
-    const char* scenario;
-    const CompareRow* winner = nullptr;
-    std::string reason;
-};
-
-// The scenario rules over one set of projected rows.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
     std::vector<Verdict> out;
     auto fits = [](const CompareRow& r) { return r.fits(); };
@@ -398,6 +414,8 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
     return out;
 }
 
+namespace {
+
 std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
 
 // The end of ranged number `key` in the first profile that has it.
@@ -410,11 +428,53 @@ double range_end_value(const std::vector<HardwareProfile>& profiles, const std::
 
 }  // namespace
 
+std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high) {
+    std::vector<CompareRow> rows;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        const std::vector<std::string> ranged = ranged_keys(profiles[i]);
+        const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
+        CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
+        row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpu_counts(ProjectOptions{}, row.hw), {1});
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                                    const std::vector<Calibration>& calibrations,
+                                                    const std::vector<Verdict>& central) {
+    std::vector<std::string> keys;
+    for (const HardwareProfile& p : profiles)
+        for (const std::string& key : ranged_keys(p))
+            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    std::vector<std::vector<std::string>> flips(central.size());
+    for (const std::string& key : keys)
+        for (bool high : {false, true}) {
+            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
+            const std::vector<Verdict> at_end = verdicts(moved);
+            for (size_t s = 0; s < central.size(); ++s)
+                if (winner_name(at_end[s]) != winner_name(central[s]))
+                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
+                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
+        }
+    return flips;
+}
+
 int run_compare(const ProjectOptions& o) {
     std::vector<std::string> names;
     std::stringstream list(o.hardware);
     for (std::string item; std::getline(list, item, ',');)
         if (!item.empty()) names.push_back(item);
+    if (names == std::vector<std::string>{"all"}) {
+        const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
+        names.clear();
+        if (!dir.empty())
+            for (const auto& e : std::filesystem::directory_iterator(dir))
+                if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+        std::sort(names.begin(), names.end());
+        if (names.empty()) throw UserError("--hardware all: no profiles found (give --profile-dir)");
+    }
     if (names.empty()) throw UserError("--hardware: name at least one profile");
     TrainConfig cfg = load_workload(o);
     std::vector<HardwareProfile> profiles;
@@ -425,19 +485,7 @@ int run_compare(const ProjectOptions& o) {
     }
     if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
-    // The rows with each profile as given, or with one ranged number at one end where it has it.
-    auto project_all = [&](const std::string& key, bool high) {
-        std::vector<CompareRow> rows;
-        for (size_t i = 0; i < profiles.size(); ++i) {
-            const std::vector<std::string> ranged = ranged_keys(profiles[i]);
-            const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
-            CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
-            row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpu_counts(ProjectOptions{}, row.hw), {1});
-            rows.push_back(std::move(row));
-        }
-        return rows;
-    };
-    const std::vector<CompareRow> rows = project_all("", false);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false);
     const auto& any = rows.front().at_max().record;
     fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
                "measured)\n",
@@ -477,21 +525,7 @@ int run_compare(const ProjectOptions& o) {
 
     fmt::print("\nverdicts for this workload:\n");
     const std::vector<Verdict> central = verdicts(rows);
-    // A verdict that changes when one ranged number moves to an end of its range says so.
-    std::vector<std::string> keys;
-    for (const HardwareProfile& p : profiles)
-        for (const std::string& key : ranged_keys(p))
-            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-    std::vector<std::vector<std::string>> flips(central.size());
-    for (const std::string& key : keys)
-        for (bool high : {false, true}) {
-            const std::vector<CompareRow> moved = project_all(key, high);
-            const std::vector<Verdict> at_end = verdicts(moved);
-            for (size_t s = 0; s < central.size(); ++s)
-                if (winner_name(at_end[s]) != winner_name(central[s]))
-                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
-                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
-        }
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
     for (size_t s = 0; s < central.size(); ++s) {
         const Verdict& v = central[s];
         if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);

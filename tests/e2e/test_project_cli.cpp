@@ -81,7 +81,8 @@ TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
     EXPECT_NE(r.err.find(bad.string() + ":5:18: key 'gpu.tdp_w.value': must be > 0, got -1"), std::string::npos) << r.err;
     r = run("project --hardware no-such-profile" + profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("no-such-profile.yaml: cannot read hardware profile"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--hardware no-such-profile: no such profile in"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; profiles: a100-pcie-40gb"), std::string::npos) << r.err;
     r = run("project --hardware rtx4090-24gb-pcie4 --gpus 16" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--gpus 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
@@ -100,6 +101,23 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
                              "bands (every ranged number of the profile at its ends)",
                              "node.link_efficiency 0.26 [0.187-0.7]", "node.staged_overlap 0.5 [0-1]"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST(CompareCli, AllProfilesWhatIfsAndUnknownNames) {
+    Result r = run("compare --hardware all --precision fp16 --grad-dtype bf16 --config " + kSource + "/configs/ci-small.yaml" +
+                   profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* name : {"a100-pcie-40gb", "h100-sxm", "h200-sxm", "rtx4090-48gb-pcie4-p2p"})
+        EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find("precision fp16"), std::string::npos) << r.out;
+    // An unknown name lists the shipped profiles; a bad what-if names its flag.
+    r = run("compare --hardware a100" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--hardware a100: no such profile in"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("profiles: a100-pcie-40gb, a100-pcie-80gb"), std::string::npos) << r.err;
+    r = run("project --hardware h200-sxm --precision fp8" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--precision fp8: precision: unknown value 'fp8'"), std::string::npos) << r.err;
 }
 
 TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
