@@ -370,46 +370,88 @@ const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligibl
 
 }  // namespace
 
+namespace {
+
+// What a scenario judges of a row: the configuration (its entry of by_gpus) and the score.
+struct Judged {
+    const CompareRow* row = nullptr;
+    size_t index = 0;
+    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges give it
+    double cost() const { return row->by_gpus[index].step.world_size * row->hw.price_usd.value; }
+};
+
+Judged judge(const CompareRow& r, size_t index, bool per_dollar) {
+    const Projection& p = r.by_gpus[index];
+    const double scale = per_dollar ? r.per_10k(p) / p.samples_per_s : 1.0;
+    const Band band = index < r.bands.size() ? r.bands[index] : Band{p.samples_per_s, p.samples_per_s};
+    return {&r, index, p.samples_per_s * scale, band.lo * scale, band.hi * scale};
+}
+
+size_t index_of(const CompareRow& r, int gpus) {
+    size_t best_index = 0;
+    for (size_t i = 0; i < r.by_gpus.size(); ++i)
+        if (r.by_gpus[i].step.world_size <= gpus) best_index = i;
+    return best_index;
+}
+
+}  // namespace
+
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
+    // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
+    // the workload fits) is no multi-GPU answer; that one GPU is.
+    double fastest_single = 0;
+    for (const CompareRow& r : rows)
+        if (r.fits()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
+    struct Rule {
+        const char* scenario;
+        int gpus;  // the configuration judged: this many GPUs or the node's largest below
+        bool per_dollar;
+    };
+    const Rule rules[] = {{"small experiments", 1, true},
+                          {"NLP fine-tuning", 4, true},
+                          {"large CV training", 1 << 20, true},
+                          {"multi-GPU training", 1 << 20, false}};
     std::vector<Verdict> out;
-    auto fits = [](const CompareRow& r) { return r.fits(); };
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
-        out.push_back({"small experiments", r,
-                       r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GiB",
-                                       r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
-                         : "the workload fits none"});
-    }
-    {
-        // Fine-tuning runs on a few GPUs and is bound by memory: what fits, at up to 4 GPUs, per dollar.
-        auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
-        out.push_back({"NLP fine-tuning", r,
-                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GiB "
-                                       "per GPU inside {:.0f} GiB",
-                                       at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
-                                       at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
-                         : "the workload fits none"});
-    }
-    {
-        // Long multi-GPU runs: cost per sample at the node's full size, where scaling holds (>= 80%).
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.at_max()); },
-                                   [&](const CompareRow& x) { return x.fits() && x.at_max().efficiency >= 0.8; });
-        out.push_back({"large CV training", r,
-                       r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}) among nodes that keep >= 80% scaling "
-                                       "({:.1f}%, {:.1f} samples/s per kW)",
-                                       r->max_gpus(), r->per_10k(r->at_max()), 100.0 * r->at_max().efficiency,
-                                       r->per_kw(r->at_max()))
-                         : "no profile keeps 80% scaling efficiency at its full node"});
-    }
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.at_max().samples_per_s; }, fits);
-        out.push_back({"multi-GPU training", r,
-                       r ? fmt::format("highest throughput of one node ({:.1f} samples/s at {} GPUs, {:.1f}% scaling, "
-                                       "{:.3f} ms exposed communication per step)",
-                                       r->at_max().samples_per_s, r->max_gpus(), 100.0 * r->at_max().efficiency,
-                                       r->at_max().step.exposed_comm_ms)
-                         : "the workload fits none"});
+    for (const Rule& rule : rules) {
+        std::vector<Judged> eligible;
+        for (const CompareRow& r : rows) {
+            const size_t i = index_of(r, rule.gpus);
+            const Projection& p = r.by_gpus[i];
+            if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
+            eligible.push_back(judge(r, i, rule.per_dollar));
+        }
+        if (eligible.empty()) {
+            out.push_back({rule.scenario, nullptr,
+                           rows.empty() || std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
+                               ? "the workload fits none"
+                               : "every multi-GPU configuration is slower than one GPU of a compared profile"});
+            continue;
+        }
+        const Judged best = *std::max_element(eligible.begin(), eligible.end(),
+                                              [](const Judged& a, const Judged& b) { return a.score < b.score; });
+        // The tie: every candidate the band (or 1%) cannot tell from the best; it goes to the
+        // cheaper configuration, then to the one without a patched driver.
+        std::vector<Judged> tied;
+        for (const Judged& j : eligible)
+            if (j.hi >= best.lo || j.score >= 0.99 * best.score) tied.push_back(j);
+        const Judged pick = *std::min_element(tied.begin(), tied.end(), [](const Judged& a, const Judged& b) {
+            if (a.cost() != b.cost()) return a.cost() < b.cost();
+            if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
+            return a.score > b.score;
+        });
+        const Projection& p = pick.row->by_gpus[pick.index];
+        std::string reason = fmt::format(
+            "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} of {:.0f} GiB per GPU, {:.1f} samples/s per kW)",
+            rule.per_dollar ? "samples/s per $10k" : "samples/s", rule.per_dollar ? "best" : "highest", p.step.world_size,
+            p.step.world_size > 1 ? "s" : "", pick.score, pick.lo, pick.hi, 100.0 * p.efficiency,
+            p.record["memory_per_gpu_gb"].get<double>(), pick.row->hw.memory_gb.value, pick.row->per_kw(p));
+        if (pick.row != best.row)
+            reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
+                                  "driver",
+                                  best.row->hw.name, best.score, best.lo, best.hi);
+        if (p.step.world_size > 1)
+            reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+        out.push_back({rule.scenario, pick.row, reason});
     }
     return out;
 }
@@ -435,7 +477,9 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
         const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
         CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
-        row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpu_counts(ProjectOptions{}, row.hw), {1});
+        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, row.hw);
+        row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, {1});
+        if (key.empty()) row.bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, {1});
         rows.push_back(std::move(row));
     }
     return rows;

@@ -71,6 +71,7 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
 struct CompareRow {
     HardwareProfile hw;
     std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
+    std::vector<Band> bands;          // samples/s over the profile's ranges, per entry of by_gpus (empty: none computed)
     const Projection& at_max() const { return by_gpus.back(); }
     const Projection* at(int g) const {
         for (const auto& p : by_gpus)
@@ -92,12 +93,15 @@ struct Verdict {
     std::string reason;
 };
 // The scenario rules: small experiments (samples/s per $10k on one GPU), NLP fine-tuning (per
-// $10k at up to 4 GPUs), large CV training (per $10k at the full node among nodes keeping 80%
-// scaling), multi-GPU training (throughput of one node); a profile the workload does not fit
-// never wins.
+// $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
+// (throughput of one node). A profile the workload does not fit never wins; a multi-GPU
+// configuration slower than one GPU of a compared profile does not qualify (the scaling floor:
+// that one GPU is the answer). Candidates whose score bands overlap the
+// best one's (or within 1% of it) tie, and a tie goes to the cheaper configuration (GPUs x price),
+// then to the one needing no patched driver.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
-// The rows with each profile as given (key empty), or with ranged number `key` at one end in
-// every profile that has it.
+// The rows with each profile as given (key empty; with their bands), or with ranged number `key`
+// at one end in every profile that has it.
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high);
 // Per scenario of `central`, every (ranged number, end) that gives another winner, said as

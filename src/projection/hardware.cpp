@@ -198,9 +198,11 @@ private:
             {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
         };
         YAML::Node link_node;
-        read_section(value, key_node, "node", fields, {"link", "pcie_topology"},
+        read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver"},
                      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
-                         if (key == "link") {
+                         if (key == "patched_driver") {
+                             hw.patched_driver = fields_.boolean(v, k, "node.patched_driver");
+                         } else if (key == "link") {
                              link_node = v;
                              const std::string link = fields_.choice(v, k, "node.link", {"nvlink", "pcie_p2p", "host_staged"});
                              hw.link = link == "nvlink" ? LinkClass::nvlink
@@ -375,6 +377,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"pcie_lanes", sourced(hw.pcie_lanes)},
           {"pcie_topology", hw.pcie_topology},
           {"host", hw.host},
+          {"patched_driver", hw.patched_driver},
           {"host_mem_bw_gbps", sourced(hw.host_mem_bw_gbps)},
           {"link_efficiency", sourced(hw.link_efficiency)},
           {"link_latency_us", sourced(hw.link_latency_us)},

@@ -69,6 +69,7 @@ struct HardwareProfile {
     Sourced pcie_lanes;
     std::string pcie_topology;  // root_complex, switch
     std::string host;           // the host section's name: the profile's own, or --host
+    bool patched_driver = false;  // needs a driver the vendor does not ship (GeForce P2P): the less simple system
     Sourced host_mem_bw_gbps;   // what a host-staged all-reduce is bound by
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step

@@ -56,37 +56,98 @@ TEST(CompareVerdicts, AWorkloadThatDoesNotFitNeverWins) {
 }
 
 TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
-    const TrainConfig cfg = bert_base();
+    // The preset's batch of 32: four stock 4090s are faster than one (the scaling floor holds).
+    const TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
     HardwareProfile staged = profile("rtx4090-24gb-pcie4");  // link_efficiency and staged_overlap are ranges
     staged.name = "staged";
-    HardwareProfile a100 = profile("a100-sxm4-40gb");  // no ranges
+    const HardwareProfile p2p = profile("rtx4090-24gb-pcie4-p2p");  // no ranges
     const std::vector<Calibration> none(2);
-    // Price the staged node so that, per dollar at 4 GPUs, it loses at the central values and wins
-    // with its staged copy at the high end of its range.
+    // Price the staged node so that, per dollar at 4 GPUs, it scores below the P2P node at the
+    // central values and above it with its staged copy at the high end of its range.
     auto per_10k_at4 = [&](const HardwareProfile& hw) {
         const CompareRow row = compare_rows(cfg, {hw}, {Calibration{}}, "", false).front();
         return row.per_10k(*row.at(4));
     };
-    const double a100_score = per_10k_at4(a100);
+    const double p2p_score = per_10k_at4(p2p);
     const double central = per_10k_at4(staged);
     const double high = per_10k_at4(at_range_end(staged, "node.link_efficiency", true));
     ASSERT_GT(high, central * 1.2) << "the range must matter at 4 GPUs";
-    // The price at which the staged node scores halfway (geometrically) between the two.
-    staged.price_usd.value *= std::sqrt(central * high) / a100_score;
-    const std::vector<HardwareProfile> profiles = {staged, a100};
+    staged.price_usd.value *= std::sqrt(central * high) / p2p_score;
+    const std::vector<HardwareProfile> profiles = {staged, p2p};
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);  // the verdicts point into them
     const std::vector<Verdict> central_verdicts = verdicts(rows);
     const Verdict& nlp = scenario(central_verdicts, "NLP fine-tuning");
     ASSERT_NE(nlp.winner, nullptr);
-    EXPECT_EQ(nlp.winner->hw.name, "a100-sxm4-40gb");
+    // Inside the staged node's band: a tie, which goes to the cheaper configuration.
+    EXPECT_EQ(nlp.winner->hw.name, "staged") << nlp.reason;
+    EXPECT_NE(nlp.reason.find("ties with rtx4090-24gb-pcie4-p2p"), std::string::npos) << nlp.reason;
+    // With the staged copy at the low end of its range the P2P node wins outright: reported.
     const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
     const size_t at = static_cast<size_t>(&nlp - central_verdicts.data());
-    ASSERT_FALSE(flips[at].empty());
-    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(), "staged with node.link_efficiency at its high end (0.7)"),
-              flips[at].end());
-    // Throughput of one node (multi-GPU training) is the A100's at every end: no flip reported.
-    const size_t multi = static_cast<size_t>(&scenario(central_verdicts, "multi-GPU training") - central_verdicts.data());
-    EXPECT_TRUE(flips[multi].empty());
+    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(),
+                        "rtx4090-24gb-pcie4-p2p with node.link_efficiency at its low end (0.187)"),
+              flips[at].end())
+        << (flips[at].empty() ? "no flip" : flips[at].front());
+    // One GPU needs no all-reduce: no range changes "small experiments".
+    const size_t small = static_cast<size_t>(&scenario(central_verdicts, "small experiments") - central_verdicts.data());
+    EXPECT_TRUE(flips[small].empty());
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+// A hand-made row: a profile (name, price, GPUs per node, driver) and its samples/s at 1, 2, 4, 8
+// GPUs (up to the node), every configuration fitting, with the given band half-width (fraction).
+CompareRow made_row(const std::string& name, double price, bool patched, std::vector<double> samples, double band = 0) {
+    CompareRow r;
+    r.hw = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
+    r.hw.name = name;
+    r.hw.price_usd.value = price;
+    r.hw.patched_driver = patched;
+    int g = 1;
+    for (double s : samples) {
+        Projection p;
+        p.step.world_size = g;
+        p.samples_per_s = s;
+        p.efficiency = s / (g * samples.front());
+        p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
+        r.by_gpus.push_back(p);
+        r.bands.push_back({s * (1 - band), s * (1 + band)});
+        g *= 2;
+    }
+    return r;
+}
+
+TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
+    // Same GPU, same price: the patched-driver node ties and loses to the stock one.
+    std::vector<CompareRow> rows = {made_row("patched", 1000, true, {100.5}), made_row("stock", 1000, false, {100.0})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "stock");
+    // Per dollar, B is 5% ahead of A but A's band (+-10%) reaches B's: a tie, and A costs less per GPU.
+    rows = {made_row("a", 1000, false, {100.0}, 0.10), made_row("b", 1100, false, {115.5})};
+    const std::vector<Verdict> all = verdicts(rows);
+    const Verdict& v = scenario(all, "small experiments");
+    EXPECT_EQ(v.winner->hw.name, "a");
+    EXPECT_NE(v.reason.find("ties with b"), std::string::npos) << v.reason;
+    // Without the band the better score wins.
+    rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1100, false, {115.5})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
+}
+
+TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer) {
+    // Four cheap GPUs at 41% scaling (164 samples/s) are the best per dollar at 4 GPUs, but one GPU
+    // of the other profile runs 200: the cheap node does not qualify for the multi-GPU scenarios.
+    std::vector<CompareRow> rows = {made_row("cheap", 1000, false, {100, 120, 164, 200}),
+                                    made_row("big", 10000, false, {200, 390, 780, 1560})};
+    const std::vector<Verdict> v = verdicts(rows);
+    EXPECT_EQ(scenario(v, "NLP fine-tuning").winner->hw.name, "big");
+    EXPECT_EQ(scenario(v, "large CV training").winner->hw.name, "big");
+    EXPECT_EQ(scenario(v, "small experiments").winner->hw.name, "cheap");  // one GPU: per dollar
+    // Alone, the cheap node has no single GPU above it: its 4 GPUs are the answer.
+    rows = {made_row("cheap", 1000, false, {100, 120, 164, 200})};
+    EXPECT_EQ(scenario(verdicts(rows), "NLP fine-tuning").winner->hw.name, "cheap");
 }
 
 }  // namespace
