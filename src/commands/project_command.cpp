@@ -429,11 +429,14 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
         }
         const Judged best = *std::max_element(eligible.begin(), eligible.end(),
                                               [](const Judged& a, const Judged& b) { return a.score < b.score; });
-        // The tie: every candidate the band (or 1%) cannot tell from the best; it goes to the
-        // cheaper configuration, then to the one without a patched driver.
+        // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
+        // inside the other's band; it goes to the cheaper configuration, then to the one without a
+        // patched driver.
         std::vector<Judged> tied;
-        for (const Judged& j : eligible)
-            if (j.hi >= best.lo || j.score >= 0.99 * best.score) tied.push_back(j);
+        for (const Judged& j : eligible) {
+            const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
+            if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
+        }
         const Judged pick = *std::min_element(tied.begin(), tied.end(), [](const Judged& a, const Judged& b) {
             if (a.cost() != b.cost()) return a.cost() < b.cost();
             if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
@@ -495,6 +498,11 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
     std::vector<std::vector<std::string>> flips(central.size());
     for (const std::string& key : keys)
         for (bool high : {false, true}) {
+            bool moves = false;  // an end at the central value changes nothing
+            for (HardwareProfile p : profiles)
+                for (const auto& [k, number] : sourced_numbers(p))
+                    if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
+            if (!moves) continue;
             const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
             const std::vector<Verdict> at_end = verdicts(moved);
             for (size_t s = 0; s < central.size(); ++s)

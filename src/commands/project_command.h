@@ -96,9 +96,9 @@ struct Verdict {
 // $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
 // (throughput of one node). A profile the workload does not fit never wins; a multi-GPU
 // configuration slower than one GPU of a compared profile does not qualify (the scaling floor:
-// that one GPU is the answer). Candidates whose score bands overlap the
-// best one's (or within 1% of it) tie, and a tie goes to the cheaper configuration (GPUs x price),
-// then to the one needing no patched driver.
+// that one GPU is the answer). A candidate ties with the best one when each central score lies
+// inside the other's band (or within 1% of it); a tie goes to the cheaper configuration (GPUs x
+// price), then to the one needing no patched driver.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
 // at one end in every profile that has it.

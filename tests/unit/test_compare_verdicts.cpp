@@ -78,14 +78,13 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     const std::vector<Verdict> central_verdicts = verdicts(rows);
     const Verdict& nlp = scenario(central_verdicts, "NLP fine-tuning");
     ASSERT_NE(nlp.winner, nullptr);
-    // Inside the staged node's band: a tie, which goes to the cheaper configuration.
-    EXPECT_EQ(nlp.winner->hw.name, "staged") << nlp.reason;
-    EXPECT_NE(nlp.reason.find("ties with rtx4090-24gb-pcie4-p2p"), std::string::npos) << nlp.reason;
-    // With the staged copy at the low end of its range the P2P node wins outright: reported.
+    // The P2P node's score (no ranges) lies outside the staged node's band's reach from below:
+    // no tie; the P2P node wins at the central values.
+    EXPECT_EQ(nlp.winner->hw.name, "rtx4090-24gb-pcie4-p2p") << nlp.reason;
+    // With the staged copy at the high end of its range the staged node wins: reported as a flip.
     const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
     const size_t at = static_cast<size_t>(&nlp - central_verdicts.data());
-    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(),
-                        "rtx4090-24gb-pcie4-p2p with node.link_efficiency at its low end (0.187)"),
+    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(), "staged with node.link_efficiency at its high end (0.7)"),
               flips[at].end())
         << (flips[at].empty() ? "no flip" : flips[at].front());
     // One GPU needs no all-reduce: no range changes "small experiments".
@@ -125,13 +124,17 @@ TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
     // Same GPU, same price: the patched-driver node ties and loses to the stock one.
     std::vector<CompareRow> rows = {made_row("patched", 1000, true, {100.5}), made_row("stock", 1000, false, {100.0})};
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "stock");
-    // Per dollar, B is 5% ahead of A but A's band (+-10%) reaches B's: a tie, and A costs less per GPU.
-    rows = {made_row("a", 1000, false, {100.0}, 0.10), made_row("b", 1100, false, {115.5})};
+    // Per dollar, B is 5% ahead of A but each lies inside the other's band (+-10%): a tie, and A
+    // costs less per GPU.
+    rows = {made_row("a", 1000, false, {100.0}, 0.10), made_row("b", 1100, false, {115.5}, 0.10)};
     const std::vector<Verdict> all = verdicts(rows);
     const Verdict& v = scenario(all, "small experiments");
     EXPECT_EQ(v.winner->hw.name, "a");
     EXPECT_NE(v.reason.find("ties with b"), std::string::npos) << v.reason;
-    // Without the band the better score wins.
+    // A wide band that reaches B's score is not enough while B's is narrow: B's central value lies
+    // inside A's band, A's not inside B's. The better score wins; so it does without bands.
+    rows = {made_row("a", 1000, false, {100.0}, 0.30), made_row("b", 1100, false, {115.5})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
     rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1100, false, {115.5})};
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
 }
