@@ -137,6 +137,7 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
 
 void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
+    sub.add_flag("--json", o.json, "print the table, bands and verdicts as one JSON object (for scripts)");
     sub.add_option("--hardware", o.hardware,
                    "hardware profiles, comma separated (names or paths), or 'all'; shipped: " + profile_list())
         ->required();
@@ -538,6 +539,39 @@ int run_compare(const ProjectOptions& o) {
     if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false);
+    const std::vector<Verdict> central = verdicts(rows);
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
+    if (o.json) {
+        nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"profiles", nlohmann::json::array()},
+                              {"verdicts", nlohmann::json::array()}};
+        for (const CompareRow& r : rows) {
+            nlohmann::json by_gpus = nlohmann::json::array();
+            for (size_t i = 0; i < r.by_gpus.size(); ++i) {
+                const Projection& p = r.by_gpus[i];
+                by_gpus.push_back({{"gpus", p.step.world_size},
+                                   {"samples_per_s", p.samples_per_s},
+                                   {"samples_per_s_band", {r.bands[i].lo, r.bands[i].hi}},
+                                   {"scaling_efficiency", p.efficiency},
+                                   {"exposed_comm_ms", p.step.exposed_comm_ms},
+                                   {"samples_per_s_per_10k_usd", r.per_10k(p)},
+                                   {"samples_per_s_per_kw", r.per_kw(p)}});
+            }
+            out["profiles"].push_back({{"name", r.hw.name},
+                                       {"memory_per_gpu_gib", r.at_max().record["memory_per_gpu_gb"]},
+                                       {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
+                                       {"fits_memory", r.fits()},
+                                       {"ranges", ranged_keys(r.hw)},
+                                       {"by_gpus", by_gpus},
+                                       {"hardware", to_json(r.hw)}});
+        }
+        for (size_t i = 0; i < central.size(); ++i)
+            out["verdicts"].push_back({{"scenario", central[i].scenario},
+                                       {"winner", central[i].winner ? nlohmann::json(central[i].winner->hw.name) : nlohmann::json()},
+                                       {"reason", central[i].reason},
+                                       {"flips", flips[i]}});
+        fmt::print("{}\n", out.dump(2));
+        return 0;
+    }
     const auto& any = rows.front().at_max().record;
     fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
                "measured)\n",
@@ -576,8 +610,6 @@ int run_compare(const ProjectOptions& o) {
     }
 
     fmt::print("\nverdicts for this workload:\n");
-    const std::vector<Verdict> central = verdicts(rows);
-    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
     for (size_t s = 0; s < central.size(); ++s) {
         const Verdict& v = central[s];
         if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);

@@ -29,6 +29,7 @@ struct ProjectOptions {
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
     std::string out = "results/projected.jsonl";
+    bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
     std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
     std::string profile_dir;  // empty: configs/hardware found from the working directory or the binary's
 };

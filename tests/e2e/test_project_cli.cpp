@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
@@ -118,6 +120,23 @@ TEST(CompareCli, AllProfilesWhatIfsAndUnknownNames) {
     r = run("project --hardware h200-sxm --precision fp8" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--precision fp8: precision: unknown value 'fp8'"), std::string::npos) << r.err;
+}
+
+TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
+    const Result r = run("compare --json --hardware a100-sxm4-40gb,rtx4090-24gb-pcie4 --config " + kSource +
+                         "/configs/ci-small.yaml" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);  // stdout is the JSON object alone
+    ASSERT_EQ(j["profiles"].size(), 2u);
+    EXPECT_EQ(j["profiles"][1]["name"], "rtx4090-24gb-pcie4");
+    EXPECT_EQ(j["profiles"][1]["ranges"], nlohmann::json({"node.link_efficiency", "node.staged_overlap"}));
+    for (const auto& g : j["profiles"][1]["by_gpus"]) {
+        EXPECT_LE(g["samples_per_s_band"][0].get<double>(), g["samples_per_s"].get<double>() + 1e-9);
+        EXPECT_GE(g["samples_per_s_band"][1].get<double>(), g["samples_per_s"].get<double>() - 1e-9);
+    }
+    ASSERT_EQ(j["verdicts"].size(), 4u);
+    EXPECT_EQ(j["verdicts"][0]["scenario"], "small experiments");
+    EXPECT_TRUE(j["verdicts"][0]["flips"].is_array());
 }
 
 TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
