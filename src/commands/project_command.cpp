@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <filesystem>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 
@@ -29,19 +31,57 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
         ->delimiter(',')
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::ExistingFile);
-    sub.add_option("--profile-dir", o.profile_dir, "where profile names are looked up (default configs/hardware)");
+    sub.add_option("--profile-dir", o.profile_dir,
+                   "where profile names are looked up (default: configs/hardware under the working directory or the "
+                   "binary's)");
+    sub.add_option("--host", o.host,
+                   "host section replacing the profiles' (sockets, PCIe topology, host memory bandwidth): a name in "
+                   "configs/hosts or a YAML path");
+    sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
+    sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
+    sub.add_option("--batch", o.batch,
+                   "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
 }
 
 Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
 
+std::string profile_list();
+
 HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
-    return load_hardware_profile(hardware_profile_path(name, o.profile_dir));
+    const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
+    const std::string path = hardware_profile_path(name, dir.empty() ? "configs/hardware" : dir);
+    if (path.find('/') != std::string::npos && name.find('/') == std::string::npos && !std::filesystem::exists(path) &&
+        name.size() > 0 && name.find(".yaml") == std::string::npos)
+        throw UserError(fmt::format("--hardware {}: no such profile in {}; profiles: {}", name,
+                                    dir.empty() ? "configs/hardware" : dir, profile_list()));
+    HardwareProfile hw = load_hardware_profile(path);
+    if (!o.host.empty()) {
+        const std::string hosts = shipped_config_dir("hosts");
+        const std::string path = hardware_profile_path(o.host, hosts.empty() ? "configs/hosts" : hosts);
+        apply_host_section(hw, read_text_file(path, "host section"), path);
+    }
+    return hw;
 }
 
 TrainConfig load_workload(const ProjectOptions& o) {
     TrainConfig cfg = o.config.empty() ? TrainConfig{} : load_config_file(o.config);
+    auto what_if = [](const char* flag, const std::string& value, auto parse) {
+        try {
+            return parse(value);
+        } catch (const std::exception& e) {
+            throw UserError(fmt::format("{} {}: {}", flag, value, e.what()));
+        }
+    };
+    if (!o.precision.empty()) cfg.precision = what_if("--precision", o.precision, parse_precision);
+    if (!o.grad_dtype.empty()) cfg.grad_dtype = what_if("--grad-dtype", o.grad_dtype, parse_grad_dtype);
     validate_config(cfg);
     return cfg;
+}
+
+std::string profile_list() {
+    std::string out;
+    for (const std::string& name : shipped_profile_names()) out += (out.empty() ? "" : ", ") + name;
+    return out.empty() ? "(none found: give --profile-dir)" : out;
 }
 
 std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) {
@@ -60,9 +100,35 @@ std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) 
 
 }  // namespace
 
+std::string shipped_config_dir(const std::string& sub) {
+    namespace fs = std::filesystem;
+    const fs::path relative = fs::path("configs") / sub;
+    if (fs::is_directory(relative)) return relative.string();
+    std::error_code ec;
+    fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
+    for (int up = 0; !ec && up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
+        if (fs::is_directory(dir / relative)) return (dir / relative).string();
+        if (fs::is_directory(dir / "share" / "scalebench" / relative)) return (dir / "share" / "scalebench" / relative).string();
+        if (dir == dir.parent_path()) break;
+    }
+    return "";
+}
+
+std::vector<std::string> shipped_profile_names() {
+    std::vector<std::string> names;
+    const std::string dir = shipped_config_dir("hardware");
+    if (dir.empty()) return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
 void add_project_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
-    sub.add_option("--hardware", o.hardware, "hardware profile: a name in configs/hardware or a YAML path")->required();
+    sub.add_option("--hardware", o.hardware,
+                   "hardware profile: a name in configs/hardware or a YAML path; shipped: " + profile_list())
+        ->required();
     sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
         ->delimiter(',');
     sub.add_option("--nodes", o.nodes, "node counts, e.g. 1,2,4 (default 1)")->delimiter(',');
@@ -71,7 +137,10 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
 
 void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
-    sub.add_option("--hardware", o.hardware, "hardware profiles, comma separated (names or paths)")->required();
+    sub.add_flag("--json", o.json, "print the table, bands and verdicts as one JSON object (for scripts)");
+    sub.add_option("--hardware", o.hardware,
+                   "hardware profiles, comma separated (names or paths), or 'all'; shipped: " + profile_list())
+        ->required();
 }
 
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
@@ -145,8 +214,16 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"model_tflops_per_s", tflops},
                 {"peak_tflops_per_gpu", peak},
                 {"mfu", tflops / (world * peak)},
-                {"memory_per_gpu_gb", t.memory_bytes / 1e9},
-                {"fits_memory", t.memory_bytes <= hw.memory_gb.value * 1e9},
+                {"memory_per_gpu_gb", footprint_bytes(t) / kGiB},
+                {"memory_breakdown_gb",
+                 {{"parameters", t.memory.parameters / kGiB},
+                  {"gradients", t.memory.gradients / kGiB},
+                  {"optimizer_state", t.memory.optimizer_state / kGiB},
+                  {"activations", t.memory.activations / kGiB},
+                  {"data", t.memory.data / kGiB},
+                  {"scratch", t.memory.scratch / kGiB},
+                  {"workspace_and_runtime", (kGemmWorkspaceBytes + kRuntimeReserveBytes) / kGiB}}},
+                {"fits_memory", footprint_bytes(t) <= hw.memory_gb.value * kGiB},
                 {"traced_ops", t.ops.size()},
                 {"hardware", to_json(hw)},
                 {"calibration", {{"files", model.calibration.files}, {"notes", model.calibration.notes}}},
@@ -161,22 +238,94 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
     return out;
 }
 
+void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw) {
+    if (batch.empty()) return;
+    if (cfg.scaling_mode != ScalingMode::weak)
+        throw UserError(fmt::format("--batch {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
+    if (batch == "max") {
+        const int max = max_fitting_batch(cfg, hw.memory_gb.value);
+        if (max == 0)
+            throw UserError(fmt::format("--batch max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
+                                        hw.memory_gb.value, hw.name));
+        cfg.batch_size = max;
+        return;
+    }
+    size_t used = 0;
+    int value = 0;
+    try {
+        value = std::stoi(batch, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch {}: a positive number or 'max'", batch));
+    cfg.batch_size = value;
+    validate_config(cfg);
+}
+
+std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
+                                      const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    std::vector<Band> bands;
+    for (const HardwareProfile& corner : range_corners(hw)) {
+        const std::vector<Projection> rows = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
+        if (bands.empty()) bands.resize(rows.size(), Band{INFINITY, -INFINITY});
+        for (size_t i = 0; i < rows.size(); ++i) {
+            bands[i].lo = std::min(bands[i].lo, rows[i].samples_per_s);
+            bands[i].hi = std::max(bands[i].hi, rows[i].samples_per_s);
+        }
+    }
+    return bands;
+}
+
+namespace {
+
+// The profile's ranges, one line: "node.link_efficiency 0.187-0.7, ..."; "none" when none.
+std::string range_list(const HardwareProfile& hw) {
+    std::string out;
+    HardwareProfile copy = hw;
+    for (const auto& [key, number] : sourced_numbers(copy))
+        if (number->is_range())
+            out += fmt::format("{}{} {:g} [{:g}-{:g}]", out.empty() ? "" : ", ", key, number->value, number->lo, number->hi);
+    return out.empty() ? "none" : out;
+}
+
+std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
+    const nlohmann::json& m = p.record["memory_breakdown_gb"];
+    return fmt::format("{:.2f} GiB per GPU of {:.0f} (parameters {:.2f}, gradients {:.2f}, optimizer state {:.2f}, "
+                       "activations {:.2f}, data {:.2f}, scratch {:.2f}, workspace and runtime {:.2f})",
+                       p.record["memory_per_gpu_gb"].get<double>(), hw.memory_gb.value, m["parameters"].get<double>(),
+                       m["gradients"].get<double>(), m["optimizer_state"].get<double>(), m["activations"].get<double>(),
+                       m["data"].get<double>(), m["scratch"].get<double>(), m["workspace_and_runtime"].get<double>());
+}
+
+}  // namespace
+
 int run_project(const ProjectOptions& o) {
     const HardwareProfile hw = load_profile(o, o.hardware);
-    const TrainConfig cfg = load_workload(o);
+    TrainConfig cfg = load_workload(o);
+    apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
     const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
     for (int N : nodes)
         if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
     if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
-    const std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
+    std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
+    const std::vector<Band> bands = samples_per_s_bands(cfg, hw, model.calibration, gpus, nodes);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].record["samples_per_s_band"] = {bands[i].lo, bands[i].hi};
+        rows[i].record["ranges"] = ranged_keys(hw);
+    }
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
+    fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : hw.host,
+               o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
     if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
+    const bool fits = rows.front().record["fits_memory"].get<bool>();
+    fmt::print("memory: {}: {}\n", footprint_line(rows.front(), hw),
+               fits ? "fits" : "DOES NOT FIT: the figures below are what the step would take if it did");
     print_scaling_table_columns();
     for (const Projection& p : rows) {
         ScalingRow row;
@@ -192,7 +341,12 @@ int run_project(const ProjectOptions& o) {
         print_scaling_table_row(row);
         append_record(o.out, p.record);
     }
-    fmt::print("projected (not measured); {} record(s) appended to {}\n", rows.size(), o.out);
+    fmt::print("band of samples/s over the profile's ranges ({}):\n", range_list(hw));
+    for (size_t i = 0; i < rows.size(); ++i)
+        fmt::print("  {:>5} GPUs: {:.1f} [{:.1f}-{:.1f}]{}\n", rows[i].step.world_size, rows[i].samples_per_s, bands[i].lo,
+                   bands[i].hi, fits ? "" : " (does not fit)");
+    fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
+               rows.size(), o.out);
     return 0;
 }
 
@@ -202,22 +356,9 @@ namespace sb {
 
 namespace {
 
-struct CompareRow {
-    HardwareProfile hw;
-    std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
-    const Projection& at_max() const { return by_gpus.back(); }
-    const Projection* at(int g) const {
-        for (const auto& p : by_gpus)
-            if (p.step.world_size == g) return &p;
-        return nullptr;
-    }
-    int max_gpus() const { return by_gpus.back().step.world_size; }
-    double per_10k(const Projection& p) const {
-        return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
-    }
-    double per_kw(const Projection& p) const { return p.samples_per_s / (p.step.world_size * hw.tdp_w.value / 1e3); }
-    bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
-};
+}  // namespace
+
+namespace {
 
 // The profile that maximises `score` among those `eligible`, or nullptr.
 template <class Score, class Eligible>
@@ -230,19 +371,206 @@ const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligibl
 
 }  // namespace
 
+namespace {
+
+// What a scenario judges of a row: the configuration (its entry of by_gpus) and the score.
+struct Judged {
+    const CompareRow* row = nullptr;
+    size_t index = 0;
+    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges give it
+    double cost() const { return row->by_gpus[index].step.world_size * row->hw.price_usd.value; }
+};
+
+Judged judge(const CompareRow& r, size_t index, bool per_dollar) {
+    const Projection& p = r.by_gpus[index];
+    const double scale = per_dollar ? r.per_10k(p) / p.samples_per_s : 1.0;
+    const Band band = index < r.bands.size() ? r.bands[index] : Band{p.samples_per_s, p.samples_per_s};
+    return {&r, index, p.samples_per_s * scale, band.lo * scale, band.hi * scale};
+}
+
+size_t index_of(const CompareRow& r, int gpus) {
+    size_t best_index = 0;
+    for (size_t i = 0; i < r.by_gpus.size(); ++i)
+        if (r.by_gpus[i].step.world_size <= gpus) best_index = i;
+    return best_index;
+}
+
+}  // namespace
+
+std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
+    // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
+    // the workload fits) is no multi-GPU answer; that one GPU is.
+    double fastest_single = 0;
+    for (const CompareRow& r : rows)
+        if (r.fits()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
+    struct Rule {
+        const char* scenario;
+        int gpus;  // the configuration judged: this many GPUs or the node's largest below
+        bool per_dollar;
+    };
+    const Rule rules[] = {{"small experiments", 1, true},
+                          {"NLP fine-tuning", 4, true},
+                          {"large CV training", 1 << 20, true},
+                          {"multi-GPU training", 1 << 20, false}};
+    std::vector<Verdict> out;
+    for (const Rule& rule : rules) {
+        std::vector<Judged> eligible;
+        for (const CompareRow& r : rows) {
+            const size_t i = index_of(r, rule.gpus);
+            const Projection& p = r.by_gpus[i];
+            if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
+            eligible.push_back(judge(r, i, rule.per_dollar));
+        }
+        if (eligible.empty()) {
+            out.push_back({rule.scenario, nullptr,
+                           rows.empty() || std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
+                               ? "the workload fits none"
+                               : "every multi-GPU configuration is slower than one GPU of a compared profile"});
+            continue;
+        }
+        const Judged best = *std::max_element(eligible.begin(), eligible.end(),
+                                              [](const Judged& a, const Judged& b) { return a.score < b.score; });
+        // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
+        // inside the other's band; it goes to the cheaper configuration, then to the one without a
+        // patched driver.
+        std::vector<Judged> tied;
+        for (const Judged& j : eligible) {
+            const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
+            if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
+        }
+        const Judged pick = *std::min_element(tied.begin(), tied.end(), [](const Judged& a, const Judged& b) {
+            if (a.cost() != b.cost()) return a.cost() < b.cost();
+            if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
+            return a.score > b.score;
+        });
+        const Projection& p = pick.row->by_gpus[pick.index];
+        std::string reason = fmt::format(
+            "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} of {:.0f} GiB per GPU, {:.1f} samples/s per kW)",
+            rule.per_dollar ? "samples/s per $10k" : "samples/s", rule.per_dollar ? "best" : "highest", p.step.world_size,
+            p.step.world_size > 1 ? "s" : "", pick.score, pick.lo, pick.hi, 100.0 * p.efficiency,
+            p.record["memory_per_gpu_gb"].get<double>(), pick.row->hw.memory_gb.value, pick.row->per_kw(p));
+        if (pick.row != best.row)
+            reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
+                                  "driver",
+                                  best.row->hw.name, best.score, best.lo, best.hi);
+        if (p.step.world_size > 1)
+            reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+        out.push_back({rule.scenario, pick.row, reason});
+    }
+    return out;
+}
+
+namespace {
+
+std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
+
+// The end of ranged number `key` in the first profile that has it.
+double range_end_value(const std::vector<HardwareProfile>& profiles, const std::string& key, bool high) {
+    for (HardwareProfile p : profiles)
+        for (const auto& [k, number] : sourced_numbers(p))
+            if (k == key && number->is_range()) return high ? number->hi : number->lo;
+    return 0;
+}
+
+}  // namespace
+
+std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high) {
+    std::vector<CompareRow> rows;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        const std::vector<std::string> ranged = ranged_keys(profiles[i]);
+        const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
+        CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
+        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, row.hw);
+        row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, {1});
+        if (key.empty()) row.bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, {1});
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                                    const std::vector<Calibration>& calibrations,
+                                                    const std::vector<Verdict>& central) {
+    std::vector<std::string> keys;
+    for (const HardwareProfile& p : profiles)
+        for (const std::string& key : ranged_keys(p))
+            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    std::vector<std::vector<std::string>> flips(central.size());
+    for (const std::string& key : keys)
+        for (bool high : {false, true}) {
+            bool moves = false;  // an end at the central value changes nothing
+            for (HardwareProfile p : profiles)
+                for (const auto& [k, number] : sourced_numbers(p))
+                    if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
+            if (!moves) continue;
+            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
+            const std::vector<Verdict> at_end = verdicts(moved);
+            for (size_t s = 0; s < central.size(); ++s)
+                if (winner_name(at_end[s]) != winner_name(central[s]))
+                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
+                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
+        }
+    return flips;
+}
+
 int run_compare(const ProjectOptions& o) {
     std::vector<std::string> names;
     std::stringstream list(o.hardware);
     for (std::string item; std::getline(list, item, ',');)
         if (!item.empty()) names.push_back(item);
+    if (names == std::vector<std::string>{"all"}) {
+        const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
+        names.clear();
+        if (!dir.empty())
+            for (const auto& e : std::filesystem::directory_iterator(dir))
+                if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+        std::sort(names.begin(), names.end());
+        if (names.empty()) throw UserError("--hardware all: no profiles found (give --profile-dir)");
+    }
     if (names.empty()) throw UserError("--hardware: name at least one profile");
-    const TrainConfig cfg = load_workload(o);
-    std::vector<CompareRow> rows;
+    TrainConfig cfg = load_workload(o);
+    std::vector<HardwareProfile> profiles;
+    std::vector<Calibration> calibrations;
     for (const auto& name : names) {
-        CompareRow row{load_profile(o, name), {}};
-        const CostModel model(row.hw, calibrate(row.hw, o.calibrate));
-        row.by_gpus = project_workload(cfg, model, gpu_counts(ProjectOptions{}, row.hw), {1});
-        rows.push_back(std::move(row));
+        profiles.push_back(load_profile(o, name));
+        calibrations.push_back(calibrate(profiles.back(), o.calibrate));
+    }
+    if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
+    apply_batch_option(o.batch, cfg, profiles.front());
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false);
+    const std::vector<Verdict> central = verdicts(rows);
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
+    if (o.json) {
+        nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"profiles", nlohmann::json::array()},
+                              {"verdicts", nlohmann::json::array()}};
+        for (const CompareRow& r : rows) {
+            nlohmann::json by_gpus = nlohmann::json::array();
+            for (size_t i = 0; i < r.by_gpus.size(); ++i) {
+                const Projection& p = r.by_gpus[i];
+                by_gpus.push_back({{"gpus", p.step.world_size},
+                                   {"samples_per_s", p.samples_per_s},
+                                   {"samples_per_s_band", {r.bands[i].lo, r.bands[i].hi}},
+                                   {"scaling_efficiency", p.efficiency},
+                                   {"exposed_comm_ms", p.step.exposed_comm_ms},
+                                   {"samples_per_s_per_10k_usd", r.per_10k(p)},
+                                   {"samples_per_s_per_kw", r.per_kw(p)}});
+            }
+            out["profiles"].push_back({{"name", r.hw.name},
+                                       {"memory_per_gpu_gib", r.at_max().record["memory_per_gpu_gb"]},
+                                       {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
+                                       {"fits_memory", r.fits()},
+                                       {"ranges", ranged_keys(r.hw)},
+                                       {"by_gpus", by_gpus},
+                                       {"hardware", to_json(r.hw)}});
+        }
+        for (size_t i = 0; i < central.size(); ++i)
+            out["verdicts"].push_back({{"scenario", central[i].scenario},
+                                       {"winner", central[i].winner ? nlohmann::json(central[i].winner->hw.name) : nlohmann::json()},
+                                       {"reason", central[i].reason},
+                                       {"flips", flips[i]}});
+        fmt::print("{}\n", out.dump(2));
+        return 0;
     }
     const auto& any = rows.front().at_max().record;
     fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
@@ -251,7 +579,7 @@ int run_compare(const ProjectOptions& o) {
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
     fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile", "1 GPU", "2 GPUs",
-               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GB", "fits");
+               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GiB", "fits");
     fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "", "samples/s", "", "", "",
                "at max", "ms at max", "at max", "at max", "per GPU", "");
     for (const auto& r : rows) {
@@ -265,50 +593,28 @@ int run_compare(const ProjectOptions& o) {
                    r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(), r.fits() ? "yes" : "NO");
     }
     fmt::print("per $10k: samples/s per 10,000 USD of GPUs (the profiles' reference prices, GPUs only); per kW: per "
-               "kW of GPU TDP\n\nverdicts for this workload:\n");
+               "kW of GPU TDP\n");
+    // The band each profile's ranges give its figures at its full node.
+    bool any_range = false;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        if (ranged_keys(profiles[i]).empty()) continue;
+        if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
+        any_range = true;
+        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, profiles[i]);
+        const std::vector<Band> bands = samples_per_s_bands(cfg, profiles[i], calibrations[i], gpus, {1});
+        std::string cells;
+        for (size_t g = 0; g < gpus.size(); ++g)
+            cells += fmt::format("{}{} GPU{}: {:.1f} [{:.1f}-{:.1f}]", g ? ", " : "", gpus[g], gpus[g] > 1 ? "s" : "",
+                                 rows[i].by_gpus[g].samples_per_s, bands[g].lo, bands[g].hi);
+        fmt::print("  {:<24} {}\n    from {}\n", profiles[i].name, cells, range_list(profiles[i]));
+    }
 
-    auto verdict = [&](const char* scenario, const CompareRow* r, const std::string& reason) {
-        if (!r) fmt::print("  {:<22} none of the profiles: {}\n", scenario, reason);
-        else fmt::print("  {:<22} {}: {}\n", scenario, r->hw.name, reason);
-    };
-    auto fits = [](const CompareRow& r) { return r.fits(); };
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.by_gpus.front()); }, fits);
-        verdict("small experiments", r,
-                r ? fmt::format("most samples/s per $10k on one GPU ({:.1f}); the workload fits its {:.0f} GB",
-                                r->per_10k(r->by_gpus.front()), r->hw.memory_gb.value)
-                  : "the workload fits none");
-    }
-    {
-        // Fine-tuning runs on a few GPUs and is bound by memory: what fits, at up to 4 GPUs, per dollar.
-        auto at4 = [](const CompareRow& x) { return x.at(4) ? *x.at(4) : x.at_max(); };
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(at4(x)); }, fits);
-        verdict("NLP fine-tuning", r,
-                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}, {:.1f}% scaling) with the model's {:.2f} GB "
-                                "per GPU inside {:.0f} GB",
-                                at4(*r).step.world_size, r->per_10k(at4(*r)), 100.0 * at4(*r).efficiency,
-                                at4(*r).record["memory_per_gpu_gb"].get<double>(), r->hw.memory_gb.value)
-                  : "the workload fits none");
-    }
-    {
-        // Long multi-GPU runs: cost per sample at the node's full size, where scaling holds (>= 80%).
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.per_10k(x.at_max()); },
-                                   [&](const CompareRow& x) { return x.fits() && x.at_max().efficiency >= 0.8; });
-        verdict("large CV training", r,
-                r ? fmt::format("most samples/s per $10k at {} GPUs ({:.1f}) among nodes that keep >= 80% scaling "
-                                "({:.1f}%, {:.1f} samples/s per kW)",
-                                r->max_gpus(), r->per_10k(r->at_max()), 100.0 * r->at_max().efficiency,
-                                r->per_kw(r->at_max()))
-                  : "no profile keeps 80% scaling efficiency at its full node");
-    }
-    {
-        const CompareRow* r = best(rows, [&](const CompareRow& x) { return x.at_max().samples_per_s; }, fits);
-        verdict("multi-GPU training", r,
-                r ? fmt::format("highest throughput of one node ({:.1f} samples/s at {} GPUs, {:.1f}% scaling, "
-                                "{:.3f} ms exposed communication per step)",
-                                r->at_max().samples_per_s, r->max_gpus(), 100.0 * r->at_max().efficiency,
-                                r->at_max().step.exposed_comm_ms)
-                  : "the workload fits none");
+    fmt::print("\nverdicts for this workload:\n");
+    for (size_t s = 0; s < central.size(); ++s) {
+        const Verdict& v = central[s];
+        if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);
+        else fmt::print("  {:<22} {}: {}\n", v.scenario, v.winner->hw.name, v.reason);
+        for (const std::string& f : flips[s]) fmt::print("  {:<22}   flips inside the band: {}\n", "", f);
     }
     return 0;
 }

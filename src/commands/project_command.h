@@ -25,9 +25,21 @@ struct ProjectOptions {
     std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
     std::vector<int> nodes;  // default 1
     std::vector<std::string> calibrate;
+    std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
+    std::string precision;   // --precision: what-if, replacing the config's
+    std::string grad_dtype;  // --grad-dtype: likewise
     std::string out = "results/projected.jsonl";
-    std::string profile_dir = "configs/hardware";
+    bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
+    std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
+    std::string profile_dir;  // empty: configs/hardware found from the working directory or the binary's
 };
+
+// Where the shipped `configs/<sub>` folder is: under the working directory, else under the
+// binary's folder or one of its parents (a build tree inside the source tree, an install).
+// Empty when neither has it.
+std::string shipped_config_dir(const std::string& sub);
+// The names of the shipped hardware profiles (sorted), for --help, errors and --hardware all.
+std::vector<std::string> shipped_profile_names();
 
 void add_project_options(CLI::App& sub, ProjectOptions& opts);
 void add_compare_options(CLI::App& sub, ProjectOptions& opts);
@@ -43,6 +55,61 @@ struct Projection {
 // Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says).
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                          const std::vector<int>& nodes);
+
+// Every projected figure's band: its lowest and highest over the corners of the profile's ranges
+// (sources that disagree), one entry per world size of `project_workload`.
+struct Band {
+    double lo = 0, hi = 0;
+};
+std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
+                                      const std::vector<int>& gpus, const std::vector<int>& nodes);
+
+// --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
+// A batch that is not a positive number or "max" is a UserError naming the flag.
+void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
+
+// compare's rows: each profile projected at 1, 2, 4, 8 GPUs up to its node.
+struct CompareRow {
+    HardwareProfile hw;
+    std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
+    std::vector<Band> bands;          // samples/s over the profile's ranges, per entry of by_gpus (empty: none computed)
+    const Projection& at_max() const { return by_gpus.back(); }
+    const Projection* at(int g) const {
+        for (const auto& p : by_gpus)
+            if (p.step.world_size == g) return &p;
+        return nullptr;
+    }
+    int max_gpus() const { return by_gpus.back().step.world_size; }
+    double per_10k(const Projection& p) const {
+        return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
+    }
+    double per_kw(const Projection& p) const { return p.samples_per_s / (p.step.world_size * hw.tdp_w.value / 1e3); }
+    bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
+};
+
+// One scenario's verdict over a set of rows: the winner (nullptr: none qualifies) and why.
+struct Verdict {
+    const char* scenario;
+    const CompareRow* winner = nullptr;
+    std::string reason;
+};
+// The scenario rules: small experiments (samples/s per $10k on one GPU), NLP fine-tuning (per
+// $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
+// (throughput of one node). A profile the workload does not fit never wins; a multi-GPU
+// configuration slower than one GPU of a compared profile does not qualify (the scaling floor:
+// that one GPU is the answer). A candidate ties with the best one when each central score lies
+// inside the other's band (or within 1% of it); a tie goes to the cheaper configuration (GPUs x
+// price), then to the one needing no patched driver.
+std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
+// The rows with each profile as given (key empty; with their bands), or with ranged number `key`
+// at one end in every profile that has it.
+std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high);
+// Per scenario of `central`, every (ranged number, end) that gives another winner, said as
+// "WINNER with KEY at its high end (VALUE)".
+std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                                    const std::vector<Calibration>& calibrations,
+                                                    const std::vector<Verdict>& central);
 
 int run_project(const ProjectOptions& opts);
 int run_compare(const ProjectOptions& opts);

@@ -87,23 +87,66 @@ private:
             if (!seen.count(key)) fields_.fail_at(value.Mark(), fmt::format("key '{}.{}': missing", section, key));
     }
 
+    // `{value: V, source: S}`, or a range `{value: V, source: S, lo: L, lo_source: S1, hi: H, hi_source: S2}`
+    // with L <= V <= H, both ends or neither.
     void read_sourced(const YAML::Node& value, const YAML::Node& key_node, const std::string& path, const Field& f) {
         fields_.expect_map(value, key_node, path);
-        bool has_value = false, has_source = false;
-        fields_.for_each_key(value, path, {"value", "source"}, [&](const std::string& key, const YAML::Node& k,
-                                                                   const YAML::Node& v) {
-            if (key == "value") {
-                has_value = true;
-                f.target->value = f.integer ? static_cast<double>(fields_.integer(v, k, path + ".value",
-                                                                                  static_cast<int64_t>(f.lo), static_cast<int64_t>(f.hi)))
-                                            : fields_.real(v, k, path + ".value", f.lo, f.lo_open, f.hi);
-            } else {
-                has_source = true;
-                f.target->source = fields_.non_empty_text(v, k, path + ".source");
-            }
-        });
-        if (!has_value) fields_.fail_at(value.Mark(), fmt::format("key '{}.value': missing", path));
-        if (!has_source) fields_.fail_at(value.Mark(), fmt::format("key '{}.source': missing (every number names where it comes from)", path));
+        std::set<std::string> seen;
+        YAML::Node lo_node, hi_node;
+        auto number = [&](const YAML::Node& v, const YAML::Node& k, const std::string& key) {
+            return f.integer ? static_cast<double>(fields_.integer(v, k, key, static_cast<int64_t>(f.lo), static_cast<int64_t>(f.hi)))
+                             : fields_.real(v, k, key, f.lo, f.lo_open, f.hi);
+        };
+        fields_.for_each_key(value, path, {"value", "source", "lo", "lo_source", "hi", "hi_source"},
+                             [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                                 seen.insert(key);
+                                 const std::string where = path + "." + key;
+                                 if (key == "value") f.target->value = number(v, k, where);
+                                 else if (key == "lo") f.target->lo = number(v, lo_node = k, where);
+                                 else if (key == "hi") f.target->hi = number(v, hi_node = k, where);
+                                 else if (key == "source") f.target->source = fields_.non_empty_text(v, k, where);
+                                 else if (key == "lo_source") f.target->lo_source = fields_.non_empty_text(v, k, where);
+                                 else f.target->hi_source = fields_.non_empty_text(v, k, where);
+                             });
+        if (!seen.count("value")) fields_.fail_at(value.Mark(), fmt::format("key '{}.value': missing", path));
+        if (!seen.count("source"))
+            fields_.fail_at(value.Mark(), fmt::format("key '{}.source': missing (every number names where it comes from)", path));
+        const int range_keys = static_cast<int>(seen.count("lo") + seen.count("lo_source") + seen.count("hi") + seen.count("hi_source"));
+        if (range_keys == 0) return;
+        if (range_keys != 4)
+            fields_.fail_at(value.Mark(), fmt::format("key '{}': a range needs lo, lo_source, hi and hi_source (a source for each end)", path));
+        if (f.target->lo > f.target->value)
+            fields_.fail_at(lo_node.Mark(), fmt::format("key '{}.lo': {} is above the central value {}", path, f.target->lo, f.target->value));
+        if (f.target->hi < f.target->value)
+            fields_.fail_at(hi_node.Mark(), fmt::format("key '{}.hi': {} is below the central value {}", path, f.target->hi, f.target->value));
+    }
+
+    // gpu.gemm: a list of `{precision, m, n, k, tflops, source}`, at least one per precision.
+    void read_gemm_list(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
+        if (!value.IsSequence() || value.size() == 0)
+            fields_.fail(value, key_node, "gpu.gemm", "a list of published GEMM rates ({precision, m, n, k, tflops, source})");
+        for (size_t i = 0; i < value.size(); ++i) {
+            const YAML::Node& item = value[i];
+            const std::string path = fmt::format("gpu.gemm[{}]", i);
+            fields_.expect_map(item, key_node, path);
+            PublishedGemm g;
+            std::set<std::string> seen;
+            fields_.for_each_key(item, path, {"precision", "m", "n", "k", "tflops", "source"},
+                                 [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                                     seen.insert(key);
+                                     const std::string where = path + "." + key;
+                                     if (key == "precision")
+                                         g.precision = parse_precision(fields_.choice(v, k, where, {"fp32", "tf32", "bf16", "fp16"}));
+                                     else if (key == "m") g.m = fields_.integer(v, k, where, 1, 1 << 20);
+                                     else if (key == "n") g.n = fields_.integer(v, k, where, 1, 1 << 20);
+                                     else if (key == "k") g.k = fields_.integer(v, k, where, 1, 1 << 20);
+                                     else if (key == "tflops") g.tflops = fields_.real(v, k, where, 0, true, 0);
+                                     else g.source = fields_.non_empty_text(v, k, where);
+                                 });
+            for (const char* key : {"precision", "m", "n", "k", "tflops", "source"})
+                if (!seen.count(key)) fields_.fail_at(item.Mark(), fmt::format("key '{}.{}': missing", path, key));
+            hw.gemm.push_back(g);
+        }
     }
 
     void read_gpu(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
@@ -112,19 +155,34 @@ private:
             {"sm_count", &hw.sm_count, 1, false, 1024, true, true},
             {"tdp_w", &hw.tdp_w, 0, true, 0, true, false},
             {"price_usd", &hw.price_usd, 0, true, 0, true, false},
-            {"gemm_efficiency", &hw.gemm_efficiency, 0, true, 1, true, false},
-            {"memory_efficiency", &hw.memory_efficiency, 0, true, 1, true, false},
+            {"copy_gbps", &hw.copy_gbps, 0, true, 0, true, false},
+            {"l2_mb", &hw.l2_mb, 0, true, 0, false, false},
+            {"l2_copy_gbps", &hw.l2_copy_gbps, 0, true, 0, false, false},
             {"kernel_gap_us", &hw.kernel_gap_us, 0, false, 0, true, false},
+            {"clock_factor", &hw.clock_factor, 0, true, 1.5, false, false},
         };
-        read_section(value, key_node, "gpu", fields, {"device_name"},
-                     [&](const std::string&, const YAML::Node& k, const YAML::Node& v) {
+        YAML::Node gemm_key;
+        read_section(value, key_node, "gpu", fields, {"device_name", "gemm"},
+                     [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                         if (key == "gemm") {
+                             gemm_key = k;
+                             return read_gemm_list(v, k, hw);
+                         }
                          const std::vector<std::string> names = known_gpu_names();
                          hw.device_name = fields_.choice(v, k, "gpu.device_name", names);
                          hw.peak = *find_gpu_peak(hw.device_name);
                      },
-                     {"device_name"});
+                     {"device_name", "gemm"});
         if (hw.memory_gb.source.empty()) hw.memory_gb = {hw.peak.mem_gb, hw.peak.source};
         hw.peak.mem_gb = hw.memory_gb.value;
+        for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
+            if (std::none_of(hw.gemm.begin(), hw.gemm.end(), [&](const PublishedGemm& g) { return g.precision == p; }))
+                fields_.fail_at(gemm_key.Mark(), fmt::format("key 'gpu.gemm': no {} rate (every precision needs one)", precision_name(p)));
+        if (hw.l2_copy_gbps.source.empty() != hw.l2_mb.source.empty())
+            fields_.fail_at(value.Mark(), "keys 'gpu.l2_mb' and 'gpu.l2_copy_gbps': give both (an L2 term) or neither");
+        if (hw.copy_gbps.value > hw.peak.mem_bw_gbps * 1.05)
+            fields_.fail_at(value.Mark(), fmt::format("key 'gpu.copy_gbps': {} GB/s is above the memory bandwidth {} of {}",
+                                                      hw.copy_gbps.value, hw.peak.mem_bw_gbps, hw.device_name));
     }
 
     void read_node(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
@@ -136,11 +194,15 @@ private:
             {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
             {"link_efficiency", &hw.link_efficiency, 0, true, 1, true, false},
             {"link_latency_us", &hw.link_latency_us, 0, false, 0, true, false},
+            {"comm_sms", &hw.comm_sms, 0, false, 1024, true, true},
+            {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
         };
         YAML::Node link_node;
-        read_section(value, key_node, "node", fields, {"link", "pcie_topology"},
+        read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver"},
                      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
-                         if (key == "link") {
+                         if (key == "patched_driver") {
+                             hw.patched_driver = fields_.boolean(v, k, "node.patched_driver");
+                         } else if (key == "link") {
                              link_node = v;
                              const std::string link = fields_.choice(v, k, "node.link", {"nvlink", "pcie_p2p", "host_staged"});
                              hw.link = link == "nvlink" ? LinkClass::nvlink
@@ -150,6 +212,8 @@ private:
                          }
                      },
                      {"link", "pcie_topology"});
+        if (hw.link == LinkClass::host_staged && hw.staged_overlap.source.empty())
+            fields_.fail_at(value.Mark(), "key 'node.staged_overlap': missing (a host_staged node needs it)");
         if (hw.link == LinkClass::nvlink && hw.link_gbps.source.empty())
             fields_.fail_at(value.Mark(), "key 'node.link_gbps': missing (an nvlink node needs its NVLink bandwidth)");
     }
@@ -170,10 +234,95 @@ private:
                      {"kind"});
     }
 
+public:
+    // A host section: `name`, `description`, `sockets`, `pcie_topology`, `host_mem_bw_gbps`.
+    void read_host(const YAML::Node& root, HardwareProfile& hw) {
+        if (!root.IsMap()) fields_.fail_at(root.Mark(), "the host section must be a map of keys");
+        Sourced sockets;
+        const std::vector<Field> fields = {
+            {"sockets", &sockets, 1, false, 8, true, true},
+            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
+        };
+        std::set<std::string> seen;
+        std::vector<std::string> known = {"name", "description", "pcie_topology"};
+        for (const Field& f : fields) known.push_back(f.key);
+        fields_.for_each_key(root, "", known, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+            seen.insert(key);
+            for (const Field& f : fields)
+                if (key == f.key) return read_sourced(v, k, key, f);
+            if (key == "name") hw.host = fields_.non_empty_text(v, k, key);
+            else if (key == "description") fields_.non_empty_text(v, k, key);
+            else hw.pcie_topology = fields_.choice(v, k, key, {"root_complex", "switch"});
+        });
+        for (const std::string& key : known)
+            if (!seen.count(key)) fields_.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
+    }
+
+private:
     YamlFields fields_;
 };
 
 }  // namespace
+
+void apply_host_section(HardwareProfile& hw, const std::string& yaml_text, const std::string& source) {
+    ProfileReader(source).read_host(load_yaml_document(yaml_text, source, "host section"), hw);
+}
+
+std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& hw) {
+    return {{"gpu.memory_gb", &hw.memory_gb},
+            {"gpu.sm_count", &hw.sm_count},
+            {"gpu.tdp_w", &hw.tdp_w},
+            {"gpu.price_usd", &hw.price_usd},
+            {"gpu.copy_gbps", &hw.copy_gbps},
+            {"gpu.l2_mb", &hw.l2_mb},
+            {"gpu.l2_copy_gbps", &hw.l2_copy_gbps},
+            {"gpu.kernel_gap_us", &hw.kernel_gap_us},
+            {"gpu.clock_factor", &hw.clock_factor},
+            {"node.gpus_per_node", &hw.gpus_per_node},
+            {"node.link_gbps", &hw.link_gbps},
+            {"node.pcie_gen", &hw.pcie_gen},
+            {"node.pcie_lanes", &hw.pcie_lanes},
+            {"node.host_mem_bw_gbps", &hw.host_mem_bw_gbps},
+            {"node.link_efficiency", &hw.link_efficiency},
+            {"node.link_latency_us", &hw.link_latency_us},
+            {"node.comm_sms", &hw.comm_sms},
+            {"node.staged_overlap", &hw.staged_overlap},
+            {"network.nic_gbps", &hw.nic_gbps},
+            {"network.nics_per_node", &hw.nics_per_node},
+            {"network.efficiency", &hw.network_efficiency},
+            {"network.latency_us", &hw.network_latency_us}};
+}
+
+std::vector<std::string> ranged_keys(const HardwareProfile& hw) {
+    HardwareProfile copy = hw;
+    std::vector<std::string> keys;
+    for (const auto& [key, number] : sourced_numbers(copy))
+        if (number->is_range()) keys.push_back(key);
+    return keys;
+}
+
+HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, bool high) {
+    HardwareProfile out = hw;
+    for (auto& [k, number] : sourced_numbers(out))
+        if (k == key) {
+            SB_REQUIRE(number->is_range(), key + " is not a range");
+            number->value = high ? number->hi : number->lo;
+            return out;
+        }
+    SB_REQUIRE(false, "no profile number " + key);
+    return out;
+}
+
+std::vector<HardwareProfile> range_corners(const HardwareProfile& hw) {
+    const std::vector<std::string> keys = ranged_keys(hw);
+    std::vector<HardwareProfile> corners;
+    for (size_t corner = 0; corner < (size_t{1} << keys.size()); ++corner) {
+        HardwareProfile p = hw;
+        for (size_t i = 0; i < keys.size(); ++i) p = at_range_end(p, keys[i], (corner >> i) & 1);
+        corners.push_back(std::move(p));
+    }
+    return corners;
+}
 
 HardwareProfile parse_hardware_profile(const std::string& yaml_text, const std::string& source) {
     HardwareProfile hw;
@@ -193,7 +342,15 @@ std::string hardware_profile_path(const std::string& name_or_path, const std::st
 }
 
 nlohmann::json to_json(const HardwareProfile& hw) {
-    auto sourced = [](const Sourced& s) { return nlohmann::json{{"value", s.value}, {"source", s.source}}; };
+    auto sourced = [](const Sourced& s) {
+        nlohmann::json j = {{"value", s.value}, {"source", s.source}};
+        if (s.is_range()) j.update({{"lo", s.lo}, {"lo_source", s.lo_source}, {"hi", s.hi}, {"hi_source", s.hi_source}});
+        return j;
+    };
+    nlohmann::json gemm = nlohmann::json::array();
+    for (const PublishedGemm& g : hw.gemm)
+        gemm.push_back({{"precision", precision_name(g.precision)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops},
+                        {"source", g.source}});
     nlohmann::json j = {
         {"source", hw.source},
         {"name", hw.name},
@@ -207,8 +364,10 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"sm_count", sourced(hw.sm_count)},
           {"tdp_w", sourced(hw.tdp_w)},
           {"price_usd", sourced(hw.price_usd)},
-          {"gemm_efficiency", sourced(hw.gemm_efficiency)},
-          {"memory_efficiency", sourced(hw.memory_efficiency)},
+          {"gemm", gemm},
+          {"copy_gbps", sourced(hw.copy_gbps)},
+          {"l2_mb", sourced(hw.l2_mb)},
+          {"l2_copy_gbps", sourced(hw.l2_copy_gbps)},
           {"kernel_gap_us", sourced(hw.kernel_gap_us)}}},
         {"node",
          {{"gpus_per_node", sourced(hw.gpus_per_node)},
@@ -217,9 +376,13 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"pcie_gen", sourced(hw.pcie_gen)},
           {"pcie_lanes", sourced(hw.pcie_lanes)},
           {"pcie_topology", hw.pcie_topology},
+          {"host", hw.host},
+          {"patched_driver", hw.patched_driver},
           {"host_mem_bw_gbps", sourced(hw.host_mem_bw_gbps)},
           {"link_efficiency", sourced(hw.link_efficiency)},
-          {"link_latency_us", sourced(hw.link_latency_us)}}},
+          {"link_latency_us", sourced(hw.link_latency_us)},
+          {"comm_sms", sourced(hw.comm_sms)},
+          {"staged_overlap", sourced(hw.staged_overlap)}}},
     };
     if (hw.has_network())
         j["network"] = {{"kind", hw.network_kind},

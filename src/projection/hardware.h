@@ -9,13 +9,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/core/config.h"
 #include "src/system/gpu_peaks.h"
 
 namespace sb {
 
-// A number and the document it comes from.
+// A number and the document it comes from. Where sources disagree it is a range: [lo, hi]
+// around the central value, each end with its own source (is_range()).
 struct Sourced {
     double value = 0;
+    std::string source;
+    double lo = 0, hi = 0;
+    std::string lo_source, hi_source;
+    bool is_range() const { return !lo_source.empty(); }
+};
+
+// One published (or measured) GEMM rate of the GPU: the achieved TFLOP/s of an m x n x k
+// product in a precision, with its source.
+struct PublishedGemm {
+    Precision precision = Precision::fp32;
+    int64_t m = 0, n = 0, k = 0;
+    double tflops = 0;
     std::string source;
 };
 
@@ -38,9 +52,15 @@ struct HardwareProfile {
     Sourced sm_count;
     Sourced tdp_w;
     Sourced price_usd;
-    Sourced gemm_efficiency;    // fraction of peak of a large GEMM, when no gemm record calibrates it
-    Sourced memory_efficiency;  // fraction of mem_bw a streaming kernel reaches, likewise
+    // What this GPU achieves, from its own published microbenchmarks (or ours, on the H200):
+    std::vector<PublishedGemm> gemm;  // GEMM TFLOP/s by shape and precision; every precision has one
+    Sourced copy_gbps;                // a device-to-device copy larger than L2: bytes read + written per second
+    Sourced l2_mb;                    // L2 cache size
+    Sourced l2_copy_gbps;             // a copy whose operands fit in L2, likewise
     Sourced kernel_gap_us;      // device time between back-to-back kernels
+    // The sustained SM clock against the one the gemm rates were measured at (1 unless a
+    // power or cooling limit lowers it: a modded card); it scales the tensor and FP32 rates.
+    Sourced clock_factor{1.0, "the GPU as benchmarked"};
     // ---- node
     Sourced gpus_per_node;
     LinkClass link = LinkClass::pcie_p2p;
@@ -48,9 +68,14 @@ struct HardwareProfile {
     Sourced pcie_gen;
     Sourced pcie_lanes;
     std::string pcie_topology;  // root_complex, switch
+    std::string host;           // the host section's name: the profile's own, or --host
+    bool patched_driver = false;  // needs a driver the vendor does not ship (GeForce P2P): the less simple system
     Sourced host_mem_bw_gbps;   // what a host-staged all-reduce is bound by
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step
+    // The cost of overlapping an all-reduce with the backward (DESIGN: Projection):
+    Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
+    Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
     // ---- network (multi-node); nic_gbps.value == 0 when the profile has none
     std::string network_kind;
     Sourced nic_gbps;  // per NIC per direction, GB/s
@@ -62,6 +87,20 @@ struct HardwareProfile {
 
 // PCIe bandwidth per direction after line coding, GB/s: gen 3/4/5 x lanes.
 double pcie_gbps(int gen, int lanes);
+
+// Every sourced number of a profile by its key ("node.link_efficiency").
+std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& hw);
+// The keys of the numbers that are ranges (sources disagree).
+std::vector<std::string> ranged_keys(const HardwareProfile& hw);
+// The profile with the ranged number `key` at its low or high end.
+HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, bool high);
+// The profile at every corner of its ranges (2^k profiles, k ranged numbers; {hw} when none):
+// a projected figure's band is its lowest and highest over them.
+std::vector<HardwareProfile> range_corners(const HardwareProfile& hw);
+
+// --host: a host section (configs/hosts/NAME.yaml or a path: sockets, PCIe topology, host memory
+// bandwidth) replaces the profile's; a bad file is a UserError at FILE:LINE:COL.
+void apply_host_section(HardwareProfile& hw, const std::string& yaml_text, const std::string& source);
 
 HardwareProfile parse_hardware_profile(const std::string& yaml_text, const std::string& source);
 HardwareProfile load_hardware_profile(const std::string& path);

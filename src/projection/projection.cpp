@@ -82,22 +82,36 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
     std::unique_ptr<Model> model = create_model(cfg, ops);
     const size_t n = model->num_params();
     const DType dtype = compute_dtype(cfg.precision);
+    const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     DeviceBuffer params(ops, n * sizeof(float)), grads(ops, n * sizeof(float)), state_a(ops, n * sizeof(float)),
-        state_b(ops, n * sizeof(float)), loss(ops, sizeof(float));
-    DeviceBuffer weights;
+        loss(ops, sizeof(float));
+    DeviceBuffer state_b, weights;
+    if (adamw) state_b = DeviceBuffer(ops, n * sizeof(float));
     if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
+    t.memory.parameters = static_cast<double>(n) * (sizeof(float) + (weights.get() ? dtype_size(dtype) : 0));
+    t.memory.gradients = static_cast<double>(n) * sizeof(float);
+    t.memory.optimizer_state = static_cast<double>(n) * sizeof(float) * (adamw ? 2 : 1);
+    const double before_bind = ops.allocated_bytes();
     model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>()},
                 local_batch);
-    // One batch of one rank: the data is never read, only its shapes, so none is generated.
+    t.memory.activations = ops.allocated_bytes() - before_bind;
+    // One batch of one rank: the data is never read, only its shapes, so none is generated. The
+    // dataset keeps dataset_batches of them on the device.
     const BatchShape batch = batch_shape(cfg);
     DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
     DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
+    t.memory.data = static_cast<double>(cfg.dataset_batches) *
+                    (static_cast<double>(local_batch * batch.cols) * dtype_size(batch.dtype) +
+                     static_cast<double>(local_batch * batch.labels_per_row) * sizeof(int32_t));
+    const double before_bucketer = ops.allocated_bytes();
     TraceCommunicator comm(ops, t.all_reduces);
     Bucketer bucketer(model->params(), cfg.bucket_mb, comm, grads.as<float>(), ops, cfg.grad_dtype);
+    t.memory.gradients += ops.allocated_bytes() - before_bucketer;  // the 16-bit buckets
     ops.clear();
 
     // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied).
     const Tensor weights_copy = weights.get() ? weights.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+    const double before_step = ops.allocated_bytes();
     bucketer.start_step();
     OrderSink sink(bucketer);
     model->forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
@@ -106,20 +120,44 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
     bucketer.wait_all();
     if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
     t.optimizer_begin = ops.position();
-    if (cfg.optimizer.kind == OptimizerConfig::Kind::adamw)
+    if (adamw)
         ops.adamw_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), state_b.as<float>(), n,
                        cfg.optimizer, 1, weights_copy);
     else
         ops.sgd_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), n, cfg.optimizer, weights_copy);
 
     t.ops = ops.trace();
-    t.memory_bytes = ops.allocated_bytes();
+    // What the step allocated as it ran (the backend's per-call buffers) counts as activations.
+    t.memory.activations += ops.allocated_bytes() - before_step;
+    for (const TracedOp& op : t.ops)
+        if (op.kind == "gemm")
+            t.memory.scratch = std::max(t.memory.scratch, static_cast<double>(op.m) * op.n * op.batch * sizeof(float));
     t.model = model->name();
     t.num_params = n;
     t.flops_per_sample = model->flops_per_sample();
     t.gradient_order = sink.order;
     for (const auto& a : t.all_reduces) t.gradient_bytes += a.bytes;
     return t;
+}
+
+double footprint_bytes(const StepTrace& trace) {
+    return trace.memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes;
+}
+
+int max_fitting_batch(const TrainConfig& cfg, double memory_gb) {
+    auto fits = [&](int batch) { return footprint_bytes(trace_step(cfg, batch)) <= memory_gb * kGiB; };
+    if (!fits(1)) return 0;
+    int lo = 1, hi = 2;  // fits(lo), and hi is the first power of two to test
+    while (fits(hi)) {
+        lo = hi;
+        SB_REQUIRE(hi < (1 << 24), "max_fitting_batch: no memory limit reached");
+        hi *= 2;
+    }
+    while (hi - lo > 1) {  // fits(lo), !fits(hi)
+        const int mid = lo + (hi - lo) / 2;
+        (fits(mid) ? lo : hi) = mid;
+    }
+    return lo;
 }
 
 TrainConfig config_of_record(const nlohmann::json& record, const std::string& where) {
@@ -323,11 +361,12 @@ double CostModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k, int64_t bat
 }
 
 double CostModel::peak_tflops(Precision precision) const {
+    const double clock = hw.clock_factor.value;
     switch (precision) {
-        case Precision::fp32: return hw.peak.fp32_tflops;
-        case Precision::tf32: return hw.peak.tf32_tflops;
-        case Precision::bf16: return hw.peak.bf16_tflops;
-        case Precision::fp16: return hw.peak.fp16_tflops;
+        case Precision::fp32: return clock * hw.peak.fp32_tflops;
+        case Precision::tf32: return clock * hw.peak.tf32_tflops;
+        case Precision::bf16: return clock * hw.peak.bf16_tflops;
+        case Precision::fp16: return clock * hw.peak.fp16_tflops;
     }
     return 0;
 }
@@ -381,26 +420,53 @@ double CostModel::profiled_kind_efficiency(const std::string& kind, Precision pr
     return work > 0 ? work / at_full_rate : -1;
 }
 
+double CostModel::benchmarked_tflops(Precision precision) const {
+    return peak_tflops(precision) / hw.clock_factor.value;
+}
+
+double CostModel::profile_gemm_base(Precision precision) const {
+    std::vector<double> bases;
+    for (const PublishedGemm& g : hw.gemm)
+        if (g.precision == precision) bases.push_back(g.tflops / benchmarked_tflops(precision) / gemm_shape_factor(g.m, g.n, g.k, 1));
+    SB_REQUIRE(!bases.empty(), fmt::format("{}: no {} GEMM rate", hw.source, precision_name(precision)));
+    return median(bases);
+}
+
+double CostModel::gemm_fraction_cap(Precision precision) const {
+    double cap = 1.0;
+    for (const PublishedGemm& g : hw.gemm)
+        if (g.precision == precision) cap = std::max(cap, g.tflops / benchmarked_tflops(precision));
+    return cap;
+}
+
 double CostModel::gemm_efficiency(const TracedOp& op, Precision precision) const {
+    const double cap = gemm_fraction_cap(precision);
     if (const ProfiledOp* near = closest_profiled(op, precision))
-        return std::min(1.0, measured_efficiency(*near) * gemm_shape_factor(op) / gemm_shape_factor(near->op));
+        return std::min(cap, measured_efficiency(*near) * gemm_shape_factor(op) / gemm_shape_factor(near->op));
     // Attention's products at its kind's measured rate (there is no `gemm` sweep of them).
     if (const double base = profiled_kind_efficiency(op.kind, precision); op.kind != "gemm" && base > 0)
-        return std::min(1.0, base * gemm_shape_factor(op));
+        return std::min(cap, base * gemm_shape_factor(op));
     std::vector<double> same_shape;
     for (const auto& g : calibration.gemms)
         if (g.precision == precision_index(precision) && g.m == op.m && g.n == op.n && g.k == op.k && op.batch == 1)
             same_shape.push_back(g.fraction);
-    if (!same_shape.empty()) return std::min(1.0, median(same_shape));
+    if (same_shape.empty() && op.batch == 1)
+        for (const PublishedGemm& g : hw.gemm)
+            if (g.precision == precision && g.m == op.m && g.n == op.n && g.k == op.k)
+                same_shape.push_back(g.tflops / benchmarked_tflops(precision));
+    if (!same_shape.empty()) return std::min(cap, median(same_shape));
     double base = calibration.gemm_base[precision_index(precision)];
-    // The profile's figure is the efficiency of an 8192^3 product; the shape model carries it to others.
-    if (base < 0) base = hw.gemm_efficiency.value / gemm_shape_factor(8192, 8192, 8192, 1);
-    return std::min(1.0, base * gemm_shape_factor(op));
+    if (base < 0) base = profile_gemm_base(precision);
+    return std::min(cap, base * gemm_shape_factor(op));
 }
 
 double CostModel::memory_gbps() const {
-    const double eff = calibration.memory_efficiency > 0 ? calibration.memory_efficiency : hw.memory_efficiency.value;
-    return hw.peak.mem_bw_gbps * eff;
+    return calibration.memory_efficiency > 0 ? hw.peak.mem_bw_gbps * calibration.memory_efficiency : hw.copy_gbps.value;
+}
+
+double CostModel::l2_hit_fraction(const TracedOp& op) const {
+    if (hw.l2_copy_gbps.value <= 0 || op.tensor_core || op.bytes <= 0) return 0;
+    return std::min(1.0, hw.l2_mb.value * 1024.0 * 1024.0 / op.bytes);
 }
 
 double CostModel::memory_fraction(const TracedOp& op) const {
@@ -412,18 +478,23 @@ double CostModel::memory_fraction(const TracedOp& op) const {
             return kind;
         const bool optimizer = op.kind == "adamw_step" || op.kind == "sgd_step";
         if (optimizer && calibration.optimizer_memory_efficiency > 0) return calibration.optimizer_memory_efficiency;
+        if (const double hit = l2_hit_fraction(op); hit > 0)
+            return 1.0 / (hit / hw.l2_copy_gbps.value + (1 - hit) / memory_gbps()) / hw.peak.mem_bw_gbps;
     }
     return memory_gbps() / hw.peak.mem_bw_gbps;
 }
 
-double CostModel::op_ms(const TracedOp& op, Precision precision) const {
-    double ms = op.bytes / (hw.peak.mem_bw_gbps * memory_fraction(op) * 1e9) * 1e3;
+CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) const {
+    OpTime t;
+    t.ms = op.bytes / (hw.peak.mem_bw_gbps * memory_fraction(op) * 1e9) * 1e3;
     if (op.tensor_core && op.flops > 0) {
         const double peak = peak_tflops(precision);
         SB_REQUIRE(peak > 0, fmt::format("{} has no {} rate", hw.peak.name, precision_name(precision)));
-        ms = std::max(ms, op.flops / (peak * 1e12 * gemm_efficiency(op, precision)) * 1e3);
+        const double compute_ms = op.flops / (peak * 1e12 * gemm_efficiency(op, precision)) * 1e3;
+        if (compute_ms > t.ms) t = {compute_ms, false};
     }
-    return ms + hw.kernel_gap_us.value * 1e-3;
+    t.ms += hw.kernel_gap_us.value * 1e-3;
+    return t;
 }
 
 double CostModel::ring_busbw_gbps(int g) const {
@@ -471,27 +542,79 @@ double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
     return bytes / (all_reduce_ms(bytes, g, nodes) * 1e-3) / 1e9 * 2.0 * (n - 1) / n;
 }
 
+double CostModel::overlapped_compute_rate(double bytes, double comm_ms, int g, int nodes, bool memory_bound) const {
+    const int n = g * nodes;
+    // Bytes each GPU sends and receives: 2(n-1)/n of the buffer, each read from or written to its
+    // memory once; one rank reads and writes the buffer once.
+    const double crossing = n > 1 ? 2.0 * (n - 1) / n * bytes : bytes;
+    const double memory_share = std::min(1.0, 2.0 * crossing / (comm_ms * 1e-3) / (memory_gbps() * 1e9));
+    const double sm_share = std::min(1.0, hw.comm_sms.value / hw.sm_count.value);
+    const double beside = hw.link == LinkClass::host_staged && g > 1 ? hw.staged_overlap.value : 1.0;
+    return beside * (1.0 - (memory_bound ? memory_share : sm_share));
+}
+
 // ---------------------------------------------------------------- schedule
 
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {
     ProjectedStep s;
     s.world_size = g * nodes;
     s.nodes = nodes;
-    // Compute stream: the time each op ends.
-    std::vector<double> end(trace.ops.size() + 1, 0.0);  // end[i]: after ops [0, i)
-    for (size_t i = 0; i < trace.ops.size(); ++i) end[i + 1] = end[i] + model.op_ms(trace.ops[i], trace.precision);
-    // Comm stream: bucket b starts when the ops before it are done and the stream is free.
-    double comm_free = 0;
-    for (const auto& a : trace.all_reduces) {
-        const double ms = model.all_reduce_ms(a.bytes, g, nodes);
-        comm_free = std::max(comm_free, end[a.issued_after]) + ms;
-        s.allreduce_ms += ms;
+    // The comm stream: bucket b starts when the op after which it was issued is done and the
+    // stream is free; while it runs, compute progresses at the rate it leaves (overlapped_compute_rate).
+    struct Busy {
+        double start, end, bytes;
+    };
+    std::vector<Busy> comm;
+    size_t next_bucket = 0, active = 0;
+    double t = 0, comm_free = 0;
+    auto issue = [&](size_t position) {
+        for (; next_bucket < trace.all_reduces.size() && trace.all_reduces[next_bucket].issued_after <= position; ++next_bucket) {
+            const double bytes = trace.all_reduces[next_bucket].bytes;
+            const double ms = model.all_reduce_ms(bytes, g, nodes);
+            const double start = std::max(comm_free, t);
+            comm.push_back({start, comm_free = start + ms, bytes});
+            s.allreduce_ms += ms;
+        }
+    };
+    auto run = [&](const TracedOp& op) {
+        const CostModel::OpTime cost = model.op_time(op, trace.precision);
+        double work = cost.ms;  // at the full rate
+        while (work > 0) {
+            while (active < comm.size() && comm[active].end <= t) ++active;
+            if (active == comm.size() || comm[active].start > t) {
+                // Nothing on the comm stream until the next bucket starts (or at all).
+                const double free_until = active < comm.size() ? comm[active].start : INFINITY;
+                const double done = std::min(work, free_until - t);
+                t += done;
+                work -= done;
+                continue;
+            }
+            const Busy& c = comm[active];
+            const double rate = model.overlapped_compute_rate(c.bytes, c.end - c.start, g, nodes, cost.memory_bound);
+            const double room = (c.end - t) * rate;  // the work that fits before this bucket ends
+            if (work < room) {
+                t += work / rate;
+                work = 0;
+            } else {
+                t = c.end;
+                work -= room;
+            }
+        }
+    };
+    issue(0);
+    for (size_t i = 0; i < trace.backward_end; ++i) {
+        run(trace.ops[i]);
+        issue(i + 1);
     }
-    s.compute_ms = end[trace.backward_end];
-    const double waited = std::max(comm_free, s.compute_ms);
-    s.exposed_comm_ms = waited - s.compute_ms + (end[trace.optimizer_begin] - end[trace.backward_end]);
-    s.optimizer_ms = end[trace.ops.size()] - end[trace.optimizer_begin];
-    s.step_ms = s.compute_ms + s.exposed_comm_ms + s.optimizer_ms;
+    s.compute_ms = t;
+    issue(trace.backward_end);
+    t = std::max(t, comm_free);  // the bucket waits, then the work issued after them
+    for (size_t i = trace.backward_end; i < trace.optimizer_begin; ++i) t += model.op_ms(trace.ops[i], trace.precision);
+    s.exposed_comm_ms = t - s.compute_ms;
+    const double optimizer_start = t;
+    for (size_t i = trace.optimizer_begin; i < trace.ops.size(); ++i) t += model.op_ms(trace.ops[i], trace.precision);
+    s.optimizer_ms = t - optimizer_start;
+    s.step_ms = t;
     return s;
 }
 

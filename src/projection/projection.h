@@ -42,11 +42,33 @@ struct StepTrace {
     std::vector<TracedAllReduce> all_reduces;  // bucket order
     std::vector<int> gradient_order;           // parameter indices in the order backward made them final
     double gradient_bytes = 0;                 // what the buckets all-reduce, in total
-    double memory_bytes = 0;                   // backend memory of one rank (parameters, states, activations, data)
+    // What one rank holds on its GPU for the step, as the runner allocates it (bytes).
+    struct Memory {
+        double parameters = 0;       // fp32 master weights and the 16-bit copy the GEMMs read
+        double gradients = 0;        // fp32, and the 16-bit buckets when gradients travel in 16 bits
+        double optimizer_state = 0;  // AdamW's two moments, SGD's momentum
+        double activations = 0;      // what the model keeps for the backward, bound for the local batch
+        double data = 0;             // the dataset's batches on the device
+        // The backend's scratch, which grows to its largest request: an fp32 GEMM result before its
+        // bias epilogue (models/cuda/cuda_ops.cu) is the largest: the largest GEMM output in fp32.
+        double scratch = 0;
+        double total() const { return parameters + gradients + optimizer_state + activations + data + scratch; }
+    } memory;
 };
 
 // Mirrors DataParallelTrainer::issue_step for `local_batch` rows on one rank.
 StepTrace trace_step(const TrainConfig& cfg, int local_batch);
+
+// The GPU memory a rank's step needs beyond what the trace allocated: cuBLASLt's workspace
+// (models/cuda/cuda_ops.cu) and the runtime's own (CUDA context, cuBLAS handles, the backend's
+// scratch): 1176-1306 MiB besides the operands in the H200's `gemm` telemetry
+// (results/h200-20261202/gemm.jsonl), the high end taken, assumed the same on every GPU.
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // profiles give memory_gb in GiB, as CUDA reports it
+constexpr double kGemmWorkspaceBytes = 32.0 * 1024 * 1024;
+constexpr double kRuntimeReserveBytes = 1306.0 * 1024 * 1024;
+double footprint_bytes(const StepTrace& trace);
+// The largest local batch whose footprint fits `memory_gb` GiB (0 when not even one row fits).
+int max_fitting_batch(const TrainConfig& cfg, double memory_gb);
 
 // The workload a `train` record ran, from its "config" object (validated like a file).
 TrainConfig config_of_record(const nlohmann::json& record, const std::string& where);
@@ -103,9 +125,27 @@ struct CostModel {
     // optimizer's from train records (AdamW, SGD), else a device copy's (memory_efficiency).
     // Tensor-core ops: a device copy's (their measured time goes through gemm_efficiency).
     double memory_fraction(const TracedOp& op) const;
-    double peak_tflops(Precision precision) const;
-    double memory_gbps() const;  // achievable by a device copy
-    double op_ms(const TracedOp& op, Precision precision) const;
+    double peak_tflops(Precision precision) const;  // the datasheet's, at the profile's clock_factor
+    // The datasheet's rate at the clock the profile's GEMM rates were published at: their
+    // efficiency is against it, applied to peak_tflops.
+    double benchmarked_tflops(Precision precision) const;
+    // The profile's large-shape GEMM efficiency of `precision`: the median over its published
+    // rates of (rate / peak) / the shape factor of their shape.
+    double profile_gemm_base(Precision precision) const;
+    // The highest fraction of peak a GEMM may reach: 1, or more where the GPU's published rates
+    // are above its datasheet peak (a GeForce card boosting past its rated clock).
+    double gemm_fraction_cap(Precision precision) const;
+    double memory_gbps() const;  // achievable by a device copy larger than L2
+    // The share of a memory-bound op's traffic L2 holds (its operands were just written by the
+    // ops before it): all of it when its bytes fit in L2, else L2 / bytes; 0 where the profile
+    // gives no L2 copy rate. That share moves at the L2 rate, the rest at a device copy's.
+    double l2_hit_fraction(const TracedOp& op) const;
+    struct OpTime {
+        double ms = 0;
+        bool memory_bound = true;  // its bytes term decided the time
+    };
+    OpTime op_time(const TracedOp& op, Precision precision) const;
+    double op_ms(const TracedOp& op, Precision precision) const { return op_time(op, precision).ms; }
 
     // A profiled op's efficiency from its time less the kernel gap (op_ms adds the gap
     // back): memory-bound ops as a fraction of memory bandwidth, tensor-core ops of peak.
@@ -133,6 +173,13 @@ struct CostModel {
     double ring_busbw_gbps(int gpus) const;  // intra-node ring of `gpus`, large messages
     // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.
     double all_reduce_busbw_gbps(double bytes, int gpus_per_node, int nodes) const;
+
+    // What an all-reduce takes from the compute it overlaps: the fraction of the SMs (NCCL's
+    // channels, comm_sms of sm_count) and of device memory bandwidth (its device traffic, a read and
+    // a write of every byte it sends or receives, over its time, against a device copy's rate). On a
+    // host_staged node compute runs beside it only staged_overlap of the time. The rate (0-1) a
+    // compute op progresses at while the all-reduce runs.
+    double overlapped_compute_rate(double bytes, double comm_ms, int gpus_per_node, int nodes, bool memory_bound) const;
 };
 
 struct ProjectedStep {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 
@@ -81,7 +83,8 @@ TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
     EXPECT_NE(r.err.find(bad.string() + ":5:18: key 'gpu.tdp_w.value': must be > 0, got -1"), std::string::npos) << r.err;
     r = run("project --hardware no-such-profile" + profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("no-such-profile.yaml: cannot read hardware profile"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--hardware no-such-profile: no such profile in"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; profiles: a100-pcie-40gb"), std::string::npos) << r.err;
     r = run("project --hardware rtx4090-24gb-pcie4 --gpus 16" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--gpus 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
@@ -95,8 +98,83 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
                          kSource + "/configs/ci-small.yaml" + profiles());
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"per $10k", "per kW", "a100-sxm4-40gb", "rtx4090-24gb-pcie4-p2p", "small experiments",
-                             "NLP fine-tuning", "large CV training", "multi-GPU training"})
+                             "NLP fine-tuning", "large CV training", "multi-GPU training",
+                             // the stock 4090's ranges (staged copy rate, staged overlap) give its band
+                             "bands (every ranged number of the profile at its ends)",
+                             "node.link_efficiency 0.26 [0.187-0.7]", "node.staged_overlap 0.5 [0-1]"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST(CompareCli, AllProfilesWhatIfsAndUnknownNames) {
+    Result r = run("compare --hardware all --precision fp16 --grad-dtype bf16 --config " + kSource + "/configs/ci-small.yaml" +
+                   profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* name : {"a100-pcie-40gb", "h100-sxm", "h200-sxm", "rtx4090-48gb-pcie4-p2p"})
+        EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find("precision fp16"), std::string::npos) << r.out;
+    // An unknown name lists the shipped profiles; a bad what-if names its flag.
+    r = run("compare --hardware a100" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--hardware a100: no such profile in"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("profiles: a100-pcie-40gb, a100-pcie-80gb"), std::string::npos) << r.err;
+    r = run("project --hardware h200-sxm --precision fp8" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--precision fp8: precision: unknown value 'fp8'"), std::string::npos) << r.err;
+}
+
+TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
+    const Result r = run("compare --json --hardware a100-sxm4-40gb,rtx4090-24gb-pcie4 --config " + kSource +
+                         "/configs/ci-small.yaml" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);  // stdout is the JSON object alone
+    ASSERT_EQ(j["profiles"].size(), 2u);
+    EXPECT_EQ(j["profiles"][1]["name"], "rtx4090-24gb-pcie4");
+    EXPECT_EQ(j["profiles"][1]["ranges"], nlohmann::json({"node.link_efficiency", "node.staged_overlap"}));
+    for (const auto& g : j["profiles"][1]["by_gpus"]) {
+        EXPECT_LE(g["samples_per_s_band"][0].get<double>(), g["samples_per_s"].get<double>() + 1e-9);
+        EXPECT_GE(g["samples_per_s_band"][1].get<double>(), g["samples_per_s"].get<double>() - 1e-9);
+    }
+    ASSERT_EQ(j["verdicts"].size(), 4u);
+    EXPECT_EQ(j["verdicts"][0]["scenario"], "small experiments");
+    EXPECT_TRUE(j["verdicts"][0]["flips"].is_array());
+}
+
+TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
+    // The command runs in a scratch folder (not the source tree) with no --profile-dir.
+    const auto dir = sb::e2e::scratch("project-cwd");
+    const std::string cmd = "cd " + dir.string() + " && " + std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY +
+                            " project --hardware rtx4090-48gb-pcie4 --host threadripper-pro-1s-ddr4-3200 --gpus 1,2 --out " +
+                            (dir / "p.jsonl").string() + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() +
+                            " </dev/null";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir / "err");
+    const std::string out = slurp(dir / "out");
+    EXPECT_NE(out.find("host: threadripper-pro-1s-ddr4-3200 (--host), host memory 204.8 GB/s"), std::string::npos) << out;
+    EXPECT_NE(out.find("gpu.clock_factor 1 [0.9-1]"), std::string::npos) << out;
+}
+
+TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
+    const auto dir = sb::e2e::scratch("project-fit");
+    const std::string out = " --out " + (dir / "p.jsonl").string();
+    // Lambda's ResNet-50 batch of 448 needs more than a 24 GB 4090 holds with scalebench's step.
+    Result r = run("project --hardware rtx4090-24gb-pcie4 --gpus 1 --batch 448 --config " + kSource +
+                   "/configs/resnet50.yaml" + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+    const auto records = sb::read_records((dir / "p.jsonl").string()).records;
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_FALSE(records[0]["fits_memory"].get<bool>());
+    EXPECT_GT(records[0]["memory_per_gpu_gb"].get<double>(), 24.0);
+    // --batch max: the largest that fits, and it fits.
+    r = run("project --hardware rtx4090-24gb-pcie4 --gpus 1 --batch max --config " + kSource + "/configs/resnet50.yaml" +
+            profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("): fits"), std::string::npos) << r.out;
+    // Bad values exit 2 naming the flag, before any record is written.
+    r = run("project --hardware rtx4090-24gb-pcie4 --batch lots" + profiles() + out);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--batch lots: a positive number or 'max'"), std::string::npos) << r.err;
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
 }
 
 }  // namespace

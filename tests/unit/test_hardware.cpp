@@ -8,6 +8,7 @@
 #include "src/core/errors.h"
 #include "src/system/gpu_peaks.h"
 #include "src/projection/hardware.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb {
 namespace {
@@ -30,8 +31,8 @@ gpu:
   sm_count: {value: 128, source: "whitepaper"}
   tdp_w: {value: 450, source: "spec"}
   price_usd: {value: 1800, source: "msrp"}
-  gemm_efficiency: {value: 0.7, source: "x"}
-  memory_efficiency: {value: 0.8, source: "x"}
+  gemm: [{precision: fp32, m: 4096, n: 4096, k: 4096, tflops: 53, source: "x"}, {precision: tf32, m: 4096, n: 4096, k: 4096, tflops: 84, source: "x"}, {precision: bf16, m: 4096, n: 4096, k: 4096, tflops: 150, source: "x"}, {precision: fp16, m: 4096, n: 4096, k: 4096, tflops: 160, source: "x"}]
+  copy_gbps: {value: 900, source: "x"}
   kernel_gap_us: {value: 1, source: "x"}
 node:
   gpus_per_node: {value: 4, source: "x"}
@@ -42,6 +43,7 @@ node:
   host_mem_bw_gbps: {value: 100, source: "x"}
   link_efficiency: {value: 0.8, source: "x"}
   link_latency_us: {value: 5, source: "x"}
+  comm_sms: {value: 2, source: "x"}
 )";
 
 TEST(HardwareProfiles, EveryShippedProfileLoadsWithTheTablesPeaks) {
@@ -60,10 +62,15 @@ TEST(HardwareProfiles, EveryShippedProfileLoadsWithTheTablesPeaks) {
         EXPECT_EQ(hw.peak.tf32_tflops, table->tf32_tflops);
         EXPECT_EQ(hw.peak.fp32_tflops, table->fp32_tflops);
         EXPECT_EQ(hw.peak.mem_bw_gbps, table->mem_bw_gbps);
-        for (const Sourced* s : {&hw.sm_count, &hw.tdp_w, &hw.price_usd, &hw.gemm_efficiency, &hw.memory_efficiency,
-                                 &hw.kernel_gap_us, &hw.gpus_per_node, &hw.pcie_gen, &hw.pcie_lanes,
+        for (const Sourced* s : {&hw.sm_count, &hw.tdp_w, &hw.price_usd, &hw.copy_gbps, &hw.kernel_gap_us, &hw.comm_sms, &hw.gpus_per_node, &hw.pcie_gen, &hw.pcie_lanes,
                                  &hw.host_mem_bw_gbps, &hw.link_efficiency, &hw.link_latency_us, &hw.memory_gb})
             EXPECT_FALSE(s->source.empty()) << hw.name;
+        for (const PublishedGemm& g : hw.gemm) EXPECT_FALSE(g.source.empty()) << hw.name;
+        if (hw.link == LinkClass::host_staged) {
+            // The numbers whose sources disagree carry both ends, each with its source.
+            EXPECT_TRUE(hw.staged_overlap.is_range()) << hw.name;
+            EXPECT_TRUE(hw.link_efficiency.is_range()) << hw.name;
+        }
         EXPECT_TRUE(hw.has_network()) << hw.name;
     }
     EXPECT_EQ(count, static_cast<int>(required.size()));
@@ -103,8 +110,21 @@ TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
               "hw.yaml:4:3: key 'gpu.tdp_w': missing");  // at the start of the gpu map
     EXPECT_EQ(profile_error(with("{value: 450, source: \"spec\"}", "{value: -450, source: \"spec\"}")),
               "hw.yaml:6:18: key 'gpu.tdp_w.value': must be > 0, got -450");
-    EXPECT_EQ(profile_error(with("{value: 0.7, source: \"x\"}", "{value: 1.5, source: \"x\"}")),
-              "hw.yaml:8:28: key 'gpu.gemm_efficiency.value': must be in (0, 1], got 1.5");
+    EXPECT_EQ(profile_error(with("tflops: 160,", "tflops: -160,")),
+              "hw.yaml:8:277: key 'gpu.gemm[3].tflops': must be > 0, got -160");
+    EXPECT_EQ(profile_error(with(", {precision: fp16, m: 4096, n: 4096, k: 4096, tflops: 160, source: \"x\"}", "")),
+              "hw.yaml:8:3: key 'gpu.gemm': no fp16 rate (every precision needs one)");
+    EXPECT_EQ(profile_error(with("copy_gbps: {value: 900,", "copy_gbps: {value: 1900,")),
+              "hw.yaml:4:3: key 'gpu.copy_gbps': 1900 GB/s is above the memory bandwidth 1008 of NVIDIA GeForce RTX 4090");
+    // A range needs both ends, each with its source, around the central value.
+    EXPECT_EQ(profile_error(with("link_efficiency: {value: 0.8, source: \"x\"}",
+                                 "link_efficiency: {value: 0.8, source: \"x\", lo: 0.5, lo_source: \"y\"}")),
+              "hw.yaml:18:20: key 'node.link_efficiency': a range needs lo, lo_source, hi and hi_source (a source for each end)");
+    EXPECT_EQ(profile_error(with("link_efficiency: {value: 0.8, source: \"x\"}",
+                                 "link_efficiency: {value: 0.8, source: \"x\", lo: 0.9, lo_source: \"y\", hi: 1, hi_source: \"z\"}")),
+              "hw.yaml:18:46: key 'node.link_efficiency.lo': 0.9 is above the central value 0.8");
+    EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: host_staged")),
+              "hw.yaml:12:3: key 'node.staged_overlap': missing (a host_staged node needs it)");
     EXPECT_EQ(profile_error(with("{value: 450, source: \"spec\"}", "{value: 450}")),
               "hw.yaml:6:10: key 'gpu.tdp_w.source': missing (every number names where it comes from)");
     EXPECT_EQ(profile_error(with("  tdp_w:", "  tdp_W:")), "hw.yaml:6:3: key 'gpu.tdp_W': unknown key; did you mean 'gpu.tdp_w'?");
@@ -117,7 +137,7 @@ TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
     EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: nvlink")),
               "hw.yaml:12:3: key 'node.link_gbps': missing (an nvlink node needs its NVLink bandwidth)");
     EXPECT_EQ(profile_error("name: [\n"), "hw.yaml:2:1: YAML syntax error: end of sequence flow not found");
-    EXPECT_EQ(profile_error(std::string(kGood) + "colour: red\n").substr(0, 40), "hw.yaml:20:1: key 'colour': unknown key;");
+    EXPECT_EQ(profile_error(std::string(kGood) + "colour: red\n").substr(0, 40), "hw.yaml:21:1: key 'colour': unknown key;");
 }
 
 TEST(HardwareProfiles, NamesAndPaths) {
@@ -130,6 +150,44 @@ TEST(HardwareProfiles, NamesAndPaths) {
     } catch (const UserError& e) {
         EXPECT_STREQ(e.what(), "/nonexistent/x.yaml: cannot read hardware profile: No such file or directory");
     }
+}
+
+TEST(HostSections, AShippedHostReplacesTheProfilesHostKeys) {
+    const std::string hosts = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hosts";
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(hosts)) {
+        HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+        const std::string path = entry.path().string();
+        apply_host_section(hw, read_text_file(path, "host section"), path);
+        EXPECT_EQ(hw.host + ".yaml", entry.path().filename().string());
+        EXPECT_FALSE(hw.host_mem_bw_gbps.source.empty());
+        ++count;
+    }
+    EXPECT_GE(count, 3);
+    HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+    apply_host_section(hw, read_text_file(hosts + "/threadripper-pro-1s-ddr4-3200.yaml", "host"), "tr.yaml");
+    EXPECT_EQ(hw.host_mem_bw_gbps.value, 204.8);
+}
+
+TEST(HostSections, BadHostsFailAtFileLineColumn) {
+    auto error = [](const std::string& yaml) {
+        HardwareProfile hw = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+        try {
+            apply_host_section(hw, yaml, "host.yaml");
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("<parsed without error>");
+    };
+    const std::string good = "name: h\ndescription: d\nsockets: {value: 1, source: s}\npcie_topology: switch\n"
+                             "host_mem_bw_gbps: {value: 100, source: s}\n";
+    EXPECT_EQ(error(good), "<parsed without error>");
+    EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 1, source: s}\npcie_topology: switch\n"),
+              "host.yaml:1:1: key 'host_mem_bw_gbps': missing");
+    EXPECT_EQ(error(good + "numa: 4\n").substr(0, 38), "host.yaml:6:1: key 'numa': unknown key");
+    EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 0, source: s}\npcie_topology: switch\n"
+                    "host_mem_bw_gbps: {value: 100, source: s}\n"),
+              "host.yaml:3:18: key 'sockets.value': must be >= 1, got 0");
 }
 
 }  // namespace

@@ -207,12 +207,28 @@ TEST(CostModel, OpTimeIsTheRooflineMaximumPlusTheGap) {
     gemm.m = gemm.n = gemm.k = 8192;
     gemm.flops = 2.0 * 8192.0 * 8192 * 8192;
     gemm.bytes = 3.0 * 8192 * 8192 * 2;
-    // The profile's efficiency is defined at 8192^3.
-    const double compute_ms = gemm.flops / (989.4e12 * hw.gemm_efficiency.value) * 1e3;
+    // The profile's measured bf16 8192^3 rate (results/h200-20261202/gemm.jsonl) for that very shape.
+    const double compute_ms = gemm.flops / 731.9e12 * 1e3;
     EXPECT_NEAR(m.op_ms(gemm, Precision::bf16), compute_ms + hw.kernel_gap_us.value * 1e-3, 1e-9);
+    EXPECT_FALSE(m.op_time(gemm, Precision::bf16).memory_bound);
     TracedOp stream;
-    stream.bytes = 4.8e9;  // one millisecond at full bandwidth
-    EXPECT_NEAR(m.op_ms(stream, Precision::bf16), 1.0 / hw.memory_efficiency.value + hw.kernel_gap_us.value * 1e-3, 1e-6);
+    stream.bytes = 4.8e9;  // one millisecond at full bandwidth, at the device copy's rate
+    EXPECT_NEAR(m.op_ms(stream, Precision::bf16), 4800.0 / 4170.0 + hw.kernel_gap_us.value * 1e-3, 1e-6);
+    EXPECT_TRUE(m.op_time(stream, Precision::bf16).memory_bound);
+}
+
+TEST(CostModel, AClockFactorScalesTheRatesNotThePublishedEfficiency) {
+    HardwareProfile hw = profile("rtx4090-48gb-pcie4");
+    TracedOp gemm;
+    gemm.tensor_core = true;
+    gemm.m = gemm.n = gemm.k = 4096;
+    gemm.flops = 2.0 * 4096.0 * 4096 * 4096;
+    hw.kernel_gap_us.value = 0;
+    const double stock = CostModel(hw).op_ms(gemm, Precision::fp16);
+    hw.clock_factor.value = 0.9;
+    EXPECT_NEAR(CostModel(hw).op_ms(gemm, Precision::fp16), stock / 0.9, 1e-9);
+    // The published rate of this very shape at stock clocks: 168.38 TFLOP/s.
+    EXPECT_NEAR(stock, gemm.flops / 168.38e12 * 1e3, 1e-9);
 }
 
 TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
@@ -238,7 +254,7 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     // One GPU: the call's fixed cost and NCCL's one-rank reduce kernel (ncclAvg), a read and
     // a write of the bytes at the memory bandwidth.
     EXPECT_NEAR(m.all_reduce_ms(bytes, 1, 1),
-                a100.link_latency_us.value * 1e-3 + 2.0 * bytes / (1555e9 * a100.memory_efficiency.value) * 1e3, 1e-12);
+                a100.link_latency_us.value * 1e-3 + 2.0 * bytes / (a100.copy_gbps.value * 1e9) * 1e3, 1e-12);
 }
 
 TEST(CostModel, TwoNodesAddTheNetworkPart) {
@@ -252,15 +268,19 @@ TEST(CostModel, TwoNodesAddTheNetworkPart) {
 
 TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     // Three 1 ms ops of backward, a bucket issued after the first and one after the last,
-    // then a 1 ms optimizer op.
+    // then a 1 ms optimizer op. The ops are GEMMs and NCCL takes no SMs here: the schedule
+    // alone (its cost to compute is the next test's).
     HardwareProfile hw = profile("a100-sxm4-40gb");
     hw.kernel_gap_us.value = 0;
     hw.link_latency_us.value = 0;
+    hw.comm_sms.value = 0;
     const CostModel m(hw);
     StepTrace t;
     t.precision = Precision::fp32;
     TracedOp op;
-    op.bytes = hw.peak.mem_bw_gbps * hw.memory_efficiency.value * 1e9 * 1e-3;  // 1 ms each
+    op.tensor_core = true;
+    op.m = op.n = op.k = 8192;
+    op.flops = 1e-3 * m.peak_tflops(Precision::fp32) * 1e12 * m.gemm_efficiency(op, Precision::fp32);  // 1 ms each
     t.ops = {op, op, op, op};
     t.backward_end = 3;
     t.optimizer_begin = 3;
@@ -280,6 +300,53 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     // done before backward ends: nothing exposed.
     EXPECT_NEAR(schedule_step(t, m, 1, 1).allreduce_ms, 2 * 2.0 * bytes_2ms / (m.memory_gbps() * 1e9) * 1e3, 1e-9);
     EXPECT_NEAR(schedule_step(t, m, 1, 1).exposed_comm_ms, 0.0, 1e-9);
+}
+
+TEST(Schedule, AnOverlappedAllReduceTakesItsShareFromCompute) {
+    // One 2 ms bucket issued at the start of 4 ms of backward on 2 GPUs.
+    HardwareProfile hw = profile("rtx4090-24gb-pcie4");  // host_staged
+    hw.kernel_gap_us.value = 0;
+    hw.l2_copy_gbps.value = 0;  // every byte from device memory
+    hw.link_latency_us.value = 0;
+    auto step = [&](const HardwareProfile& p, bool memory_bound) {
+        const CostModel m(p);
+        StepTrace t;
+        t.precision = Precision::bf16;
+        TracedOp op;
+        if (memory_bound) {
+            op.bytes = 1e-3 * m.memory_gbps() * 1e9;  // 1 ms
+        } else {
+            op.tensor_core = true;
+            op.m = op.n = op.k = 8192;
+            op.flops = 1e-3 * m.peak_tflops(Precision::bf16) * 1e12 * m.gemm_efficiency(op, Precision::bf16);
+        }
+        t.ops = {op, op, op, op};
+        t.backward_end = t.optimizer_begin = 4;
+        t.all_reduces = {{0, 2e-3 * m.ring_busbw_gbps(2) * 1e9}};
+        return schedule_step(t, m, 2, 1);
+    };
+    // Full overlap: a GEMM loses the SMs NCCL holds (2 of 128) for the 2 ms the bucket runs.
+    HardwareProfile full = hw;
+    full.staged_overlap.value = 1;
+    const double sm_rate = 1.0 - 2.0 / 128;
+    EXPECT_NEAR(step(full, false).compute_ms, 4.0 + 2.0 * (1 - sm_rate), 1e-9);
+    // A memory-bound op loses the share of device bandwidth the all-reduce moves: a read and a
+    // write of every byte it sends or receives (2(n-1)/n of the bucket at n = 2).
+    const CostModel m(full);
+    const double share = 2.0 * m.ring_busbw_gbps(2) / m.memory_gbps();
+    EXPECT_NEAR(step(full, true).compute_ms, 4.0 + 2.0 * share, 1e-9);
+    // Serialized (staged_overlap 0): backward stops while the bucket runs.
+    HardwareProfile serial = hw;
+    serial.staged_overlap.value = 0;
+    EXPECT_NEAR(step(serial, false).compute_ms, 6.0, 1e-9);
+    // Half: compute runs at half the rate less the SMs for those 2 ms.
+    HardwareProfile half = hw;
+    half.staged_overlap.value = 0.5;
+    EXPECT_NEAR(step(half, false).compute_ms, 4.0 + 2.0 * (1 - 0.5 * sm_rate), 1e-9);
+    // A P2P link overlaps fully whatever staged_overlap says.
+    HardwareProfile p2p = serial;
+    p2p.link = LinkClass::pcie_p2p;
+    EXPECT_NEAR(step(p2p, false).compute_ms, 4.0 + 2.0 * (1 - sm_rate), 1e-9);
 }
 
 TEST(Calibration, ReadsTheCommittedH200Records) {
@@ -417,6 +484,36 @@ TEST(ProjectWorkload, EveryProfileProjectsEveryPresetWorkload) {
             EXPECT_GE(schedule_step(one, model, 8, 2).step_ms, schedule_step(one, model, 8, 1).step_ms) << w << " on " << p;
         }
     }
+}
+
+TEST(Footprint, PartsFollowTheRunnersBuffers) {
+    TrainConfig cfg = load_config_file(kSource + "/configs/resnet50.yaml");
+    cfg.optimizer.kind = OptimizerConfig::Kind::adamw;
+    const StepTrace adamw = trace_step(cfg, 8);
+    cfg.optimizer.kind = OptimizerConfig::Kind::sgd;
+    const StepTrace sgd = trace_step(cfg, 8);
+    const double n = static_cast<double>(adamw.num_params);
+    // fp32 master weights, the 16-bit copy, fp32 gradients; AdamW two moments, SGD one.
+    EXPECT_DOUBLE_EQ(adamw.memory.parameters, n * (4 + 2));
+    EXPECT_DOUBLE_EQ(adamw.memory.optimizer_state, n * 8);
+    EXPECT_DOUBLE_EQ(sgd.memory.optimizer_state, n * 4);
+    EXPECT_GE(adamw.memory.gradients, n * 4);
+    // Activations grow with the batch; the fixed parts do not.
+    const StepTrace twice = trace_step(cfg, 16);
+    EXPECT_NEAR(twice.memory.activations, 2 * sgd.memory.activations, 0.05 * sgd.memory.activations);
+    EXPECT_DOUBLE_EQ(twice.memory.parameters, sgd.memory.parameters);
+    EXPECT_DOUBLE_EQ(footprint_bytes(sgd), sgd.memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes);
+}
+
+TEST(Footprint, BatchMaxIsTheLargestThatFits) {
+    const TrainConfig cfg = load_config_file(kSource + "/configs/resnet50.yaml");
+    const double gb = 24;
+    const int max = max_fitting_batch(cfg, gb);
+    ASSERT_GT(max, 1);
+    EXPECT_LE(footprint_bytes(trace_step(cfg, max)), gb * kGiB);
+    EXPECT_GT(footprint_bytes(trace_step(cfg, max + 1)), gb * kGiB);
+    // Less memory than the runtime alone holds: not one row fits.
+    EXPECT_EQ(max_fitting_batch(cfg, 1.0), 0);
 }
 
 }  // namespace

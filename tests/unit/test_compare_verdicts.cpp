@@ -1,0 +1,157 @@
+// compare's verdict logic on hand-made profiles: a workload that does not fit never wins; a
+// verdict that changes when a ranged number moves to an end of its range is reported as a flip
+// naming the number, its end and the other winner; none is reported where no range decides.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/commands/project_command.h"
+#include "src/core/config.h"
+#include "src/projection/hardware.h"
+#include "src/projection/projection.h"
+
+namespace sb {
+namespace {
+
+const std::string kSource = SCALEBENCH_SOURCE_DIR;
+
+HardwareProfile profile(const std::string& name) {
+    return load_hardware_profile(kSource + "/configs/hardware/" + name + ".yaml");
+}
+
+TrainConfig bert_base() {
+    TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
+    cfg.batch_size = 8;
+    cfg.transformer.shape.seq_len = 128;
+    validate_config(cfg);
+    return cfg;
+}
+
+const Verdict& scenario(const std::vector<Verdict>& v, const std::string& name) {
+    for (const Verdict& x : v)
+        if (name == x.scenario) return x;
+    ADD_FAILURE() << "no scenario " << name;
+    return v.front();
+}
+
+TEST(CompareVerdicts, AWorkloadThatDoesNotFitNeverWins) {
+    const TrainConfig cfg = bert_base();
+    HardwareProfile cheap = profile("rtx4090-24gb-pcie4");
+    cheap.name = "cheap-but-small";
+    cheap.price_usd.value = 1;  // the best per dollar by far...
+    cheap.memory_gb.value = 1;  // ...but the step needs more than 1 GiB
+    HardwareProfile a100 = profile("a100-sxm4-40gb");
+    const std::vector<HardwareProfile> profiles = {cheap, a100};
+    const std::vector<Calibration> none(2);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);
+    ASSERT_FALSE(rows[0].fits());
+    for (const Verdict& v : verdicts(rows)) {
+        ASSERT_NE(v.winner, nullptr) << v.scenario;
+        EXPECT_EQ(v.winner->hw.name, "a100-sxm4-40gb") << v.scenario;
+    }
+    // Alone, it wins nothing: "fits none".
+    const std::vector<CompareRow> alone = compare_rows(cfg, {cheap}, {Calibration{}}, "", false);
+    EXPECT_EQ(scenario(verdicts(alone), "small experiments").winner, nullptr);
+}
+
+TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
+    // The preset's batch of 32: four stock 4090s are faster than one (the scaling floor holds).
+    const TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
+    HardwareProfile staged = profile("rtx4090-24gb-pcie4");  // link_efficiency and staged_overlap are ranges
+    staged.name = "staged";
+    const HardwareProfile p2p = profile("rtx4090-24gb-pcie4-p2p");  // no ranges
+    const std::vector<Calibration> none(2);
+    // Price the staged node so that, per dollar at 4 GPUs, it scores below the P2P node at the
+    // central values and above it with its staged copy at the high end of its range.
+    auto per_10k_at4 = [&](const HardwareProfile& hw) {
+        const CompareRow row = compare_rows(cfg, {hw}, {Calibration{}}, "", false).front();
+        return row.per_10k(*row.at(4));
+    };
+    const double p2p_score = per_10k_at4(p2p);
+    const double central = per_10k_at4(staged);
+    const double high = per_10k_at4(at_range_end(staged, "node.link_efficiency", true));
+    ASSERT_GT(high, central * 1.2) << "the range must matter at 4 GPUs";
+    staged.price_usd.value *= std::sqrt(central * high) / p2p_score;
+    const std::vector<HardwareProfile> profiles = {staged, p2p};
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);  // the verdicts point into them
+    const std::vector<Verdict> central_verdicts = verdicts(rows);
+    const Verdict& nlp = scenario(central_verdicts, "NLP fine-tuning");
+    ASSERT_NE(nlp.winner, nullptr);
+    // The P2P node's score (no ranges) lies outside the staged node's band's reach from below:
+    // no tie; the P2P node wins at the central values.
+    EXPECT_EQ(nlp.winner->hw.name, "rtx4090-24gb-pcie4-p2p") << nlp.reason;
+    // With the staged copy at the high end of its range the staged node wins: reported as a flip.
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
+    const size_t at = static_cast<size_t>(&nlp - central_verdicts.data());
+    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(), "staged with node.link_efficiency at its high end (0.7)"),
+              flips[at].end())
+        << (flips[at].empty() ? "no flip" : flips[at].front());
+    // One GPU needs no all-reduce: no range changes "small experiments".
+    const size_t small = static_cast<size_t>(&scenario(central_verdicts, "small experiments") - central_verdicts.data());
+    EXPECT_TRUE(flips[small].empty());
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+// A hand-made row: a profile (name, price, GPUs per node, driver) and its samples/s at 1, 2, 4, 8
+// GPUs (up to the node), every configuration fitting, with the given band half-width (fraction).
+CompareRow made_row(const std::string& name, double price, bool patched, std::vector<double> samples, double band = 0) {
+    CompareRow r;
+    r.hw = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
+    r.hw.name = name;
+    r.hw.price_usd.value = price;
+    r.hw.patched_driver = patched;
+    int g = 1;
+    for (double s : samples) {
+        Projection p;
+        p.step.world_size = g;
+        p.samples_per_s = s;
+        p.efficiency = s / (g * samples.front());
+        p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
+        r.by_gpus.push_back(p);
+        r.bands.push_back({s * (1 - band), s * (1 + band)});
+        g *= 2;
+    }
+    return r;
+}
+
+TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
+    // Same GPU, same price: the patched-driver node ties and loses to the stock one.
+    std::vector<CompareRow> rows = {made_row("patched", 1000, true, {100.5}), made_row("stock", 1000, false, {100.0})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "stock");
+    // Per dollar, B is 5% ahead of A but each lies inside the other's band (+-10%): a tie, and A
+    // costs less per GPU.
+    rows = {made_row("a", 1000, false, {100.0}, 0.10), made_row("b", 1100, false, {115.5}, 0.10)};
+    const std::vector<Verdict> all = verdicts(rows);
+    const Verdict& v = scenario(all, "small experiments");
+    EXPECT_EQ(v.winner->hw.name, "a");
+    EXPECT_NE(v.reason.find("ties with b"), std::string::npos) << v.reason;
+    // A wide band that reaches B's score is not enough while B's is narrow: B's central value lies
+    // inside A's band, A's not inside B's. The better score wins; so it does without bands.
+    rows = {made_row("a", 1000, false, {100.0}, 0.30), made_row("b", 1100, false, {115.5})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
+    rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1100, false, {115.5})};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
+}
+
+TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer) {
+    // Four cheap GPUs at 41% scaling (164 samples/s) are the best per dollar at 4 GPUs, but one GPU
+    // of the other profile runs 200: the cheap node does not qualify for the multi-GPU scenarios.
+    std::vector<CompareRow> rows = {made_row("cheap", 1000, false, {100, 120, 164, 200}),
+                                    made_row("big", 10000, false, {200, 390, 780, 1560})};
+    const std::vector<Verdict> v = verdicts(rows);
+    EXPECT_EQ(scenario(v, "NLP fine-tuning").winner->hw.name, "big");
+    EXPECT_EQ(scenario(v, "large CV training").winner->hw.name, "big");
+    EXPECT_EQ(scenario(v, "small experiments").winner->hw.name, "cheap");  // one GPU: per dollar
+    // Alone, the cheap node has no single GPU above it: its 4 GPUs are the answer.
+    rows = {made_row("cheap", 1000, false, {100, 120, 164, 200})};
+    EXPECT_EQ(scenario(verdicts(rows), "NLP fine-tuning").winner->hw.name, "cheap");
+}
+
+}  // namespace
+}  // namespace sb
