@@ -88,7 +88,8 @@ public:
     // Softmax cross-entropy averaged over the rows. Writes the mean loss (fp32, one
     // backend float) to *loss and grad_logits = (softmax - onehot) * grad_scale / rows.
     // A negative label marks a row that is not predicted (masked-LM positions left alone):
-    // its gradient row is zero, and rows / the mean count only the labelled rows.
+    // its gradient row is zero, and rows / the mean count only the labelled rows. A logit of
+    // -inf is a class excluded (probability and gradient zero): the transformer's padded vocabulary.
     virtual void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
                                        const Tensor& grad_logits, float grad_scale) = 0;
 

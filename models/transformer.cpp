@@ -31,6 +31,7 @@ Transformer::Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropo
     require_shape(s.hidden % s.heads == 0, "hidden " + std::to_string(s.hidden) + " is not divisible by heads " +
                                                std::to_string(s.heads));
     require_shape(s.vocab >= 2, "vocab must be at least 2");
+    require_shape(s.vocab_multiple >= 1, "vocab_multiple must be positive");
     require_shape(s.seq_len <= s.max_positions, "seq_len " + std::to_string(s.seq_len) + " exceeds max_positions " +
                                                     std::to_string(s.max_positions));
     require_shape(s.arch == TransformerArch::gpt || s.type_vocab >= 1, "type_vocab must be positive");
@@ -180,7 +181,17 @@ void Transformer::bind(const FlatBuffers& buffers, int batch_rows) {
     head_norm_ = DeviceBuffer(ops_, T * H * es);
     head_mean_ = DeviceBuffer(ops_, T * sizeof(float));
     head_rstd_ = DeviceBuffer(ops_, T * sizeof(float));
-    logits_ = DeviceBuffer(ops_, T * V * es);
+    const size_t Vp = static_cast<size_t>(shape_.padded_vocab());
+    logits_ = DeviceBuffer(ops_, T * Vp * es);
+    if (Vp > V) {
+        decoder_w_ = DeviceBuffer(ops_, Vp * H * es);
+        ops_.fill(decoder_w_.tensor(dtype_, static_cast<int64_t>(Vp), shape_.hidden), 0.0f);
+        decoder_b_ = DeviceBuffer(ops_, Vp * sizeof(float));
+        ops_.fill(decoder_b_.tensor(DType::f32, 1, static_cast<int64_t>(V)), 0.0f);
+        ops_.fill(Tensor{decoder_b_.as<float>() + V, DType::f32, 1, static_cast<int64_t>(Vp - V)}, -INFINITY);
+        decoder_dw_ = DeviceBuffer(ops_, Vp * H * sizeof(float));
+        if (bert) decoder_db_ = DeviceBuffer(ops_, Vp * sizeof(float));
+    }
     dres_ = DeviceBuffer(ops_, T * H * es);
     dtmp_ = DeviceBuffer(ops_, T * H * es);
     dattn_ = DeviceBuffer(ops_, T * H * es);
@@ -230,7 +241,7 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
                    dtype_name(inputs.dtype));
     const auto* ids = static_cast<const int32_t*>(inputs.data);
     ops_.advance_dropout_generation();  // new masks every step (on CUDA also in a replayed graph)
-    const Tensor logits = act(logits_, shape_.vocab);
+    const Tensor logits = act(logits_, shape_.padded_vocab());
     if (shape_.arch == TransformerArch::bert) {
         forward_bert(ids);
         ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
@@ -280,21 +291,16 @@ void Transformer::forward_bert(const int32_t* ids) {
     ops_.activation_forward(Activation::gelu_erf, hp, ha);
     ops_.layernorm_forward(ha, master(head_ln_w_), master(head_ln_b_), eps, hn, head_mean_.as<float>(),
                            head_rstd_.as<float>());
-    ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, act(logits_, shape_.vocab), master(decoder_bias_));
+    decoder_forward(hn);
 }
 
 void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Tensor dlogits = act(logits_, shape_.vocab);
     const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H);
 
-    // Head. The decoder's share of the word-embedding gradient is written now, reported at the end.
-    ops_.bias_grad(dlogits, grad(decoder_bias_));
-    report(sink, decoder_bias_);
-    ops_.gemm(true, false, 1.0f, dlogits, act(head_norm_, H), 0.0f, grad_matrix(word_, shape_.vocab));
-    ops_.gemm(false, false, 1.0f, dlogits, weight(word_), 0.0f, dtmp);
+    decoder_backward(act(head_norm_, H), dtmp, sink);
     ops_.layernorm_backward(act(head_act_, H), dtmp, master(head_ln_w_), head_mean_.as<float>(),
                             head_rstd_.as<float>(), dtmp, grad(head_ln_w_), grad(head_ln_b_));
     report(sink, head_ln_w_, 2);
@@ -365,18 +371,16 @@ void Transformer::forward_gpt(const int32_t* ids) {
     const Tensor hn = act(head_norm_, H);
     ops_.layernorm_forward(act(resid_[L], H), master(final_ln_w_), master(final_ln_b_), eps, hn,
                            head_mean_.as<float>(), head_rstd_.as<float>());
-    ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, act(logits_, shape_.vocab));  // tied, no bias
+    decoder_forward(hn);  // tied, no bias
 }
 
 void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Tensor dlogits = act(logits_, shape_.vocab);
     const Tensor dres = act(dres_, H);
 
-    ops_.gemm(true, false, 1.0f, dlogits, act(head_norm_, H), 0.0f, grad_matrix(word_, shape_.vocab));
-    ops_.gemm(false, false, 1.0f, dlogits, weight(word_), 0.0f, dres);
+    decoder_backward(act(head_norm_, H), dres, sink);
     ops_.layernorm_backward(act(resid_[L], H), dres, master(final_ln_w_), head_mean_.as<float>(),
                             head_rstd_.as<float>(), dres, grad(final_ln_w_), grad(final_ln_b_));
     report(sink, final_ln_w_, 2);
@@ -403,6 +407,47 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     report(sink, position_);
     ops_.embedding_backward(ids, dres, grad(word_), shape_.vocab);
     report(sink, word_);
+}
+
+// ---- The vocabulary projection, tied to the word embedding.
+
+void Transformer::decoder_forward(const Tensor& hn) {
+    const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
+    const bool bert = shape_.arch == TransformerArch::bert;
+    const Tensor logits = act(logits_, Vp);
+    if (Vp == V) {
+        ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, logits, bert ? master(decoder_bias_) : nullptr);
+        return;
+    }
+    // This step's weights into the first V rows of the padded copies (their padding stays).
+    ops_.cast(weight(word_), decoder_w_.tensor(dtype_, V, H));
+    if (bert)
+        ops_.cast(Tensor{const_cast<float*>(master(decoder_bias_)), DType::f32, 1, V},
+                  decoder_b_.tensor(DType::f32, 1, V));
+    ops_.gemm(false, true, 1.0f, hn, decoder_w_.tensor(dtype_, Vp, H), 0.0f, logits, decoder_b_.as<float>());
+}
+
+void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink) {
+    const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
+    const bool padded = Vp > V;
+    const Tensor dlogits = act(logits_, Vp);  // zero in the padded columns
+    if (shape_.arch == TransformerArch::bert) {
+        if (padded) {
+            ops_.bias_grad(dlogits, decoder_db_.as<float>());
+            ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));
+        } else {
+            ops_.bias_grad(dlogits, grad(decoder_bias_));
+        }
+        report(sink, decoder_bias_);
+    }
+    // A padded gradient's first V rows are the word embedding's (rows are contiguous).
+    if (padded) {
+        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, decoder_dw_.tensor(DType::f32, Vp, H));
+        ops_.cast(decoder_dw_.tensor(DType::f32, V, H), grad_matrix(word_, V));
+    } else {
+        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, grad_matrix(word_, V));
+    }
+    ops_.gemm(false, false, 1.0f, dlogits, padded ? decoder_w_.tensor(dtype_, Vp, H) : weight(word_), 0.0f, dx);
 }
 
 // ---- The sub-layers both architectures share.

@@ -30,6 +30,12 @@ struct TransformerShape {
     float dropout = 0.1f;       // hidden dropout: embeddings, attention output, FFN output
     float attention_dropout = 0.1f;
     float layernorm_eps = 1e-12f;  // HF: BERT 1e-12, GPT-2 1e-5
+    // The decoder computes logits over the vocabulary padded to a multiple of this (llm.c's
+    // 50304, Megatron's make-vocab-size-divisible-by), so the logits' rows are 16-byte aligned
+    // for cuBLASLt's fast kernels; the padded classes' logits are -inf: no probability, no
+    // gradient. Parameters, gradients and FLOPs stay the true vocabulary's. 1: no padding.
+    int vocab_multiple = 128;
+    int padded_vocab() const { return (vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple; }
 };
 
 class Transformer final : public Model {
@@ -98,6 +104,12 @@ private:
     Tensor ffn_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
     Activation ffn_activation() const;  // BERT's exact GELU, GPT-2's tanh approximation
     Ops::AttentionShape attention_shape() const;
+    // The vocabulary projection over padded_vocab() classes. Forward: logits_ = hn W^T + bias,
+    // -inf in the padded columns. Backward from the loss's gradient in logits_: BERT's bias
+    // gradient (reported), the decoder's share of the word-embedding gradient (reported with
+    // the lookup's share at the end), dx = dlogits W.
+    void decoder_forward(const Tensor& hn);
+    void decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink);
 
     Ops& ops_;
     TransformerShape shape_;
@@ -118,7 +130,11 @@ private:
     std::vector<DeviceBuffer> resid_;  // layer inputs: resid_[l] feeds layer l, resid_[L] the head
     std::vector<LayerActs> acts_;
     DeviceBuffer head_pre_, head_act_, head_norm_, head_mean_, head_rstd_;
-    DeviceBuffer logits_;  // rows x vocab; the loss overwrites it with its gradient
+    DeviceBuffer logits_;  // rows x padded_vocab(); the loss overwrites it with its gradient
+    // Only when padded_vocab() > vocab: the padded decoder (the word embedding's compute copy
+    // with zero rows after it, refreshed each step), its bias (BERT's, zeros for GPT-2; -inf
+    // in the padding) and the fp32 gradients of both, whose first vocab rows are ours.
+    DeviceBuffer decoder_w_, decoder_b_, decoder_dw_, decoder_db_;
     DeviceBuffer dres_, dtmp_, dattn_, dqkv_, dffn_;
 };
 

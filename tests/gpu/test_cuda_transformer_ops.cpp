@@ -517,6 +517,69 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
             }
 }
 
+// A -inf logit is a class excluded: the transformer's padded vocabulary (the last columns,
+// llm.c's 50304 for 50257) and, so that no thread's order matters, -inf scattered anywhere
+// but the label (the first column and the unaligned ends included). Loss and gradient equal
+// the CPU's over the same logits, which equal the CPU's over the valid columns alone; the
+// excluded classes' gradient is exactly zero.
+TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
+    struct Shape { int64_t rows, valid, cols; bool scattered; };
+    const Shape shapes[] = {{37, 11, 128, false}, {64, 30522, 30592, false}, {5, 50257, 50304, false},
+                            {33, 1001, 1001, true}};
+    for (DType dtype : kDTypes)
+        for (const Shape& sh : shapes) {
+            const int64_t rows = sh.rows, cols = sh.cols;
+            SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " valid " << sh.valid
+                                            << (sh.scattered ? " scattered" : ""));
+            std::vector<float> logits = rounded(values(static_cast<size_t>(rows * cols), 0.05f, 2.0f), dtype);
+            std::vector<int32_t> labels(static_cast<size_t>(rows));
+            std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(sh.valid - 1));
+            std::bernoulli_distribution drop(0.1);
+            std::vector<bool> excluded(logits.size(), false);
+            for (int64_t r = 0; r < rows; ++r) {
+                labels[static_cast<size_t>(r)] = r == 1 ? -1 : pick(rng_);
+                for (int64_t c = 0; c < cols; ++c) {
+                    const size_t i = static_cast<size_t>(r * cols + c);
+                    excluded[i] = c >= sh.valid ||
+                                  (sh.scattered && c != labels[static_cast<size_t>(r)] && (c == 0 || drop(rng_)));
+                    if (excluded[i]) logits[i] = -INFINITY;
+                }
+            }
+            GpuArray glogits(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
+            glogits.set(logits);
+            DeviceBuffer glabels = upload_ids(labels);
+            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), glogits.tensor, 1.0f);
+            const std::vector<float> got = glogits.get();
+            size_t nonzero_excluded = 0;
+            for (size_t i = 0; i < got.size(); ++i) nonzero_excluded += excluded[i] && got[i] != 0.0f;
+            EXPECT_EQ(nonzero_excluded, 0u) << "excluded classes must have a zero gradient";
+
+            std::vector<float> ref_logits = logits, ref_grad(logits.size());
+            float ref_loss = 0.0f;
+            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+                                       host_view(ref_grad, rows, cols), 1.0f);
+            ASSERT_TRUE(std::isfinite(ref_loss));
+            const float loss = gloss.get()[0];
+            EXPECT_LE(std::fabs(loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
+                << "loss " << loss << " vs reference " << ref_loss;
+            EXPECT_TRUE(close(got, ref_grad, tolerance(dtype))) << "gradient";
+            EXPECT_TRUE(glogits.guards_intact());
+            if (sh.scattered) continue;
+            // The padded columns change nothing: the CPU over the valid columns alone.
+            std::vector<float> valid_logits, valid_grad(static_cast<size_t>(rows * sh.valid));
+            for (int64_t r = 0; r < rows; ++r)
+                valid_logits.insert(valid_logits.end(), logits.begin() + r * cols, logits.begin() + r * cols + sh.valid);
+            float valid_loss = 0.0f;
+            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), &valid_loss,
+                                       host_view(valid_grad, rows, sh.valid), 1.0f);
+            EXPECT_EQ(valid_loss, ref_loss);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < sh.valid; ++c)
+                    ASSERT_EQ(valid_grad[static_cast<size_t>(r * sh.valid + c)], ref_grad[static_cast<size_t>(r * cols + c)])
+                        << r << "," << c;
+        }
+}
+
 // No labelled row at all (a batch whose masked positions all fell elsewhere): loss 0 and
 // a zero gradient, never 0/0.
 TEST_F(TransformerOpsTest, SoftmaxCrossEntropyWithEveryRowIgnoredIsZero) {
