@@ -122,6 +122,24 @@ public:
     // gradient with the same seed in the same generation. out may alias in.
     virtual void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) = 0;
 
+    // The junction after a transformer sub-layer, fused where the backend can: sum = residual
+    // + dropout(branch, p, seed) (dropout() over branch's elements), out = LayerNorm(sum) as
+    // layernorm_forward (mean, rstd saved). sum may alias residual; out aliases nothing.
+    // The default composes dropout, add and layernorm_forward (the CPU's, the reference).
+    virtual void residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                            const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                            const Tensor& out, float* mean, float* rstd);
+    // Its backward. grad_sum = LayerNorm^T(grad_out + grad_out_residual) + grad_sum_residual,
+    // the two residual gradients optional (data nullptr: none): what reaches out (post-LN,
+    // where out is the next residual) or sum (pre-LN) along the residual path. grad_branch =
+    // dropout(grad_sum) with the forward's mask; grad_gamma/grad_beta overwritten. grad_out may
+    // alias grad_branch or grad_sum; grad_sum may alias either residual gradient.
+    virtual void residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out,
+                                             const Tensor& grad_out_residual, const Tensor& grad_sum_residual,
+                                             const float* gamma, const float* mean, const float* rstd, float p,
+                                             uint64_t seed, const Tensor& grad_sum, const Tensor& grad_branch,
+                                             float* grad_gamma, float* grad_beta);
+
     // Multi-head scaled dot-product attention over a packed projection.
     // qkv: (batch*seq) x (3*heads*head_dim), each row [q | k | v], each of those
     // [head0 | head1 | ...] (the layout of one fused QKV Linear); out: (batch*seq) x

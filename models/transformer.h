@@ -96,14 +96,24 @@ private:
     void backward_gpt(const int32_t* ids, GradientSink* sink);
     // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
     // differ only in where the LayerNorms and residual adds go around them. Forward:
-    // out = drop(sublayer(in)). Backward: from dout, the gradient of that output, report
-    // the sub-layer's parameter gradients and return the gradient of `in` (in dtmp_).
+    // out = sublayer(in), whose dropout, residual add and LayerNorm follow in one
+    // Ops::residual_layernorm_forward. Backward: from dout, the gradient of that output (its
+    // dropout applied by residual_layernorm_backward), report the sub-layer's parameter
+    // gradients and return the gradient of `in` (in dtmp_, which dout may be).
     void attention_block_forward(int l, const Tensor& in, const Tensor& out);
     void ffn_block_forward(int l, const Tensor& in, const Tensor& out);
     Tensor attention_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
     Tensor ffn_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
     Activation ffn_activation() const;  // BERT's exact GELU, GPT-2's tanh approximation
     Ops::AttentionShape attention_shape() const;
+    // GPT-2: the LayerNorm after layer l's FFN junction, ln_1 of layer l + 1 or ln_f at the
+    // top: its parameters, output buffer and saved statistics.
+    struct NextNorm {
+        int gamma, beta;
+        DeviceBuffer* out;
+        float *mean, *rstd;
+    };
+    NextNorm next_norm(int l);
     // The vocabulary projection over padded_vocab() classes. Forward: logits_ = hn W^T + bias,
     // -inf in the padded columns. Backward from the loss's gradient in logits_: BERT's bias
     // gradient (reported), the decoder's share of the word-embedding gradient (reported with
