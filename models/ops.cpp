@@ -62,6 +62,33 @@ const char* activation_name(Activation act) {
     return "unknown";
 }
 
+void Ops::residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                     const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                     const Tensor& out, float* mean, float* rstd) {
+    dropout(branch, out, p, seed);  // out holds the dropped branch until the LayerNorm writes it
+    add(out, residual, sum);
+    layernorm_forward(sum, gamma, beta, eps, out, mean, rstd);
+}
+
+void Ops::residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out, const Tensor& grad_out_residual,
+                                      const Tensor& grad_sum_residual, const float* gamma, const float* mean,
+                                      const float* rstd, float p, uint64_t seed, const Tensor& grad_sum,
+                                      const Tensor& grad_branch, float* grad_gamma, float* grad_beta) {
+    // grad_branch is the working buffer: no input is read after it is written but grad_out,
+    // which may be grad_branch itself.
+    Tensor g = grad_out;
+    if (grad_out_residual.data) {
+        add(grad_out, grad_out_residual, grad_branch);
+        g = grad_branch;
+    }
+    layernorm_backward(sum, g, gamma, mean, rstd, grad_branch, grad_gamma, grad_beta);
+    if (grad_sum_residual.data)
+        add(grad_branch, grad_sum_residual, grad_sum);
+    else
+        cast(grad_branch, grad_sum);
+    dropout(grad_sum, grad_branch, p, seed);
+}
+
 void Ops::missing_op(const char* op) const {
     throw std::logic_error(std::string("the ") + name() + " backend has no " + op);
 }

@@ -88,7 +88,8 @@ public:
     // Softmax cross-entropy averaged over the rows. Writes the mean loss (fp32, one
     // backend float) to *loss and grad_logits = (softmax - onehot) * grad_scale / rows.
     // A negative label marks a row that is not predicted (masked-LM positions left alone):
-    // its gradient row is zero, and rows / the mean count only the labelled rows.
+    // its gradient row is zero, and rows / the mean count only the labelled rows. A logit of
+    // -inf is a class excluded (probability and gradient zero): the transformer's padded vocabulary.
     virtual void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
                                        const Tensor& grad_logits, float grad_scale) = 0;
 
@@ -120,6 +121,24 @@ public:
     // dropout generation, then scaled by 1/(1-p). The backward is the same call on the
     // gradient with the same seed in the same generation. out may alias in.
     virtual void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) = 0;
+
+    // The junction after a transformer sub-layer, fused where the backend can: sum = residual
+    // + dropout(branch, p, seed) (dropout() over branch's elements), out = LayerNorm(sum) as
+    // layernorm_forward (mean, rstd saved). sum may alias residual; out aliases nothing.
+    // The default composes dropout, add and layernorm_forward (the CPU's, the reference).
+    virtual void residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                            const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                            const Tensor& out, float* mean, float* rstd);
+    // Its backward. grad_sum = LayerNorm^T(grad_out + grad_out_residual) + grad_sum_residual,
+    // the two residual gradients optional (data nullptr: none): what reaches out (post-LN,
+    // where out is the next residual) or sum (pre-LN) along the residual path. grad_branch =
+    // dropout(grad_sum) with the forward's mask; grad_gamma/grad_beta overwritten. grad_out may
+    // alias grad_branch or grad_sum; grad_sum may alias either residual gradient.
+    virtual void residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out,
+                                             const Tensor& grad_out_residual, const Tensor& grad_sum_residual,
+                                             const float* gamma, const float* mean, const float* rstd, float p,
+                                             uint64_t seed, const Tensor& grad_sum, const Tensor& grad_branch,
+                                             float* grad_gamma, float* grad_beta);
 
     // Multi-head scaled dot-product attention over a packed projection.
     // qkv: (batch*seq) x (3*heads*head_dim), each row [q | k | v], each of those

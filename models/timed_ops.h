@@ -82,6 +82,18 @@ public:
     void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override {
         timed(&Ops::dropout, in, out, p, seed);
     }
+    void residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                    const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                    const Tensor& out, float* mean, float* rstd) override {
+        timed(&Ops::residual_layernorm_forward, branch, residual, p, seed, gamma, beta, eps, sum, out, mean, rstd);
+    }
+    void residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out, const Tensor& grad_out_residual,
+                                     const Tensor& grad_sum_residual, const float* gamma, const float* mean,
+                                     const float* rstd, float p, uint64_t seed, const Tensor& grad_sum,
+                                     const Tensor& grad_branch, float* grad_gamma, float* grad_beta) override {
+        timed(&Ops::residual_layernorm_backward, sum, grad_out, grad_out_residual, grad_sum_residual, gamma, mean,
+              rstd, p, seed, grad_sum, grad_branch, grad_gamma, grad_beta);
+    }
     size_t attention_saved_bytes(const AttentionShape& shape) const override {
         return backend_.attention_saved_bytes(shape);
     }

@@ -121,6 +121,31 @@ void TraceOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const
                fp32_bytes(3.0 * x.cols + 2.0 * x.rows));
 }
 
+void TraceOps::residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t,
+                                          const float*, const float*, float, const Tensor& sum, const Tensor& out,
+                                          float*, float*) {
+    // branch and residual in, sum and out written, gamma and beta, mean and rstd per row.
+    record("residual_layernorm_forward", branch,
+           static_cast<double>(branch.bytes() + residual.bytes() + sum.bytes() + out.bytes()) +
+               fp32_bytes(2.0 * branch.cols + 2.0 * branch.rows))
+        .variant = p > 0.0f ? "dropout" : "";
+}
+
+void TraceOps::residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out, const Tensor& grad_out_residual,
+                                           const Tensor& grad_sum_residual, const float*, const float*, const float*,
+                                           float p, uint64_t, const Tensor& grad_sum, const Tensor& grad_branch,
+                                           float*, float*) {
+    // sum, grad_out and the residual gradients given in; grad_sum and grad_branch written;
+    // gamma in, its and beta's gradients out, mean and rstd per row.
+    const double residuals = static_cast<double>((grad_out_residual.data ? grad_out_residual.bytes() : 0) +
+                                                 (grad_sum_residual.data ? grad_sum_residual.bytes() : 0));
+    TracedOp& op = record("residual_layernorm_backward", sum,
+                          static_cast<double>(sum.bytes() + grad_out.bytes() + grad_sum.bytes() + grad_branch.bytes()) +
+                              residuals + fp32_bytes(3.0 * sum.cols + 2.0 * sum.rows));
+    op.variant = std::string(grad_out_residual.data ? "out_residual" : grad_sum_residual.data ? "sum_residual" : "") +
+                 (p > 0.0f ? (grad_out_residual.data || grad_sum_residual.data ? "+dropout" : "dropout") : "");
+}
+
 void TraceOps::embedding_forward(const int32_t*, const Tensor&, const Tensor& out, bool accumulate) {
     // The gathered rows, the ids, out written (and read when accumulating).
     record("embedding_forward", out,

@@ -73,6 +73,14 @@ public:
     void embedding_backward(const int32_t* ids, const Tensor& grad_out, float* grad_table,
                             int64_t table_rows) override;
     void dropout(const Tensor& in, const Tensor& out, float p, uint64_t seed) override;
+    // One op each, as CUDA fuses them (the CPU composes them).
+    void residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                    const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                    const Tensor& out, float* mean, float* rstd) override;
+    void residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out, const Tensor& grad_out_residual,
+                                     const Tensor& grad_sum_residual, const float* gamma, const float* mean,
+                                     const float* rstd, float p, uint64_t seed, const Tensor& grad_sum,
+                                     const Tensor& grad_branch, float* grad_gamma, float* grad_beta) override;
     void advance_dropout_generation() override {}  // a one-thread kernel: no cost worth modelling
     size_t attention_saved_bytes(const AttentionShape& shape) const override;
     void attention_forward(const AttentionShape& shape, const Tensor& qkv, const Tensor& out, void* saved,

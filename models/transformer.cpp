@@ -31,6 +31,7 @@ Transformer::Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropo
     require_shape(s.hidden % s.heads == 0, "hidden " + std::to_string(s.hidden) + " is not divisible by heads " +
                                                std::to_string(s.heads));
     require_shape(s.vocab >= 2, "vocab must be at least 2");
+    require_shape(s.vocab_multiple >= 1, "vocab_multiple must be positive");
     require_shape(s.seq_len <= s.max_positions, "seq_len " + std::to_string(s.seq_len) + " exceeds max_positions " +
                                                     std::to_string(s.max_positions));
     require_shape(s.arch == TransformerArch::gpt || s.type_vocab >= 1, "type_vocab must be positive");
@@ -180,7 +181,17 @@ void Transformer::bind(const FlatBuffers& buffers, int batch_rows) {
     head_norm_ = DeviceBuffer(ops_, T * H * es);
     head_mean_ = DeviceBuffer(ops_, T * sizeof(float));
     head_rstd_ = DeviceBuffer(ops_, T * sizeof(float));
-    logits_ = DeviceBuffer(ops_, T * V * es);
+    const size_t Vp = static_cast<size_t>(shape_.padded_vocab());
+    logits_ = DeviceBuffer(ops_, T * Vp * es);
+    if (Vp > V) {
+        decoder_w_ = DeviceBuffer(ops_, Vp * H * es);
+        ops_.fill(decoder_w_.tensor(dtype_, static_cast<int64_t>(Vp), shape_.hidden), 0.0f);
+        decoder_b_ = DeviceBuffer(ops_, Vp * sizeof(float));
+        ops_.fill(decoder_b_.tensor(DType::f32, 1, static_cast<int64_t>(V)), 0.0f);
+        ops_.fill(Tensor{decoder_b_.as<float>() + V, DType::f32, 1, static_cast<int64_t>(Vp - V)}, -INFINITY);
+        decoder_dw_ = DeviceBuffer(ops_, Vp * H * sizeof(float));
+        if (bert) decoder_db_ = DeviceBuffer(ops_, Vp * sizeof(float));
+    }
     dres_ = DeviceBuffer(ops_, T * H * es);
     dtmp_ = DeviceBuffer(ops_, T * H * es);
     dattn_ = DeviceBuffer(ops_, T * H * es);
@@ -230,7 +241,7 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
                    dtype_name(inputs.dtype));
     const auto* ids = static_cast<const int32_t*>(inputs.data);
     ops_.advance_dropout_generation();  // new masks every step (on CUDA also in a replayed graph)
-    const Tensor logits = act(logits_, shape_.vocab);
+    const Tensor logits = act(logits_, shape_.padded_vocab());
     if (shape_.arch == TransformerArch::bert) {
         forward_bert(ids);
         ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
@@ -264,14 +275,13 @@ void Transformer::forward_bert(const int32_t* ids) {
         LayerActs& a = acts_[static_cast<size_t>(l)];
         const Tensor x = act(resid_[l], H), h1 = act(a.sum_attn, H), x1 = act(a.norm_attn, H);
         attention_block_forward(l, x, tmp);
-        ops_.add(tmp, x, h1);
-        ops_.layernorm_forward(h1, master(lp.ln_attn_w), master(lp.ln_attn_b), eps, x1, a.mean1.as<float>(),
-                               a.rstd1.as<float>());
+        ops_.residual_layernorm_forward(tmp, x, p, dropout_seed(l, kAttentionOut), master(lp.ln_attn_w),
+                                        master(lp.ln_attn_b), eps, h1, x1, a.mean1.as<float>(), a.rstd1.as<float>());
         const Tensor h2 = act(a.ffn_side, H);
         ffn_block_forward(l, x1, tmp);
-        ops_.add(tmp, x1, h2);
-        ops_.layernorm_forward(h2, master(lp.ln_ffn_w), master(lp.ln_ffn_b), eps, act(resid_[l + 1], H),
-                               a.mean2.as<float>(), a.rstd2.as<float>());
+        ops_.residual_layernorm_forward(tmp, x1, p, dropout_seed(l, kFfnOut), master(lp.ln_ffn_w),
+                                        master(lp.ln_ffn_b), eps, h2, act(resid_[l + 1], H), a.mean2.as<float>(),
+                                        a.rstd2.as<float>());
     }
 
     // MLM head: LN(gelu(x Wt + bt)) Wword^T + bias.
@@ -280,21 +290,16 @@ void Transformer::forward_bert(const int32_t* ids) {
     ops_.activation_forward(Activation::gelu_erf, hp, ha);
     ops_.layernorm_forward(ha, master(head_ln_w_), master(head_ln_b_), eps, hn, head_mean_.as<float>(),
                            head_rstd_.as<float>());
-    ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, act(logits_, shape_.vocab), master(decoder_bias_));
+    decoder_forward(hn);
 }
 
 void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Tensor dlogits = act(logits_, shape_.vocab);
     const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H);
 
-    // Head. The decoder's share of the word-embedding gradient is written now, reported at the end.
-    ops_.bias_grad(dlogits, grad(decoder_bias_));
-    report(sink, decoder_bias_);
-    ops_.gemm(true, false, 1.0f, dlogits, act(head_norm_, H), 0.0f, grad_matrix(word_, shape_.vocab));
-    ops_.gemm(false, false, 1.0f, dlogits, weight(word_), 0.0f, dtmp);
+    decoder_backward(act(head_norm_, H), dtmp, sink);
     ops_.layernorm_backward(act(head_act_, H), dtmp, master(head_ln_w_), head_mean_.as<float>(),
                             head_rstd_.as<float>(), dtmp, grad(head_ln_w_), grad(head_ln_b_));
     report(sink, head_ln_w_, 2);
@@ -304,20 +309,27 @@ void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
     report(sink, head_dense_w_, 2);
     ops_.gemm(false, false, 1.0f, dtmp, weight(head_dense_w_), 0.0f, dres);
 
+    // The gradient of a layer's output is dtmp (through the next layer's attention branch) +
+    // dres (its residual path); the top layer's is dres alone, from the head.
+    const Tensor none{};
     for (int l = L - 1; l >= 0; --l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
-        // dres: gradient of this layer's output. Second LN, then the FFN branch.
-        ops_.layernorm_backward(act(a.ffn_side, H), dres, master(lp.ln_ffn_w), a.mean2.as<float>(),
-                                a.rstd2.as<float>(), dres, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
+        // Second LN and the FFN's dropout: dres = d h2 (also the residual's), dtmp = d FFN out.
+        const bool top = l == L - 1;
+        ops_.residual_layernorm_backward(act(a.ffn_side, H), top ? dres : dtmp, top ? none : dres, none,
+                                         master(lp.ln_ffn_w), a.mean2.as<float>(), a.rstd2.as<float>(), p,
+                                         dropout_seed(l, kFfnOut), dres, dtmp, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
         report(sink, lp.ln_ffn_w, 2);
-        ops_.add(ffn_block_backward(l, act(a.norm_attn, H), dres, sink), dres, dres);  // + the residual path
-        // First LN, then the attention branch.
-        ops_.layernorm_backward(act(a.sum_attn, H), dres, master(lp.ln_attn_w), a.mean1.as<float>(),
-                                a.rstd1.as<float>(), dres, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
+        ffn_block_backward(l, act(a.norm_attn, H), dtmp, sink);
+        // First LN, its input's gradient the FFN's (dtmp) + the residual's (dres).
+        ops_.residual_layernorm_backward(act(a.sum_attn, H), dtmp, dres, none, master(lp.ln_attn_w),
+                                         a.mean1.as<float>(), a.rstd1.as<float>(), p, dropout_seed(l, kAttentionOut),
+                                         dres, dtmp, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
         report(sink, lp.ln_attn_w, 2);
-        ops_.add(attention_block_backward(l, act(resid_[l], H), dres, sink), dres, dres);
+        attention_block_backward(l, act(resid_[l], H), dtmp, sink);
     }
+    ops_.add(dtmp, dres, dres);
 
     // Embeddings: dropout, LN, then the three tables (the tied word embedding last).
     ops_.dropout(dres, dres, p, dropout_seed(L, kEmbedding));
@@ -346,56 +358,71 @@ void Transformer::forward_gpt(const int32_t* ids) {
     ops_.embedding_forward(position_ids_.as<int32_t>(), weight(position_), x0, true);
     ops_.dropout(x0, x0, p, dropout_seed(L, kEmbedding));
 
+    // Each junction writes the residual stream and the next LayerNorm's output: after the
+    // attention mid and ln_2(mid), after the FFN x_{l+1} and ln_1 of layer l+1 (ln_f at the top).
     const Tensor tmp = act(dtmp_, H);
+    {
+        const LayerParams& lp = layer_params_[0];
+        LayerActs& a = acts_[0];
+        ops_.layernorm_forward(x0, master(lp.ln_attn_w), master(lp.ln_attn_b), eps, act(a.norm_attn, H),
+                               a.mean1.as<float>(), a.rstd1.as<float>());
+    }
     for (int l = 0; l < L; ++l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
         const Tensor x = act(resid_[l], H), n1 = act(a.norm_attn, H);
-        ops_.layernorm_forward(x, master(lp.ln_attn_w), master(lp.ln_attn_b), eps, n1, a.mean1.as<float>(),
-                               a.rstd1.as<float>());
         attention_block_forward(l, n1, tmp);
         const Tensor mid = act(a.sum_attn, H), n2 = act(a.ffn_side, H);
-        ops_.add(tmp, x, mid);
-        ops_.layernorm_forward(mid, master(lp.ln_ffn_w), master(lp.ln_ffn_b), eps, n2, a.mean2.as<float>(),
-                               a.rstd2.as<float>());
+        ops_.residual_layernorm_forward(tmp, x, p, dropout_seed(l, kAttentionOut), master(lp.ln_ffn_w),
+                                        master(lp.ln_ffn_b), eps, mid, n2, a.mean2.as<float>(), a.rstd2.as<float>());
         ffn_block_forward(l, n2, tmp);
-        ops_.add(tmp, mid, act(resid_[l + 1], H));
+        const NextNorm next = next_norm(l);
+        ops_.residual_layernorm_forward(tmp, mid, p, dropout_seed(l, kFfnOut), master(next.gamma), master(next.beta),
+                                        eps, act(resid_[l + 1], H), act(*next.out, H), next.mean, next.rstd);
     }
+    decoder_forward(act(head_norm_, H));  // tied, no bias
+}
 
-    const Tensor hn = act(head_norm_, H);
-    ops_.layernorm_forward(act(resid_[L], H), master(final_ln_w_), master(final_ln_b_), eps, hn,
-                           head_mean_.as<float>(), head_rstd_.as<float>());
-    ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, act(logits_, shape_.vocab));  // tied, no bias
+Transformer::NextNorm Transformer::next_norm(int l) {
+    if (l + 1 == shape_.layers)
+        return {final_ln_w_, final_ln_b_, &head_norm_, head_mean_.as<float>(), head_rstd_.as<float>()};
+    const LayerParams& lp = layer_params_[static_cast<size_t>(l + 1)];
+    LayerActs& a = acts_[static_cast<size_t>(l + 1)];
+    return {lp.ln_attn_w, lp.ln_attn_b, &a.norm_attn, a.mean1.as<float>(), a.rstd1.as<float>()};
 }
 
 void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
-    const Tensor dlogits = act(logits_, shape_.vocab);
     const Tensor dres = act(dres_, H);
 
-    ops_.gemm(true, false, 1.0f, dlogits, act(head_norm_, H), 0.0f, grad_matrix(word_, shape_.vocab));
-    ops_.gemm(false, false, 1.0f, dlogits, weight(word_), 0.0f, dres);
-    ops_.layernorm_backward(act(resid_[L], H), dres, master(final_ln_w_), head_mean_.as<float>(),
-                            head_rstd_.as<float>(), dres, grad(final_ln_w_), grad(final_ln_b_));
-    report(sink, final_ln_w_, 2);
-
+    // dtmp: the gradient of the next LayerNorm's output (ln_f's from the decoder, then ln_1's
+    // of the layer above); dres: the residual stream's gradient (none above the top layer).
+    const Tensor dtmp = act(dtmp_, H), none{};
+    decoder_backward(act(head_norm_, H), dtmp, sink);
     for (int l = L - 1; l >= 0; --l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
-        // dres: gradient of x_{l+1} = mid + drop(FFN(LN2(mid))).
-        const Tensor dn2 = ffn_block_backward(l, act(a.ffn_side, H), dres, sink);
-        ops_.layernorm_backward(act(a.sum_attn, H), dn2, master(lp.ln_ffn_w), a.mean2.as<float>(),
-                                a.rstd2.as<float>(), dn2, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
+        const NextNorm next = next_norm(l);
+        // x_{l+1} = mid + drop(FFN(ln_2(mid))): dres = d x_{l+1}, dtmp = d FFN out.
+        ops_.residual_layernorm_backward(act(resid_[l + 1], H), dtmp, none, l == L - 1 ? none : dres,
+                                         master(next.gamma), next.mean, next.rstd, p, dropout_seed(l, kFfnOut), dres,
+                                         dtmp, grad(next.gamma), grad(next.beta));
+        report(sink, next.gamma, 2);
+        ffn_block_backward(l, act(a.ffn_side, H), dtmp, sink);
+        // mid = x + drop(Attn(ln_1(x))): dres = d mid, dtmp = d attention out.
+        ops_.residual_layernorm_backward(act(a.sum_attn, H), dtmp, none, dres, master(lp.ln_ffn_w),
+                                         a.mean2.as<float>(), a.rstd2.as<float>(), p, dropout_seed(l, kAttentionOut),
+                                         dres, dtmp, grad(lp.ln_ffn_w), grad(lp.ln_ffn_b));
         report(sink, lp.ln_ffn_w, 2);
-        ops_.add(dn2, dres, dres);  // gradient of mid = x + drop(Attn(LN1(x)))
-        const Tensor dn1 = attention_block_backward(l, act(a.norm_attn, H), dres, sink);
-        ops_.layernorm_backward(act(resid_[l], H), dn1, master(lp.ln_attn_w), a.mean1.as<float>(),
-                                a.rstd1.as<float>(), dn1, grad(lp.ln_attn_w), grad(lp.ln_attn_b));
-        report(sink, lp.ln_attn_w, 2);
-        ops_.add(dn1, dres, dres);
+        attention_block_backward(l, act(a.norm_attn, H), dtmp, sink);
     }
+    const LayerParams& lp0 = layer_params_[0];
+    ops_.layernorm_backward(act(resid_[0], H), dtmp, master(lp0.ln_attn_w), acts_[0].mean1.as<float>(),
+                            acts_[0].rstd1.as<float>(), dtmp, grad(lp0.ln_attn_w), grad(lp0.ln_attn_b));
+    report(sink, lp0.ln_attn_w, 2);
+    ops_.add(dtmp, dres, dres);
 
     ops_.dropout(dres, dres, p, dropout_seed(L, kEmbedding));
     ops_.fill(grad_matrix(position_, shape_.max_positions), 0.0f);
@@ -403,6 +430,47 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     report(sink, position_);
     ops_.embedding_backward(ids, dres, grad(word_), shape_.vocab);
     report(sink, word_);
+}
+
+// ---- The vocabulary projection, tied to the word embedding.
+
+void Transformer::decoder_forward(const Tensor& hn) {
+    const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
+    const bool bert = shape_.arch == TransformerArch::bert;
+    const Tensor logits = act(logits_, Vp);
+    if (Vp == V) {
+        ops_.gemm(false, true, 1.0f, hn, weight(word_), 0.0f, logits, bert ? master(decoder_bias_) : nullptr);
+        return;
+    }
+    // This step's weights into the first V rows of the padded copies (their padding stays).
+    ops_.cast(weight(word_), decoder_w_.tensor(dtype_, V, H));
+    if (bert)
+        ops_.cast(Tensor{const_cast<float*>(master(decoder_bias_)), DType::f32, 1, V},
+                  decoder_b_.tensor(DType::f32, 1, V));
+    ops_.gemm(false, true, 1.0f, hn, decoder_w_.tensor(dtype_, Vp, H), 0.0f, logits, decoder_b_.as<float>());
+}
+
+void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink) {
+    const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
+    const bool padded = Vp > V;
+    const Tensor dlogits = act(logits_, Vp);  // zero in the padded columns
+    if (shape_.arch == TransformerArch::bert) {
+        if (padded) {
+            ops_.bias_grad(dlogits, decoder_db_.as<float>());
+            ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));
+        } else {
+            ops_.bias_grad(dlogits, grad(decoder_bias_));
+        }
+        report(sink, decoder_bias_);
+    }
+    // A padded gradient's first V rows are the word embedding's (rows are contiguous).
+    if (padded) {
+        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, decoder_dw_.tensor(DType::f32, Vp, H));
+        ops_.cast(decoder_dw_.tensor(DType::f32, V, H), grad_matrix(word_, V));
+    } else {
+        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, grad_matrix(word_, V));
+    }
+    ops_.gemm(false, false, 1.0f, dlogits, padded ? decoder_w_.tensor(dtype_, Vp, H) : weight(word_), 0.0f, dx);
 }
 
 // ---- The sub-layers both architectures share.
@@ -419,7 +487,6 @@ void Transformer::attention_block_forward(int l, const Tensor& in, const Tensor&
     ops_.gemm(false, true, 1.0f, in, weight_rows(lp.qkv_w, 3 * H), 0.0f, qkv, master(lp.qkv_b));
     ops_.attention_forward(attention_shape(), qkv, attn, a.saved.get(), dropout_seed(l, kAttentionProbs));
     ops_.gemm(false, true, 1.0f, attn, weight(lp.proj_w), 0.0f, out, master(lp.proj_b));
-    ops_.dropout(out, out, shape_.dropout, dropout_seed(l, kAttentionOut));
 }
 
 void Transformer::ffn_block_forward(int l, const Tensor& in, const Tensor& out) {
@@ -430,7 +497,6 @@ void Transformer::ffn_block_forward(int l, const Tensor& in, const Tensor& out) 
     ops_.gemm(false, true, 1.0f, in, weight(lp.fc_w), 0.0f, pre, master(lp.fc_b));
     ops_.activation_forward(ffn_activation(), pre, post);
     ops_.gemm(false, true, 1.0f, post, weight(lp.out_w), 0.0f, out, master(lp.out_b));
-    ops_.dropout(out, out, shape_.dropout, dropout_seed(l, kFfnOut));
 }
 
 Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink) {
@@ -438,11 +504,10 @@ Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tens
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t H = shape_.hidden;
     const Tensor dtmp = act(dtmp_, H), dattn = act(dattn_, H), dqkv = act(dqkv_, 3 * H);
-    ops_.dropout(dout, dtmp, shape_.dropout, dropout_seed(l, kAttentionOut));
-    ops_.bias_grad(dtmp, grad(lp.proj_b));
-    ops_.gemm(true, false, 1.0f, dtmp, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
+    ops_.bias_grad(dout, grad(lp.proj_b));
+    ops_.gemm(true, false, 1.0f, dout, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
     report(sink, lp.proj_w, 2);
-    ops_.gemm(false, false, 1.0f, dtmp, weight(lp.proj_w), 0.0f, dattn);
+    ops_.gemm(false, false, 1.0f, dout, weight(lp.proj_w), 0.0f, dattn);
     ops_.attention_backward(attention_shape(), act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
                             dropout_seed(l, kAttentionProbs));
     ops_.bias_grad(dqkv, grad(lp.qkv_b));
@@ -457,11 +522,10 @@ Tensor Transformer::ffn_block_backward(int l, const Tensor& in, const Tensor& do
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t H = shape_.hidden, F = shape_.ffn;
     const Tensor dtmp = act(dtmp_, H), dffn = act(dffn_, F);
-    ops_.dropout(dout, dtmp, shape_.dropout, dropout_seed(l, kFfnOut));
-    ops_.bias_grad(dtmp, grad(lp.out_b));
-    ops_.gemm(true, false, 1.0f, dtmp, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
+    ops_.bias_grad(dout, grad(lp.out_b));
+    ops_.gemm(true, false, 1.0f, dout, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
     report(sink, lp.out_w, 2);
-    ops_.gemm(false, false, 1.0f, dtmp, weight(lp.out_w), 0.0f, dffn);
+    ops_.gemm(false, false, 1.0f, dout, weight(lp.out_w), 0.0f, dffn);
     ops_.activation_backward(ffn_activation(), act(a.ffn_pre, F), dffn, dffn);
     ops_.bias_grad(dffn, grad(lp.fc_b));
     ops_.gemm(true, false, 1.0f, dffn, in, 0.0f, grad_matrix(lp.fc_w, F));

@@ -30,6 +30,12 @@ struct TransformerShape {
     float dropout = 0.1f;       // hidden dropout: embeddings, attention output, FFN output
     float attention_dropout = 0.1f;
     float layernorm_eps = 1e-12f;  // HF: BERT 1e-12, GPT-2 1e-5
+    // The decoder computes logits over the vocabulary padded to a multiple of this (llm.c's
+    // 50304, Megatron's make-vocab-size-divisible-by), so the logits' rows are 16-byte aligned
+    // for cuBLASLt's fast kernels; the padded classes' logits are -inf: no probability, no
+    // gradient. Parameters, gradients and FLOPs stay the true vocabulary's. 1: no padding.
+    int vocab_multiple = 128;
+    int padded_vocab() const { return (vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple; }
 };
 
 class Transformer final : public Model {
@@ -90,14 +96,30 @@ private:
     void backward_gpt(const int32_t* ids, GradientSink* sink);
     // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
     // differ only in where the LayerNorms and residual adds go around them. Forward:
-    // out = drop(sublayer(in)). Backward: from dout, the gradient of that output, report
-    // the sub-layer's parameter gradients and return the gradient of `in` (in dtmp_).
+    // out = sublayer(in), whose dropout, residual add and LayerNorm follow in one
+    // Ops::residual_layernorm_forward. Backward: from dout, the gradient of that output (its
+    // dropout applied by residual_layernorm_backward), report the sub-layer's parameter
+    // gradients and return the gradient of `in` (in dtmp_, which dout may be).
     void attention_block_forward(int l, const Tensor& in, const Tensor& out);
     void ffn_block_forward(int l, const Tensor& in, const Tensor& out);
     Tensor attention_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
     Tensor ffn_block_backward(int l, const Tensor& in, const Tensor& dout, GradientSink* sink);
     Activation ffn_activation() const;  // BERT's exact GELU, GPT-2's tanh approximation
     Ops::AttentionShape attention_shape() const;
+    // GPT-2: the LayerNorm after layer l's FFN junction, ln_1 of layer l + 1 or ln_f at the
+    // top: its parameters, output buffer and saved statistics.
+    struct NextNorm {
+        int gamma, beta;
+        DeviceBuffer* out;
+        float *mean, *rstd;
+    };
+    NextNorm next_norm(int l);
+    // The vocabulary projection over padded_vocab() classes. Forward: logits_ = hn W^T + bias,
+    // -inf in the padded columns. Backward from the loss's gradient in logits_: BERT's bias
+    // gradient (reported), the decoder's share of the word-embedding gradient (reported with
+    // the lookup's share at the end), dx = dlogits W.
+    void decoder_forward(const Tensor& hn);
+    void decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink);
 
     Ops& ops_;
     TransformerShape shape_;
@@ -118,7 +140,11 @@ private:
     std::vector<DeviceBuffer> resid_;  // layer inputs: resid_[l] feeds layer l, resid_[L] the head
     std::vector<LayerActs> acts_;
     DeviceBuffer head_pre_, head_act_, head_norm_, head_mean_, head_rstd_;
-    DeviceBuffer logits_;  // rows x vocab; the loss overwrites it with its gradient
+    DeviceBuffer logits_;  // rows x padded_vocab(); the loss overwrites it with its gradient
+    // Only when padded_vocab() > vocab: the padded decoder (the word embedding's compute copy
+    // with zero rows after it, refreshed each step), its bias (BERT's, zeros for GPT-2; -inf
+    // in the padding) and the fp32 gradients of both, whose first vocab rows are ours.
+    DeviceBuffer decoder_w_, decoder_b_, decoder_dw_, decoder_db_;
     DeviceBuffer dres_, dtmp_, dattn_, dqkv_, dffn_;
 };
 

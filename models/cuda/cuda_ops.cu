@@ -524,6 +524,47 @@ void CudaOps::dropout(const Tensor& in, const Tensor& out, float p, uint64_t see
     kernels::dropout(impl_->ctx, in.dtype, in.data, out.data, static_cast<size_t>(in.numel()), p, seed);
 }
 
+namespace {
+bool same_shape_and_dtype(const Tensor& a, const Tensor& b) {
+    return a.rows == b.rows && a.cols == b.cols && a.dtype == b.dtype;
+}
+}  // namespace
+
+void CudaOps::residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
+                                         const float* gamma, const float* beta, float eps, const Tensor& sum,
+                                         const Tensor& out, float* mean, float* rstd) {
+    SB_REQUIRE(same_shape_and_dtype(branch, residual) && same_shape_and_dtype(branch, sum) &&
+                   same_shape_and_dtype(branch, out),
+               "residual_layernorm_forward: branch, residual, sum and out differ in shape or dtype");
+    SB_REQUIRE(out.data != sum.data && out.data != residual.data && out.data != branch.data,
+               "residual_layernorm_forward: out must not alias an input or sum");
+    SB_REQUIRE(gamma && beta && mean && rstd, "residual_layernorm_forward: missing buffer");
+    kernels::residual_layernorm_forward(impl_->ctx, branch.dtype, branch.data, residual.data, p, seed, gamma, beta,
+                                        eps, branch.rows, branch.cols, sum.data, out.data, mean, rstd);
+}
+
+void CudaOps::residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out, const Tensor& grad_out_residual,
+                                          const Tensor& grad_sum_residual, const float* gamma, const float* mean,
+                                          const float* rstd, float p, uint64_t seed, const Tensor& grad_sum,
+                                          const Tensor& grad_branch, float* grad_gamma, float* grad_beta) {
+    for (const Tensor* t : {&grad_out, &grad_out_residual, &grad_sum_residual, &grad_sum, &grad_branch})
+        SB_REQUIRE(!t->data || same_shape_and_dtype(sum, *t),
+                   "residual_layernorm_backward: a gradient differs from sum in shape or dtype");
+    SB_REQUIRE(grad_out.data && grad_sum.data && grad_branch.data, "residual_layernorm_backward: missing gradient");
+    SB_REQUIRE(grad_branch.data != grad_sum.data && grad_branch.data != grad_out_residual.data &&
+                   grad_branch.data != grad_sum_residual.data,
+               "residual_layernorm_backward: grad_branch must not alias grad_sum or a residual gradient");
+    SB_REQUIRE(gamma && mean && rstd && grad_gamma && grad_beta, "residual_layernorm_backward: missing buffer");
+    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, sum.rows, sum.cols);
+    float* partials = nullptr;
+    if (chunks > 1)
+        partials = static_cast<float*>(
+            impl_->scratch_space(static_cast<size_t>(2 * chunks * sum.cols) * sizeof(float)));
+    kernels::residual_layernorm_backward(impl_->ctx, sum.dtype, sum.data, grad_out.data, grad_out_residual.data,
+                                         grad_sum_residual.data, gamma, mean, rstd, sum.rows, sum.cols, p, seed,
+                                         grad_sum.data, grad_branch.data, grad_gamma, grad_beta, partials);
+}
+
 // ---- attention: bf16/fp16 with head_dim 64 or 128 run the fused kernels of
 // attention_kernels.cu (Ops::attention_fused). Other shapes and fp32 (the reference):
 // permute the packed QKV rows into batch x heads x seq x head_dim arrays,

@@ -369,12 +369,13 @@ template <class T> struct RowSplit {
     }
 };
 
-// Online softmax statistics: fold value v into the running (m, s).
+// Online softmax statistics: fold value v into the running (m, s). A -inf logit (a class
+// excluded, as the transformer's padded vocabulary) adds nothing, also while m is still -inf.
 __device__ __forceinline__ void online_add(float& m, float& s, float v) {
     if (v > m) {
         s = s * expf(m - v) + 1.0f;
         m = v;
-    } else {
+    } else if (v > -INFINITY) {
         s += expf(v - m);
     }
 }
@@ -414,6 +415,7 @@ __global__ void softmax_xent_kernel(const TIn* logits, const int32_t* __restrict
                     s *= expf(m - lm);
                     m = lm;
                 }
+                if (m == -INFINITY) continue;  // all excluded so far: exp(-inf - -inf) would be NaN
 #pragma unroll
                 for (int e = 0; e < V; ++e) s += expf(v[e] - m);
             }

@@ -68,6 +68,19 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
                         const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
                         float* grad_gamma, float* grad_beta, float* partials);
 
+// Ops::residual_layernorm_forward: sum = residual + dropout(branch) (sum may alias
+// residual), out = LayerNorm(sum), a warp per row.
+void residual_layernorm_forward(const Context& ctx, DType dtype, const void* branch, const void* residual, float p,
+                                uint64_t seed, const float* gamma, const float* beta, float eps, int64_t rows,
+                                int64_t cols, void* sum, void* out, float* mean, float* rstd);
+// Ops::residual_layernorm_backward; the residual gradients may be nullptr; partials as
+// layernorm_backward's.
+void residual_layernorm_backward(const Context& ctx, DType dtype, const void* sum, const void* grad_out,
+                                 const void* grad_out_residual, const void* grad_sum_residual, const float* gamma,
+                                 const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
+                                 uint64_t seed, void* grad_sum, void* grad_branch, float* grad_gamma,
+                                 float* grad_beta, float* partials);
+
 // out[i, :] (+)= table[ids[i], :]; an id outside [0, table_rows) writes NaN to its row.
 void embedding_forward(const Context& ctx, DType dtype, const int32_t* ids, const void* table, int64_t table_rows,
                        int64_t rows, int64_t cols, void* out, bool accumulate);

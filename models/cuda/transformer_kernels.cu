@@ -108,11 +108,14 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
 constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
 
+// g2 (may be nullptr) is added to g, rounded to T as add() rounds: the residual gradient
+// that residual_layernorm_backward folds in.
 template <class T>
 __global__ void layernorm_param_grad_kernel(const T* __restrict__ x, const T* __restrict__ g,
-                                            const float* __restrict__ mean, const float* __restrict__ rstd,
-                                            int64_t rows, int64_t cols, int64_t rows_per_chunk,
-                                            float* __restrict__ out_gamma, float* __restrict__ out_beta) {
+                                            const T* __restrict__ g2, const float* __restrict__ mean,
+                                            const float* __restrict__ rstd, int64_t rows, int64_t cols,
+                                            int64_t rows_per_chunk, float* __restrict__ out_gamma,
+                                            float* __restrict__ out_beta) {
     __shared__ float sg[kLnRows][kLnCols + 1];
     __shared__ float sb[kLnRows][kLnCols + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -122,7 +125,8 @@ __global__ void layernorm_param_grad_kernel(const T* __restrict__ x, const T* __
     float acc_g = 0.0f, acc_b = 0.0f;
     if (col < cols)
         for (int64_t r = r0 + ty; r < r1; r += kLnRows) {
-            const float gv = to_f32(g[r * cols + col]);
+            float gv = to_f32(g[r * cols + col]);
+            if (g2) gv = to_f32(from_f32<T>(gv + to_f32(g2[r * cols + col])));
             acc_g += gv * (to_f32(x[r * cols + col]) - mean[r]) * rstd[r];
             acc_b += gv;
         }
@@ -184,37 +188,229 @@ __global__ void layernorm_grad_x_kernel(const T* __restrict__ x, const T* g, con
     }
 }
 
-void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
-                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
-                        float* grad_gamma, float* grad_beta, float* partials) {
-    SB_REQUIRE(cols > 0, "layernorm_backward: empty rows");
-    if (rows <= 0) {
-        SB_CHECK_CUDA(cudaMemsetAsync(grad_gamma, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
-        SB_CHECK_CUDA(cudaMemsetAsync(grad_beta, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
-        return;
-    }
+namespace {
+
+// grad_gamma and grad_beta of g (+ g2) over rows > 0, in the chunks of bias_grad.
+template <class T>
+void layernorm_param_grads(const Context& ctx, const T* x, const T* g, const T* g2, const float* mean,
+                           const float* rstd, int64_t rows, int64_t cols, float* grad_gamma, float* grad_beta,
+                           float* partials) {
     const int64_t chunks = bias_grad_chunks(ctx, rows, cols);
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
     SB_REQUIRE(chunks == 1 || partials != nullptr, "layernorm_backward needs a partials buffer");
     float* stage_g = chunks == 1 ? grad_gamma : partials;
     float* stage_b = chunks == 1 ? grad_beta : partials + chunks * cols;
+    dim3 grid(static_cast<unsigned>((cols + kLnCols - 1) / kLnCols), static_cast<unsigned>(chunks));
+    layernorm_param_grad_kernel<T><<<grid, dim3(kLnCols, kLnRows), 0, ctx.stream>>>(x, g, g2, mean, rstd, rows, cols,
+                                                                                   rows_per_chunk, stage_g, stage_b);
+    SB_CHECK_LAUNCH();
+    if (chunks > 1) {
+        sum_partials(ctx, stage_g, chunks, cols, grad_gamma);
+        sum_partials(ctx, stage_b, chunks, cols, grad_beta);
+    }
+}
+
+// Zero parameter gradients of an empty batch; true when rows <= 0.
+bool no_rows(const Context& ctx, int64_t rows, int64_t cols, float* grad_gamma, float* grad_beta) {
+    if (rows > 0) return false;
+    SB_CHECK_CUDA(cudaMemsetAsync(grad_gamma, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
+    SB_CHECK_CUDA(cudaMemsetAsync(grad_beta, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
+    return true;
+}
+
+}  // namespace
+
+void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
+                        const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
+                        float* grad_gamma, float* grad_beta, float* partials) {
+    SB_REQUIRE(cols > 0, "layernorm_backward: empty rows");
+    if (no_rows(ctx, rows, cols, grad_gamma, grad_beta)) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const T* xt = static_cast<const T*>(x);
         const T* gt = static_cast<const T*>(grad_out);
-        dim3 grid(static_cast<unsigned>((cols + kLnCols - 1) / kLnCols), static_cast<unsigned>(chunks));
-        layernorm_param_grad_kernel<T><<<grid, dim3(kLnCols, kLnRows), 0, ctx.stream>>>(
-            xt, gt, mean, rstd, rows, cols, rows_per_chunk, stage_g, stage_b);
-        SB_CHECK_LAUNCH();
-        if (chunks > 1) {
-            sum_partials(ctx, stage_g, chunks, cols, grad_gamma);
-            sum_partials(ctx, stage_b, chunks, cols, grad_beta);
-        }
+        layernorm_param_grads<T>(ctx, xt, gt, nullptr, mean, rstd, rows, cols, grad_gamma, grad_beta, partials);
         dispatch_vec<T>(row_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
             layernorm_grad_x_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
                 xt, gt, gamma, mean, rstd, rows, cols, static_cast<T*>(grad_x));
             SB_CHECK_LAUNCH();
         });
+    });
+}
+
+// ---- Residual add, dropout and LayerNorm fused (Ops::residual_layernorm_*): the junction
+// after each transformer sub-layer in one pass over the rows instead of three ops. Values
+// are rounded to T where dropout, add and LayerNorm would store them, so the fused op
+// computes what the three compute; the dropout mask is models/dropout.h's at the element's
+// index in the rows x cols tensor.
+
+// Forward: pass 1 forms sum = residual + dropout(branch), writes it and adds it up; passes
+// 2 and 3 are layernorm_forward's over the sum just written (this lane's own writes, read
+// back from L1/L2). residual may alias sum: each lane reads a vector before writing it.
+template <class T, int V>
+__global__ void residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
+                                                  uint64_t threshold, uint64_t seed,
+                                                  const uint64_t* __restrict__ generation,
+                                                  const float* __restrict__ gamma, const float* __restrict__ beta,
+                                                  float eps, int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
+                                                  float* __restrict__ mean, float* __restrict__ rstd) {
+    using VT = VecN<T, V>;
+    seed = dropout_seed_at(seed, *generation);
+    const int lane = threadIdx.x & 31;
+    const int64_t nv = cols / V;
+    const float inv_cols = 1.0f / static_cast<float>(cols);
+    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+        const VT* br = reinterpret_cast<const VT*>(branch + row * cols);
+        const VT* rr = reinterpret_cast<const VT*>(residual + row * cols);
+        VT* sr = reinterpret_cast<VT*>(sum + row * cols);
+        float total = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT b = br[k], r = rr[k];
+            VT o;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const uint64_t index = static_cast<uint64_t>(row * cols + k * V + e);
+                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
+                const float dropped = to_f32(from_f32<T>(keep ? to_f32(b.v[e]) * scale : 0.0f));
+                o.v[e] = from_f32<T>(dropped + to_f32(r.v[e]));
+                total += to_f32(o.v[e]);
+            }
+            sr[k] = o;
+        }
+        const float mu = warp_reduce(total, SumOp{}) * inv_cols;
+        float sq = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = sr[k];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float d = to_f32(a.v[e]) - mu;
+                sq += d * d;
+            }
+        }
+        const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
+        VT* orow = reinterpret_cast<VT*>(out + row * cols);
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = sr[k];
+            VT r;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const int64_t c = k * V + e;
+                r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
+            }
+            orow[k] = r;
+        }
+        if (lane == 0) {
+            mean[row] = mu;
+            rstd[row] = rs;
+        }
+    }
+}
+
+void residual_layernorm_forward(const Context& ctx, DType dtype, const void* branch, const void* residual, float p,
+                                uint64_t seed, const float* gamma, const float* beta, float eps, int64_t rows,
+                                int64_t cols, void* sum, void* out, float* mean, float* rstd) {
+    if (rows <= 0) return;
+    SB_REQUIRE(cols > 0, "residual_layernorm_forward: empty rows");
+    SB_REQUIRE(p >= 0.0f && p < 1.0f, "residual_layernorm_forward: dropout must be in [0, 1)");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        dispatch_vec<T>(row_vec<T>(cols, {branch, residual, sum, out}), [&](auto vec) {
+            residual_layernorm_forward_kernel<T, decltype(vec)::value>
+                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
+                    static_cast<const T*>(branch), static_cast<const T*>(residual), 1.0f / (1.0f - p),
+                    dropout_threshold(p), seed, ctx.dropout_generation, gamma, beta, eps, rows, cols,
+                    static_cast<T*>(sum), static_cast<T*>(out), mean, rstd);
+            SB_CHECK_LAUNCH();
+        });
+    });
+}
+
+// Backward, grad_x part (layernorm_param_grads runs first, as in layernorm_backward): pass 1
+// the row sums over g = grad_out (+ grad_out_residual), pass 2 grad_x as layernorm_grad_x_kernel,
+// then (+ grad_sum_residual) into grad_sum and its dropout into grad_branch. No __restrict__
+// on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum either residual;
+// each lane reads a vector of all of them before it writes that vector.
+template <class T, int V>
+__global__ void residual_layernorm_grad_kernel(const T* __restrict__ sum, const T* g, const T* g_out_res,
+                                               const T* g_sum_res, const float* __restrict__ gamma,
+                                               const float* __restrict__ mean, const float* __restrict__ rstd,
+                                               int64_t rows, int64_t cols, float scale, uint64_t threshold,
+                                               uint64_t seed, const uint64_t* __restrict__ generation, T* grad_sum,
+                                               T* grad_branch) {
+    using VT = VecN<T, V>;
+    seed = dropout_seed_at(seed, *generation);
+    const int lane = threadIdx.x & 31;
+    const int64_t nv = cols / V;
+    const float inv_cols = 1.0f / static_cast<float>(cols);
+    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
+        const int64_t base = row * cols;
+        const VT* xr = reinterpret_cast<const VT*>(sum + base);
+        const VT* gr = reinterpret_cast<const VT*>(g + base);
+        const VT* gor = reinterpret_cast<const VT*>(g_out_res + base);  // dereferenced only when given
+        const float mu = mean[row], rs = rstd[row];
+        // grad_out + grad_out_residual, rounded as add() stores it.
+        auto g_at = [&](const VT& a, const VT& b, int e) {
+            const float v = to_f32(a.v[e]);
+            return g_out_res ? to_f32(from_f32<T>(v + to_f32(b.v[e]))) : v;
+        };
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{};
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float gg = g_at(b, c, e) * gamma[k * V + e];
+                s1 += gg;
+                s2 += gg * (to_f32(a.v[e]) - mu) * rs;
+            }
+        }
+        s1 = warp_reduce(s1, SumOp{}) * inv_cols;
+        s2 = warp_reduce(s2, SumOp{}) * inv_cols;
+        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        VT* out_sum = reinterpret_cast<VT*>(grad_sum + base);
+        VT* out_branch = reinterpret_cast<VT*>(grad_branch + base);
+        for (int64_t k = lane; k < nv; k += 32) {
+            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{}, d = g_sum_res ? gsr[k] : VT{};
+            VT rsum, rbranch;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float gg = g_at(b, c, e) * gamma[k * V + e];
+                const float xhat = (to_f32(a.v[e]) - mu) * rs;
+                float dx = to_f32(from_f32<T>(rs * (gg - s1 - xhat * s2)));
+                if (g_sum_res) dx = to_f32(from_f32<T>(dx + to_f32(d.v[e])));
+                rsum.v[e] = from_f32<T>(dx);
+                const uint64_t index = static_cast<uint64_t>(base + k * V + e);
+                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
+                rbranch.v[e] = from_f32<T>(keep ? dx * scale : 0.0f);
+            }
+            out_sum[k] = rsum;
+            out_branch[k] = rbranch;
+        }
+    }
+}
+
+void residual_layernorm_backward(const Context& ctx, DType dtype, const void* sum, const void* grad_out,
+                                 const void* grad_out_residual, const void* grad_sum_residual, const float* gamma,
+                                 const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
+                                 uint64_t seed, void* grad_sum, void* grad_branch, float* grad_gamma,
+                                 float* grad_beta, float* partials) {
+    SB_REQUIRE(cols > 0, "residual_layernorm_backward: empty rows");
+    SB_REQUIRE(p >= 0.0f && p < 1.0f, "residual_layernorm_backward: dropout must be in [0, 1)");
+    if (no_rows(ctx, rows, cols, grad_gamma, grad_beta)) return;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const T* xt = static_cast<const T*>(sum);
+        const T* gt = static_cast<const T*>(grad_out);
+        const T* gort = static_cast<const T*>(grad_out_residual);
+        layernorm_param_grads<T>(ctx, xt, gt, gort, mean, rstd, rows, cols, grad_gamma, grad_beta, partials);
+        dispatch_vec<T>(row_vec<T>(cols, {sum, grad_out, grad_out_residual, grad_sum_residual, grad_sum, grad_branch}),
+                        [&](auto vec) {
+                            residual_layernorm_grad_kernel<T, decltype(vec)::value>
+                                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
+                                    xt, gt, gort, static_cast<const T*>(grad_sum_residual), gamma, mean, rstd, rows,
+                                    cols, 1.0f / (1.0f - p), dropout_threshold(p), seed, ctx.dropout_generation,
+                                    static_cast<T*>(grad_sum), static_cast<T*>(grad_branch));
+                            SB_CHECK_LAUNCH();
+                        });
     });
 }
 

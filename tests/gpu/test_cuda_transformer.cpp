@@ -1,6 +1,7 @@
 // The transformer on CUDA against the CPU backend from the same initial weights: three SGD
 // steps of both archs, with dropout on (the counter-based masks of models/dropout.h are the
-// same on both backends, so the two compute the same function), in fp32 and bf16.
+// same on both backends, so the two compute the same function), in fp32 and bf16; the
+// decoder's vocabulary padded (96 to 128, 1001 to 1024) and, once, not (1001 columns).
 // Skips without a GPU; runs under `mpirun -np 1` like the other GPU tests.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -24,6 +25,8 @@ struct Case {
     Precision precision;
     double tolerance;  // on the parameter update after the steps, relative
     int heads = 4;     // of hidden 64: 16-wide heads (unfused attention); 1: a 64-wide head, fused in bf16
+    int vocab = 96;    // the decoder pads it to a multiple of vocab_multiple (1: unpadded, odd rows)
+    int vocab_multiple = 128;
 };
 
 TrainConfig tiny_transformer(const Case& c) {
@@ -31,7 +34,8 @@ TrainConfig tiny_transformer(const Case& c) {
     cfg.model = "transformer";
     TransformerShape& s = cfg.transformer.shape;
     s.arch = c.arch;
-    s.layers = 2, s.hidden = 64, s.heads = c.heads, s.ffn = 128, s.vocab = 96, s.seq_len = 32, s.max_positions = 64;
+    s.layers = 2, s.hidden = 64, s.heads = c.heads, s.ffn = 128, s.vocab = c.vocab, s.seq_len = 32, s.max_positions = 64;
+    s.vocab_multiple = c.vocab_multiple;
     s.dropout = s.attention_dropout = 0.1f;
     s.layernorm_eps = 1e-5f;
     cfg.batch_size = 4;
@@ -85,11 +89,16 @@ INSTANTIATE_TEST_SUITE_P(ArchsAndPrecisions, CudaTransformerStep,
                                            Case{TransformerArch::bert, Precision::bf16, 5e-2},
                                            Case{TransformerArch::gpt, Precision::bf16, 5e-2},
                                            Case{TransformerArch::bert, Precision::bf16, 5e-2, 1},
-                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2, 1}),
+                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2, 1},
+                                           Case{TransformerArch::bert, Precision::bf16, 5e-2, 4, 1001},
+                                           Case{TransformerArch::gpt, Precision::bf16, 5e-2, 4, 1001, 1},
+                                           Case{TransformerArch::gpt, Precision::fp32, 1e-4, 4, 1001}),
                          [](const auto& info) {
                              return std::string(transformer_arch_name(info.param.arch)) + "_" +
                                     precision_name(info.param.precision) +
-                                    (info.param.heads == 4 ? "" : "_heads" + std::to_string(info.param.heads));
+                                    (info.param.heads == 4 ? "" : "_heads" + std::to_string(info.param.heads)) +
+                                    (info.param.vocab == 96 ? "" : "_vocab" + std::to_string(info.param.vocab)) +
+                                    (info.param.vocab_multiple == 128 ? "" : "_unpadded");
                          });
 
 }  // namespace

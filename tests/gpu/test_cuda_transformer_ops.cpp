@@ -151,6 +151,112 @@ TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
             }
 }
 
+// ------------------------------------------------- residual add + dropout + LayerNorm (fused)
+
+// Against the CPU's composition of dropout, add and LayerNorm (the definition), with dropout
+// 0 and 0.1: the forward's sum, out, mean and rstd; the backward in the aliasings the
+// transformer issues (BERT's top layer: grad_sum is grad_out; post-LN: grad_out is
+// grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the residual gradient
+// of sum) and with every buffer apart and both residual gradients. The dropout mask is the
+// CPU's element for element: a dropped element leaves sum equal to the residual and a zero
+// in grad_branch, on both backends. 4096 rows split the parameter gradients into chunks.
+TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
+    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}};
+    enum Variant { kTop, kPostLn, kPreLn, kApart };
+    const uint64_t seed = 0x5eed;
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : shapes)
+            for (float p : {0.0f, 0.1f}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " p=" << p);
+                const double tol = dtype == DType::f32 ? 1e-5 : tolerance(dtype);
+                const size_t n = static_cast<size_t>(rows * cols);
+                std::vector<float> branch = rounded(values(n), dtype), residual = rounded(values(n), dtype);
+                std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+                std::vector<float> beta = values(static_cast<size_t>(cols));
+                GpuArray gbranch(*gpu_, dtype, rows, cols), gres(*gpu_, dtype, rows, cols);
+                GpuArray gsum(*gpu_, dtype, rows, cols), gout(*gpu_, dtype, rows, cols);
+                GpuArray ggamma(*gpu_, DType::f32, 1, cols), gbeta(*gpu_, DType::f32, 1, cols);
+                GpuArray gmean(*gpu_, DType::f32, 1, rows), grstd(*gpu_, DType::f32, 1, rows);
+                gbranch.set(branch);
+                gres.set(residual);
+                ggamma.set(gamma);
+                gbeta.set(beta);
+                gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(),
+                                                 kLnEps, gsum.tensor, gout.tensor, gmean.f32(), grstd.f32());
+                std::vector<float> sum(n), out(n), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+                cpu_.residual_layernorm_forward(host_view(branch, rows, cols), host_view(residual, rows, cols), p,
+                                                seed, gamma.data(), beta.data(), kLnEps, host_view(sum, rows, cols),
+                                                host_view(out, rows, cols), mean.data(), rstd.data());
+                const std::vector<float> got_sum = gsum.get();
+                EXPECT_TRUE(close(got_sum, sum, tol)) << "sum";
+                EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
+                EXPECT_TRUE(close(gmean.get(), mean, tol)) << "mean";
+                EXPECT_TRUE(close(grstd.get(), rstd, tol)) << "rstd";
+                size_t mask_differs = 0, dropped = 0;
+                for (size_t i = 0; i < n; ++i) {
+                    mask_differs += (got_sum[i] == residual[i]) != (sum[i] == residual[i]);
+                    dropped += sum[i] == residual[i];
+                }
+                EXPECT_EQ(mask_differs, 0u) << "forward dropout mask";
+                if (p > 0.0f) EXPECT_GT(dropped, 0u);
+                EXPECT_TRUE(gsum.guards_intact() && gout.guards_intact() && gmean.guards_intact() &&
+                            grstd.guards_intact());
+
+                // Backward from the CPU's sum, mean and rstd (both backends read the same).
+                const std::vector<float> sum_in = rounded(sum, dtype);
+                for (Variant v : {kTop, kPostLn, kPreLn, kApart}) {
+                    SCOPED_TRACE(testing::Message() << "variant " << v);
+                    std::vector<float> a = rounded(values(n, -1.0f, 1.0f), dtype);
+                    std::vector<float> b = rounded(values(n, -1.0f, 1.0f), dtype);
+                    std::vector<float> c = rounded(values(n, -1.0f, 1.0f), dtype);
+                    std::vector<float> d = rounded(values(n, -1.0f, 1.0f), dtype);
+                    GpuArray ga(*gpu_, dtype, rows, cols), gb(*gpu_, dtype, rows, cols);
+                    GpuArray gc(*gpu_, dtype, rows, cols), gd(*gpu_, dtype, rows, cols);
+                    GpuArray gs(*gpu_, dtype, rows, cols), gm(*gpu_, DType::f32, 1, rows);
+                    GpuArray gr(*gpu_, DType::f32, 1, rows), gdgamma(*gpu_, DType::f32, 1, cols);
+                    GpuArray gdbeta(*gpu_, DType::f32, 1, cols), gsep(*gpu_, dtype, rows, cols);
+                    ga.set(a);
+                    gb.set(b);
+                    gc.set(c);
+                    gd.set(d);
+                    gs.set(sum_in);
+                    gm.set(mean);
+                    gr.set(rstd);
+                    // (grad_out, grad_out_residual, grad_sum_residual, grad_sum, grad_branch) on each
+                    // backend's buffers a, b, c, d and a separate output e.
+                    struct Roles { int out, out_res, sum_res, grad_sum, branch; };  // -1: none
+                    const Roles r = v == kTop      ? Roles{0, -1, -1, 0, 1}
+                                    : v == kPostLn ? Roles{1, 0, -1, 0, 1}
+                                    : v == kPreLn  ? Roles{1, -1, 0, 0, 1}
+                                                   : Roles{0, 1, 2, 3, 4};
+                    std::vector<float> e(n, NAN);
+                    std::vector<float>* host[] = {&a, &b, &c, &d, &e};
+                    GpuArray* dev[] = {&ga, &gb, &gc, &gd, &gsep};
+                    const auto gpu_t = [&](int i) { return i < 0 ? Tensor{} : dev[i]->tensor; };
+                    const auto cpu_t = [&](int i) { return i < 0 ? Tensor{} : host_view(*host[i], rows, cols); };
+                    gpu_->residual_layernorm_backward(gs.tensor, gpu_t(r.out), gpu_t(r.out_res), gpu_t(r.sum_res),
+                                                      ggamma.f32(), gm.f32(), gr.f32(), p, seed, gpu_t(r.grad_sum),
+                                                      gpu_t(r.branch), gdgamma.f32(), gdbeta.f32());
+                    std::vector<float> sum_host = sum_in, dgamma(static_cast<size_t>(cols)),
+                                       dbeta(static_cast<size_t>(cols));
+                    cpu_.residual_layernorm_backward(host_view(sum_host, rows, cols), cpu_t(r.out), cpu_t(r.out_res),
+                                                     cpu_t(r.sum_res), gamma.data(), mean.data(), rstd.data(), p, seed,
+                                                     cpu_t(r.grad_sum), cpu_t(r.branch), dgamma.data(), dbeta.data());
+                    const std::vector<float> got_sum_grad = dev[r.grad_sum]->get();
+                    const std::vector<float> got_branch = dev[r.branch]->get();
+                    EXPECT_TRUE(close(got_sum_grad, *host[r.grad_sum], tol)) << "grad_sum";
+                    EXPECT_TRUE(close(got_branch, *host[r.branch], tol)) << "grad_branch";
+                    EXPECT_TRUE(close(gdgamma.get(), dgamma, tol)) << "grad_gamma";
+                    EXPECT_TRUE(close(gdbeta.get(), dbeta, tol)) << "grad_beta";
+                    size_t zeros_differ = 0;
+                    for (size_t i = 0; i < n; ++i)
+                        zeros_differ += (got_branch[i] == 0.0f) != ((*host[r.branch])[i] == 0.0f);
+                    EXPECT_EQ(zeros_differ, 0u) << "backward dropout mask";
+                    for (GpuArray* g : dev) EXPECT_TRUE(g->guards_intact());
+                }
+            }
+}
+
 // ---------------------------------------------------------------------------- embeddings
 
 TEST_F(TransformerOpsTest, EmbeddingForwardGathersAndAccumulates) {
@@ -515,6 +621,69 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
                 EXPECT_TRUE(close(got, ref_grad, tolerance(dtype))) << "gradient";
                 EXPECT_TRUE(grad.guards_intact());
             }
+}
+
+// A -inf logit is a class excluded: the transformer's padded vocabulary (the last columns,
+// llm.c's 50304 for 50257) and, so that no thread's order matters, -inf scattered anywhere
+// but the label (the first column and the unaligned ends included). Loss and gradient equal
+// the CPU's over the same logits, which equal the CPU's over the valid columns alone; the
+// excluded classes' gradient is exactly zero.
+TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
+    struct Shape { int64_t rows, valid, cols; bool scattered; };
+    const Shape shapes[] = {{37, 11, 128, false}, {64, 30522, 30592, false}, {5, 50257, 50304, false},
+                            {33, 1001, 1001, true}};
+    for (DType dtype : kDTypes)
+        for (const Shape& sh : shapes) {
+            const int64_t rows = sh.rows, cols = sh.cols;
+            SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " valid " << sh.valid
+                                            << (sh.scattered ? " scattered" : ""));
+            std::vector<float> logits = rounded(values(static_cast<size_t>(rows * cols), 0.05f, 2.0f), dtype);
+            std::vector<int32_t> labels(static_cast<size_t>(rows));
+            std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(sh.valid - 1));
+            std::bernoulli_distribution drop(0.1);
+            std::vector<bool> excluded(logits.size(), false);
+            for (int64_t r = 0; r < rows; ++r) {
+                labels[static_cast<size_t>(r)] = r == 1 ? -1 : pick(rng_);
+                for (int64_t c = 0; c < cols; ++c) {
+                    const size_t i = static_cast<size_t>(r * cols + c);
+                    excluded[i] = c >= sh.valid ||
+                                  (sh.scattered && c != labels[static_cast<size_t>(r)] && (c == 0 || drop(rng_)));
+                    if (excluded[i]) logits[i] = -INFINITY;
+                }
+            }
+            GpuArray glogits(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
+            glogits.set(logits);
+            DeviceBuffer glabels = upload_ids(labels);
+            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), glogits.tensor, 1.0f);
+            const std::vector<float> got = glogits.get();
+            size_t nonzero_excluded = 0;
+            for (size_t i = 0; i < got.size(); ++i) nonzero_excluded += excluded[i] && got[i] != 0.0f;
+            EXPECT_EQ(nonzero_excluded, 0u) << "excluded classes must have a zero gradient";
+
+            std::vector<float> ref_logits = logits, ref_grad(logits.size());
+            float ref_loss = 0.0f;
+            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+                                       host_view(ref_grad, rows, cols), 1.0f);
+            ASSERT_TRUE(std::isfinite(ref_loss));
+            const float loss = gloss.get()[0];
+            EXPECT_LE(std::fabs(loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
+                << "loss " << loss << " vs reference " << ref_loss;
+            EXPECT_TRUE(close(got, ref_grad, tolerance(dtype))) << "gradient";
+            EXPECT_TRUE(glogits.guards_intact());
+            if (sh.scattered) continue;
+            // The padded columns change nothing: the CPU over the valid columns alone.
+            std::vector<float> valid_logits, valid_grad(static_cast<size_t>(rows * sh.valid));
+            for (int64_t r = 0; r < rows; ++r)
+                valid_logits.insert(valid_logits.end(), logits.begin() + r * cols, logits.begin() + r * cols + sh.valid);
+            float valid_loss = 0.0f;
+            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), &valid_loss,
+                                       host_view(valid_grad, rows, sh.valid), 1.0f);
+            EXPECT_EQ(valid_loss, ref_loss);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < sh.valid; ++c)
+                    ASSERT_EQ(valid_grad[static_cast<size_t>(r * sh.valid + c)], ref_grad[static_cast<size_t>(r * cols + c)])
+                        << r << "," << c;
+        }
 }
 
 // No labelled row at all (a batch whose masked positions all fell elsewhere): loss 0 and

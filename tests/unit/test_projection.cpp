@@ -109,6 +109,31 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
     EXPECT_EQ(ops.trace()[1].n, hidden);
 }
 
+// The fused junction is one op each way (as CUDA runs it; the CPU composes three), its bytes
+// every operand once: forward branch, residual, sum, out; backward sum, grad_out, the residual
+// gradients given, grad_sum, grad_branch; plus gamma/beta and their gradients, mean and rstd.
+TEST(TraceOps, CountsTheFusedResidualLayerNormOnce) {
+    TraceOps ops(Precision::bf16);
+    const int64_t rows = 256, hidden = 768;
+    const double act = rows * hidden * 2.0, params = hidden * 4.0, stats = rows * 4.0;
+    const auto tensor = [&] { return Tensor{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden}; };
+    const Tensor a = tensor(), b = tensor(), c = tensor(), d = tensor();
+    float* f = static_cast<float*>(ops.alloc(rows * 8));
+    ops.residual_layernorm_forward(a, b, 0.1f, 7, f, f, 1e-5f, c, d, f, f);
+    ops.residual_layernorm_backward(a, b, c, Tensor{}, f, f, f, 0.1f, 7, c, b, f, f);
+    ops.residual_layernorm_backward(a, b, Tensor{}, c, f, f, f, 0.0f, 7, c, b, f, f);
+    ASSERT_EQ(ops.trace().size(), 3u);
+    EXPECT_EQ(ops.trace()[0].kind, "residual_layernorm_forward");
+    EXPECT_EQ(ops.trace()[0].variant, "dropout");
+    EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 4 * act + 2 * params + 2 * stats);
+    EXPECT_EQ(ops.trace()[1].kind, "residual_layernorm_backward");
+    EXPECT_EQ(ops.trace()[1].variant, "out_residual+dropout");
+    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, 5 * act + 3 * params + 2 * stats);
+    EXPECT_EQ(ops.trace()[2].variant, "sum_residual");
+    EXPECT_EQ(ops.trace()[1].m, rows);
+    EXPECT_EQ(ops.trace()[1].n, hidden);
+}
+
 TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
     const int64_t rows = 2 * 128, hidden = 768;
     const double full = 4.0 * 2 * 12 * 128.0 * 128 * 64;  // Q K^T and P V over every (query, key)

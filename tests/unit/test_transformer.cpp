@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/mpi_communicator.h"
+#include "models/checksum.h"
 #include "models/cpu/cpu_ops.h"
 #include "models/rng.h"
 #include "models/token_data.h"
@@ -244,6 +245,41 @@ TEST(Transformer, DropoutMasksDifferPerStep) {
     EXPECT_NE(a, b);
     t.shape.dropout = t.shape.attention_dropout = 0.0f;
     EXPECT_EQ(t.run(), t.run());  // and without dropout the model is deterministic
+}
+
+// The decoder's padded vocabulary (TransformerShape::vocab_multiple) is invisible: the same
+// parameters, loss and gradients, bit for bit, as the unpadded decoder over three SGD steps,
+// the parameters' checksum included.
+TEST(Transformer, PaddedVocabularyIsInvisible) {
+    for (TransformerArch arch : {TransformerArch::bert, TransformerArch::gpt}) {
+        SCOPED_TRACE(transformer_arch_name(arch));
+        Tiny padded(arch, 0.1f), plain(arch, 0.1f);
+        ASSERT_EQ(padded.shape.padded_vocab(), 128);  // vocab 11 under the default multiple
+        plain.shape.vocab_multiple = 1;
+        ASSERT_EQ(plain.shape.padded_vocab(), plain.shape.vocab);
+        CpuOps ops;
+        EXPECT_EQ(Transformer(ops, padded.shape, 0).num_params(), Transformer(ops, plain.shape, 0).num_params());
+        for (int step = 0; step < 3; ++step) {
+            SCOPED_TRACE(step);
+            const float loss = padded.run();
+            ASSERT_TRUE(std::isfinite(loss));
+            EXPECT_EQ(loss, plain.run());
+            EXPECT_EQ(padded.grads, plain.grads);  // NaN before the first step: every one written
+            for (Tiny* t : {&padded, &plain})
+                for (size_t i = 0; i < t->params.size(); ++i) t->params[i] -= 0.05f * t->grads[i];
+        }
+        EXPECT_EQ(checksum_host(padded.params.data(), padded.params.size() * sizeof(float)),
+                  checksum_host(plain.params.data(), plain.params.size() * sizeof(float)));
+    }
+}
+
+TEST(Transformer, PaddedVocabularyOfThePresetsIsLlmcsAndMegatrons) {
+    TransformerShape s;
+    EXPECT_EQ(s.padded_vocab(), 30592);  // bert: 30522 up to a multiple of 128
+    s.vocab = 50257;
+    EXPECT_EQ(s.padded_vocab(), 50304);  // gpt2: llm.c's padded vocabulary
+    s.vocab = 256;
+    EXPECT_EQ(s.padded_vocab(), 256);  // a multiple already: no padding
 }
 
 TEST(Transformer, FlopsPerSampleCountsEveryGemm) {
