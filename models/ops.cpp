@@ -62,6 +62,14 @@ const char* activation_name(Activation act) {
     return "unknown";
 }
 
+const char* conv_engine_name(ConvEngine engine) {
+    switch (engine) {
+        case ConvEngine::im2col: return "im2col";
+        case ConvEngine::cudnn: return "cudnn";
+    }
+    return "unknown";
+}
+
 void Ops::missing_op(const char* op) const {
     throw std::logic_error(std::string("the ") + name() + " backend has no " + op);
 }

@@ -7,6 +7,7 @@
 #include "models/teacher_data.h"
 #include "models/token_data.h"
 #include "models/transformer.h"
+#include "src/core/errors.h"
 
 namespace sb {
 
@@ -18,9 +19,17 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) 
     if (cfg.model == "transformer")
         return std::make_unique<Transformer>(ops, cfg.transformer.shape,
                                              mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)));
-    if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet);
+    if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet, resolve_conv_engine(cfg, ops));
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);
+}
+
+ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops) {
+    if (!cfg.conv_engine) return ops.has_cudnn() ? ConvEngine::cudnn : ConvEngine::im2col;
+    if (*cfg.conv_engine == ConvEngine::cudnn && !ops.has_cudnn())
+        throw UserError(cfg.source + ": key 'conv_engine': cudnn needs the cuda backend built with cuDNN; this run's "
+                        "backend is " + ops.name());
+    return *cfg.conv_engine;
 }
 
 int tokens_per_sample(const TrainConfig& cfg) {
