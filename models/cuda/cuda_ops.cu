@@ -729,6 +729,7 @@ void CudaOps::col2im(const ConvShape& shape, const Tensor& grad_cols, const Tens
 
 // ---- convolutions on cuDNN (models/cuda/cudnn_conv.*), where this build has it.
 
+#ifdef SCALEBENCH_HAVE_CUDNN
 namespace {
 void check_conv(const Ops::ConvShape& s, const Tensor& x, const Tensor& weight, const Tensor& out, const char* op,
                 const char* x_name, const char* out_name) {
@@ -743,7 +744,6 @@ void check_conv(const Ops::ConvShape& s, const Tensor& x, const Tensor& weight, 
 }
 }  // namespace
 
-#ifdef SCALEBENCH_HAVE_CUDNN
 bool CudaOps::has_cudnn() const { return true; }
 size_t CudaOps::conv_plan_count() const { return impl_->cudnn ? impl_->cudnn->plan_count() : 0; }
 std::string CudaOps::describe_conv_plans() const { return impl_->cudnn ? impl_->cudnn->describe_plans() : ""; }
