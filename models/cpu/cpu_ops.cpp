@@ -813,7 +813,8 @@ void CpuOps::conv_backward_data(const ConvShape& s, const Tensor& grad_out, cons
     gemm(false, false, 1.0f, grad_out, weight, 0.0f, cols);
     col2im(s, cols, Tensor{conv_tmp_.data(), DType::f32, grad_x.rows, grad_x.cols});
     float* dx = f32_mut(grad_x);
-    for (int64_t i = 0; i < grad_x.numel(); ++i) dx[i] = conv_tmp_[static_cast<size_t>(i)] + (beta != 0.0f ? beta * dx[i] : 0.0f);
+    for (int64_t i = 0; i < grad_x.numel(); ++i)
+        dx[i] = conv_tmp_[static_cast<size_t>(i)] + (beta != 0.0f ? beta * dx[i] : 0.0f);
 }
 
 void CpuOps::conv_backward_filter(const ConvShape& s, const Tensor& x, const Tensor& grad_out,

@@ -138,12 +138,6 @@ std::vector<Choice<std::optional<ConvEngine>>> conv_engine_choices() {
     return {{"auto", std::nullopt}, {"im2col", ConvEngine::im2col}, {"cudnn", ConvEngine::cudnn}};
 }
 
-#ifdef SCALEBENCH_HAVE_CUDNN
-constexpr bool kCudnnBuilt = true;
-#else
-constexpr bool kCudnnBuilt = false;
-#endif
-
 std::vector<Choice<std::string>> model_choices() {
     return {{"mlp", "mlp"}, {"transformer", "transformer"}, {"resnet", "resnet"}};
 }
@@ -277,13 +271,7 @@ public:
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
             else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
-            else if (key == "conv_engine") {
-                cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
-                if (cfg.conv_engine == ConvEngine::cudnn && !kCudnnBuilt)
-                    fail(where(value, key_node), key,
-                         "cudnn: this scalebench was built without cuDNN (configure with cuDNN found, or use "
-                         "im2col or auto)");
-            }
+            else if (key == "conv_engine") cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
             else if (key == "sdc_check_every")
                 cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
         });

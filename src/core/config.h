@@ -57,7 +57,8 @@ struct TrainConfig {
     // and replay it, so host launch overhead stays out of the figures (not with fp16).
     bool cuda_graphs = true;
     // ResNet convolutions: im2col + GEMM, or cuDNN; nullopt is `auto` (cuDNN where the
-    // backend has it). cudnn in a build without cuDNN is refused when the config is read.
+    // backend has it). Any build reads `cudnn` (records of cuDNN runs are configs too); a run
+    // on a backend without cuDNN refuses it (resolve_conv_engine).
     std::optional<ConvEngine> conv_engine;
     // stress: steps between comparisons of the ranks' parameter checksums; 0 = off.
     int sdc_check_every = 100;

@@ -6,6 +6,7 @@
 #include "models/rng.h"
 #include "models/teacher_data.h"
 #include "models/token_data.h"
+#include "models/trace_ops.h"
 #include "models/transformer.h"
 #include "src/core/errors.h"
 
@@ -26,9 +27,17 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) 
 
 ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops) {
     if (!cfg.conv_engine) return ops.has_cudnn() ? ConvEngine::cudnn : ConvEngine::im2col;
-    if (*cfg.conv_engine == ConvEngine::cudnn && !ops.has_cudnn())
-        throw UserError(cfg.source + ": key 'conv_engine': cudnn needs the cuda backend built with cuDNN; this run's "
-                        "backend is " + ops.name());
+    const bool traced = dynamic_cast<const TraceOps*>(&ops) != nullptr;
+    if (*cfg.conv_engine == ConvEngine::cudnn && !ops.has_cudnn() && !traced) {
+#ifdef SCALEBENCH_HAVE_CUDNN
+        const std::string why = "the " + ops.name() + " backend has no cuDNN (use auto or im2col there)";
+#else
+        const std::string why = "this scalebench was built without cuDNN (configure where cmake finds it, or use "
+                                "auto or im2col)";
+#endif
+        // Agreed: every rank has the same build and backend, so every rank throws here.
+        throw AgreedError(cfg.source + ": key 'conv_engine': cudnn: " + why);
+    }
     return *cfg.conv_engine;
 }
 

@@ -43,8 +43,7 @@ TEST(ResNetCli, CiResNetUnderMpirunWritesRecords) {
     std::filesystem::remove_all(dir);
 }
 
-// conv_engine: cudnn on CPU ranks is refused before any work, naming the key: at its line where
-// the build has no cuDNN, by the backend where it has.
+// conv_engine: cudnn on CPU ranks is refused before any step, naming the file and key.
 TEST(ResNetCli, CudnnEngineOnCpuRanksExitsTwoNamingTheKey) {
     const auto dir = sb::e2e::scratch("e2e-resnet-cudnn");
     const std::string config = (dir / "cudnn.yaml").string(), out = (dir / "rn.jsonl").string();

@@ -196,6 +196,28 @@ TEST(ResNet, BothConvEnginesGiveTheSameGradients) {
     EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
 }
 
+// auto takes cuDNN only where the backend has it (never the CPU; a trace where the build has it);
+// cudnn on the CPU is refused naming the file and key, before any model is built; a trace takes
+// cudnn in any build (a cuDNN run's record is projected from anywhere).
+TEST(ResNet, ConvEngineResolvesPerBackend) {
+    TrainConfig cfg = parse_config("model: resnet\n", "r.yaml");
+    CpuOps cpu;
+    TraceOps trace(Precision::bf16);
+    EXPECT_EQ(resolve_conv_engine(cfg, cpu), ConvEngine::im2col);
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), trace.has_cudnn() ? ConvEngine::cudnn : ConvEngine::im2col);
+    cfg.conv_engine = ConvEngine::cudnn;
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), ConvEngine::cudnn);
+    try {
+        resolve_conv_engine(cfg, cpu);
+        ADD_FAILURE() << "cudnn accepted on the CPU";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("r.yaml: key 'conv_engine': cudnn: ", 0), 0u) << e.what();
+    }
+    EXPECT_THROW(create_model(cfg, cpu), UserError);
+    cfg.conv_engine = ConvEngine::im2col;
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), ConvEngine::im2col);
+}
+
 // What `project` learns from: with the cudnn engine every convolution but the 1x1 stride-1
 // ones (GEMMs) is one conv_forward, one conv_backward_filter and (but for the stem) one
 // conv_backward_data in the trace, and no im2col or col2im remains; BatchNorm is fused with
