@@ -89,6 +89,14 @@ void Ops::residual_layernorm_backward(const Tensor& sum, const Tensor& grad_out,
     dropout(grad_sum, grad_branch, p, seed);
 }
 
+const char* conv_engine_name(ConvEngine engine) {
+    switch (engine) {
+        case ConvEngine::im2col: return "im2col";
+        case ConvEngine::cudnn: return "cudnn";
+    }
+    return "unknown";
+}
+
 void Ops::missing_op(const char* op) const {
     throw std::logic_error(std::string("the ") + name() + " backend has no " + op);
 }

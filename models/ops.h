@@ -37,6 +37,12 @@ struct Tensor {
     size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
 };
 
+// How a model runs its convolutions other than 1x1 stride-1 ones (those are one GEMM either
+// way): im2col + GEMM, or the conv_* ops on cuDNN. `auto` (config) is resolved before a model
+// is built: cudnn where the backend has_cudnn(), else im2col.
+enum class ConvEngine { im2col, cudnn };
+const char* conv_engine_name(ConvEngine engine);
+
 struct OptimizerConfig {
     enum class Kind { sgd, adamw } kind = Kind::adamw;
     float lr = 1e-3f;
@@ -170,7 +176,8 @@ public:
 
     // ---- convolutional layers (models/resnet.*). Images are NHWC: batch x height x width x
     // channels is the (batch*height*width) x channels matrix, so a 1x1 stride-1 convolution is
-    // one GEMM and any other one a GEMM over im2col's patches (there is no cuDNN).
+    // one GEMM and any other one either a GEMM over im2col's patches or one conv_* call (the
+    // conv engines, ConvEngine below).
     // Square kernels; padding on every side; out_height = (height + 2 padding - kernel) / stride + 1.
     struct ConvShape {
         int batch = 0, height = 0, width = 0, channels = 0;  // of the input
@@ -218,6 +225,31 @@ public:
     // window order (ky, then kx) on ties, as torch (overwritten). x and out as the forward left them.
     virtual void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out,
                                   const Tensor& grad_out, const Tensor& grad_x) = 0;
+    // Convolutions in one call each, as conv(x) = im2col(x) @ weight^T defines them, without the
+    // patch matrix (cuDNN on CUDA where has_cudnn(); the CPU composes im2col and gemm: the
+    // reference). x: in_rows() x channels, weight: out_channels x patch() ([out, ky, kx, in]),
+    // out and grad_out: out_rows() x out_channels, one dtype (fp32 accumulation).
+    virtual bool has_cudnn() const { return false; }
+    virtual void conv_forward(const ConvShape& shape, const Tensor& x, const Tensor& weight, const Tensor& out) = 0;
+    // grad_x = the input gradient + beta * grad_x (beta 0 overwrites, 1 accumulates).
+    virtual void conv_backward_data(const ConvShape& shape, const Tensor& grad_out, const Tensor& weight, float beta,
+                                    const Tensor& grad_x) = 0;
+    // grad_weight (fp32, out_channels x patch(), overwritten) = grad_out^T @ im2col(x). A
+    // 16-bit run rounds it to the compute dtype first where the backend computes it there
+    // (cuDNN writes the filter gradient in the inputs' dtype, as torch's under autocast).
+    virtual void conv_backward_filter(const ConvShape& shape, const Tensor& x, const Tensor& grad_out,
+                                      const Tensor& grad_weight) = 0;
+    // BatchNorm fused with what follows it in a bottleneck, one pass over the output:
+    // out = relu(batchnorm(x) + residual), or relu(batchnorm(x)) when residual.data is null;
+    // statistics and saved mean/rstd as batchnorm_forward. out must not alias x.
+    virtual void batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                        const Tensor& residual, const Tensor& out, float* mean, float* rstd) = 0;
+    // The backward of batchnorm_relu_forward without a residual: batchnorm_backward of
+    // grad_out * (batchnorm(x) > 0), the ReLU's mask recomputed from x (so beta is needed and
+    // the output is not read). grad_x may alias grad_out.
+    virtual void batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma,
+                                         const float* beta, const float* mean, const float* rstd,
+                                         const Tensor& grad_x, float* grad_gamma, float* grad_beta) = 0;
     // Global average pool: out[n, c] = the mean of x over image n's `pixels` rows.
     // x: (out.rows * pixels) x cols; out: batch x cols.
     virtual void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) = 0;

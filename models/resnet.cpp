@@ -21,7 +21,8 @@ void require_shape(bool ok, const std::string& what) {
 
 }  // namespace
 
-ResNet::ResNet(Ops& ops, const ResNetShape& shape) : ops_(ops), shape_(shape), dtype_(compute_dtype(ops.precision())) {
+ResNet::ResNet(Ops& ops, const ResNetShape& shape, ConvEngine engine)
+    : ops_(ops), shape_(shape), engine_(engine), dtype_(compute_dtype(ops.precision())) {
     const ResNetShape& s = shape;
     require_shape(!s.blocks.empty() && std::all_of(s.blocks.begin(), s.blocks.end(), [](int b) { return b > 0; }),
                   "every stage needs at least one block");
@@ -114,7 +115,7 @@ void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
         u.conv.batch = batch_rows;
         const int64_t elems = u.out_rows() * u.out_channels;
         max_act = std::max(max_act, elems);
-        if (!u.direct()) max_cols = std::max(max_cols, u.out_rows() * u.conv.patch());
+        if (!u.direct() && engine_ == ConvEngine::im2col) max_cols = std::max(max_cols, u.out_rows() * u.conv.patch());
         u.conv_out = DeviceBuffer(ops_, static_cast<size_t>(elems) * es);
         u.bn_out = DeviceBuffer(ops_, static_cast<size_t>(elems) * es);
         u.mean = DeviceBuffer(ops_, static_cast<size_t>(u.out_channels) * sizeof(float));
@@ -123,6 +124,7 @@ void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
     for (Block& b : blocks_) {
         const ConvUnit& u3 = units_[static_cast<size_t>(b.unit3)];
         b.out = DeviceBuffer(ops_, static_cast<size_t>(u3.out_rows() * u3.out_channels) * es);
+        units_[static_cast<size_t>(b.unit3)].bn_out.reset();  // conv3's BatchNorm writes b.out
     }
     pool_.batch = batch_rows;
     pool_out_ = DeviceBuffer(ops_, static_cast<size_t>(pool_.out_rows() * pool_.channels) * es);
@@ -146,37 +148,57 @@ void ResNet::report(GradientSink* sink, int param) const {
     if (sink) sink->gradient_ready(param);
 }
 
-void ResNet::unit_forward(ConvUnit& u, const Tensor& in) {
-    Tensor patches = in;
-    if (!u.direct()) {
-        patches = act(cols_, u.out_rows(), u.conv.patch());
-        ops_.im2col(u.conv, in, patches);
-    }
+void ResNet::conv_forward(ConvUnit& u, const Tensor& in) {
     const Tensor conv_out = act(u.conv_out, u.out_rows(), u.out_channels);
-    ops_.gemm(false, true, 1.0f, patches, weight(u.weight), 0.0f, conv_out);
-    ops_.batchnorm_forward(conv_out, master(u.gamma), master(u.beta), shape_.bn_eps, unit_out(u), u.mean.as<float>(),
-                           u.rstd.as<float>());
-    if (u.relu) ops_.activation_forward(Activation::relu, unit_out(u), unit_out(u));
+    if (u.direct()) {
+        ops_.gemm(false, true, 1.0f, in, weight(u.weight), 0.0f, conv_out);
+    } else if (engine_ == ConvEngine::cudnn) {
+        ops_.conv_forward(u.conv, in, weight(u.weight), conv_out);
+    } else {
+        const Tensor patches = act(cols_, u.out_rows(), u.conv.patch());
+        ops_.im2col(u.conv, in, patches);
+        ops_.gemm(false, true, 1.0f, patches, weight(u.weight), 0.0f, conv_out);
+    }
+}
+
+void ResNet::unit_forward(ConvUnit& u, const Tensor& in) {
+    conv_forward(u, in);
+    const Tensor conv_out = act(u.conv_out, u.out_rows(), u.out_channels);
+    if (u.relu)
+        ops_.batchnorm_relu_forward(conv_out, master(u.gamma), master(u.beta), shape_.bn_eps, Tensor{}, unit_out(u),
+                                    u.mean.as<float>(), u.rstd.as<float>());
+    else
+        ops_.batchnorm_forward(conv_out, master(u.gamma), master(u.beta), shape_.bn_eps, unit_out(u),
+                               u.mean.as<float>(), u.rstd.as<float>());
 }
 
 void ResNet::unit_backward(ConvUnit& u, const Tensor& in, const Tensor& dout, const Tensor& dconv,
-                           const Tensor& grad_in, GradientSink* sink) {
+                           const Tensor& grad_in, GradientSink* sink, float beta) {
     const Tensor conv_out = act(u.conv_out, u.out_rows(), u.out_channels);
-    ops_.batchnorm_backward(conv_out, dout, master(u.gamma), u.mean.as<float>(), u.rstd.as<float>(), dconv,
-                            grad(u.gamma), grad(u.beta));
+    if (u.relu)
+        ops_.batchnorm_relu_backward(conv_out, dout, master(u.gamma), master(u.beta), u.mean.as<float>(),
+                                     u.rstd.as<float>(), dconv, grad(u.gamma), grad(u.beta));
+    else
+        ops_.batchnorm_backward(conv_out, dout, master(u.gamma), u.mean.as<float>(), u.rstd.as<float>(), dconv,
+                                grad(u.gamma), grad(u.beta));
     report(sink, u.beta);
     report(sink, u.gamma);
-    Tensor patches = in;
-    if (!u.direct()) {  // recomputed rather than kept from the forward: one patch buffer serves every conv
-        patches = act(cols_, u.out_rows(), u.conv.patch());
-        ops_.im2col(u.conv, in, patches);
-    }
-    ops_.gemm(true, false, 1.0f, dconv, patches, 0.0f, grad_matrix(u.weight));
-    report(sink, u.weight);
-    if (grad_in.data == nullptr) return;
     if (u.direct()) {
-        ops_.gemm(false, false, 1.0f, dconv, weight(u.weight), 0.0f, grad_in);
+        ops_.gemm(true, false, 1.0f, dconv, in, 0.0f, grad_matrix(u.weight));
+        report(sink, u.weight);
+        if (grad_in.data) ops_.gemm(false, false, 1.0f, dconv, weight(u.weight), beta, grad_in);
+    } else if (engine_ == ConvEngine::cudnn) {
+        ops_.conv_backward_filter(u.conv, in, dconv, grad_matrix(u.weight));
+        report(sink, u.weight);
+        if (grad_in.data) ops_.conv_backward_data(u.conv, dconv, weight(u.weight), beta, grad_in);
     } else {
+        SB_REQUIRE(beta == 0.0f, "resnet: col2im overwrites, so an im2col convolution cannot accumulate");
+        // Recomputed rather than kept from the forward: one patch buffer serves every conv.
+        const Tensor patches = act(cols_, u.out_rows(), u.conv.patch());
+        ops_.im2col(u.conv, in, patches);
+        ops_.gemm(true, false, 1.0f, dconv, patches, 0.0f, grad_matrix(u.weight));
+        report(sink, u.weight);
+        if (grad_in.data == nullptr) return;
         ops_.gemm(false, false, 1.0f, dconv, weight(u.weight), 0.0f, patches);
         ops_.col2im(u.conv, patches, grad_in);
     }
@@ -204,17 +226,19 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
     Tensor x = pool_out;
     for (Block& b : blocks_) {
         block_in.push_back(x);
+        ConvUnit& u3 = unit(b.unit3);
         unit_forward(unit(b.unit1), x);
         unit_forward(unit(b.unit2), unit_out(unit(b.unit1)));
-        unit_forward(unit(b.unit3), unit_out(unit(b.unit2)));
+        conv_forward(u3, unit_out(unit(b.unit2)));
         Tensor shortcut = x;
         if (b.downsample >= 0) {
             unit_forward(unit(b.downsample), x);
             shortcut = unit_out(unit(b.downsample));
         }
-        x = block_out(b);
-        ops_.add(unit_out(unit(b.unit3)), shortcut, x);
-        ops_.activation_forward(Activation::relu, x, x);
+        x = block_out(b);  // relu(bn3(conv3) + shortcut)
+        ops_.batchnorm_relu_forward(act(u3.conv_out, u3.out_rows(), u3.out_channels), master(u3.gamma),
+                                    master(u3.beta), shape_.bn_eps, shortcut, x, u3.mean.as<float>(),
+                                    u3.rstd.as<float>());
     }
     const Tensor pooled = act(pooled_, batch_, final_channels_);
     ops_.avgpool_forward(final_pixels_, x, pooled);
@@ -238,13 +262,16 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
         const int free1 = (g + 1) % 4, free2 = (g + 2) % 4, free3 = (g + 3) % 4;
         const Tensor dsum = grad_buffer(g, u3.out_rows(), u3.out_channels);
         ops_.activation_backward(Activation::relu, block_out(b), dsum, dsum);  // relu' from its output: the same
-        // The gradient of the block's input collects in free3: the shortcut's share, then the main branch's.
-        const Tensor dx = grad_buffer(free3, in.rows, in.cols);
-        Tensor d2 = grad_buffer(free1, u2.out_rows(), u2.out_channels);
+        // The gradient of the block's input: the shortcut's share first, then conv1's input
+        // gradient accumulated onto it (conv1 is 1x1 stride 1: a GEMM with beta 1). An identity
+        // shortcut's share is dsum itself, so it collects in dsum's buffer once conv3 is done with it.
+        Tensor dx = dsum;
+        const Tensor d2 = grad_buffer(free1, u2.out_rows(), u2.out_channels);
         if (b.downsample >= 0) {
             // The downsample's parameters come last in the block, so their gradients go first (the
             // bucketer all-reduces in reverse parameter order); dsum stays for conv3, so the
             // downsample's BatchNorm writes to free1.
+            dx = grad_buffer(free3, in.rows, in.cols);
             unit_backward(unit(b.downsample), in, dsum, grad_buffer(free1, u3.out_rows(), u3.out_channels), dx,
                           sink);
             unit_backward(u3, unit_out(u2), dsum, dsum, d2, sink);
@@ -252,23 +279,13 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
             // The identity shortcut needs dsum at the end, so conv3's BatchNorm writes to free2.
             unit_backward(u3, unit_out(u2), dsum, grad_buffer(free2, u3.out_rows(), u3.out_channels), d2, sink);
         }
-        ops_.activation_backward(Activation::relu, unit_out(u2), d2, d2);
         const Tensor d1 = grad_buffer(free2, u1.out_rows(), u1.out_channels);
         unit_backward(u2, unit_out(u1), d2, d2, d1, sink);
-        ops_.activation_backward(Activation::relu, unit_out(u1), d1, d1);
-        if (b.downsample >= 0) {
-            const Tensor dmain = grad_buffer(free1, in.rows, in.cols);
-            unit_backward(u1, in, d1, d1, dmain, sink);
-            ops_.add(dx, dmain, dx);
-        } else {
-            unit_backward(u1, in, d1, d1, dx, sink);
-            ops_.add(dx, dsum, dx);
-        }
-        g = free3;
+        unit_backward(u1, in, d1, d1, dx, sink, 1.0f);
+        if (b.downsample >= 0) g = free3;
     }
     const Tensor dstem = grad_buffer((g + 1) % 4, stem.out_rows(), stem.out_channels);
     ops_.maxpool_backward(pool_, unit_out(stem), pool_out, grad_buffer(g, pool_out.rows, pool_out.cols), dstem);
-    ops_.activation_backward(Activation::relu, unit_out(stem), dstem, dstem);
     unit_backward(stem, image, dstem, dstem, Tensor{}, sink);
 }
 

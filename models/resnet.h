@@ -1,8 +1,9 @@
 // The ResNet model (DESIGN: models/): torchvision's bottleneck ResNet (v1.5, the stride on
 // the 3x3 convolution, as NVIDIA's and MLPerf's ResNet-50), written once against Ops.
-// Activations are NHWC ((batch*h*w) x channels matrices); a convolution is a GEMM over
-// im2col's patches (1x1 stride-1 ones on the activation itself), BatchNorm in training
-// mode uses the batch statistics. Parameters sit in the flat buffers under torchvision's
+// Activations are NHWC ((batch*h*w) x channels matrices); a 1x1 stride-1 convolution is a
+// GEMM on the activation itself, any other one a GEMM over im2col's patches or one conv_* op
+// (ConvEngine). BatchNorm in training mode uses the batch statistics and is fused with the
+// ReLU after it (and with the residual add at a block's end). Parameters sit in the flat buffers under torchvision's
 // state_dict names in its order; a conv weight is [out, ky, kx, in] (torchvision's
 // [out, in, ky, kx] permuted: channels_last).
 #pragma once
@@ -50,7 +51,7 @@ inline ResNetShapeProblem resnet_shape_problem(const ResNetShape& s) {
 class ResNet final : public Model {
 public:
     // Throws UserError on a shape that cannot be built (an image too small for the strides, ...).
-    ResNet(Ops& ops, const ResNetShape& shape);
+    ResNet(Ops& ops, const ResNetShape& shape, ConvEngine engine = ConvEngine::im2col);
 
     std::string name() const override { return "resnet"; }
     const std::vector<ParamInfo>& params() const override { return params_; }
@@ -67,10 +68,12 @@ public:
     double flops_per_sample() const override;
 
     const ResNetShape& shape() const { return shape_; }
+    ConvEngine conv_engine() const { return engine_; }
 
 private:
-    // A convolution followed by BatchNorm (and, when `relu`, a ReLU applied in place on the
-    // BatchNorm's output, as torchvision's inplace ReLU).
+    // A convolution followed by BatchNorm (and, when `relu`, the ReLU after it, fused: bn_out
+    // holds relu(bn(conv_out))). A block's conv3 writes its BatchNorm fused with the residual
+    // add and ReLU into the block's output instead, and has no bn_out.
     struct ConvUnit {
         Ops::ConvShape conv;  // batch filled in by bind
         int out_channels = 0;
@@ -96,16 +99,21 @@ private:
     Tensor unit_out(const ConvUnit& u) const { return act(u.bn_out, u.out_rows(), u.out_channels); }
     void report(GradientSink* sink, int param) const;
 
+    // conv_out = conv(in) on the engine (a GEMM for 1x1 stride 1).
+    void conv_forward(ConvUnit& u, const Tensor& in);
+    // conv_forward, then bn_out = relu(bn(conv_out)) (or bn(conv_out) without `relu`).
     void unit_forward(ConvUnit& u, const Tensor& in);
-    // From dout (the gradient of the unit's output, after the ReLU's backward when it has one),
-    // writes the gradient of the convolution's output to dconv (dout itself, or a buffer when
-    // dout must stay), reports the unit's gradients and, unless grad_in.data is null, writes the
-    // gradient of its input.
+    // From dout (the gradient of the unit's output: of the ReLU's when `relu`, else of the
+    // BatchNorm's), writes the gradient of the convolution's output to dconv (dout itself, or a
+    // buffer when dout must stay), reports the unit's gradients and, unless grad_in.data is null,
+    // writes the gradient of its input: grad_in = that + beta * grad_in (beta 1 accumulates, for
+    // 1x1 stride-1 and cuDNN convolutions).
     void unit_backward(ConvUnit& u, const Tensor& in, const Tensor& dout, const Tensor& dconv, const Tensor& grad_in,
-                       GradientSink* sink);
+                       GradientSink* sink, float beta = 0.0f);
 
     Ops& ops_;
     ResNetShape shape_;
+    ConvEngine engine_;
     DType dtype_;
     std::vector<ParamInfo> params_;
     std::vector<ConvUnit> units_;  // in forward order: the stem, then each block's conv1..3 and downsample
@@ -118,7 +126,7 @@ private:
     FlatBuffers buffers_;
     int batch_ = 0;
     DeviceBuffer pool_out_, pooled_, logits_;
-    DeviceBuffer cols_;  // im2col patches (forward, weight gradient) and their gradient, reused by every conv
+    DeviceBuffer cols_;  // im2col engine: patches (forward, weight gradient) and their gradient, reused by every conv
     DeviceBuffer grad_[4];  // gradients of activations, each as large as the largest activation
 };
 

@@ -132,6 +132,27 @@ public:
     void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override {
         timed(&Ops::avgpool_backward, pixels, grad_out, grad_x);
     }
+    bool has_cudnn() const override { return backend_.has_cudnn(); }
+    void conv_forward(const ConvShape& shape, const Tensor& x, const Tensor& weight, const Tensor& out) override {
+        timed(&Ops::conv_forward, shape, x, weight, out);
+    }
+    void conv_backward_data(const ConvShape& shape, const Tensor& grad_out, const Tensor& weight, float beta,
+                            const Tensor& grad_x) override {
+        timed(&Ops::conv_backward_data, shape, grad_out, weight, beta, grad_x);
+    }
+    void conv_backward_filter(const ConvShape& shape, const Tensor& x, const Tensor& grad_out,
+                              const Tensor& grad_weight) override {
+        timed(&Ops::conv_backward_filter, shape, x, grad_out, grad_weight);
+    }
+    void batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                const Tensor& residual, const Tensor& out, float* mean, float* rstd) override {
+        timed(&Ops::batchnorm_relu_forward, x, gamma, beta, eps, residual, out, mean, rstd);
+    }
+    void batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* beta,
+                                 const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
+                                 float* grad_beta) override {
+        timed(&Ops::batchnorm_relu_backward, x, grad_out, gamma, beta, mean, rstd, grad_x, grad_gamma, grad_beta);
+    }
     void advance_dropout_generation() override { timed(&Ops::advance_dropout_generation); }
     void sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
                   const Tensor& weights_copy) override {

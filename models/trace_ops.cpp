@@ -243,6 +243,50 @@ void TraceOps::col2im(const ConvShape& s, const Tensor& grad_cols, const Tensor&
     record("col2im", grad_cols, static_cast<double>(grad_cols.bytes() + grad_x.bytes())).variant = window_variant(s);
 }
 
+TracedOp& TraceOps::record_conv(const char* kind, const ConvShape& s, int64_t out_channels, DType dtype,
+                                double bytes) {
+    TracedOp& op = record(kind, dtype, bytes);
+    op.variant = window_variant(s);
+    op.tensor_core = true;
+    op.m = s.out_rows();
+    op.n = out_channels;
+    op.k = s.patch();
+    op.flops = 2.0 * static_cast<double>(op.m) * static_cast<double>(op.n) * static_cast<double>(op.k);
+    return op;
+}
+
+void TraceOps::conv_forward(const ConvShape& s, const Tensor& x, const Tensor& weight, const Tensor& out) {
+    record_conv("conv_forward", s, weight.rows, x.dtype, static_cast<double>(x.bytes() + weight.bytes() + out.bytes()));
+}
+
+void TraceOps::conv_backward_data(const ConvShape& s, const Tensor& grad_out, const Tensor& weight, float beta,
+                                  const Tensor& grad_x) {
+    TracedOp& op = record_conv("conv_backward_data", s, weight.rows, grad_out.dtype,
+                               static_cast<double>(grad_out.bytes() + weight.bytes() +
+                                                   grad_x.bytes() * (beta != 0.0f ? 2 : 1)));
+    if (beta != 0.0f) op.variant += " accumulate";
+}
+
+void TraceOps::conv_backward_filter(const ConvShape& s, const Tensor& x, const Tensor& grad_out,
+                                    const Tensor& grad_weight) {
+    record_conv("conv_backward_filter", s, grad_weight.rows, x.dtype,
+                static_cast<double>(x.bytes() + grad_out.bytes() + grad_weight.bytes()));
+}
+
+void TraceOps::batchnorm_relu_forward(const Tensor& x, const float*, const float*, float, const Tensor& residual,
+                                      const Tensor& out, float*, float*) {
+    const double residual_bytes = residual.data ? static_cast<double>(residual.bytes()) : 0.0;
+    record("batchnorm_relu_forward", x,
+           static_cast<double>(x.bytes() + out.bytes()) + residual_bytes + fp32_bytes(4.0 * x.cols))
+        .variant = residual.data ? "residual" : "";
+}
+
+void TraceOps::batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*,
+                                       const float*, const float*, const Tensor& grad_x, float*, float*) {
+    record("batchnorm_relu_backward", x,
+           static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) + fp32_bytes(6.0 * x.cols));
+}
+
 void TraceOps::batchnorm_forward(const Tensor& x, const float*, const float*, float, const Tensor& out, float*,
                                  float*) {
     // x in, out, gamma and beta, mean and rstd per column.

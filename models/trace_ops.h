@@ -41,6 +41,10 @@ public:
     explicit TraceOps(Precision precision) : precision_(precision) {}
     std::string name() const override { return "trace"; }
     Precision precision() const override { return precision_; }
+    // What this build's CUDA backend would run: conv_engine auto traces cuDNN's convolutions.
+#ifdef SCALEBENCH_HAVE_CUDNN
+    bool has_cudnn() const override { return true; }
+#endif
 
     const std::vector<TracedOp>& trace() const { return ops_; }
     size_t position() const { return ops_.size(); }  // index the next op will get
@@ -98,6 +102,18 @@ public:
                           const Tensor& grad_x) override;
     void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override;
     void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override;
+    // The convolution as one GEMM-like op, C (out_rows x out_channels) = patches (x patch()) @ W^T:
+    // the FLOPs of im2col + GEMM, the bytes of the tensors alone (no patch matrix).
+    void conv_forward(const ConvShape& shape, const Tensor& x, const Tensor& weight, const Tensor& out) override;
+    void conv_backward_data(const ConvShape& shape, const Tensor& grad_out, const Tensor& weight, float beta,
+                            const Tensor& grad_x) override;
+    void conv_backward_filter(const ConvShape& shape, const Tensor& x, const Tensor& grad_out,
+                              const Tensor& grad_weight) override;
+    void batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                const Tensor& residual, const Tensor& out, float* mean, float* rstd) override;
+    void batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* beta,
+                                 const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
+                                 float* grad_beta) override;
 
     void sgd_step(float* params, const float* grads, float* momentum, size_t n, const OptimizerConfig& cfg,
                   const Tensor& weights_copy) override;
@@ -113,6 +129,7 @@ public:
 private:
     TracedOp& record(const char* kind, DType dtype, double bytes);
     TracedOp& record(const char* kind, const Tensor& main, double bytes);  // shape and dtype of `main`
+    TracedOp& record_conv(const char* kind, const ConvShape& shape, int64_t out_channels, DType dtype, double bytes);
     TracedOp& record_attention(const char* kind, const AttentionShape& shape, DType dtype, double bytes,
                                double products);
 

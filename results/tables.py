@@ -286,6 +286,35 @@ def table_resnet50_precisions():
     return header, "lrrr", rows
 
 
+CUDNN = "results/h200-20261203-cudnn"
+
+
+def table_resnet_engines_vs_torch():
+    header = ["model", "batch", "conv engine", "step ms", "images/s", "MFU", "vs torch eager", "vs `torch.compile`"]
+    torch_path = f"{CUDNN}/torch.jsonl"
+    torch_models = {json.loads(l)["model"] for l in _read(torch_path).splitlines() if l.strip()}
+    rows = []
+    for model, batch in (("resnet50", 256), ("resnet152", 128)):
+        for engine in ("cudnn", "im2col"):
+            path = f"{CUDNN}/scalebench_{model}_{engine}_b{batch}.jsonl"
+            line, r = record(path, world_size=1, conv_engine=engine)
+            row = [model, str(batch), engine, Fig(fmt(r["step_ms"]["median"], 2), path, line),
+                   Fig(fmt(r["samples_per_s"], 0), path, line), Fig(pct(r["mfu"]), path, line)]
+            for mode in ("eager", "compile"):
+                if model in torch_models:
+                    _, t = record(torch_path, model=model, mode=mode, batch=batch)
+                    row.append(ratio(r["samples_per_s"], t["samples_per_s"]))
+                else:
+                    row.append("not measured")
+            rows.append(row)
+        if model in torch_models:
+            for mode, name in (("eager", "PyTorch eager"), ("compile", "PyTorch `torch.compile`")):
+                tline, t = record(torch_path, model=model, mode=mode, batch=batch)
+                rows.append([model, str(batch), name, Fig(fmt(t["step_ms_median"], 2), torch_path, tline),
+                             Fig(fmt(t["samples_per_s"], 0), torch_path, tline), "", "", ""])
+    return header, "lrlrrrrr", rows
+
+
 TORCH_CHECKS = [
     ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),

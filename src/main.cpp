@@ -21,6 +21,7 @@
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/commands/stress.h"
+#include "src/core/workload.h"
 #include "src/system/watchdog.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/commands/gemm_bench.h"
@@ -102,6 +103,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     set_incomplete_record(cfg.out, "train");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
     check_grad_dtype_backend(cfg, *ops);
+    if (cfg.model == "resnet") resolve_conv_engine(cfg, *ops);  // refuses cudnn where it cannot run, before any step
     const nlohmann::json environment = run_environment(*ops, world);
     const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
     if (!flags.profile_ops.empty()) {

@@ -791,6 +791,69 @@ void CpuOps::maxpool_backward(const ConvShape& s, const Tensor& x, const Tensor&
     });
 }
 
+// The conv_* ops as the ResNet's im2col engine computes them: the reference the cuDNN
+// convolutions are checked against.
+void CpuOps::conv_forward(const ConvShape& s, const Tensor& x, const Tensor& weight, const Tensor& out) {
+    expect_conv_shape(s, "conv_forward");
+    expect_rows_cols(weight, out.cols, s.patch(), "conv_forward", "weight");
+    conv_cols_.resize(static_cast<size_t>(s.out_rows() * s.patch()));
+    const Tensor cols{conv_cols_.data(), DType::f32, s.out_rows(), s.patch()};
+    im2col(s, x, cols);
+    gemm(false, true, 1.0f, cols, weight, 0.0f, out);
+}
+
+void CpuOps::conv_backward_data(const ConvShape& s, const Tensor& grad_out, const Tensor& weight, float beta,
+                                const Tensor& grad_x) {
+    expect_conv_shape(s, "conv_backward_data");
+    expect_f32(grad_x, "conv_backward_data", "grad_x");
+    expect_rows_cols(grad_x, s.in_rows(), s.channels, "conv_backward_data", "grad_x");
+    conv_cols_.resize(static_cast<size_t>(s.out_rows() * s.patch()));
+    conv_tmp_.resize(static_cast<size_t>(grad_x.numel()));
+    const Tensor cols{conv_cols_.data(), DType::f32, s.out_rows(), s.patch()};
+    gemm(false, false, 1.0f, grad_out, weight, 0.0f, cols);
+    col2im(s, cols, Tensor{conv_tmp_.data(), DType::f32, grad_x.rows, grad_x.cols});
+    float* dx = f32_mut(grad_x);
+    for (int64_t i = 0; i < grad_x.numel(); ++i)
+        dx[i] = conv_tmp_[static_cast<size_t>(i)] + (beta != 0.0f ? beta * dx[i] : 0.0f);
+}
+
+void CpuOps::conv_backward_filter(const ConvShape& s, const Tensor& x, const Tensor& grad_out,
+                                  const Tensor& grad_weight) {
+    expect_conv_shape(s, "conv_backward_filter");
+    conv_cols_.resize(static_cast<size_t>(s.out_rows() * s.patch()));
+    const Tensor cols{conv_cols_.data(), DType::f32, s.out_rows(), s.patch()};
+    im2col(s, x, cols);
+    gemm(true, false, 1.0f, grad_out, cols, 0.0f, grad_weight);
+}
+
+void CpuOps::batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                    const Tensor& residual, const Tensor& out, float* mean, float* rstd) {
+    batchnorm_forward(x, gamma, beta, eps, out, mean, rstd);
+    if (residual.data) {
+        expect_f32(residual, "batchnorm_relu_forward", "residual");
+        expect_same_shape(residual, out, "batchnorm_relu_forward");
+        add(out, residual, out);
+    }
+    activation_forward(Activation::relu, out, out);
+}
+
+void CpuOps::batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* beta,
+                                     const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
+                                     float* grad_beta) {
+    expect_f32(x, "batchnorm_relu_backward", "x");
+    expect_f32(grad_out, "batchnorm_relu_backward", "grad_out");
+    expect_same_shape(x, grad_out, "batchnorm_relu_backward");
+    const int64_t n = x.cols;
+    conv_tmp_.resize(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.rows; ++i)
+        for (int64_t j = 0; j < n; ++j) {  // the forward's output, recomputed: relu' = (y > 0)
+            const float y = (f32(x)[i * n + j] - mean[j]) * rstd[j] * gamma[j] + beta[j];
+            conv_tmp_[static_cast<size_t>(i * n + j)] = y > 0.0f ? f32(grad_out)[i * n + j] : 0.0f;
+        }
+    batchnorm_backward(x, Tensor{conv_tmp_.data(), DType::f32, x.rows, x.cols}, gamma, mean, rstd, grad_x,
+                       grad_gamma, grad_beta);
+}
+
 void CpuOps::avgpool_forward(int pixels, const Tensor& x, const Tensor& out) {
     expect_f32(x, "avgpool_forward", "x");
     expect_f32(out, "avgpool_forward", "out");

@@ -63,6 +63,16 @@ public:
     void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) override;
     void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
                           const Tensor& grad_x) override;
+    void conv_forward(const ConvShape& shape, const Tensor& x, const Tensor& weight, const Tensor& out) override;
+    void conv_backward_data(const ConvShape& shape, const Tensor& grad_out, const Tensor& weight, float beta,
+                            const Tensor& grad_x) override;
+    void conv_backward_filter(const ConvShape& shape, const Tensor& x, const Tensor& grad_out,
+                              const Tensor& grad_weight) override;
+    void batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                const Tensor& residual, const Tensor& out, float* mean, float* rstd) override;
+    void batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* beta,
+                                 const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
+                                 float* grad_beta) override;
     void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override;
     void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override;
 
@@ -83,6 +93,7 @@ private:
     std::array<Clock::time_point, kMaxMarkers> markers_{};
     std::array<bool, kMaxMarkers> marker_set_{};
     std::vector<float> pack_a_, pack_b_;  // GEMM packing scratch, reused across calls
+    std::vector<float> conv_cols_, conv_tmp_;  // the conv_* ops' patches and products
     uint64_t dropout_generation_ = 0;
 };
 

@@ -272,56 +272,74 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
     });
 }
 
+// Backward stage 1, per output element: the window position (ky * kernel + kx) of its first
+// maximum, as one byte (kNoArgmax when every in-bounds value is NaN). Stage 2, per input
+// element: the sum of grad_out over the covering windows whose recorded position it is.
+// x is read once (plus the windows' overlap, from cache) instead of once per comparison.
+constexpr uint8_t kNoArgmax = 255;
+
 template <class T, int V>
-__global__ void maxpool_backward_kernel(const T* __restrict__ x, const T* __restrict__ out,
-                                        const T* __restrict__ grad_out, T* __restrict__ grad_x, ConvDims d,
-                                        RowItems items) {
+__global__ void maxpool_argmax_kernel(const T* __restrict__ x, uint8_t* __restrict__ argmax, ConvDims d,
+                                      RowItems items) {
     using VT = VecN<T, V>;
+    using VI = VecN<uint8_t, V>;
     const VT* xv = reinterpret_cast<const VT*>(x);
-    const VT* ov = reinterpret_cast<const VT*>(out);
+    VI* av = reinterpret_cast<VI*>(argmax);
+    for_each_item(items, [&](uint32_t orow, uint32_t c) {
+        uint32_t n, oy, ox;
+        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+        float m[V];
+        VI best;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            m[e] = -INFINITY;
+            best.v[e] = kNoArgmax;
+        }
+        const int y0 = static_cast<int>(oy) * d.stride - d.padding;
+        const int x0 = static_cast<int>(ox) * d.stride - d.padding;
+        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
+            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
+                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+                const uint8_t k = static_cast<uint8_t>((y - y0) * d.kernel + (xx - x0));
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    const float v = to_f32(a.v[e]);
+                    // The forward's max (NaN never wins); the first of equal maxima, -inf included.
+                    if (m[e] < v || (best.v[e] == kNoArgmax && v == m[e])) {
+                        m[e] = v;
+                        best.v[e] = k;
+                    }
+                }
+            }
+        av[static_cast<int64_t>(orow) * d.cvecs + c] = best;
+    });
+}
+
+template <class T, int V>
+__global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, const T* __restrict__ grad_out,
+                                        T* __restrict__ grad_x, ConvDims d, RowItems items) {
+    using VT = VecN<T, V>;
+    using VI = VecN<uint8_t, V>;
+    const VI* av = reinterpret_cast<const VI*>(argmax);
     const VT* gv = reinterpret_cast<const VT*>(grad_out);
     VT* gx = reinterpret_cast<VT*>(grad_x);
     for_each_item(items, [&](uint32_t row, uint32_t c) {
         uint32_t n, y, xx;
         split_pixel(row, d.div_w, d.div_h, n, y, xx);
-        const int64_t image = static_cast<int64_t>(n) * d.height;
-        const VT self = xv[static_cast<int64_t>(row) * d.cvecs + c];
         float acc[V] = {};
         for_each_cover(static_cast<int>(y), d.padding, d.kernel, d.out_h, d.div_stride, [&](int oy, int ky) {
             for_each_cover(static_cast<int>(xx), d.padding, d.kernel, d.out_w, d.div_stride, [&](int ox, int kx) {
-                const int64_t orow = (static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox;
-                const VT o = ov[orow * d.cvecs + c];
-                bool wins[V];
+                const int64_t o = ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c;
+                const VI a = av[o];
+                const uint8_t k = static_cast<uint8_t>(ky * d.kernel + kx);
                 bool any = false;
 #pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    wins[e] = to_f32(self.v[e]) == to_f32(o.v[e]);
-                    any |= wins[e];
-                }
-                // An earlier position of the window holding the maximum takes it instead.
-                const int y0 = oy * d.stride - d.padding, x0 = ox * d.stride - d.padding;
-                for (int py = 0; py <= ky && any; ++py) {
-                    const int yy = y0 + py;
-                    if (yy < 0 || yy >= d.height) continue;
-                    const int px_end = py == ky ? kx : d.kernel;
-                    for (int px = 0; px < px_end && any; ++px) {
-                        const int xp = x0 + px;
-                        if (xp < 0 || xp >= d.width) continue;
-                        const VT a = xv[((image + yy) * d.width + xp) * d.cvecs + c];
-                        any = false;
+                for (int e = 0; e < V; ++e) any |= a.v[e] == k;
+                if (!any) return;
+                const VT g = gv[o];
 #pragma unroll
-                        for (int e = 0; e < V; ++e) {
-                            wins[e] = wins[e] && !(to_f32(a.v[e]) == to_f32(o.v[e]));
-                            any |= wins[e];
-                        }
-                    }
-                }
-                if (any) {
-                    const VT g = gv[orow * d.cvecs + c];
-#pragma unroll
-                    for (int e = 0; e < V; ++e)
-                        if (wins[e]) acc[e] += to_f32(g.v[e]);
-                }
+                for (int e = 0; e < V; ++e)
+                    if (a.v[e] == k) acc[e] += to_f32(g.v[e]);
             });
         });
         VT r;
@@ -346,18 +364,23 @@ void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, c
     });
 }
 
-void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, const void* out,
-                      const void* grad_out, void* grad_x) {
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, const void* grad_out,
+                      void* grad_x, uint8_t* argmax) {
     require_conv(s, "maxpool_backward");
+    SB_REQUIRE(s.kernel * s.kernel < kNoArgmax, "maxpool_backward: a window of more than 254 positions");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, out, grad_out, grad_x}), [&](auto vec) {
+        // The byte vectors of argmax are V-aligned when the channel vectors are 16-byte aligned.
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, grad_out, grad_x, argmax}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems items = row_items(s.in_rows(), s.channels / V);
-            maxpool_backward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(out), static_cast<const T*>(grad_out),
-                static_cast<T*>(grad_x), d, items);
+            const RowItems outs = row_items(s.out_rows(), s.channels / V);
+            maxpool_argmax_kernel<T, V><<<tile_grid(ctx, outs), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), argmax, d, outs);
+            SB_CHECK_LAUNCH();
+            const RowItems ins = row_items(s.in_rows(), s.channels / V);
+            maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(
+                argmax, static_cast<const T*>(grad_out), static_cast<T*>(grad_x), d, ins);
             SB_CHECK_LAUNCH();
         });
     });
@@ -491,11 +514,19 @@ size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols) 
     return static_cast<size_t>((2 * bn_chunks(ctx, rows, cols) + 2) * cols);
 }
 
+// The forward's output before any residual and ReLU; the ReLU backward recomputes it with
+// the same operations, so its mask is the forward's bit for bit.
+__device__ __forceinline__ float bn_apply(float x, float mu, float rs, float ga, float be) {
+    return (x - mu) * rs * ga + be;
+}
+
 // Stage 1 of both directions. Forward (dy null): s1 = sum (x - x[0]), s2 = sum (x - x[0])^2.
-// Backward: s1 = sum dy, s2 = sum dy * (x - mean) * rstd.
-template <class T, int V, bool kBackward>
+// Backward: s1 = sum dy, s2 = sum dy * (x - mean) * rstd, dy first masked by relu'(bn(x))
+// when kRelu (gamma and beta then give bn(x)).
+template <class T, int V, bool kBackward, bool kRelu = false>
 __global__ void batchnorm_partials_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                           const float* __restrict__ mean, const float* __restrict__ rstd,
+                                          const float* __restrict__ gamma, const float* __restrict__ beta,
                                           int64_t rows, int64_t cols, int64_t rows_per_chunk,
                                           float* __restrict__ part1, float* __restrict__ part2) {
     using VT = VecN<T, V>;
@@ -509,13 +540,17 @@ __global__ void batchnorm_partials_kernel(const T* __restrict__ x, const T* __re
     const int64_t r1 = min(rows, r0 + rows_per_chunk);
     const VT* xv = reinterpret_cast<const VT*>(x);
     const VT* gv = reinterpret_cast<const VT*>(dy);
-    float s1[V] = {}, s2[V] = {}, a[V], b[V];
+    float s1[V] = {}, s2[V] = {}, a[V], b[V], ga[V], be[V];
     if (active) {
         if constexpr (kBackward) {
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 a[e] = mean[cv * V + e];
                 b[e] = rstd[cv * V + e];
+                if constexpr (kRelu) {
+                    ga[e] = gamma[cv * V + e];
+                    be[e] = beta[cv * V + e];
+                }
             }
         } else {
             const VT first = xv[cv];
@@ -538,7 +573,8 @@ __global__ void batchnorm_partials_kernel(const T* __restrict__ x, const T* __re
 #pragma unroll
                 for (int e = 0; e < V; ++e) {
                     if constexpr (kBackward) {
-                        const float g = to_f32(gs[u].v[e]);
+                        float g = to_f32(gs[u].v[e]);
+                        if constexpr (kRelu) g = bn_apply(to_f32(xs[u].v[e]), a[e], b[e], ga[e], be[e]) > 0.0f ? g : 0.0f;
                         s1[e] += g;
                         s2[e] += g * (to_f32(xs[u].v[e]) - a[e]) * b[e];
                     } else {
@@ -638,14 +674,16 @@ __global__ void batchnorm_param_grad_kernel(const float* __restrict__ part1, con
 }
 
 // Stage 3 of both directions on the stage-1 tiles; a thread keeps its channels' constants
-// in registers. Forward: out = (x - mean) rstd gamma + beta. Backward (dy, gx may alias,
-// so no __restrict__; each thread reads its vectors before writing them):
-// gx = gamma rstd (dy - mean(dy) - xhat mean(dy xhat)).
-template <class T, int V>
+// in registers. Forward: out = (x - mean) rstd gamma + beta (+ residual, then relu, when
+// fused: one rounding to T at the end). Backward (dy, gx may alias, so no __restrict__; each
+// thread reads its vectors before writing them): gx = gamma rstd (dy - mean(dy) - xhat
+// mean(dy xhat)), dy masked by relu'(bn(x)) when kRelu.
+template <class T, int V, bool kRelu = false, bool kResidual = false>
 __global__ void batchnorm_normalize_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
                                            const float* __restrict__ beta, const float* __restrict__ mean,
                                            const float* __restrict__ rstd, int64_t rows, int64_t cols,
-                                           int64_t rows_per_chunk, T* __restrict__ out) {
+                                           int64_t rows_per_chunk, const T* __restrict__ residual,
+                                           T* __restrict__ out) {
     using VT = VecN<T, V>;
     const int ny = blockDim.y;
     const int64_t cvecs = cols / V;
@@ -662,13 +700,17 @@ __global__ void batchnorm_normalize_kernel(const T* __restrict__ x, const float*
         be[e] = beta[cv * V + e];
     }
     const VT* xv = reinterpret_cast<const VT*>(x);
+    const VT* resv = reinterpret_cast<const VT*>(residual);
     VT* ov = reinterpret_cast<VT*>(out);
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kBnUnroll * ny) {
-        VT xs[kBnUnroll];
+        VT xs[kBnUnroll], res[kBnUnroll];
 #pragma unroll
         for (int u = 0; u < kBnUnroll; ++u) {
             const int64_t rr = r + static_cast<int64_t>(u) * ny;
-            if (rr < r1) xs[u] = xv[rr * cvecs + cv];
+            if (rr < r1) {
+                xs[u] = xv[rr * cvecs + cv];
+                if constexpr (kResidual) res[u] = resv[rr * cvecs + cv];
+            }
         }
 #pragma unroll
         for (int u = 0; u < kBnUnroll; ++u) {
@@ -676,17 +718,22 @@ __global__ void batchnorm_normalize_kernel(const T* __restrict__ x, const float*
             if (rr >= r1) break;
             VT o;
 #pragma unroll
-            for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>((to_f32(xs[u].v[e]) - mu[e]) * rs[e] * ga[e] + be[e]);
+            for (int e = 0; e < V; ++e) {
+                float y = bn_apply(to_f32(xs[u].v[e]), mu[e], rs[e], ga[e], be[e]);
+                if constexpr (kResidual) y += to_f32(res[u].v[e]);
+                if constexpr (kRelu) y = y > 0.0f ? y : 0.0f;
+                o.v[e] = from_f32<T>(y);
+            }
             ov[rr * cvecs + cv] = o;
         }
     }
 }
 
-template <class T, int V>
+template <class T, int V, bool kRelu = false>
 __global__ void batchnorm_grad_x_kernel(const T* __restrict__ x, const T* dy, const float* __restrict__ gamma,
-                                        const float* __restrict__ mean, const float* __restrict__ rstd,
-                                        const float* __restrict__ coef, int64_t rows, int64_t cols,
-                                        int64_t rows_per_chunk, T* gx) {
+                                        const float* __restrict__ beta, const float* __restrict__ mean,
+                                        const float* __restrict__ rstd, const float* __restrict__ coef, int64_t rows,
+                                        int64_t cols, int64_t rows_per_chunk, T* gx) {
     using VT = VecN<T, V>;
     const int ny = blockDim.y;
     const int64_t cvecs = cols / V;
@@ -694,13 +741,15 @@ __global__ void batchnorm_grad_x_kernel(const T* __restrict__ x, const T* dy, co
     if (cv >= cvecs) return;
     const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
     const int64_t r1 = min(rows, r0 + rows_per_chunk);
-    float mu[V], rs[V], scale[V], m_dy[V], m_dyx[V];
+    float mu[V], rs[V], scale[V], m_dy[V], m_dyx[V], ga[V], be[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
         const int64_t c = cv * V + e;
         mu[e] = mean[c];
         rs[e] = rstd[c];
         scale[e] = gamma[c] * rstd[c];
+        ga[e] = gamma[c];
+        be[e] = kRelu ? beta[c] : 0.0f;
         m_dy[e] = coef[c];
         m_dyx[e] = coef[cols + c];
     }
@@ -724,8 +773,11 @@ __global__ void batchnorm_grad_x_kernel(const T* __restrict__ x, const T* dy, co
             VT o;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float xhat = (to_f32(xs[u].v[e]) - mu[e]) * rs[e];
-                o.v[e] = from_f32<T>(scale[e] * (to_f32(gs[u].v[e]) - m_dy[e] - xhat * m_dyx[e]));
+                const float xv_e = to_f32(xs[u].v[e]);
+                const float xhat = (xv_e - mu[e]) * rs[e];
+                float g = to_f32(gs[u].v[e]);
+                if constexpr (kRelu) g = bn_apply(xv_e, mu[e], rs[e], ga[e], be[e]) > 0.0f ? g : 0.0f;
+                o.v[e] = from_f32<T>(scale[e] * (g - m_dy[e] - xhat * m_dyx[e]));
             }
             ov[rr * cvecs + cv] = o;
         }
@@ -733,25 +785,36 @@ __global__ void batchnorm_grad_x_kernel(const T* __restrict__ x, const T* dy, co
 }
 
 void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
-                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch) {
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch,
+                       bool relu, const void* residual) {
     SB_REQUIRE(rows > 0 && cols > 0, "batchnorm_forward: empty input");
     SB_REQUIRE(scratch != nullptr, "batchnorm_forward needs a scratch buffer");
+    SB_REQUIRE(relu || residual == nullptr, "batchnorm_forward: a residual comes with the ReLU");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(cols, {x, out, residual ? residual : x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const BnGrid g = bn_grid(ctx, rows, cols, V);
             float* part1 = scratch;
             float* part2 = scratch + g.chunks * cols;
             const T* xt = static_cast<const T*>(x);
             batchnorm_partials_kernel<T, V, false><<<g.grid, g.block, 0, ctx.stream>>>(
-                xt, nullptr, nullptr, nullptr, rows, cols, g.rows_per_chunk, part1, part2);
+                xt, nullptr, nullptr, nullptr, nullptr, nullptr, rows, cols, g.rows_per_chunk, part1, part2);
             SB_CHECK_LAUNCH();
             batchnorm_stats_kernel<T><<<static_cast<unsigned>(cols), kBnCombineThreads, 0, ctx.stream>>>(
                 xt, part1, part2, g.chunks, rows, cols, eps, mean, rstd);
             SB_CHECK_LAUNCH();
-            batchnorm_normalize_kernel<T, V><<<g.grid, g.block, 0, ctx.stream>>>(
-                xt, gamma, beta, mean, rstd, rows, cols, g.rows_per_chunk, static_cast<T*>(out));
+            const T* res = static_cast<const T*>(residual);
+            T* o = static_cast<T*>(out);
+            if (residual)
+                batchnorm_normalize_kernel<T, V, true, true><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gamma, beta, mean, rstd, rows, cols, g.rows_per_chunk, res, o);
+            else if (relu)
+                batchnorm_normalize_kernel<T, V, true, false><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gamma, beta, mean, rstd, rows, cols, g.rows_per_chunk, nullptr, o);
+            else
+                batchnorm_normalize_kernel<T, V, false, false><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gamma, beta, mean, rstd, rows, cols, g.rows_per_chunk, nullptr, o);
             SB_CHECK_LAUNCH();
         });
     });
@@ -759,7 +822,7 @@ void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const flo
 
 void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
                         const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
-                        float* grad_gamma, float* grad_beta, float* scratch) {
+                        float* grad_gamma, float* grad_beta, float* scratch, const float* relu_beta) {
     SB_REQUIRE(rows > 0 && cols > 0, "batchnorm_backward: empty input");
     SB_REQUIRE(scratch != nullptr, "batchnorm_backward needs a scratch buffer");
     dispatch(dtype, [&](auto tag) {
@@ -772,14 +835,22 @@ void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const vo
             float* coef = scratch + 2 * g.chunks * cols;
             const T* xt = static_cast<const T*>(x);
             const T* gt = static_cast<const T*>(grad_out);
-            batchnorm_partials_kernel<T, V, true><<<g.grid, g.block, 0, ctx.stream>>>(
-                xt, gt, mean, rstd, rows, cols, g.rows_per_chunk, part1, part2);
+            if (relu_beta)
+                batchnorm_partials_kernel<T, V, true, true><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gt, mean, rstd, gamma, relu_beta, rows, cols, g.rows_per_chunk, part1, part2);
+            else
+                batchnorm_partials_kernel<T, V, true, false><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gt, mean, rstd, nullptr, nullptr, rows, cols, g.rows_per_chunk, part1, part2);
             SB_CHECK_LAUNCH();
             batchnorm_param_grad_kernel<<<static_cast<unsigned>(cols), kBnCombineThreads, 0, ctx.stream>>>(
                 part1, part2, g.chunks, rows, cols, grad_gamma, grad_beta, coef);
             SB_CHECK_LAUNCH();
-            batchnorm_grad_x_kernel<T, V><<<g.grid, g.block, 0, ctx.stream>>>(
-                xt, gt, gamma, mean, rstd, coef, rows, cols, g.rows_per_chunk, static_cast<T*>(grad_x));
+            if (relu_beta)
+                batchnorm_grad_x_kernel<T, V, true><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gt, gamma, relu_beta, mean, rstd, coef, rows, cols, g.rows_per_chunk, static_cast<T*>(grad_x));
+            else
+                batchnorm_grad_x_kernel<T, V, false><<<g.grid, g.block, 0, ctx.stream>>>(
+                    xt, gt, gamma, nullptr, mean, rstd, coef, rows, cols, g.rows_per_chunk, static_cast<T*>(grad_x));
             SB_CHECK_LAUNCH();
         });
     });

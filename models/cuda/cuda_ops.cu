@@ -25,6 +25,9 @@
 
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.cuh"
+#ifdef SCALEBENCH_HAVE_CUDNN
+#include "models/cuda/cudnn_conv.h"
+#endif
 
 namespace sb {
 namespace {
@@ -137,9 +140,19 @@ struct CudaOps::Impl {
     std::vector<void*> retired_scratch;     // outgrown scratch buffers graphs may still use
     int next_graph = 0;
     bool capturing = false;
+#ifdef SCALEBENCH_HAVE_CUDNN
+    std::unique_ptr<CudnnConvolutions> cudnn;  // created by the first convolution
+    CudnnConvolutions& convolutions() {
+        if (!cudnn) cudnn = std::make_unique<CudnnConvolutions>(ctx.stream, precision);
+        return *cudnn;
+    }
+#endif
 
     ~Impl() {
         if (ctx.stream) SB_WARN_CUDA(cudaStreamSynchronize(ctx.stream));
+#ifdef SCALEBENCH_HAVE_CUDNN
+        cudnn.reset();
+#endif
         for (auto& kv : plans) kv.second.destroy();
         for (auto& kv : graphs) SB_WARN_CUDA(cudaGraphExecDestroy(kv.second));
         if (lt) cublasLtDestroy(lt);
@@ -755,6 +768,98 @@ void CudaOps::col2im(const ConvShape& shape, const Tensor& grad_cols, const Tens
     kernels::col2im(impl_->ctx, grad_x.dtype, shape, grad_cols.data, grad_x.data);
 }
 
+// ---- convolutions on cuDNN (models/cuda/cudnn_conv.*), where this build has it.
+
+#ifdef SCALEBENCH_HAVE_CUDNN
+namespace {
+void check_conv(const Ops::ConvShape& s, const Tensor& x, const Tensor& weight, const Tensor& out, const char* op,
+                const char* x_name, const char* out_name) {
+    check_conv_shape(s, op);
+    check_matrix(x, s.in_rows(), s.channels, op, x_name);
+    SB_REQUIRE(weight.cols == s.patch() && weight.rows > 0 && weight.data,
+               std::string(op) + ": weight is " + dims(weight.rows, weight.cols) + ", expected out_channels x " +
+                   std::to_string(s.patch()));
+    check_matrix(out, s.out_rows(), weight.rows, op, out_name);
+    check_same_dtype(x, weight, op);
+    check_same_dtype(x, out, op);
+}
+}  // namespace
+
+bool CudaOps::has_cudnn() const { return true; }
+size_t CudaOps::conv_plan_count() const { return impl_->cudnn ? impl_->cudnn->plan_count() : 0; }
+std::string CudaOps::describe_conv_plans() const { return impl_->cudnn ? impl_->cudnn->describe_plans() : ""; }
+
+void CudaOps::conv_forward(const ConvShape& shape, const Tensor& x, const Tensor& weight, const Tensor& out) {
+    check_conv(shape, x, weight, out, "conv_forward", "x", "out");
+    impl_->convolutions().forward(shape, static_cast<int>(weight.rows), x.dtype, x.data, weight.data, out.data);
+}
+
+void CudaOps::conv_backward_data(const ConvShape& shape, const Tensor& grad_out, const Tensor& weight, float beta,
+                                 const Tensor& grad_x) {
+    check_conv(shape, grad_x, weight, grad_out, "conv_backward_data", "grad_x", "grad_out");
+    SB_REQUIRE(grad_x.data != grad_out.data, "conv_backward_data: grad_x must not alias grad_out");
+    impl_->convolutions().backward_data(shape, static_cast<int>(weight.rows), grad_x.dtype, grad_out.data,
+                                        weight.data, beta, grad_x.data);
+}
+
+// cuDNN writes the filter gradient in the inputs' dtype: a 16-bit one goes through scratch
+// and is widened into the fp32 gradient.
+void CudaOps::conv_backward_filter(const ConvShape& shape, const Tensor& x, const Tensor& grad_out,
+                                   const Tensor& grad_weight) {
+    SB_REQUIRE(grad_weight.dtype == DType::f32, "conv_backward_filter: grad_weight must be f32");
+    const Tensor typed{grad_weight.data, x.dtype, grad_weight.rows, grad_weight.cols};
+    check_conv(shape, x, typed, grad_out, "conv_backward_filter", "x", "grad_out");
+    const size_t n = static_cast<size_t>(grad_weight.numel());
+    void* dw = x.dtype == DType::f32 ? grad_weight.data : impl_->scratch_space(n * dtype_size(x.dtype));
+    impl_->convolutions().backward_filter(shape, static_cast<int>(grad_weight.rows), x.dtype, x.data, grad_out.data,
+                                          dw);
+    if (dw != grad_weight.data) kernels::cast(impl_->ctx, dw, x.dtype, grad_weight.data, DType::f32, n);
+}
+#else
+bool CudaOps::has_cudnn() const { return false; }
+size_t CudaOps::conv_plan_count() const { return 0; }
+std::string CudaOps::describe_conv_plans() const { return ""; }
+void CudaOps::conv_forward(const ConvShape&, const Tensor&, const Tensor&, const Tensor&) { missing_op("cuDNN"); }
+void CudaOps::conv_backward_data(const ConvShape&, const Tensor&, const Tensor&, float, const Tensor&) {
+    missing_op("cuDNN");
+}
+void CudaOps::conv_backward_filter(const ConvShape&, const Tensor&, const Tensor&, const Tensor&) {
+    missing_op("cuDNN");
+}
+#endif
+
+void CudaOps::batchnorm_relu_forward(const Tensor& x, const float* gamma, const float* beta, float eps,
+                                     const Tensor& residual, const Tensor& out, float* mean, float* rstd) {
+    SB_REQUIRE(x.rows > 0 && x.cols > 0, "batchnorm_relu_forward: no rows to take statistics over");
+    check_matrix(out, x.rows, x.cols, "batchnorm_relu_forward", "out");
+    check_same_dtype(x, out, "batchnorm_relu_forward");
+    if (residual.data) {
+        check_matrix(residual, x.rows, x.cols, "batchnorm_relu_forward", "residual");
+        check_same_dtype(x, residual, "batchnorm_relu_forward");
+    }
+    SB_REQUIRE(x.data && x.data != out.data, "batchnorm_relu_forward: out must not alias x");
+    SB_REQUIRE(gamma && beta && mean && rstd, "batchnorm_relu_forward: missing buffer");
+    auto* scratch = static_cast<float*>(
+        impl_->scratch_space(kernels::batchnorm_scratch_floats(impl_->ctx, x.rows, x.cols) * sizeof(float)));
+    kernels::batchnorm_forward(impl_->ctx, x.dtype, x.data, gamma, beta, eps, x.rows, x.cols, out.data, mean, rstd,
+                               scratch, true, residual.data);
+}
+
+void CudaOps::batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* beta,
+                                      const float* mean, const float* rstd, const Tensor& grad_x, float* grad_gamma,
+                                      float* grad_beta) {
+    SB_REQUIRE(x.rows > 0 && x.cols > 0 && x.data, "batchnorm_relu_backward: empty x");
+    check_matrix(grad_out, x.rows, x.cols, "batchnorm_relu_backward", "grad_out");
+    check_matrix(grad_x, x.rows, x.cols, "batchnorm_relu_backward", "grad_x");
+    check_same_dtype(x, grad_out, "batchnorm_relu_backward");
+    check_same_dtype(x, grad_x, "batchnorm_relu_backward");
+    SB_REQUIRE(gamma && beta && mean && rstd && grad_gamma && grad_beta, "batchnorm_relu_backward: missing buffer");
+    auto* scratch = static_cast<float*>(
+        impl_->scratch_space(kernels::batchnorm_scratch_floats(impl_->ctx, x.rows, x.cols) * sizeof(float)));
+    kernels::batchnorm_backward(impl_->ctx, x.dtype, x.data, grad_out.data, gamma, mean, rstd, x.rows, x.cols,
+                                grad_x.data, grad_gamma, grad_beta, scratch, beta);
+}
+
 void CudaOps::batchnorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,
                                 float* mean, float* rstd) {
     SB_REQUIRE(x.rows > 0 && x.cols > 0, "batchnorm_forward: no rows to take statistics over");
@@ -802,7 +907,8 @@ void CudaOps::maxpool_backward(const ConvShape& shape, const Tensor& x, const Te
     check_same_dtype(x, grad_x, "maxpool_backward");
     SB_REQUIRE(grad_x.data != grad_out.data && grad_x.data != x.data,
                "maxpool_backward: grad_x must not alias its inputs");
-    kernels::maxpool_backward(impl_->ctx, x.dtype, shape, x.data, out.data, grad_out.data, grad_x.data);
+    auto* argmax = static_cast<uint8_t*>(impl_->scratch_space(static_cast<size_t>(out.numel())));
+    kernels::maxpool_backward(impl_->ctx, x.dtype, shape, x.data, grad_out.data, grad_x.data, argmax);
 }
 
 void CudaOps::avgpool_forward(int pixels, const Tensor& x, const Tensor& out) {

@@ -124,9 +124,10 @@ void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const 
 // Ops::col2im: each input element sums, in fp32, the patch entries im2col copied it to.
 void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* grad_cols, void* grad_x);
 void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* out);
-// Each input element sums grad_out over the windows whose first maximum (ky, then kx) it is.
-void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, const void* out,
-                      const void* grad_out, void* grad_x);
+// Each input element sums grad_out over the windows whose first maximum (ky, then kx) it is;
+// `argmax` (out_rows x channels bytes, 16-byte aligned) holds each window's, found from x.
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x,
+                      const void* grad_out, void* grad_x, uint8_t* argmax);
 // out[n, c] = mean of x over rows n*pixels .. n*pixels + pixels - 1; the backward spreads
 // grad_out[n, c] / pixels over those rows.
 void avgpool_forward(const Context& ctx, DType dtype, const void* x, int64_t batch, int pixels, int64_t cols,
@@ -137,11 +138,14 @@ void avgpool_backward(const Context& ctx, DType dtype, const void* grad_out, int
 // batchnorm_scratch_floats(rows, cols) floats (per-chunk partials), which depends only on
 // (rows, cols, sm_count). grad_x may alias grad_out.
 size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols);
+// With `relu`: out = relu(bn(x) + residual) (residual may be null), Ops::batchnorm_relu_forward.
 void batchnorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
-                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch);
+                       float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd, float* scratch,
+                       bool relu = false, const void* residual = nullptr);
+// With relu_beta: Ops::batchnorm_relu_backward, grad_out taken as 0 where bn(x) <= 0 (recomputed).
 void batchnorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
                         const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
-                        float* grad_gamma, float* grad_beta, float* scratch);
+                        float* grad_gamma, float* grad_beta, float* scratch, const float* relu_beta = nullptr);
 
 // buf = mu * buf + (g + wd * p); p -= lr * buf (plain SGD when momentum is null).
 // copy (may be null) receives the updated p in copy_dtype.

@@ -402,6 +402,8 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
                     {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
                     {"cuda_graphs", trainer.uses_graphs()},
+                    {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
+                                                          : nlohmann::json()},
                     {"device_step_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms)},
                     {"host_overhead_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(row.step.median - slowest_device_step_ms)},
                     {"gpu_busy_fraction", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms / row.step.median)},

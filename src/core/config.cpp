@@ -134,6 +134,10 @@ std::vector<Choice<BackendChoice>> backend_choices() {
     return {{"auto", BackendChoice::auto_select}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
 }
 
+std::vector<Choice<std::optional<ConvEngine>>> conv_engine_choices() {
+    return {{"auto", std::nullopt}, {"im2col", ConvEngine::im2col}, {"cudnn", ConvEngine::cudnn}};
+}
+
 std::vector<Choice<std::string>> model_choices() {
     return {{"mlp", "mlp"}, {"transformer", "transformer"}, {"resnet", "resnet"}};
 }
@@ -209,7 +213,7 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
                                            "grad_dtype", "seed", "backend", "out", "cuda_graphs",
-                                           "sdc_check_every"};
+                                           "conv_engine", "sdc_check_every"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",
                                                   "max_positions", "type_vocab", "dropout", "attention_dropout",
@@ -267,6 +271,7 @@ public:
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
             else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
+            else if (key == "conv_engine") cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
             else if (key == "sdc_check_every")
                 cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
         });
@@ -833,11 +838,16 @@ nlohmann::json to_json(const TrainConfig& cfg) {
         {"backend", backend_choice_name(cfg.backend)},
         {"out", cfg.out},
         {"cuda_graphs", cfg.cuda_graphs},
+        {"conv_engine", conv_engine_choice_name(cfg.conv_engine)},
         {"sdc_check_every", cfg.sdc_check_every},
     };
 }
 
 const char* scaling_mode_name(ScalingMode mode) { return mode == ScalingMode::weak ? "weak" : "strong"; }
+
+const char* conv_engine_choice_name(const std::optional<ConvEngine>& engine) {
+    return engine ? conv_engine_name(*engine) : "auto";
+}
 
 const char* backend_choice_name(BackendChoice backend) {
     switch (backend) {

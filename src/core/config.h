@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct TrainConfig {
     // CUDA: capture each step's forward, backward and bucket all-reduces as a CUDA graph
     // and replay it, so host launch overhead stays out of the figures (not with fp16).
     bool cuda_graphs = true;
+    // ResNet convolutions: im2col + GEMM, or cuDNN; nullopt is `auto` (cuDNN where the
+    // backend has it). Any build reads `cudnn` (records of cuDNN runs are configs too); a run
+    // on a backend without cuDNN refuses it (resolve_conv_engine).
+    std::optional<ConvEngine> conv_engine;
     // stress: steps between comparisons of the ranks' parameter checksums; 0 = off.
     int sdc_check_every = 100;
 };
@@ -76,6 +81,8 @@ nlohmann::json to_json(const TrainConfig& cfg);
 
 const char* scaling_mode_name(ScalingMode mode);
 const char* backend_choice_name(BackendChoice backend);
+// "auto", "im2col" or "cudnn": the config's spelling of conv_engine.
+const char* conv_engine_choice_name(const std::optional<ConvEngine>& engine);
 
 // The spellings the config and the command-line flags share; an unknown one is a
 // UserError listing the valid values.

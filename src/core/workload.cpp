@@ -6,7 +6,9 @@
 #include "models/rng.h"
 #include "models/teacher_data.h"
 #include "models/token_data.h"
+#include "models/trace_ops.h"
 #include "models/transformer.h"
+#include "src/core/errors.h"
 
 namespace sb {
 
@@ -18,9 +20,25 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) 
     if (cfg.model == "transformer")
         return std::make_unique<Transformer>(ops, cfg.transformer.shape,
                                              mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)));
-    if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet);
+    if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet, resolve_conv_engine(cfg, ops));
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);
+}
+
+ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops) {
+    if (!cfg.conv_engine) return ops.has_cudnn() ? ConvEngine::cudnn : ConvEngine::im2col;
+    const bool traced = dynamic_cast<const TraceOps*>(&ops) != nullptr;
+    if (*cfg.conv_engine == ConvEngine::cudnn && !ops.has_cudnn() && !traced) {
+#ifdef SCALEBENCH_HAVE_CUDNN
+        const std::string why = "the " + ops.name() + " backend has no cuDNN (use auto or im2col there)";
+#else
+        const std::string why = "this scalebench was built without cuDNN (configure where cmake finds it, or use "
+                                "auto or im2col)";
+#endif
+        // Agreed: every rank has the same build and backend, so every rank throws here.
+        throw AgreedError(cfg.source + ": key 'conv_engine': cudnn: " + why);
+    }
+    return *cfg.conv_engine;
 }
 
 int tokens_per_sample(const TrainConfig& cfg) {

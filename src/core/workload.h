@@ -17,6 +17,12 @@ namespace sb {
 // DDP's processes, each with its own RNG, do); the weights are the same on every rank.
 std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank = 0);
 
+// The convolution engine a ResNet of this config runs on `ops`: the config's choice, or for
+// `auto` cudnn where ops.has_cudnn(), else im2col. cudnn on a backend that cannot run it (the
+// CPU; CUDA in a build without cuDNN) is an AgreedError naming the file and key; a trace models
+// it in any build.
+ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops);
+
 // Tokens one sample holds (seq_len for a transformer, 1 otherwise): tokens/s in the records.
 int tokens_per_sample(const TrainConfig& cfg);
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
@@ -29,6 +30,8 @@ TEST(ResNetCli, CiResNetUnderMpirunWritesRecords) {
         EXPECT_EQ(rec["model"], "resnet");
         EXPECT_EQ(rec["num_params"], 9362);
         EXPECT_EQ(rec["config"]["resnet"]["blocks"].size(), 2u);
+        EXPECT_EQ(rec["config"]["conv_engine"], "auto");
+        EXPECT_EQ(rec["conv_engine"], "im2col");  // auto on CPU ranks
         EXPECT_TRUE(rec["replica_check"]["passed"].get<bool>());
         EXPECT_GT(rec["samples_per_s"].get<double>(), 0);
     }
@@ -37,6 +40,28 @@ TEST(ResNetCli, CiResNetUnderMpirunWritesRecords) {
     const double first = records[1]["initial_loss"].get<double>(), last = records[1]["final_loss"].get<double>();
     EXPECT_NEAR(first, std::log(10.0), 0.7);
     EXPECT_LT(last, 0.6 * first);
+    std::filesystem::remove_all(dir);
+}
+
+// conv_engine: cudnn on CPU ranks is refused before any step, naming the file and key.
+TEST(ResNetCli, CudnnEngineOnCpuRanksExitsTwoNamingTheKey) {
+    const auto dir = sb::e2e::scratch("e2e-resnet-cudnn");
+    const std::string config = (dir / "cudnn.yaml").string(), out = (dir / "rn.jsonl").string();
+    std::filesystem::remove(out);
+    {
+        std::ofstream f(config);
+        f << sb::e2e::slurp(std::filesystem::path(SCALEBENCH_SOURCE_DIR) / "configs/ci-resnet.yaml")
+          << "conv_engine: cudnn\n";
+    }
+    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 2 " + SCALEBENCH_BINARY + " train --config " +
+                            config + " --backend cpu --out " + out + " >" + (dir / "out").string() + " 2>" +
+                            (dir / "err").string() + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    const std::string stderr_text = sb::e2e::slurp(dir / "err");
+    ASSERT_TRUE(WIFEXITED(status)) << stderr_text;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << stderr_text;
+    EXPECT_NE(stderr_text.find("conv_engine"), std::string::npos) << stderr_text;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "no record for a run refused";
     std::filesystem::remove_all(dir);
 }
 

@@ -168,7 +168,7 @@ TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
                           "    colour: blue\n"),
               "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, resnet, batch_size, scaling_mode, scaling, "
               "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out, "
-              "cuda_graphs, sdc_check_every");
+              "cuda_graphs, conv_engine, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  nesterov: true\n"),
               "t.yaml:2:3: key 'optimizer.nesterov': unknown key; valid keys in 'optimizer': kind, lr, momentum, "
@@ -757,6 +757,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
         {"backend", "cpu"},
         {"out", "results/train.jsonl"},
         {"cuda_graphs", true},
+        {"conv_engine", "auto"},
         {"sdc_check_every", 100},
     };
     EXPECT_EQ(j, want) << j.dump(2);
@@ -765,7 +766,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     EXPECT_EQ(j["optimizer"].size(), 7u);
     EXPECT_EQ(j["transformer"].size(), 13u);
     EXPECT_EQ(j["resnet"].size(), 5u);
-    EXPECT_EQ(j.size(), 20u);  // the 19 YAML keys and the source
+    EXPECT_EQ(j.size(), 21u);  // the 20 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }
@@ -814,6 +815,27 @@ TEST(ConfigErrors, CudaGraphsTakesOnlyTrueOrFalse) {
     EXPECT_EQ(parse_error("steps: 3\ncuda_graphs: yes\n"), "t.yaml:2:14: key 'cuda_graphs': expected true or false, got 'yes'");
     EXPECT_EQ(parse_error("cuda_graphs: \"true\"\n"), "t.yaml:1:14: key 'cuda_graphs': expected true or false, got 'true'");
     EXPECT_EQ(parse_error("cuda_graphs: [true]\n"), "t.yaml:1:14: key 'cuda_graphs': expected true or false, got a list");
+}
+
+TEST(ConfigParse, ConvEngineIsAutoIm2colOrCudnn) {
+    EXPECT_FALSE(parse_config("steps: 3\n", "t.yaml").conv_engine.has_value());  // auto by default
+    EXPECT_FALSE(parse_config("conv_engine: auto\n", "t.yaml").conv_engine.has_value());
+    EXPECT_EQ(parse_config("conv_engine: im2col\n", "t.yaml").conv_engine, ConvEngine::im2col);
+    // Every build reads cudnn: a record of a cuDNN run is a config too (project, compare).
+    EXPECT_EQ(parse_config("conv_engine: cudnn\n", "t.yaml").conv_engine, ConvEngine::cudnn);
+    EXPECT_EQ(to_json(parse_config("conv_engine: im2col\n", "t.yaml"))["conv_engine"], "im2col");
+    EXPECT_EQ(to_json(parse_config("conv_engine: cudnn\n", "t.yaml"))["conv_engine"], "cudnn");
+    EXPECT_EQ(to_json(parse_config("", "t.yaml"))["conv_engine"], "auto");
+}
+
+TEST(ConfigErrors, ConvEngineNamesTheValidChoices) {
+    EXPECT_EQ(parse_error("conv_engine: winograd\n"),
+              "t.yaml:1:14: key 'conv_engine': unknown value 'winograd'; valid values: auto, im2col, cudnn");
+    EXPECT_EQ(parse_error("conv_engine: cudn\n"),
+              "t.yaml:1:14: key 'conv_engine': unknown value 'cudn'; valid values: auto, im2col, cudnn; did you mean "
+              "'cudnn'?");
+    EXPECT_EQ(parse_error("conv_engine: [cudnn]\n"),
+              "t.yaml:1:14: key 'conv_engine': expected one of auto, im2col, cudnn, got a list");
 }
 
 TEST(ConfigErrors, SdcCheckEveryIsANonNegativeInteger) {

@@ -39,9 +39,12 @@ const std::string kSource = SCALEBENCH_SOURCE_DIR;
 // slower than the roofline (README, Projection); it guards against the model getting worse.
 constexpr double kMeasuredStepBound = 0.40;
 constexpr double kPublishedMedianBound = 0.15;
-// Absolute throughput misses that target (README: Projection); this bound only guards against
-// the model getting worse.
-constexpr double kThroughputGuard = 0.45;
+// Absolute throughput misses that target (docs/projection.md); this bound only guards against
+// the model getting worse. The published figures are PyTorch's steps (data loader in the timed
+// loop for some); the projection is of scalebench's, whose ResNet fuses BatchNorm with its ReLU
+// and residual add and whose transformers fuse attention and the residual LayerNorm: the faster
+// scalebench's own step, the further above those rows it projects (median 57%).
+constexpr double kThroughputGuard = 0.60;
 // The step's footprint against NVML's peak memory in use: the target is 10% (issue 17); the
 // transformer records of 2 December ran the code before the fused bias epilogue (larger scratch)
 // and land 14-20% above the footprint (docs/projection.md). This bound guards against regressions.
@@ -303,6 +306,7 @@ void project_published(const std::string& file, std::vector<PublishedRow>& rows)
         cfg.precision = parse_precision(e["precision"].as<std::string>());
         ASSERT_NE(cfg.precision, Precision::fp32) << id << ": published runs are mixed precision or TF32";
         cfg.grad_dtype = parse_grad_dtype(e["grad_dtype"].as<std::string>());
+        cfg.conv_engine = ConvEngine::im2col;  // what the entries' differences describe, in any build
         validate_config(cfg);
         PublishedRow row{id,
                          e["baseline"] ? e["baseline"].as<std::string>() : "",

@@ -16,6 +16,7 @@
 #include "models/image_data.h"
 #include "models/resnet.h"
 #include "models/rng.h"
+#include "models/trace_ops.h"
 #include "src/core/config.h"
 #include "src/core/errors.h"
 #include "src/commands/runner.h"
@@ -41,6 +42,7 @@ TEST(ResNet, ParameterCountsEqualTorchvision) {
     EXPECT_EQ(ResNet(ops, with_blocks({3, 4, 23, 3})).num_params(), 44549160u);
     EXPECT_EQ(ResNet(ops, with_blocks({3, 8, 36, 3})).num_params(), 60192808u);
     EXPECT_EQ(ResNet(ops, load_config_file(preset_path("resnet50.yaml")).resnet).num_params(), 25557032u);
+    EXPECT_EQ(ResNet(ops, load_config_file(preset_path("resnet152.yaml")).resnet).num_params(), 60192808u);
 }
 
 TEST(ResNet, ParameterNamesAndLayoutFollowTorchvision) {
@@ -127,6 +129,7 @@ TEST(ResNet, InitFollowsTorchvision) {
 // A tiny ResNet on the CPU with its own flat buffers.
 struct Tiny {
     ResNetShape shape;
+    ConvEngine engine = ConvEngine::im2col;  // cudnn: the conv_* ops (on the CPU, its reference)
     int batch = 3;
     std::vector<float> params, grads, images;
     std::vector<int32_t> labels;
@@ -153,7 +156,7 @@ struct Tiny {
 
     float run(GradientSink* sink = nullptr) {
         CpuOps ops;
-        ResNet m(ops, shape);
+        ResNet m(ops, shape, engine);
         m.bind(FlatBuffers{params.data(), params.data(), grads.data()}, batch);
         float loss = 0;
         m.forward_backward(Tensor{images.data(), DType::f32, batch, 16 * 16 * 3}, labels.data(), &loss, 1.0f, sink);
@@ -162,7 +165,10 @@ struct Tiny {
 };
 
 TEST(ResNet, BackwardMatchesFiniteDifferencesForEveryParameter) {
+    for (ConvEngine engine : {ConvEngine::im2col, ConvEngine::cudnn}) {
+    SCOPED_TRACE(conv_engine_name(engine));
     Tiny t;
+    t.engine = engine;
     t.run();
     const std::vector<float> analytic = t.grads;
     CpuOps ops;
@@ -170,6 +176,89 @@ TEST(ResNet, BackwardMatchesFiniteDifferencesForEveryParameter) {
     // A small step: every ReLU follows a BatchNorm, so many inputs sit near its kink, and at
     // 2e-3 some cross it (the difference is then not the derivative).
     test::expect_gradients_match_finite_differences(names.params(), t.params, analytic, 5e-4f, [&] { return t.run(); });
+    }
+}
+
+// The conv engine changes how a convolution is issued (one conv_* op, data gradients
+// accumulated in place), not what it computes: on the CPU, whose conv_* ops are im2col +
+// GEMM, both engines give the same loss and gradients to fp32 rounding. On the GPU the
+// conv_* ops are cuDNN's (tests/gpu/test_cuda_conv_ops.cpp).
+TEST(ResNet, BothConvEnginesGiveTheSameGradients) {
+    Tiny a, b;
+    b.engine = ConvEngine::cudnn;
+    EXPECT_NEAR(a.run(), b.run(), 1e-6);
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    double diff2 = 0, ref2 = 0;
+    for (size_t i = 0; i < a.grads.size(); ++i) {
+        diff2 += (static_cast<double>(a.grads[i]) - b.grads[i]) * (static_cast<double>(a.grads[i]) - b.grads[i]);
+        ref2 += static_cast<double>(a.grads[i]) * a.grads[i];
+    }
+    EXPECT_LT(std::sqrt(diff2 / ref2), 1e-5);
+}
+
+// auto takes cuDNN only where the backend has it (never the CPU; a trace where the build has it);
+// cudnn on the CPU is refused naming the file and key, before any model is built; a trace takes
+// cudnn in any build (a cuDNN run's record is projected from anywhere).
+TEST(ResNet, ConvEngineResolvesPerBackend) {
+    TrainConfig cfg = parse_config("model: resnet\n", "r.yaml");
+    CpuOps cpu;
+    TraceOps trace(Precision::bf16);
+    EXPECT_EQ(resolve_conv_engine(cfg, cpu), ConvEngine::im2col);
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), trace.has_cudnn() ? ConvEngine::cudnn : ConvEngine::im2col);
+    cfg.conv_engine = ConvEngine::cudnn;
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), ConvEngine::cudnn);
+    try {
+        resolve_conv_engine(cfg, cpu);
+        ADD_FAILURE() << "cudnn accepted on the CPU";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("r.yaml: key 'conv_engine': cudnn: ", 0), 0u) << e.what();
+    }
+    EXPECT_THROW(create_model(cfg, cpu), UserError);
+    cfg.conv_engine = ConvEngine::im2col;
+    EXPECT_EQ(resolve_conv_engine(cfg, trace), ConvEngine::im2col);
+}
+
+// What `project` learns from: with the cudnn engine every convolution but the 1x1 stride-1
+// ones (GEMMs) is one conv_forward, one conv_backward_filter and (but for the stem) one
+// conv_backward_data in the trace, and no im2col or col2im remains; BatchNorm is fused with
+// its ReLU (and the residual add), so no standalone add or ReLU forward is left.
+TEST(ResNet, TraceCountsEachCudnnConvolutionAsOneOp) {
+    ResNetShape shape = with_blocks({3, 4, 6, 3});
+    shape.image_size = 64;
+    auto count = [](const TraceOps& t, const std::string& kind) {
+        return std::count_if(t.trace().begin(), t.trace().end(), [&](const TracedOp& op) { return op.kind == kind; });
+    };
+    for (ConvEngine engine : {ConvEngine::im2col, ConvEngine::cudnn}) {
+        SCOPED_TRACE(conv_engine_name(engine));
+        TraceOps ops(Precision::bf16);
+        ResNet m(ops, shape, engine);
+        DeviceBuffer params(ops, m.num_params() * 4), weights(ops, m.num_params() * 2), grads(ops, m.num_params() * 4);
+        DeviceBuffer images(ops, size_t{2} * 64 * 64 * 3 * 2), labels(ops, 2 * 4);
+        m.bind(FlatBuffers{params.as<float>(), weights.get(), grads.as<float>()}, 2);
+        float loss = 0;
+        m.forward_backward(Tensor{images.get(), DType::bf16, 2, 64 * 64 * 3}, labels.as<int32_t>(), &loss, 1.0f,
+                           nullptr);
+        // ResNet-50's convolutions that are not 1x1 stride 1: the stem, 16 3x3 and the 3 strided downsamples.
+        const long spatial = engine == ConvEngine::cudnn ? 20 : 0;
+        EXPECT_EQ(count(ops, "conv_forward"), spatial);
+        EXPECT_EQ(count(ops, "conv_backward_filter"), spatial);
+        EXPECT_EQ(count(ops, "conv_backward_data"), spatial == 0 ? 0 : spatial - 1);
+        EXPECT_EQ(count(ops, "im2col"), engine == ConvEngine::im2col ? 40 : 0);
+        EXPECT_EQ(count(ops, "col2im"), engine == ConvEngine::im2col ? 19 : 0);
+        // The 33 1x1 stride-1 convolutions and the classifier, 3 GEMMs each; im2col adds 3 per
+        // other convolution but for the stem's input gradient.
+        EXPECT_EQ(count(ops, "gemm"), 3 * 34 + (engine == ConvEngine::im2col ? 3 * 20 - 1 : 0));
+        EXPECT_EQ(count(ops, "batchnorm_relu_forward"), 1 + 16 * 2 + 16);  // stem, conv1/conv2, each block's end
+        EXPECT_EQ(count(ops, "batchnorm_relu_backward"), 1 + 16 * 2);
+        EXPECT_EQ(count(ops, "batchnorm_forward"), 4);  // the downsamples
+        EXPECT_EQ(count(ops, "add"), 0);
+        EXPECT_EQ(count(ops, "activation_forward"), 0);
+        for (const TracedOp& op : ops.trace())
+            if (op.kind.rfind("conv_", 0) == 0) {
+                EXPECT_TRUE(op.tensor_core);
+                EXPECT_EQ(op.flops, 2.0 * static_cast<double>(op.m) * op.n * op.k);
+            }
+    }
 }
 
 TEST(ResNet, EveryGradientReportedOnceWhenFinalInReverseParameterOrder) {
