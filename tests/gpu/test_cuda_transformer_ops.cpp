@@ -248,9 +248,15 @@ TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
                     EXPECT_TRUE(close(got_branch, *host[r.branch], tol)) << "grad_branch";
                     EXPECT_TRUE(close(gdgamma.get(), dgamma, tol)) << "grad_gamma";
                     EXPECT_TRUE(close(gdbeta.get(), dbeta, tol)) << "grad_beta";
+                    // A dropped element is an exact zero on both backends; a kept one may round to
+                    // zero on one of them in 16 bits (the GPU rounds the residual sum once, the
+                    // CPU's chain twice), so only a zero against a value beyond the tolerance counts.
                     size_t zeros_differ = 0;
-                    for (size_t i = 0; i < n; ++i)
-                        zeros_differ += (got_branch[i] == 0.0f) != ((*host[r.branch])[i] == 0.0f);
+                    for (size_t i = 0; i < n; ++i) {
+                        const float want = (*host[r.branch])[i];
+                        zeros_differ += (got_branch[i] == 0.0f) != (want == 0.0f) &&
+                                        std::max(std::fabs(got_branch[i]), std::fabs(want)) > tol;
+                    }
                     EXPECT_EQ(zeros_differ, 0u) << "backward dropout mask";
                     for (GpuArray* g : dev) EXPECT_TRUE(g->guards_intact());
                 }
