@@ -30,6 +30,11 @@ el "ResNet-152"
 BUILD=$B RUNS="resnet152:128" ENGINES=cudnn STEPS=15 WARMUP=5 timeout 150 launch/bench_resnet.sh "$O/resnet" 2>&1 | tail -8
 el "transformers"
 RUNS="bert-large:256 gpt2-medium:8" STEPS=10 WARMUP=5 timeout 200 launch/bench_transformer.sh "$O/transformer" 2>&1 | tail -8
+root=(); [[ $EUID -eq 0 ]] && root=(--allow-run-as-root)
+el "op profile resnet50 b256 (cudnn)"
+timeout 60 mpirun "${root[@]}" -np 1 "$B/scalebench" train --config configs/resnet50.yaml --backend cuda --steps 5 --warmup 2 \
+    --scaling 1 --profile-ops "$O/check/opprof_resnet50_b256.jsonl" --out "$O/check/train_resnet50_b256.jsonl" \
+    >"$O/check/opprof_resnet50_b256.txt" 2>&1 || tail -5 "$O/check/opprof_resnet50_b256.txt"
 for p in bf16 fp32; do
   el "PyTorch check resnet50 $p (conv_engine auto: cudnn)"
   timeout 60 "$B/tests/scalebench_export_step" --config configs/resnet50.yaml --backend cuda --precision $p --batch 16 \
