@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # README command 2: install what is missing, build, and run the whole test suite; then
-# the CPU path again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan).
+# the CUDA backend without cuDNN is built, and the CPU path runs again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install_deps.sh
 launch/build.sh
 ctest --test-dir build --output-on-failure -j2 "$@"
+# Where build/ has CUDA with cuDNN, the CUDA backend without it (im2col convolutions,
+# -DSCALEBENCH_CUDNN=OFF) must compile and link too: one GPU architecture, the binary only.
+if grep -q '^CUDNN_LIBRARY:FILEPATH=/' build/CMakeCache.txt; then
+  cmake -S . -B build-nocudnn -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DSCALEBENCH_CUDNN=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_TESTING=OFF
+  cmake --build build-nocudnn -j"$(nproc)" --target scalebench
+fi
 # The sanitizer pass: CPU-only (no CUDA compile), every unit, MPI and e2e test; the
 # Slurm, plot, plan and fuzz tests are left to the normal build (they test scripts, or are
 # already sanitized). Leak detection is off: Open MPI keeps its internal allocations
