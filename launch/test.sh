@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: install what is missing, build, and run the whole test suite; then
-# the CUDA backend without cuDNN is built, and the CPU path runs again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan).
+# the CUDA backend without cuDNN is built, and the CPU path runs again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install_deps.sh
