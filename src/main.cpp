@@ -98,17 +98,17 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
-    // From here on a fault leaves an "incomplete" record after the ones written so far.
-    set_incomplete_record(cfg.out, "train");
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
     check_grad_dtype_backend(cfg, *ops);
+    check_memory_footprint(cfg, *ops, world);
+    // From here on the run is bracketed: a fault leaves an "incomplete" record.
+    std::vector<std::string> outputs = {cfg.out};
+    if (!flags.profile_ops.empty() && flags.profile_ops != cfg.out) outputs.push_back(flags.profile_ops);
+    begin_run(outputs, "train", world);
     const nlohmann::json environment = run_environment(*ops, world);
     const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
-    if (!flags.profile_ops.empty()) {
-        set_incomplete_record(flags.profile_ops, "train");
-        run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
-    }
-    set_incomplete_record("", "");
+    if (!flags.profile_ops.empty()) run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
+    end_run(passed ? 0 : 3);
     return passed ? 0 : 3;
 }
 
@@ -129,6 +129,9 @@ std::vector<std::string> with_default_subcommand(int argc, char** argv, const CL
 }  // namespace sb
 
 int main(int argc, char** argv) {
+    if (argc == 2 && std::string(argv[1]) == sb::kRecordGuardArgument) return sb::run_record_guard();
+    sb::enable_record_guard();
+    sb::StartupDeadline startup;  // MPI_Init and the first collective, under the collective timeout
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
     try {
         sb::init_process_info(MPI_COMM_WORLD);
         sb::init_fault_handling(MPI_COMM_WORLD);
+        startup.passed();
         CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)"};
         app.set_version_flag("--version", "scalebench 0.1.0");
         app.require_subcommand(1, 1);
@@ -172,27 +176,19 @@ int main(int argc, char** argv) {
             // Help and version are exit 0; a bad flag is bad input: exit 2. Printed once.
             if (rank == 0) app.exit(e);
             sb::shutdown_fault_handling();
-            MPI_Finalize();
-            return e.get_exit_code() == 0 ? 0 : 2;
+            return sb::finalize_with_deadline(e.get_exit_code() == 0 ? 0 : 2);
         }
         if (train->parsed()) {
             code = sb::run_train(train_flags, MPI_COMM_WORLD);
         } else if (stress->parsed()) {
-            sb::set_incomplete_record(stress_options.out, "stress");
             code = sb::run_stress(stress_options, MPI_COMM_WORLD);
-            sb::set_incomplete_record("", "");
         } else if (comm->parsed()) {
-            sb::set_incomplete_record(comm_options.out, "comm");
             code = sb::run_comm(comm_options, MPI_COMM_WORLD);
-            sb::set_incomplete_record("", "");
         } else if (project->parsed() || compare->parsed()) {
             // A model evaluated on the host: rank 0 alone; errors are bad input (exit 2).
             if (rank == 0) code = project->parsed() ? sb::run_project(project_options) : sb::run_compare(compare_options);
         } else if (report->parsed()) {
-            if (rank == 0) {
-                int shown = sb::write_report(report_options, std::cout, std::cerr);
-                if (shown == 0) std::cerr << "scalebench report: no train records in the given files\n";
-            }
+            if (rank == 0) code = sb::run_report(report_options);
         }
 #ifdef SCALEBENCH_HAVE_CUDA
         else if (gemm->parsed()) {
@@ -201,27 +197,24 @@ int main(int argc, char** argv) {
 #endif
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
+        sb::record_incomplete(e.what());  // when the run had begun
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 2;
+        return sb::finalize_with_deadline(2);
     } catch (const sb::UserError& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
         sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 2;
+        return sb::finalize_with_deadline(2);
     } catch (const std::exception& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: internal error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
         sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 1;
+        return sb::finalize_with_deadline(1);
     }
     sb::shutdown_fault_handling();
-    MPI_Finalize();
-    return code;
+    return sb::finalize_with_deadline(code);
 }

@@ -366,6 +366,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                 record = {
                     {"schema_version", kSchemaVersion},
                     {"subcommand", "train"},
+                    {"run_id", run_id()},
                     {"timestamp", utc_timestamp()},
                     {"world_size", n},
                     {"launched_world_size", world_size},

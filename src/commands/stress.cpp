@@ -20,6 +20,7 @@
 
 #include "src/system/backend.h"
 #include "src/system/environment.h"
+#include "src/system/watchdog.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -28,6 +29,10 @@
 namespace sb {
 
 // ---- durations
+
+namespace {
+constexpr double kMaxDurationS = 366.0 * 86400;  // a year: any soak fits, and no clock overflows
+}
 
 double parse_duration(const std::string& text, const std::string& flag) {
     auto bad = [&](const std::string& why) {
@@ -46,6 +51,8 @@ double parse_duration(const std::string& text, const std::string& flag) {
         if (end == pos) throw bad(fmt::format("expected a number at '{}'", text.substr(pos)));
         const std::string number = text.substr(pos, end - pos);
         if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad("malformed number");
+        // Digits past what a duration can need would overflow (stod's range, then the clock's).
+        if (number.size() > 12) throw bad(fmt::format("'{}' is too long a number", number));
         const double value = std::stod(number);
         if (end == text.size()) {
             if (last_unit >= 0) throw bad(fmt::format("'{}' has no unit", number));
@@ -61,6 +68,7 @@ double parse_duration(const std::string& text, const std::string& flag) {
         pos = end + 1;
     }
     if (!(total > 0) || !std::isfinite(total)) throw bad("must be longer than zero");
+    if (total > kMaxDurationS) throw bad(fmt::format("longer than the longest run, {}d", kMaxDurationS / 86400));
     return total;
 }
 
@@ -375,6 +383,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
         nlohmann::json record = {
             {"schema_version", kSchemaVersion},
             {"subcommand", "stress"},
+            {"run_id", run_id()},
             {"timestamp", utc_timestamp()},
             {"complete", false},
             {"interval", interval},
@@ -461,6 +470,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
         const nlohmann::json record = {
             {"schema_version", kSchemaVersion},
             {"subcommand", "stress"},
+            {"run_id", run_id()},
             {"timestamp", utc_timestamp()},
             {"complete", true},
             {"intervals", intervals},
@@ -574,8 +584,14 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     agree_on_errors(world, error);
     const TrainConfig& first = plan.workloads.front();
     std::unique_ptr<Ops> ops = create_ops(first.backend, first.precision, world);
-    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops);
-    return run_stress_plan(plan, *ops, world, run_environment(*ops, world));
+    for (const TrainConfig& cfg : plan.workloads) {
+        check_grad_dtype_backend(cfg, *ops);
+        check_memory_footprint(cfg, *ops, world);
+    }
+    begin_run({plan.out}, "stress", world);
+    const int code = run_stress_plan(plan, *ops, world, run_environment(*ops, world));
+    end_run(code);
+    return code;
 }
 
 }  // namespace sb

@@ -243,7 +243,9 @@ public:
     explicit Reader(std::string source) : source_(std::move(source)) {}
 
     void read_document(const YAML::Node& root, TrainConfig& cfg) {
-        if (root.IsNull()) return;  // empty document: the built-in default
+        if (root.IsNull())
+            fail_at(YAML::Mark(),
+                    "the config holds no keys: a config is a YAML map of keys (no --config runs the built-in default)");
         if (!root.IsMap())
             fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
         for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,

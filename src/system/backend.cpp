@@ -1,7 +1,9 @@
 #include "src/system/backend.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -10,8 +12,10 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/system/environment.h"
 #include "src/core/errors.h"
+#include "src/core/workload.h"
+#include "src/projection/projection.h"
+#include "src/system/environment.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
@@ -82,11 +86,17 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     std::string text, error;
     if (rank == 0 && !path.empty()) {
-        std::ifstream in(path);
-        if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
-        std::stringstream buffer;
-        buffer << in.rdbuf();
-        text = buffer.str();
+        std::error_code ec;
+        if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+            error = fmt::format("{}: not a config file ({}): --config takes a YAML file", path,
+                                std::filesystem::is_directory(path, ec) ? "a folder" : "not a regular file");
+        } else {
+            std::ifstream in(path);
+            if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
+            std::stringstream buffer;
+            buffer << in.rdbuf();
+            text = buffer.str();
+        }
     }
     agree_on_errors(world, error);
     long length = static_cast<long>(text.size());
@@ -101,6 +111,68 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     }
     agree_on_errors(world, error);
     return cfg;
+}
+
+namespace {
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ull << 30)); }
+
+// MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read.
+double host_available_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    double kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    return 0;
+}
+
+// (bytes free to this rank, where they come from), or 0 bytes when unknown.
+std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
+    const ProcessInfo& p = process_info();
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (ops.name() == "cuda") {
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {0, ""};
+        return {static_cast<double>(free_bytes), fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)))};
+    }
+#endif
+    (void)ops;
+    const double available = host_available_bytes();
+    if (p.local_size <= 1) return {available, "host memory available"};
+    return {available / p.local_size,
+            fmt::format("host memory available, {} shared by {} ranks", gib(available), p.local_size)};
+}
+
+}  // namespace
+
+void check_memory_footprint(const TrainConfig& cfg, const Ops& ops, MPI_Comm world) {
+    int size = 1;
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    const std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{size} : cfg.scaling;
+    int batch = 0;
+    for (int n : sizes) batch = std::max(batch, per_rank_batch(cfg, n));
+    std::string error;
+    try {
+        const StepTrace trace = trace_step(cfg, batch);
+        const BatchShape shape = batch_shape(cfg);
+        const double data = static_cast<double>(cfg.dataset_batches) * batch *
+                            (static_cast<double>(shape.cols) * dtype_size(shape.dtype) + shape.labels_per_row * 4.0);
+        const double needed = trace.memory_bytes + data;
+        const auto [free_bytes, what] = memory_free_to_rank(ops);
+        if (free_bytes > 0 && needed > free_bytes) {
+            const ProcessInfo& p = process_info();
+            error = fmt::format("{}: the {} workload ({} parameters) needs {} per rank at batch {} (parameters, "
+                                "gradients, optimizer state, activations and data), but rank {} on {} has {} ({}): "
+                                "a smaller model or batch fits",
+                                cfg.source, trace.model, trace.num_params, gib(needed), batch, p.world_rank, p.host,
+                                gib(free_bytes), what);
+        }
+    } catch (const std::exception& e) {
+        error = fmt::format("{}: the workload's memory footprint could not be computed: {}", cfg.source, e.what());
+    }
+    agree_on_errors(world, error);
 }
 
 std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {

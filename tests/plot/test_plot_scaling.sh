@@ -41,7 +41,7 @@ expect_ok "$tmp/sweep2.log" "launch/sweep.sh --per-size" timeout 300 "${sweep[@]
 import json, sys
 errors = []
 for path, launched in ((sys.argv[1], {1: 2, 2: 2}), (sys.argv[2], {1: 1, 2: 2})):
-    records = [json.loads(l) for l in open(path) if l.strip()]
+    records = [r for r in (json.loads(l) for l in open(path) if l.strip()) if r["subcommand"] == "train"]
     sizes = sorted(r["world_size"] for r in records)
     if sizes != [1, 2]:
         errors.append(f"{path}: world sizes {sizes}, expected [1, 2]")
@@ -120,7 +120,7 @@ refuses() {  # refuses WHAT EXPECTED_MESSAGE ARGS...: exit 2 and the message on 
   grep -qF -- "$expected" "$tmp/bad.err" || fail "$what: stderr lacks '$expected': $(cat "$tmp/bad.err")"
 }
 refuses "missing file" "$tmp/nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
-{ head -1 "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
+{ grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
 refuses "malformed line" "$tmp/malformed.jsonl:2: malformed record" "$tmp/malformed.jsonl"
 expect_ok "$tmp/skip.err" "plot_scaling.py --skip-bad-lines" \
   "$py" "$plot" "$tmp/malformed.jsonl" --skip-bad-lines -o "$tmp/skipped"
@@ -131,11 +131,32 @@ echo '{"subcommand": "comm", "op": "all_reduce", "world_size": 2}' >"$tmp/comm-n
 refuses "comm record without rows" "$tmp/comm-no-rows.jsonl:1: comm record has no 'rows'" "$tmp/comm-no-rows.jsonl"
 echo '{"subcommand": "gemm", "tflops": 1.0}' >"$tmp/gemm.jsonl"
 refuses "no usable records" "no train or comm records to plot" "$tmp/gemm.jsonl"
-head -1 "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
+grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
   >"$tmp/lacking.jsonl"
 refuses "record lacking a field" "$tmp/lacking.jsonl:1: field 'samples_per_s' is null, expected a number" "$tmp/lacking.jsonl"
 : >"$tmp/empty.jsonl"
-refuses "empty file" "no train or comm records to plot" "$tmp/empty.jsonl"
+refuses "empty file" "$tmp/empty.jsonl: no valid record in the file" "$tmp/empty.jsonl"
+# Lines that are not valid records (issue 20, case 9): named by FILE:LINE, exit 2, never a
+# traceback; with --skip-bad-lines each is skipped with a warning and the rest is plotted.
+train_line=$(grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl")
+bad_record() {  # bad_record NAME EXPECTED PYTHON-EXPRESSION-OF-THE-BAD-LINE-BYTES (r: a train record)
+  local name=$1 expected=$2 expr=$3
+  { echo "$train_line"; "$py" -c "import json,sys; r=json.loads(sys.argv[1]); sys.stdout.buffer.write($expr + b'\n')" "$train_line"; } \
+    >"$tmp/$name.jsonl"
+  refuses "$name" "$tmp/$name.jsonl:2: $expected" "$tmp/$name.jsonl"
+  grep -q Traceback "$tmp/bad.err" && fail "$name: a traceback"
+  expect_ok "$tmp/$name.skip" "$name with --skip-bad-lines" \
+    "$py" "$plot" "$tmp/$name.jsonl" --skip-bad-lines -o "$tmp/$name-skipped"
+  grep -qF "warning: $tmp/$name.jsonl:2: $expected" "$tmp/$name.skip" || fail "$name: --skip-bad-lines did not name the line"
+}
+bad_record non-utf8 "not UTF-8 text" "b'{\"subcommand\":\"stress\",\"config\":{\"source\":\"/tmp/r\\xc3\"}}'"
+bad_record config-string "field 'config' is \"str\", expected an object" "json.dumps(dict(r, config='str')).encode()"
+bad_record huge-world-size "field 'world_size' is 1000000000000000000000000000000" "json.dumps(dict(r, world_size=10**30)).encode()"
+bad_record deeply-nested "malformed record" "b'{\"a\":' * 100000 + b'1' + b'}' * 100000"
+echo 'garbage' >"$tmp/garbage.jsonl"
+"$py" "$plot" "$tmp/garbage.jsonl" --skip-bad-lines -o "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
+(($? == 2)) && grep -qF "$tmp/garbage.jsonl: no valid record in the file" "$tmp/bad.err" ||
+  fail "a file of garbage with --skip-bad-lines: $(cat "$tmp/bad.err")"
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 # --label NAME merges the two files of one system into one line, named NAME.
