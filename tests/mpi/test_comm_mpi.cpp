@@ -4,6 +4,8 @@
 // swept by the harness with #wrong = 0, a planted wrong element counted across ranks, and
 // a sweep on a scaling sub-world.
 #include <gtest/gtest.h>
+
+#include <climits>
 #include <mpi.h>
 
 #include <filesystem>
@@ -172,6 +174,27 @@ TEST(CommSweepMpi, SixteenBitDtypesAndEveryRedopCheckClean) {
                 const SweepResult r = run_sweep(*c, o, ops, comm, MPI_COMM_WORLD);
                 EXPECT_EQ(r.wrong_measurements, 0) << c->name << " " << dtype_name(d) << " " << reduce_op_name(op);
             }
+}
+
+// Issue 14: counts past an int go in pieces. With the largest call lowered to 100 elements,
+// every collective, dtype and placement of sizes up to 64 KiB (blocks of up to 16384 elements,
+// so up to 164 pieces, the last a short one) checks clean, as the same sweep in one call does.
+TEST(CommSweepMpi, CountsPastTheLargestCallGoInPiecesAndCheckClean) {
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    MpiCommunicator::set_max_count(100);
+    for (const Collective* c : all_collectives())
+        for (DType d : {DType::f32, DType::bf16})
+            for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+                if (!c->reduces && op != ReduceOp::sum) continue;
+                SweepOptions o = quick(d, op);
+                o.sizes = {64, 4096, 65536, 65536 + 2 * 100 * 16};
+                o.root = comm.size() - 1;
+                const SweepResult r = run_sweep(*c, o, ops, comm, MPI_COMM_WORLD);
+                EXPECT_EQ(r.wrong_measurements, 0) << c->name << " " << dtype_name(d) << " " << reduce_op_name(op);
+                for (const SweepRow& row : r.rows) EXPECT_TRUE(row.out_of_place.checked) << c->name;
+            }
+    MpiCommunicator::set_max_count(static_cast<size_t>(INT_MAX));
 }
 
 TEST(CommSweepMpi, AWrongElementOnOneRankCountsForAll) {
