@@ -7,8 +7,9 @@ writes, as PNG and SVG:
   efficiency  scaling efficiency T(n) / (n T(1)) against GPU count, one line per system/config,
               the ideal at 100 %
   throughput  samples/s against GPU count, with each line's ideal n T(1)
-  breakdown   median compute / exposed communication / optimizer time per step, stacked, per
-              GPU count (one panel per system/config)
+  breakdown   compute / exposed communication / optimizer time of the median step, stacked, per
+              GPU count (one panel per system/config; projected panels share one y-scale, as
+              do measured ones)
   busbw       bus bandwidth (out-of-place, nccl-tests' busbw) against message size of each
               collective in `scalebench comm` records (only when the files hold some)
 Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
@@ -234,8 +235,18 @@ def add_record(r, where, path, labels, train, comm):
             "scaling_efficiency": None if eff is None else number(r, "scaling_efficiency", where),
             "step_ms": median_of(r, "step_ms", where),
         }
-        for key, _, _ in PHASES:
-            row[key] = median_of(r, key, where)
+        # The phases of one step, so the stack is that step: the record's median step (its
+        # slowest rank's phases); projected records' phases add up by construction. Older
+        # measured records hold only per-phase medians, which need not add up to the step.
+        step = r.get("median_step")
+        if step is not None:
+            step = mapping(r, "median_step", where)
+            row["step_ms"] = number(step, "step_ms", f"{where}: median_step")
+            for key, _, _ in PHASES:
+                row[key] = number(step, key, f"{where}: median_step")
+        else:
+            for key, _, _ in PHASES:
+                row[key] = median_of(r, key, where)
         key = (None if path in labels else path, system_name(r, labels.get(path), where),
                config_name(r, where), projected)
         series = train.setdefault(key, Series(*key))
@@ -369,10 +380,17 @@ def plot_throughput(plt, series, style, outdir, prefix, formats, written):
 
 
 def plot_breakdown(plt, series, outdir, prefix, formats, written):
+    import textwrap
     count = len(series)
     cols = min(count, 2)
     rows = math.ceil(count / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.6 * rows), squeeze=False)
+    # Projected panels share one y-scale (a 23 ms bar must look shorter than a 120 ms one), and
+    # so do the measured ones.
+    top = {}
+    for s in series:
+        tallest = max(max(s.value(n, "step_ms") or 0, sum(s.value(n, k) or 0 for k, _, _ in PHASES)) for n in s.sizes())
+        top[s.projected] = max(top.get(s.projected, 0), tallest)
     for ax, s in zip(axes.flat, series):
         ns = s.sizes()
         x = list(range(len(ns)))
@@ -387,14 +405,15 @@ def plot_breakdown(plt, series, outdir, prefix, formats, written):
         ax.set_xticks(x)
         ax.set_xticklabels([str(n) for n in ns])
         ax.set_xlabel("GPUs n")
-        ax.set_ylabel("time per step (ms, median)")
-        ax.set_title(s.label, fontsize="medium", wrap=True)
+        ax.set_ylabel("time per step (ms, median step)")
+        ax.set_ylim(0, top[s.projected] * 1.08)
+        ax.set_title("\n".join(textwrap.wrap(s.label, 52)), fontsize="medium")
         ax.grid(True, axis="y", alpha=0.3)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=4, fontsize="small", bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer")
+    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer (the median step)")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     save(fig, outdir, prefix, "breakdown", formats, written)
     plt.close(fig)

@@ -1,5 +1,7 @@
 #include "src/commands/runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -221,9 +223,10 @@ namespace {
 
 void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int world) {
     fmt::print("scalebench train: {} model, {} parameters, backend {}, precision {}, {} scaling, batch {} {}, "
-               "{} ranks launched\n",
+               "{} rank{} launched\n",
                cfg.model, params, ops.name(), precision_name(ops.precision()), scaling_mode_name(cfg.scaling_mode),
-               cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world);
+               cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world,
+               world == 1 ? "" : "s");
     print_scaling_table_columns();
 }
 
@@ -245,6 +248,90 @@ void print_scaling_table_row(const ScalingRow& r) {
     std::fflush(stdout);
 }
 
+namespace {
+
+// Whether a person watches rank 0's output: stdout is a terminal, and under a launcher that
+// forwards output through a pty of its own (Open MPI does), the launcher's stdout is one too.
+// Files, pipes and CI logs get no progress line.
+bool output_is_watched() {
+    if (!::isatty(STDOUT_FILENO)) return false;
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK")) return true;
+    char target[256] = {};
+    const std::string link = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    const std::string path(target, n > 0 ? static_cast<size_t>(n) : 0);
+    return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+
+// Rank 0's progress through one world size's steps, rewritten in place at most 4 times a
+// second: "n = 4: step 120/203, 45.2 steps/s, 2s left"; cleared before the table row.
+class ProgressLine {
+public:
+    ProgressLine(bool shown, int world_size, int total_steps)
+        : shown_(shown), world_size_(world_size), total_(total_steps), start_(std::chrono::steady_clock::now()) {}
+    ~ProgressLine() { clear(); }
+
+    void step_done(int done) {
+        if (!shown_) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_ < std::chrono::milliseconds(250)) return;
+        last_ = now;
+        const double elapsed = std::chrono::duration<double>(now - start_).count();
+        const double rate = done / std::max(elapsed, 1e-9);
+        const std::string line = fmt::format("n = {}: step {}/{}, {:.1f} steps/s, {:.0f}s left", world_size_, done,
+                                             total_, rate, (total_ - done) / std::max(rate, 1e-9));
+        fmt::print("\r{:<{}}", line, width_);
+        width_ = std::max(width_, line.size());
+        std::fflush(stdout);
+    }
+    void clear() {
+        if (!shown_ || width_ == 0) return;
+        fmt::print("\r{:<{}}\r", "", width_);
+        std::fflush(stdout);
+        width_ = 0;
+    }
+
+private:
+    bool shown_;
+    int world_size_, total_;
+    std::chrono::steady_clock::time_point start_, last_{};
+    size_t width_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+// Collective over `comm`: the phases of one measured step, which add up to it (per-phase
+// medians need not): each step's slowest rank, and of those steps the median one (the lower
+// middle for an even count). `times` holds 4 per step: step, compute, exposed, optimizer.
+// Complete on rank 0 of `comm`.
+nlohmann::json median_step_phases(const std::vector<double>& times, MPI_Comm comm) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(comm, &size));
+    std::vector<double> all(rank == 0 ? times.size() * static_cast<size_t>(size) : 0);
+    SB_CHECK_MPI(MPI_Gather(times.data(), static_cast<int>(times.size()), MPI_DOUBLE, all.data(),
+                            static_cast<int>(times.size()), MPI_DOUBLE, 0, comm));
+    const size_t steps = times.size() / 4;
+    if (rank != 0 || steps == 0) return nullptr;
+    std::vector<std::pair<double, size_t>> slowest;  // (step time, index into all) per step
+    for (size_t s = 0; s < steps; ++s) {
+        size_t at = 4 * s;
+        for (int r = 1; r < size; ++r) {
+            const size_t other = static_cast<size_t>(r) * times.size() + 4 * s;
+            if (all[other] > all[at]) at = other;
+        }
+        slowest.emplace_back(all[at], at);
+    }
+    std::nth_element(slowest.begin(), slowest.begin() + (steps - 1) / 2, slowest.end());
+    const size_t at = slowest[(steps - 1) / 2].second;
+    return {{"step_ms", all[at]}, {"compute_ms", all[at + 1]}, {"exposed_comm_ms", all[at + 2]},
+            {"optimizer_ms", all[at + 3]}, {"rank", at / times.size()}, {"step", (at % times.size()) / 4}};
+}
+
+}  // namespace
+
 std::string utc_timestamp() {
     std::time_t now = std::time(nullptr);
     char text[32];
@@ -257,7 +344,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
     int world_rank = 0, world_size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &world_rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &world_size));
-    const std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
+    const std::vector<int> sizes = world_sizes(cfg, world_size);
     const std::vector<std::string> hosts =
         environment.contains("hostnames") ? environment["hostnames"].get<std::vector<std::string>>()
                                           : std::vector<std::string>{};
@@ -281,12 +368,15 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             float initial_loss = 0;
             std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
             std::unique_ptr<Telemetry> telemetry;
+            ProgressLine progress(world_rank == 0 && output_is_watched(), n, cfg.warmup + cfg.steps);
             for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
                 if (s == cfg.warmup) telemetry = start_telemetry(ops);
                 StepTimes t = trainer.step(s);
                 if (s == 0) initial_loss = trainer.last_loss();
                 if (s >= cfg.warmup) times.insert(times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+                progress.step_done(s + 1);
             }
+            progress.clear();
             const nlohmann::json telemetry_summary = telemetry ? telemetry->stop() : nlohmann::json();
             // The same steps again with the stream held while they are issued: the device
             // time of a step with no host launch gaps. The difference is host overhead.
@@ -306,6 +396,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                                        MPI_MAX, sub));
             std::vector<double> phase[4];
             for (size_t i = 0; i < slowest.size(); ++i) phase[i % 4].push_back(slowest[i]);
+            const nlohmann::json median_step = median_step_phases(times, sub);
 
             float losses[2] = {initial_loss, trainer.last_loss()}, mean_losses[2] = {0, 0};
             SB_CHECK_MPI(MPI_Allreduce(losses, mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
@@ -384,6 +475,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                     {"compute_ms", to_json(row.compute)},
                     {"exposed_comm_ms", to_json(row.exposed)},
                     {"optimizer_ms", to_json(row.optimizer)},
+                    {"median_step", median_step},
                     {"samples_per_s", row.samples_per_s},
                     {"samples_per_s_per_rank", row.per_rank},
                     {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},

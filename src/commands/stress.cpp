@@ -545,16 +545,24 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
             throw UserError(fmt::format("--plant-bit-flip '{}': rank {} but {} ranks launched", o.plant_bit_flip,
                                         plan.planted_flip->rank, world_size));
     }
+    FlagKeys flags;
+    if (!o.backend.empty()) flags["backend"] = "--backend";
+    if (!o.precision.empty()) flags["precision"] = "--precision";
+    if (o.batch_size) flags["batch_size"] = "--batch-size";
     for (TrainConfig& cfg : workloads) {
         if (!o.backend.empty()) cfg.backend = parse_backend_choice(o.backend);
         if (!o.precision.empty()) cfg.precision = parse_precision(o.precision);
         if (o.batch_size) cfg.batch_size = *o.batch_size;
         cfg.scaling = {world_size};  // a soak trains on every launched rank
         cfg.out = o.out;
-        validate_config(cfg);
-        validate_for_world(cfg, world_size);
+        validate_config(cfg, flags);
+        validate_for_world(cfg, world_size, flags);
+        // One stress run builds one backend: `auto` goes with either choice (run_stress checks
+        // it resolved to the one built), an explicit cpu and cuda do not mix.
         const TrainConfig& first = workloads.front();
-        if (cfg.backend != first.backend || cfg.precision != first.precision)
+        const bool backends_differ = cfg.backend != first.backend && cfg.backend != BackendChoice::auto_select &&
+                                     first.backend != BackendChoice::auto_select;
+        if (backends_differ || cfg.precision != first.precision)
             throw UserError(fmt::format("{}: backend {} / precision {} differ from {}'s {} / {}: one stress run builds "
                                         "one backend (give --backend and --precision)",
                                         cfg.source, backend_choice_name(cfg.backend), precision_name(cfg.precision),
@@ -582,8 +590,14 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
+    // The backend the workloads name (auto when none names one), built once for all of them.
+    BackendChoice backend = BackendChoice::auto_select;
+    for (const TrainConfig& cfg : plan.workloads)
+        if (cfg.backend != BackendChoice::auto_select) backend = cfg.backend;
     const TrainConfig& first = plan.workloads.front();
-    std::unique_ptr<Ops> ops = create_ops(first.backend, first.precision, world);
+    std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
+                                          opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
+                                          opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
     for (const TrainConfig& cfg : plan.workloads) {
         check_grad_dtype_backend(cfg, *ops);
         check_memory_footprint(cfg, *ops, world);

@@ -250,6 +250,8 @@ public:
             fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
         for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
                                              const YAML::Node& value) {
+            const YAML::Mark mark = where(value, key_node);
+            cfg.key_marks[key] = fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
             if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
             else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
             else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
@@ -547,7 +549,7 @@ public:
 // ---- validate_config: the same rules on the resolved values, reported without a line.
 class Checker {
 public:
-    explicit Checker(const TrainConfig& cfg) : source_(cfg.source) {}
+    Checker(const TrainConfig& cfg, const FlagKeys& flags) : cfg_(cfg), flags_(flags) {}
 
     void integer(const std::string& key, int64_t v, IntRange range) const { report(key, int_range_problem(v, range)); }
     void real(const std::string& key, double v, const std::string& shown, RealRange range) const {
@@ -557,11 +559,12 @@ public:
     void real(const std::string& key, float v, RealRange range) const { real(key, v, number_text(v), range); }
 
     void report(const std::string& key, const std::string& problem) const {
-        if (!problem.empty()) throw UserError(fmt::format("{}: key '{}': {}", source_, key, problem));
+        if (!problem.empty()) throw UserError(fmt::format("{}: {}", key_origin(cfg_, flags_, key), problem));
     }
 
 private:
-    std::string source_;
+    const TrainConfig& cfg_;
+    const FlagKeys& flags_;
 };
 
 }  // namespace
@@ -693,8 +696,16 @@ void YamlFields::fail(const YAML::Node& value, const YAML::Node& key_node, const
 
 void YamlFields::fail_at(const YAML::Mark& mark, const std::string& reason) const { impl_->reader.fail_at(mark, reason); }
 
-void validate_config(const TrainConfig& cfg) {
-    Checker check(cfg);
+std::string key_origin(const TrainConfig& cfg, const FlagKeys& flags, const std::string& key) {
+    if (auto flag = flags.find(key); flag != flags.end()) return flag->second;
+    const std::string top = key.substr(0, key.find_first_of(".["));
+    if (auto mark = cfg.key_marks.find(top); mark != cfg.key_marks.end())
+        return fmt::format("{}: key '{}'", mark->second, key);
+    return fmt::format("{}: key '{}'", cfg.source, key);
+}
+
+void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
+    Checker check(cfg, flags);
     if (!find_choice(cfg.model, model_choices())) check.report("model", bad_choice_reason(cfg.model, model_choices()));
     check.integer("mlp.input_dim", cfg.mlp.input_dim, kWidthRange);
     if (cfg.mlp.hidden.empty()) check.report("mlp.hidden", "must be a non-empty list");
@@ -759,19 +770,26 @@ void validate_config(const TrainConfig& cfg) {
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
 }
 
-void validate_for_world(const TrainConfig& cfg, int world_size) {
+std::vector<int> world_sizes(const TrainConfig& cfg, int launched) {
+    if (!cfg.scaling.empty()) return cfg.scaling;
+    std::vector<int> sizes;
+    for (int n = 1; n < launched; n *= 2) sizes.push_back(n);
+    sizes.push_back(launched);
+    return sizes;
+}
+
+void validate_for_world(const TrainConfig& cfg, int world_size, const FlagKeys& flags) {
     SB_REQUIRE(world_size >= 1, "world size must be positive");
-    std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
-    for (int n : sizes) {
+    for (int n : cfg.scaling) {
         if (n > world_size)
-            throw UserError(fmt::format("{}: key 'scaling': scaling entry {} exceeds the launched world size {} "
-                                        "(mpirun -np {})", cfg.source, n, world_size, world_size));
+            throw UserError(fmt::format("{}: scaling entry {} exceeds the launched world size {} (mpirun -np {})",
+                                        key_origin(cfg, flags, "scaling"), n, world_size, world_size));
     }
     if (cfg.scaling_mode == ScalingMode::strong) {
-        for (int n : sizes) {
+        for (int n : world_sizes(cfg, world_size)) {
             if (cfg.batch_size % n != 0)
-                throw UserError(fmt::format("{}: key 'batch_size': batch_size {} is not divisible by world size {} "
-                                            "(scaling_mode: strong)", cfg.source, cfg.batch_size, n));
+                throw UserError(fmt::format("{}: batch_size {} is not divisible by world size {} (scaling_mode: strong)",
+                                            key_origin(cfg, flags, "batch_size"), cfg.batch_size, n));
         }
     }
 }

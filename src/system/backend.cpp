@@ -1,5 +1,7 @@
 #include "src/system/backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -115,6 +117,23 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
 
 namespace {
 
+// Collective: CPU ranks sharing a core measure the sharing, not the scaling; rank 0 says so
+// once, naming each host that has more ranks than cores.
+void warn_if_more_ranks_than_cores(MPI_Comm world) {
+    const ProcessInfo& p = process_info();
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // of the host (mpirun binds each rank to fewer)
+    const nlohmann::json mine = {{"host", p.host}, {"ranks", p.local_size}, {"cores", cores}, {"local_rank", p.local_rank}};
+    const std::vector<nlohmann::json> all = gather_json(mine, world);
+    std::vector<std::string> crowded;
+    for (const nlohmann::json& r : all)
+        if (r["local_rank"] == 0 && r["ranks"].get<long>() > r["cores"].get<long>())
+            crowded.push_back(fmt::format("{} ranks on {} cores of {}", r["ranks"].get<long>(), r["cores"].get<long>(),
+                                          r["host"].get<std::string>()));
+    if (p.world_rank == 0 && !crowded.empty())
+        fmt::print(stderr, "scalebench: warning: more CPU ranks than cores ({}): ranks share cores, so the figures "
+                           "measure the sharing, not the scaling\n", fmt::join(crowded, ", "));
+}
+
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ull << 30)); }
 
 // MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read.
@@ -150,7 +169,7 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 void check_memory_footprint(const TrainConfig& cfg, const Ops& ops, MPI_Comm world) {
     int size = 1;
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
-    const std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{size} : cfg.scaling;
+    const std::vector<int> sizes = world_sizes(cfg, size);
     int batch = 0;
     for (int n : sizes) batch = std::max(batch, per_rank_batch(cfg, n));
     std::string error;
@@ -175,7 +194,8 @@ void check_memory_footprint(const TrainConfig& cfg, const Ops& ops, MPI_Comm wor
     agree_on_errors(world, error);
 }
 
-std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world,
+                                const std::string& backend_origin, const std::string& precision_origin) {
     const ProcessInfo& p = process_info();
     std::string error;
     std::unique_ptr<Ops> ops;
@@ -191,9 +211,11 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
     try {
         if (choice == BackendChoice::cuda) {
             if (!cuda_built())
-                throw UserError("--backend cuda: this scalebench was built without CUDA (no nvcc at build time)");
+                throw UserError(fmt::format("{}: backend cuda, but this scalebench was built without CUDA (no nvcc at "
+                                            "build time): use --backend cpu", backend_origin));
             if (gpus == 0)
-                throw UserError(fmt::format("--backend cuda: no GPU visible to rank {} on host {}", p.world_rank, p.host));
+                throw UserError(fmt::format("{}: backend cuda, but no GPU is visible to rank {} on host {}: use "
+                                            "--backend cpu", backend_origin, p.world_rank, p.host));
             // Rank i of a host drives GPU i; where each rank sees a single GPU (Slurm's
             // --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) it drives that one.
             if (p.local_size > gpus && gpus > 1)
@@ -205,6 +227,9 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
             ops = std::make_unique<CudaOps>(precision, device);
 #endif
         } else {
+            if (precision != Precision::fp32)
+                throw UserError(fmt::format("{}: precision {} on CPU ranks, but the cpu backend runs fp32 only: add "
+                                            "--precision fp32", precision_origin, precision_name(precision)));
             ops = std::make_unique<CpuOps>(precision);
         }
     } catch (const UserError& e) {
@@ -212,6 +237,7 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
     }
     agree_on_errors(world, error);
     if (choice == BackendChoice::cuda) check_one_rank_per_gpu(device, world);
+    if (choice == BackendChoice::cpu) warn_if_more_ranks_than_cores(world);
     return ops;
 }
 

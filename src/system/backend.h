@@ -28,7 +28,11 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
 // Ops. Errors (no GPU, more ranks on a host than GPUs, CPU with a precision it lacks)
 // are AgreedErrors naming rank and host.
-std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world);
+// `backend_origin` and `precision_origin` name where the choices came from (the flag, or the
+// config's line: key_origin), so an error says what the user typed.
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world,
+                                const std::string& backend_origin = "--backend",
+                                const std::string& precision_origin = "--precision");
 
 // Collective over `comm`: the communicator the backend uses for gradients (MPI for the
 // CPU, NCCL for CUDA), over its own duplicate of `comm`.

@@ -100,6 +100,50 @@ expect_ok "$tmp/projected.log" "plot_scaling.py with projected records" \
   "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection"
 grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
   fail "projected records are not told apart in the efficiency plot"
+# The breakdown stacks the phases of one step (the record's median step), so the stack is the
+# step; projected panels share one y-scale, as do measured ones; titles are wrapped.
+expect_ok "$tmp/project2.log" "scalebench project (a second profile)" \
+  "$bin" project --hardware "$src/configs/hardware/rtx4090-24gb-pcie4-p2p.yaml" --config "$src/configs/ci-small.yaml" \
+  --gpus 1,2 --out "$tmp/projected-4090.jsonl"
+"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' ||
+  fail "the breakdown plot does not stack steps"
+import importlib.util, json, sys
+errors = []
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    if r["subcommand"] != "train":
+        continue
+    m = r["median_step"]
+    parts = m["compute_ms"] + m["exposed_comm_ms"] + m["optimizer_ms"]
+    if abs(parts - m["step_ms"]) > 1e-6 * m["step_ms"]:
+        errors.append(f"n={r['world_size']}: phases add up to {parts}, the step is {m['step_ms']}")
+    if not r["step_ms"]["min"] <= m["step_ms"] <= r["step_ms"]["max"]:
+        errors.append(f"n={r['world_size']}: the median step {m['step_ms']} lies outside the steps' range")
+spec = importlib.util.spec_from_file_location("plot_scaling", sys.argv[1])
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+train, _ = plot.load(sys.argv[2:], {}, False)
+panels = sorted(train, key=lambda s: s.projected)
+seen = {}
+plot.save = lambda fig, *args: seen.update(axes=[(ax.get_ylim(), ax.get_title()) for ax in fig.axes if ax.get_visible()])
+plot.plot_breakdown(plt, panels, "/tmp", "", ["png"], [])
+limits = {}
+for s, (ylim, title) in zip(panels, seen["axes"]):
+    limits.setdefault(s.projected, []).append(ylim)
+    if any(len(row) > 52 for row in title.split("\n")):
+        errors.append(f"title not wrapped: {title!r}")
+if True not in limits or len(limits[True]) < 2:
+    errors.append(f"expected two projected panels, got {limits}")
+for projected, ylims in limits.items():
+    if len(set(ylims)) != 1:
+        errors.append(f"{'projected' if projected else 'measured'} panels have different y-scales: {ylims}")
+for e in errors:
+    print(e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+EOF
 expect_ok "$tmp/plot2.log" "plot_scaling.py on train records alone" \
   "$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/only-train"
 grep -q 'no comm records: no busbw plot' "$tmp/plot2.log" || fail "no note that the busbw plot was left out"

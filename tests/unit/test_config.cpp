@@ -671,21 +671,21 @@ TEST(ConfigWorld, ScalingEntriesMustFitTheLaunch) {
     TrainConfig cfg = parse_config("scaling: [1, 2, 8]\n", "s.yaml");
     EXPECT_EQ(world_error(cfg, 8), "<valid>");
     EXPECT_EQ(world_error(cfg, 4),
-              "s.yaml: key 'scaling': scaling entry 8 exceeds the launched world size 4 (mpirun -np 4)");
-    cfg.scaling.clear();  // empty means {world_size}
+              "s.yaml:1:10: key 'scaling': scaling entry 8 exceeds the launched world size 4 (mpirun -np 4)");
+    cfg.scaling.clear();  // empty means 1, 2, 4, ... and the launched size
     EXPECT_EQ(world_error(cfg, 3), "<valid>");
 }
 
 TEST(ConfigWorld, StrongScalingNeedsADivisibleBatch) {
     TrainConfig cfg = parse_config("scaling_mode: strong\nbatch_size: 100\nscaling: [1, 2, 3, 4]\n", "s.yaml");
     EXPECT_EQ(world_error(cfg, 4),
-              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+              "s.yaml:2:13: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
     cfg.scaling = {1, 2, 4};
     EXPECT_EQ(world_error(cfg, 4), "<valid>");
-    cfg.scaling.clear();  // only the launched size is measured
+    cfg.scaling.clear();  // 1, 2 and the launched 4 are measured
     EXPECT_EQ(world_error(cfg, 4), "<valid>");
     EXPECT_EQ(world_error(cfg, 3),
-              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+              "s.yaml:2:13: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
     cfg.scaling_mode = ScalingMode::weak;  // weak scaling: any batch works
     EXPECT_EQ(world_error(cfg, 3), "<valid>");
 }
