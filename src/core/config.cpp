@@ -237,44 +237,12 @@ const char* node_kind(const YAML::Node& node) {
     }
 }
 
-// Reads one YAML document into a TrainConfig, failing at the first bad node.
-class Reader {
+// Typed reading of YAML nodes, failing at the first bad one with FILE:LINE:COL and the key:
+// maps with known keys, integers, reals, choices and lists in ranges. The config below and
+// YamlFields (hardware profiles) read through it.
+class YamlReader {
 public:
-    explicit Reader(std::string source) : source_(std::move(source)) {}
-
-    void read_document(const YAML::Node& root, TrainConfig& cfg) {
-        if (root.IsNull())
-            fail_at(YAML::Mark(),
-                    "the config holds no keys: a config is a YAML map of keys (no --config runs the built-in default)");
-        if (!root.IsMap())
-            fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
-        for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
-                                             const YAML::Node& value) {
-            const YAML::Mark mark = where(value, key_node);
-            cfg.key_marks[key] = fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
-            if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
-            else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
-            else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
-            else if (key == "resnet") read_resnet(value, key_node, cfg.resnet);
-            else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
-            else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
-            else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
-            else if (key == "steps") cfg.steps = static_cast<int>(integer(value, key_node, key, kStepsRange));
-            else if (key == "warmup") cfg.warmup = static_cast<int>(integer(value, key_node, key, kWarmupRange));
-            else if (key == "dataset_batches")
-                cfg.dataset_batches = static_cast<int>(integer(value, key_node, key, kDatasetBatchesRange));
-            else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
-            else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
-            else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
-            else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
-            else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
-            else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
-            else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
-            else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
-            else if (key == "sdc_check_every")
-                cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
-        });
-    }
+    explicit YamlReader(std::string source) : source_(std::move(source)) {}
 
     [[noreturn]] void fail_at(const YAML::Mark& mark, const std::string& reason) const {
         throw UserError(fmt::format("{}:{}:{}: {}", source_, mark.line + 1, mark.column + 1, reason));
@@ -459,6 +427,51 @@ public:
         if (!value.IsMap()) fail(where(value, key_node), key, fmt::format("expected a map, got {}", node_kind(value)));
     }
 
+protected:
+    std::string source_;
+};
+
+// Reads one YAML document into a TrainConfig: the top-level keys, then one section each for
+// mlp, transformer, resnet and optimizer.
+class ConfigReader : public YamlReader {
+public:
+    using YamlReader::YamlReader;
+
+    void read_document(const YAML::Node& root, TrainConfig& cfg) {
+        if (root.IsNull())
+            fail_at(YAML::Mark(),
+                    "the config holds no keys: a config is a YAML map of keys (no --config runs the built-in default)");
+        if (!root.IsMap())
+            fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
+        for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
+                                             const YAML::Node& value) {
+            const YAML::Mark mark = where(value, key_node);
+            cfg.key_marks[key] = fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
+            if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
+            else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
+            else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
+            else if (key == "resnet") read_resnet(value, key_node, cfg.resnet);
+            else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
+            else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
+            else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
+            else if (key == "steps") cfg.steps = static_cast<int>(integer(value, key_node, key, kStepsRange));
+            else if (key == "warmup") cfg.warmup = static_cast<int>(integer(value, key_node, key, kWarmupRange));
+            else if (key == "dataset_batches")
+                cfg.dataset_batches = static_cast<int>(integer(value, key_node, key, kDatasetBatchesRange));
+            else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
+            else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
+            else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
+            else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
+            else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
+            else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
+            else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
+            else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
+            else if (key == "sdc_check_every")
+                cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
+        });
+    }
+
+private:
     void read_mlp(const YAML::Node& value, const YAML::Node& key_node, MlpConfig& mlp) {
         expect_map(value, key_node, "mlp");
         for_each_key(value, "mlp", kMlpKeys, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
@@ -542,8 +555,6 @@ public:
                          else if (key == "eps") opt.eps = real32(v, k, path, kPositive);
                      });
     }
-
-    std::string source_;
 };
 
 // ---- validate_config: the same rules on the resolved values, reported without a line.
@@ -638,7 +649,7 @@ std::string read_text_file(const std::string& path, const std::string& what) {
 TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
     TrainConfig cfg;
     cfg.source = source;
-    Reader reader(source);
+    ConfigReader reader(source);
     reader.read_document(load_yaml_document(yaml_text, source, "config"), cfg);
     return cfg;
 }
@@ -647,7 +658,7 @@ TrainConfig load_config_file(const std::string& path) { return parse_config(read
 
 struct YamlFields::Impl {
     explicit Impl(const std::string& source) : reader(source) {}
-    Reader reader;
+    YamlReader reader;
 };
 
 YamlFields::YamlFields(const std::string& source) : impl_(std::make_unique<Impl>(source)) {}
