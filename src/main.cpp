@@ -139,7 +139,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
     check_grad_dtype_backend(cfg, *ops);
-    check_memory_footprint(cfg, *ops, world);
+    check_memory_footprint({cfg}, *ops, world);
     // From here on the run is bracketed: a fault leaves an "incomplete" record.
     std::vector<std::string> outputs = {cfg.out};
     if (!flags.profile_ops.empty() && flags.profile_ops != cfg.out) outputs.push_back(flags.profile_ops);

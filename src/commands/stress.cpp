@@ -679,10 +679,8 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
                                           opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
                                           opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
-    for (const TrainConfig& cfg : plan.workloads) {
-        check_grad_dtype_backend(cfg, *ops);
-        check_memory_footprint(cfg, *ops, world);
-    }
+    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops);
+    check_memory_footprint(plan.workloads, *ops, world);
     begin_run({plan.out}, "stress", world);
     const int code = run_stress_plan(plan, *ops, world, run_environment(*ops, world));
     end_run(code);

@@ -166,30 +166,34 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 
 }  // namespace
 
-void check_memory_footprint(const TrainConfig& cfg, const Ops& ops, MPI_Comm world) {
+void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world) {
     int size = 1;
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
-    const std::vector<int> sizes = world_sizes(cfg, size);
-    int batch = 0;
-    for (int n : sizes) batch = std::max(batch, per_rank_batch(cfg, n));
-    std::string error;
+    std::string error, what_needs;
+    double needed = 0;
     try {
-        const StepTrace trace = trace_step(cfg, batch);
-        const BatchShape shape = batch_shape(cfg);
-        const double data = static_cast<double>(cfg.dataset_batches) * batch *
-                            (static_cast<double>(shape.cols) * dtype_size(shape.dtype) + shape.labels_per_row * 4.0);
-        const double needed = trace.memory_bytes + data;
+        for (const TrainConfig& cfg : workloads) {
+            int batch = 0;
+            for (int n : world_sizes(cfg, size)) batch = std::max(batch, per_rank_batch(cfg, n));
+            const StepTrace trace = trace_step(cfg, batch);
+            const BatchShape shape = batch_shape(cfg);
+            const double data = static_cast<double>(cfg.dataset_batches) * batch *
+                                (static_cast<double>(shape.cols) * dtype_size(shape.dtype) + shape.labels_per_row * 4.0);
+            needed += trace.memory_bytes + data;
+            what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
+                                      cfg.source, trace.model, trace.num_params, batch);
+        }
         const auto [free_bytes, what] = memory_free_to_rank(ops);
         if (free_bytes > 0 && needed > free_bytes) {
             const ProcessInfo& p = process_info();
-            error = fmt::format("{}: the {} workload ({} parameters) needs {} per rank at batch {} (parameters, "
-                                "gradients, optimizer state, activations and data), but rank {} on {} has {} ({}): "
-                                "a smaller model or batch fits",
-                                cfg.source, trace.model, trace.num_params, gib(needed), batch, p.world_rank, p.host,
-                                gib(free_bytes), what);
+            error = fmt::format("{} needs {} per rank (parameters, gradients, optimizer state, activations and "
+                                "data{}), but rank {} on {} has {} ({}): use a smaller model or batch",
+                                what_needs, gib(needed), workloads.size() > 1 ? ", every workload held at once" : "",
+                                p.world_rank, p.host, gib(free_bytes), what);
         }
     } catch (const std::exception& e) {
-        error = fmt::format("{}: the workload's memory footprint could not be computed: {}", cfg.source, e.what());
+        error = fmt::format("{}: the workload's memory footprint could not be computed: {}", workloads.front().source,
+                            e.what());
     }
     agree_on_errors(world, error);
 }

@@ -53,13 +53,13 @@ nlohmann::json run_environment(Ops& ops, MPI_Comm world);
 void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops);
 std::optional<double> device_peak_tflops(Ops& ops);
 
-// Collective over `world`, before the first allocation: the memory one rank of `cfg` needs
-// (parameters, gradients, optimizer state, activations and workspace as the model's own
-// code asks for them, traced without allocating, plus the data shard) at its largest local
-// batch, against the memory free to that rank: the GPU's free memory, or the host's
-// available memory shared by the ranks on the host. Too little is an AgreedError naming
-// both sizes.
-void check_memory_footprint(const TrainConfig& cfg, const Ops& ops, MPI_Comm world);
+// Collective over `world`, before the first allocation: the memory one rank needs to hold
+// every workload at once (a stress run builds them all): parameters, gradients, optimizer
+// state, activations and workspace as the model's own code asks for them, traced without
+// allocating, plus the data shard, at each workload's largest local batch; against the memory
+// free to that rank: the GPU's free memory, or the host's available memory shared by the
+// ranks on the host. Too little is an AgreedError naming both sizes.
+void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world);
 
 class Telemetry {
 public:

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -326,16 +327,42 @@ TEST(Records, AModelTooLargeForMemoryIsRefusedWithTheSizesOnce) {
     fs::remove(out);
     const Refusal r = refuse("--config " + config + " --backend cpu --out " + out, 2);
     EXPECT_EQ(r.code, 2) << r.err;
-    const std::string want = config + ": the mlp workload (2000018000016 parameters) needs ";
+    const std::string want = config + ": the mlp workload (2000018000016 parameters) at batch 128 needs ";
     const size_t at = r.err.find(want);
     ASSERT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed more than once:\n" << r.err;
     EXPECT_NE(r.err.find("GiB (host memory available"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("use a smaller model or batch"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_FALSE(fs::exists(out));
 }
 
 // ---- case 8 through the binary (the unit tests hold the details)
+
+// A stress run holds every workload at once: their footprints add up.
+TEST(Records, StressWorkloadsThatFitAloneButNotTogetherAreRefused) {
+    const long long available_kib = [] {
+        std::ifstream in("/proc/meminfo");
+        std::string key, unit;
+        long long kib = 0;
+        while (in >> key >> kib >> unit)
+            if (key == "MemAvailable:") return kib;
+        return 0LL;
+    }();
+    ASSERT_GT(available_kib, 0);
+    // An MLP of one hidden layer whose parameters, gradients and two AdamW states (16 bytes a
+    // parameter) take about 60% of available memory: two of them at once do not fit.
+    const double target_params = 0.6 * available_kib * 1024.0 / 16;
+    const long long width = static_cast<long long>(std::sqrt(target_params));
+    const std::string config = (scratch() / "half.yaml").string(), out = (scratch() / "half.jsonl").string();
+    std::ofstream(config) << "mlp:\n  input_dim: " << width << "\n  hidden: [" << width << "]\n  num_classes: 2\n"
+                          << "batch_size: 1\noptimizer: {kind: adamw}\n";
+    fs::remove(out);
+    const Refusal r = refuse("stress --config " + config + "," + config + " --backend cpu --duration 1s --out " + out);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("every workload held at once"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+}
 
 TEST(Records, ReportRefusesAFileWithoutAValidRecordAndNamesBadLines) {
     const std::string empty = (scratch() / "empty.jsonl").string(), mixed = (scratch() / "mixed.jsonl").string();
