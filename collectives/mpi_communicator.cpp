@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -80,10 +81,39 @@ MPI_Op mpi_op(ReduceOp op, DType dtype) {
     return MPI_SUM;
 }
 
+// The most elements one MPI call takes (MPI counts are ints); larger ones go in pieces.
+size_t g_max_count = static_cast<size_t>(INT_MAX);
+
 int mpi_count(size_t count) {
-    if (count > static_cast<size_t>(INT_MAX))
-        throw UserError(fmt::format("MPI collective of {} elements exceeds INT_MAX", count));
+    SB_REQUIRE(count <= g_max_count, fmt::format("an MPI call of {} elements was not split into pieces", count));
     return static_cast<int>(count);
+}
+
+// Calls issue(offset, length) for consecutive pieces of at most g_max_count of `count`
+// elements (one call, of length 0, when count is 0).
+void for_each_piece(size_t count, const std::function<void(size_t, size_t)>& issue) {
+    size_t offset = 0;
+    do {
+        const size_t length = std::min(count - offset, g_max_count);
+        issue(offset, length);
+        offset += length;
+    } while (offset < count);
+}
+
+char* at(void* base, size_t elements, DType dtype) { return static_cast<char*>(base) + elements * dtype_size(dtype); }
+const char* at(const void* base, size_t elements, DType dtype) {
+    return static_cast<const char*>(base) + elements * dtype_size(dtype);
+}
+
+// A datatype of `length` elements whose extent is `block` elements: the piece of every
+// rank's block at one offset, for all_gather and alltoall in pieces (freed when done).
+MPI_Datatype piece_of_each_block(size_t length, size_t block, DType dtype) {
+    MPI_Datatype piece, strided;
+    SB_CHECK_MPI(MPI_Type_contiguous(static_cast<int>(length), mpi_type(dtype), &piece));
+    SB_CHECK_MPI(MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(block * dtype_size(dtype)), &strided));
+    SB_CHECK_MPI(MPI_Type_commit(&strided));
+    SB_CHECK_MPI(MPI_Type_free(&piece));
+    return strided;
 }
 
 // The average is the sum times 1/size, applied once the sum has arrived.
@@ -137,9 +167,9 @@ private:
     bool done_ = false;
 };
 
-std::unique_ptr<CommRequest> request(MPI_Request r, MPI_Comm comm, const char* what,
+std::unique_ptr<CommRequest> request(std::vector<MPI_Request> r, MPI_Comm comm, const char* what,
                                      std::function<void()> finish = {}) {
-    return std::make_unique<MpiRequest>(std::vector<MPI_Request>{r}, std::move(finish), comm, what);
+    return std::make_unique<MpiRequest>(std::move(r), std::move(finish), comm, what);
 }
 
 constexpr int kSendRecvTag = 17;
@@ -158,49 +188,90 @@ MpiCommunicator::~MpiCommunicator() {
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+void MpiCommunicator::set_max_count(size_t count) { g_max_count = count; }
+
 std::unique_ptr<CommRequest> MpiCommunicator::all_reduce(const void* send, void* recv, size_t count,
                                                          DType dtype, ReduceOp op) {
-    MPI_Request r;
-    const void* src = send == recv ? MPI_IN_PLACE : send;
-    SB_CHECK_MPI(MPI_Iallreduce(src, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype), comm_, &r));
-    return request(r, comm_, "all_reduce", scale_on_completion(op, recv, count, dtype, size_));
+    std::vector<MPI_Request> r;
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        r.emplace_back();
+        const void* src = send == recv ? MPI_IN_PLACE : at(send, offset, dtype);
+        SB_CHECK_MPI(MPI_Iallreduce(src, at(recv, offset, dtype), mpi_count(length), mpi_type(dtype),
+                                    mpi_op(op, dtype), comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "all_reduce", scale_on_completion(op, recv, count, dtype, size_));
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t count,
                                                              DType dtype, ReduceOp op) {
-    MPI_Request r;
     const size_t block = count * dtype_size(dtype);
-    if (recv != static_cast<const char*>(send) + rank_ * block) {
-        SB_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype),
-                                               comm_, &r));
-        return request(r, comm_, "reduce_scatter", scale_on_completion(op, recv, count, dtype, size_));
-    }
-    // In place, NCCL's way (recv is this rank's block of send). MPI's in-place form leaves
-    // the result at the start of the buffer, so it is moved to the rank's block afterwards.
-    void* buffer = const_cast<void*>(send);
-    SB_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpi_count(count), mpi_type(dtype),
-                                           mpi_op(op, dtype), comm_, &r));
     auto scale = scale_on_completion(op, recv, count, dtype, size_);
-    return request(r, comm_, "reduce_scatter", [=] {
-        if (recv != buffer) std::memmove(recv, buffer, block);
+    std::vector<MPI_Request> r(1);
+    if (count <= g_max_count) {
+        if (recv != static_cast<const char*>(send) + rank_ * block) {
+            SB_CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op, dtype),
+                                                   comm_, &r[0]));
+            return request(std::move(r), comm_, "reduce_scatter", scale);
+        }
+        // In place, NCCL's way (recv is this rank's block of send). MPI's in-place form leaves
+        // the result at the start of the buffer, so it is moved to the rank's block afterwards.
+        void* buffer = const_cast<void*>(send);
+        SB_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, mpi_count(count), mpi_type(dtype),
+                                               mpi_op(op, dtype), comm_, &r[0]));
+        return request(std::move(r), comm_, "reduce_scatter", [=] {
+            if (recv != buffer) std::memmove(recv, buffer, block);
+            if (scale) scale();
+        });
+    }
+    // Blocks past an int count: piece j of every rank's block is packed next to the others
+    // (a reduction needs contiguous blocks) and reduce-scattered into piece j of recv.
+    auto packed = std::make_shared<std::vector<char>>(static_cast<size_t>(size_) * block);
+    r.clear();
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        char* pieces = at(packed->data(), static_cast<size_t>(size_) * offset, dtype);
+        for (int peer = 0; peer < size_; ++peer)
+            std::memcpy(at(pieces, static_cast<size_t>(peer) * length, dtype),
+                        at(send, static_cast<size_t>(peer) * count + offset, dtype), length * dtype_size(dtype));
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Ireduce_scatter_block(pieces, at(recv, offset, dtype), mpi_count(length), mpi_type(dtype),
+                                               mpi_op(op, dtype), comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "reduce_scatter", [packed, scale] {
         if (scale) scale();
     });
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::all_gather(const void* send, void* recv, size_t count,
                                                          DType dtype) {
-    MPI_Request r;
     // In place, NCCL's way, is MPI's: send is this rank's block of recv.
     const bool in_place = send == static_cast<const char*>(recv) + rank_ * count * dtype_size(dtype);
-    SB_CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(count), mpi_type(dtype), recv,
-                                mpi_count(count), mpi_type(dtype), comm_, &r));
-    return request(r, comm_, "all_gather");
+    std::vector<MPI_Request> r;
+    if (count <= g_max_count) {
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(count), mpi_type(dtype), recv,
+                                    mpi_count(count), mpi_type(dtype), comm_, &r.back()));
+        return request(std::move(r), comm_, "all_gather");
+    }
+    // Piece j of each rank's block lands at offset j of that rank's block of recv.
+    std::vector<MPI_Datatype> types;
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        types.push_back(piece_of_each_block(length, count, dtype));
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : at(send, offset, dtype), mpi_count(length),
+                                    mpi_type(dtype), at(recv, offset, dtype), 1, types.back(), comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "all_gather", [types]() mutable {
+        for (MPI_Datatype& t : types) MPI_Type_free(&t);
+    });
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::broadcast(void* buf, size_t count, DType dtype, int root) {
-    MPI_Request r;
-    SB_CHECK_MPI(MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, &r));
-    return request(r, comm_, "broadcast");
+    std::vector<MPI_Request> r;
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Ibcast(at(buf, offset, dtype), mpi_count(length), mpi_type(dtype), root, comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "broadcast");
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::broadcast(const void* send, void* recv, size_t count, DType dtype,
@@ -211,33 +282,58 @@ std::unique_ptr<CommRequest> MpiCommunicator::broadcast(const void* send, void* 
 
 std::unique_ptr<CommRequest> MpiCommunicator::reduce(const void* send, void* recv, size_t count, DType dtype,
                                                      ReduceOp op, int root) {
-    MPI_Request r;
     const bool root_in_place = rank_ == root && send == recv;
-    SB_CHECK_MPI(MPI_Ireduce(root_in_place ? MPI_IN_PLACE : send, recv, mpi_count(count), mpi_type(dtype),
-                             mpi_op(op, dtype), root, comm_, &r));
-    return request(r, comm_, "reduce", rank_ == root ? scale_on_completion(op, recv, count, dtype, size_) : nullptr);
+    std::vector<MPI_Request> r;
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Ireduce(root_in_place ? MPI_IN_PLACE : at(send, offset, dtype), at(recv, offset, dtype),
+                                 mpi_count(length), mpi_type(dtype), mpi_op(op, dtype), root, comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "reduce",
+                   rank_ == root ? scale_on_completion(op, recv, count, dtype, size_) : nullptr);
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::alltoall(const void* send, void* recv, size_t count_per_peer,
                                                        DType dtype) {
-    MPI_Request r;
-    SB_CHECK_MPI(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(count_per_peer), mpi_type(dtype),
-                               recv, mpi_count(count_per_peer), mpi_type(dtype), comm_, &r));
-    return request(r, comm_, "alltoall");
+    std::vector<MPI_Request> r;
+    if (count_per_peer <= g_max_count) {
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(count_per_peer), mpi_type(dtype),
+                                   recv, mpi_count(count_per_peer), mpi_type(dtype), comm_, &r.back()));
+        return request(std::move(r), comm_, "alltoall");
+    }
+    // Piece j of every block, on both sides: one strided datatype per piece.
+    std::vector<MPI_Datatype> types;
+    for_each_piece(count_per_peer, [&](size_t offset, size_t length) {
+        types.push_back(piece_of_each_block(length, count_per_peer, dtype));
+        r.emplace_back();
+        SB_CHECK_MPI(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : at(send, offset, dtype), 1, types.back(),
+                                   at(recv, offset, dtype), 1, types.back(), comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "alltoall", [types]() mutable {
+        for (MPI_Datatype& t : types) MPI_Type_free(&t);
+    });
 }
 
 std::unique_ptr<CommRequest> MpiCommunicator::sendrecv(const void* send, void* recv, size_t count, DType dtype,
                                                        int peer_send, int peer_recv) {
     if (send == recv) {  // MPI has no non-blocking form of the in-place exchange
         WatchdogScope guard("sendrecv (MPI_Sendrecv_replace)");
-        SB_CHECK_MPI(MPI_Sendrecv_replace(recv, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag,
-                                          peer_recv, kSendRecvTag, comm_, MPI_STATUS_IGNORE));
-        return std::make_unique<MpiRequest>(std::vector<MPI_Request>{}, nullptr, comm_, "sendrecv");
+        for_each_piece(count, [&](size_t offset, size_t length) {
+            SB_CHECK_MPI(MPI_Sendrecv_replace(at(recv, offset, dtype), mpi_count(length), mpi_type(dtype), peer_send,
+                                              kSendRecvTag, peer_recv, kSendRecvTag, comm_, MPI_STATUS_IGNORE));
+        });
+        return request({}, comm_, "sendrecv");
     }
-    std::vector<MPI_Request> r(2);
-    SB_CHECK_MPI(MPI_Irecv(recv, mpi_count(count), mpi_type(dtype), peer_recv, kSendRecvTag, comm_, &r[0]));
-    SB_CHECK_MPI(MPI_Isend(send, mpi_count(count), mpi_type(dtype), peer_send, kSendRecvTag, comm_, &r[1]));
-    return std::make_unique<MpiRequest>(std::move(r), nullptr, comm_, "sendrecv");
+    std::vector<MPI_Request> r;
+    for_each_piece(count, [&](size_t offset, size_t length) {
+        r.resize(r.size() + 2);
+        SB_CHECK_MPI(MPI_Irecv(at(recv, offset, dtype), mpi_count(length), mpi_type(dtype), peer_recv, kSendRecvTag,
+                               comm_, &r[r.size() - 2]));
+        SB_CHECK_MPI(MPI_Isend(at(send, offset, dtype), mpi_count(length), mpi_type(dtype), peer_send, kSendRecvTag,
+                               comm_, &r.back()));
+    });
+    return request(std::move(r), comm_, "sendrecv");
 }
 
 void MpiCommunicator::barrier() {

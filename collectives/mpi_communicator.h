@@ -1,7 +1,8 @@
 // Communicator over MPI for host memory (the CPU backend): non-blocking collectives
 // (MPI_Iallreduce & co.) whose progress is driven by test() calls during backward.
 // f32 maps to MPI_FLOAT; half and bfloat16 to 2-byte MPI datatypes with user-defined
-// reduction ops that compute in fp32 and round to nearest even.
+// reduction ops that compute in fp32 and round to nearest even. Counts past an int go in
+// pieces (set_max_count).
 #pragma once
 
 #include <mpi.h>
@@ -39,6 +40,10 @@ public:
                                           int peer_recv) override;
     void barrier() override;
     std::unique_ptr<Communicator> split_first(int n) override;
+
+    // The most elements one MPI call takes: INT_MAX (MPI counts are ints); a collective of
+    // more goes in pieces of at most this many. Tests lower it to check the pieces.
+    static void set_max_count(size_t count);
 
 private:
     MPI_Comm comm_ = MPI_COMM_NULL;

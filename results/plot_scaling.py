@@ -7,8 +7,9 @@ writes, as PNG and SVG:
   efficiency  scaling efficiency T(n) / (n T(1)) against GPU count, one line per system/config,
               the ideal at 100 %
   throughput  samples/s against GPU count, with each line's ideal n T(1)
-  breakdown   median compute / exposed communication / optimizer time per step, stacked, per
-              GPU count (one panel per system/config)
+  breakdown   compute / exposed communication / optimizer time of the median step, stacked, per
+              GPU count (one panel per system/config; projected panels share one y-scale, as
+              do measured ones)
   busbw       bus bandwidth (out-of-place, nccl-tests' busbw) against message size of each
               collective in `scalebench comm` records (only when the files hold some)
 Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
@@ -19,9 +20,12 @@ the file name added; --label FILE=NAME names a file's system instead (--label NA
 file's), and files given the same NAME are merged into one line (the files of a node sweep). Repeated measurements of one world
 size in a line (several launches, the n = 1 run of each node-sweep job) are drawn as their median.
 
-Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input is refused:
-a missing file, a malformed line (FILE:LINE named), a record lacking a needed field, or files
-without any train/comm record exit 2 with a one-line reason.
+Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input is refused
+with a one-line reason and exit 2: a missing file, a line that is not a valid record (not
+UTF-8, not JSON, a needed field missing or of the wrong type; FILE:LINE named; with
+--skip-bad-lines it is skipped with a warning instead), a file without any valid record, or
+files without any train/comm record. A run whose start record has no end record is named in a
+warning as cut short.
 """
 
 import argparse
@@ -43,26 +47,44 @@ class InputError(Exception):
 
 # --- reading ---------------------------------------------------------------------------
 
-def read_jsonl(path, skip_bad_lines):
-    """Yields (line_number, record) for each non-blank line; malformed lines are errors."""
+def bad_line(message, skip_bad_lines):
+    """A line that is not a valid record: refused (exit 2), or skipped with a warning."""
+    if not skip_bad_lines:
+        raise InputError(message + " (--skip-bad-lines to skip it)")
+    print(f"{PROG}: warning: {message}; skipped", file=sys.stderr)
+
+
+def read_jsonl(path, skip_bad_lines, runs):
+    """Yields (line_number, record) for each line holding a JSON object; any other non-blank
+    line is a bad line. The start/end/incomplete records that bracket a run are collected in
+    `runs` (run_id -> [start line, closed]) and not yielded."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror}")
     with f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
                 if not isinstance(record, dict):
                     raise ValueError("not a JSON object")
-            except ValueError as e:
-                message = f"{path}:{number}: malformed record: {e}"
-                if not skip_bad_lines:
-                    raise InputError(message + " (--skip-bad-lines to skip it)")
-                print(f"{PROG}: warning: {message}; skipped", file=sys.stderr)
+            except UnicodeDecodeError as e:
+                bad_line(f"{path}:{number}: not UTF-8 text (byte {e.start + 1})", skip_bad_lines)
                 continue
+            except (ValueError, RecursionError) as e:
+                torn = "" if raw.endswith(b"\n") else "torn last line, "
+                bad_line(f"{path}:{number}: malformed record: {torn}{str(e)[:200]}", skip_bad_lines)
+                continue
+            kind, run_id = record.get("subcommand"), record.get("run_id")
+            if kind in ("start", "end", "incomplete") and isinstance(run_id, str):
+                if kind == "start":
+                    runs[run_id] = [f"{path}:{number}", record.get("run_subcommand"), False]
+                elif run_id in runs:
+                    runs[run_id][2] = True
+                if kind != "incomplete":
+                    continue
             yield number, record
 
 
@@ -80,23 +102,33 @@ def median_of(record, key, where):
     return number(value, "median", f"{where}: {key}")
 
 
-def system_name(record, label_override):
+def mapping(record, key, where):
+    """record[key] as a dict ({} when absent); anything else is not a valid record."""
+    value = record.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:80]}, expected an object")
+    return value
+
+
+def system_name(record, label_override, where):
     if label_override:
         return label_override
-    env = record.get("environment") or {}
-    gpu = env.get("gpu") or {}
-    device = gpu.get("name") or record.get("backend") or "?"
-    slurm = env.get("slurm") or {}
+    env = mapping(record, "environment", where)
+    gpu = mapping(env, "gpu", f"{where}: environment")
+    device = str(gpu.get("name") or record.get("backend") or "?")
+    slurm = mapping(env, "slurm", f"{where}: environment")
     if slurm.get("SLURM_JOB_PARTITION"):
         where = f"Slurm partition {slurm['SLURM_JOB_PARTITION']}"
     else:
-        hosts = env.get("hostnames") or ["?"]
-        where = hosts[0]
+        hosts = env.get("hostnames")
+        where = str(hosts[0]) if isinstance(hosts, list) and hosts else "?"
     return f"{device} ({where})"
 
 
-def config_name(record):
-    cfg = record.get("config") or {}
+def config_name(record, where):
+    cfg = mapping(record, "config", where)
     source = os.path.splitext(os.path.basename(str(cfg.get("source", ""))))[0]
     model = source if source and not source.startswith("<") else record.get("model", "?")
     mode = record.get("scaling_mode", "?")
@@ -144,59 +176,30 @@ class Series:
         return None if t1 is None else self.value(n, "samples_per_s") / (n * t1)
 
 
+MAX_WORLD_SIZE = 1 << 24
+
+
 def load(paths, labels, skip_bad_lines):
     train, comm = {}, {}
+    runs = {}
     for path in paths:
-        for line, r in read_jsonl(path, skip_bad_lines):
+        valid = 0
+        for line, r in read_jsonl(path, skip_bad_lines, runs):
             where = f"{path}:{line}"
-            kind = r.get("subcommand")
-            projected = r.get("projected") is True
-            if kind == "train" or (kind == "project" and "samples_per_s" in r):
-                n = r.get("world_size")
-                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                    raise InputError(f"{where}: field 'world_size' is {json.dumps(n)}, expected a whole number >= 1")
-                eff = r.get("scaling_efficiency")
-                row = {
-                    "samples_per_s": number(r, "samples_per_s", where),
-                    "scaling_efficiency": None if eff is None else number(r, "scaling_efficiency", where),
-                    "step_ms": median_of(r, "step_ms", where),
-                }
-                for key, _, _ in PHASES:
-                    row[key] = median_of(r, key, where)
-                key = (None if path in labels else path, system_name(r, labels.get(path)), config_name(r), projected)
-                series = train.setdefault(key, Series(*key))
-                series.by_n.setdefault(n, []).append(row)
-            elif kind == "comm":
-                # `scalebench comm` (src/commands/comm_command.cpp): one record per (world size, op, dtype,
-                # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
-                n = r.get("world_size")
-                rows = r.get("rows")
-                if not isinstance(rows, list) or not rows:
-                    raise InputError(f"{where}: comm record has no 'rows' (expected a list of sizes)")
-                placement = None
-                points = []
-                for i, row in enumerate(rows):
-                    at = f"{where}: rows[{i}]"
-                    if not isinstance(row, dict):
-                        raise InputError(f"{at}: expected an object")
-                    # Out-of-place is nccl-tests' headline figure; in-place where only that ran.
-                    chosen = "out_of_place" if isinstance(row.get("out_of_place"), dict) else "in_place"
-                    if not isinstance(row.get(chosen), dict):
-                        raise InputError(f"{at}: neither 'out_of_place' nor 'in_place' was measured")
-                    placement = placement or chosen
-                    points.append((number(row, "size_bytes", at), number(row[chosen], "busbw_gbps", f"{at}.{chosen}")))
-                op = r.get("op", "?")
-                dtype = r.get("dtype", "?")
-                redop = r.get("redop")
-                what = f"{op} {dtype}" + (f" {redop}" if redop and redop != "none" else "")
-                system = system_name(r, labels.get(path))
-                backend = r.get("backend", "?")
-                what += f", {n} ranks" + ("" if system.startswith(backend) else f", {backend}")
-                what += ", in-place" if placement == "in_place" else ""
-                key = (None if path in labels else path, system, what, projected)
-                series = comm.setdefault(key, Series(*key))
-                for size, busbw in points:
-                    series.by_n.setdefault(size, []).append({"busbw_gbps": busbw})
+            try:
+                add_record(r, where, path, labels, train, comm)
+                valid += 1
+            except InputError as e:
+                bad_line(str(e), skip_bad_lines)
+            except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
+                bad_line(f"{where}: not a valid {r.get('subcommand')!s:.20} record: {type(e).__name__}: {str(e)[:200]}",
+                         skip_bad_lines)
+        if valid == 0 and not any(start.startswith(f"{path}:") for start, _, _ in runs.values()):
+            raise InputError(f"{path}: no valid record in the file")
+    for start, kind, closed in runs.values():
+        if not closed:
+            print(f"{PROG}: warning: {start}: the {kind} run started here has no end record: it was cut short "
+                  "(or is still running)", file=sys.stderr)
     if not train and not comm:
         raise InputError(f"{', '.join(paths)}: no train or comm records to plot")
     for group in (train.values(), comm.values()):
@@ -210,6 +213,75 @@ def load(paths, labels, skip_bad_lines):
                 for s in same:
                     s.file_in_label = True
     return list(train.values()), list(comm.values())
+
+
+def world_size(record, where):
+    n = record.get("world_size")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORLD_SIZE:
+        raise InputError(f"{where}: field 'world_size' is {json.dumps(n)[:40]}, expected a whole number "
+                         f"from 1 to {MAX_WORLD_SIZE}")
+    return n
+
+
+def add_record(r, where, path, labels, train, comm):
+    """Adds one record to the train or comm series; InputError when it is not valid."""
+    kind = r.get("subcommand")
+    projected = r.get("projected") is True
+    if kind == "train" or (kind == "project" and "samples_per_s" in r):
+        n = world_size(r, where)
+        eff = r.get("scaling_efficiency")
+        row = {
+            "samples_per_s": number(r, "samples_per_s", where),
+            "scaling_efficiency": None if eff is None else number(r, "scaling_efficiency", where),
+            "step_ms": median_of(r, "step_ms", where),
+        }
+        # The phases of one step, so the stack is that step: the record's median step (its
+        # slowest rank's phases); projected records' phases add up by construction. Older
+        # measured records hold only per-phase medians, which need not add up to the step.
+        step = r.get("median_step")
+        if step is not None:
+            step = mapping(r, "median_step", where)
+            row["step_ms"] = number(step, "step_ms", f"{where}: median_step")
+            for key, _, _ in PHASES:
+                row[key] = number(step, key, f"{where}: median_step")
+        else:
+            for key, _, _ in PHASES:
+                row[key] = median_of(r, key, where)
+        key = (None if path in labels else path, system_name(r, labels.get(path), where),
+               config_name(r, where), projected)
+        series = train.setdefault(key, Series(*key))
+        series.by_n.setdefault(n, []).append(row)
+    elif kind == "comm":
+        # `scalebench comm` (src/commands/comm_command.cpp): one record per (world size, op, dtype,
+        # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
+        n = world_size(r, where)
+        rows = r.get("rows")
+        if not isinstance(rows, list) or not rows:
+            raise InputError(f"{where}: comm record has no 'rows' (expected a list of sizes)")
+        placement = None
+        points = []
+        for i, row in enumerate(rows):
+            at = f"{where}: rows[{i}]"
+            if not isinstance(row, dict):
+                raise InputError(f"{at}: expected an object")
+            # Out-of-place is nccl-tests' headline figure; in-place where only that ran.
+            chosen = "out_of_place" if isinstance(row.get("out_of_place"), dict) else "in_place"
+            if not isinstance(row.get(chosen), dict):
+                raise InputError(f"{at}: neither 'out_of_place' nor 'in_place' was measured")
+            placement = placement or chosen
+            points.append((number(row, "size_bytes", at), number(row[chosen], "busbw_gbps", f"{at}.{chosen}")))
+        op = r.get("op", "?")
+        dtype = r.get("dtype", "?")
+        redop = r.get("redop")
+        what = f"{op} {dtype}" + (f" {redop}" if redop and redop != "none" else "")
+        system = system_name(r, labels.get(path), where)
+        backend = r.get("backend", "?")
+        what += f", {n} ranks" + ("" if system.startswith(backend) else f", {backend}")
+        what += ", in-place" if placement == "in_place" else ""
+        key = (None if path in labels else path, system, what, projected)
+        series = comm.setdefault(key, Series(*key))
+        for size, busbw in points:
+            series.by_n.setdefault(size, []).append({"busbw_gbps": busbw})
 
 
 # --- drawing ----------------------------------------------------------------------------
@@ -308,10 +380,17 @@ def plot_throughput(plt, series, style, outdir, prefix, formats, written):
 
 
 def plot_breakdown(plt, series, outdir, prefix, formats, written):
+    import textwrap
     count = len(series)
     cols = min(count, 2)
     rows = math.ceil(count / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.6 * rows), squeeze=False)
+    # Projected panels share one y-scale (a 23 ms bar must look shorter than a 120 ms one), and
+    # so do the measured ones.
+    top = {}
+    for s in series:
+        tallest = max(max(s.value(n, "step_ms") or 0, sum(s.value(n, k) or 0 for k, _, _ in PHASES)) for n in s.sizes())
+        top[s.projected] = max(top.get(s.projected, 0), tallest)
     for ax, s in zip(axes.flat, series):
         ns = s.sizes()
         x = list(range(len(ns)))
@@ -326,14 +405,15 @@ def plot_breakdown(plt, series, outdir, prefix, formats, written):
         ax.set_xticks(x)
         ax.set_xticklabels([str(n) for n in ns])
         ax.set_xlabel("GPUs n")
-        ax.set_ylabel("time per step (ms, median)")
-        ax.set_title(s.label, fontsize="medium", wrap=True)
+        ax.set_ylabel("time per step (ms, median step)")
+        ax.set_ylim(0, top[s.projected] * 1.08)
+        ax.set_title("\n".join(textwrap.wrap(s.label, 52)), fontsize="medium")
         ax.grid(True, axis="y", alpha=0.3)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=4, fontsize="small", bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer")
+    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer (the median step)")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     save(fig, outdir, prefix, "breakdown", formats, written)
     plt.close(fig)

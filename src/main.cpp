@@ -68,18 +68,55 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
 }
 
 
-void apply_flags(const TrainFlags& f, TrainConfig& cfg) {
-    if (!f.backend.empty()) cfg.backend = parse_backend_choice(f.backend);
-    if (!f.precision.empty()) cfg.precision = parse_precision(f.precision);
-    if (!f.scaling.empty()) cfg.scaling = f.scaling;
-    if (!f.scaling_mode.empty()) cfg.scaling_mode = f.scaling_mode == "weak" ? ScalingMode::weak : ScalingMode::strong;
-    if (f.steps) cfg.steps = *f.steps;
-    if (f.warmup) cfg.warmup = *f.warmup;
-    if (f.batch_size) cfg.batch_size = *f.batch_size;
-    if (f.bucket_mb) cfg.bucket_mb = *f.bucket_mb;
-    if (!f.out.empty()) cfg.out = f.out;
-    if (!f.grad_dtype.empty()) cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
-    if (f.cuda_graphs) cfg.cuda_graphs = *f.cuda_graphs;
+// Applies the flags given over the config; returns which keys they set, so an error in one
+// of those values names the flag.
+FlagKeys apply_flags(const TrainFlags& f, TrainConfig& cfg) {
+    FlagKeys set;
+    if (!f.backend.empty()) {
+        cfg.backend = parse_backend_choice(f.backend);
+        set["backend"] = "--backend";
+    }
+    if (!f.precision.empty()) {
+        cfg.precision = parse_precision(f.precision);
+        set["precision"] = "--precision";
+    }
+    if (!f.scaling.empty()) {
+        cfg.scaling = f.scaling;
+        set["scaling"] = "--scaling";
+    }
+    if (!f.scaling_mode.empty()) {
+        cfg.scaling_mode = f.scaling_mode == "weak" ? ScalingMode::weak : ScalingMode::strong;
+        set["scaling_mode"] = "--scaling-mode";
+    }
+    if (f.steps) {
+        cfg.steps = *f.steps;
+        set["steps"] = "--steps";
+    }
+    if (f.warmup) {
+        cfg.warmup = *f.warmup;
+        set["warmup"] = "--warmup";
+    }
+    if (f.batch_size) {
+        cfg.batch_size = *f.batch_size;
+        set["batch_size"] = "--batch-size";
+    }
+    if (f.bucket_mb) {
+        cfg.bucket_mb = *f.bucket_mb;
+        set["bucket_mb"] = "--bucket-mb";
+    }
+    if (!f.out.empty()) {
+        cfg.out = f.out;
+        set["out"] = "--out";
+    }
+    if (!f.grad_dtype.empty()) {
+        cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
+        set["grad_dtype"] = "--grad-dtype";
+    }
+    if (f.cuda_graphs) {
+        cfg.cuda_graphs = *f.cuda_graphs;
+        set["cuda_graphs"] = "--cuda-graphs";
+    }
+    return set;
 }
 
 
@@ -89,29 +126,44 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     TrainConfig cfg = load_config_everywhere(flags.config, world);
     std::string error;
+    FlagKeys set_by_flags;
     try {
-        apply_flags(flags, cfg);
-        validate_config(cfg);
-        validate_for_world(cfg, size);
+        set_by_flags = apply_flags(flags, cfg);
+        validate_config(cfg, set_by_flags);
+        validate_for_world(cfg, size, set_by_flags);
         if (rank == 0) error = results_file_problem(cfg.out);
         if (rank == 0 && error.empty() && !flags.profile_ops.empty()) error = results_file_problem(flags.profile_ops);
     } catch (const UserError& e) {
         error = e.what();
     }
     agree_on_errors(world, error);
-    // From here on a fault leaves an "incomplete" record after the ones written so far.
-    set_incomplete_record(cfg.out, "train");
-    std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world);
+    std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
+                                          key_origin(cfg, set_by_flags, "precision"));
     check_grad_dtype_backend(cfg, *ops);
     if (cfg.model == "resnet") resolve_conv_engine(cfg, *ops);  // refuses cudnn where it cannot run, before any step
+    check_memory_footprint({cfg}, *ops, world);
+    // From here on the run is bracketed: a fault leaves an "incomplete" record.
+    std::vector<std::string> outputs = {cfg.out};
+    if (!flags.profile_ops.empty() && flags.profile_ops != cfg.out) outputs.push_back(flags.profile_ops);
+    begin_run(outputs, "train", world);
     const nlohmann::json environment = run_environment(*ops, world);
     const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
-    if (!flags.profile_ops.empty()) {
-        set_incomplete_record(flags.profile_ops, "train");
-        run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
-    }
-    set_incomplete_record("", "");
+    if (!flags.profile_ops.empty()) run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
+    end_run(passed ? 0 : 3);
     return passed ? 0 : 3;
+}
+
+// CLI11's message on one line, with where to read the flags: "--steps: Value x could not be
+// converted (scalebench train --help lists the flags)".
+std::string one_line_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+    std::string text = e.what();
+    for (char& c : text)
+        if (c == '\n') c = ' ';
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    std::string command = "scalebench";
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        if (sub->parsed()) command += " " + sub->get_name();
+    return fmt::format("{} ({} --help lists the flags)", text, command);
 }
 
 // `train` is the default subcommand: `scalebench --steps 5` means `scalebench train --steps 5`.
@@ -131,6 +183,9 @@ std::vector<std::string> with_default_subcommand(int argc, char** argv, const CL
 }  // namespace sb
 
 int main(int argc, char** argv) {
+    if (argc == 2 && std::string(argv[1]) == sb::kRecordGuardArgument) return sb::run_record_guard();
+    sb::enable_record_guard();
+    sb::StartupDeadline startup;  // MPI_Init and the first collective, under the collective timeout
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -139,7 +194,8 @@ int main(int argc, char** argv) {
     try {
         sb::init_process_info(MPI_COMM_WORLD);
         sb::init_fault_handling(MPI_COMM_WORLD);
-        CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)"};
+        startup.passed();
+        CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)", "scalebench"};
         app.set_version_flag("--version", "scalebench 0.1.0");
         app.require_subcommand(1, 1);
         sb::TrainFlags train_flags;
@@ -171,30 +227,23 @@ int main(int argc, char** argv) {
         try {
             app.parse(sb::with_default_subcommand(argc, argv, app));
         } catch (const CLI::ParseError& e) {
-            // Help and version are exit 0; a bad flag is bad input: exit 2. Printed once.
-            if (rank == 0) app.exit(e);
+            // Help and version are exit 0; a bad flag is bad input: exit 2, one line, printed once.
+            if (rank == 0 && e.get_exit_code() == 0) app.exit(e);
+            if (rank == 0 && e.get_exit_code() != 0) fmt::print(stderr, "scalebench: error: {}\n", sb::one_line_parse_error(app, e));
             sb::shutdown_fault_handling();
-            MPI_Finalize();
-            return e.get_exit_code() == 0 ? 0 : 2;
+            return sb::finalize_with_deadline(e.get_exit_code() == 0 ? 0 : 2);
         }
         if (train->parsed()) {
             code = sb::run_train(train_flags, MPI_COMM_WORLD);
         } else if (stress->parsed()) {
-            sb::set_incomplete_record(stress_options.out, "stress");
             code = sb::run_stress(stress_options, MPI_COMM_WORLD);
-            sb::set_incomplete_record("", "");
         } else if (comm->parsed()) {
-            sb::set_incomplete_record(comm_options.out, "comm");
             code = sb::run_comm(comm_options, MPI_COMM_WORLD);
-            sb::set_incomplete_record("", "");
         } else if (project->parsed() || compare->parsed()) {
             // A model evaluated on the host: rank 0 alone; errors are bad input (exit 2).
             if (rank == 0) code = project->parsed() ? sb::run_project(project_options) : sb::run_compare(compare_options);
         } else if (report->parsed()) {
-            if (rank == 0) {
-                int shown = sb::write_report(report_options, std::cout, std::cerr);
-                if (shown == 0) std::cerr << "scalebench report: no train records in the given files\n";
-            }
+            if (rank == 0) code = sb::run_report(report_options);
         }
 #ifdef SCALEBENCH_HAVE_CUDA
         else if (gemm->parsed()) {
@@ -203,27 +252,24 @@ int main(int argc, char** argv) {
 #endif
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
+        sb::record_incomplete(e.what());  // when the run had begun
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 2;
+        return sb::finalize_with_deadline(2);
     } catch (const sb::UserError& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
         sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 2;
+        return sb::finalize_with_deadline(2);
     } catch (const std::exception& e) {
         const auto& p = sb::process_info();
         fmt::print(stderr, "scalebench: internal error on rank {} ({}): {}\n", p.world_rank, p.host, e.what());
         sb::record_incomplete(e.what());
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
         sb::shutdown_fault_handling();
-        MPI_Finalize();
-        return 1;
+        return sb::finalize_with_deadline(1);
     }
     sb::shutdown_fault_handling();
-    MPI_Finalize();
-    return code;
+    return sb::finalize_with_deadline(code);
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -19,6 +18,7 @@
 #include "collectives/mpi_communicator.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
+#include "src/system/watchdog.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 
@@ -125,20 +125,6 @@ std::string utc_timestamp() {
 }
 
 
-// MPI counts are ints: the largest call of the sweep must fit.
-std::string check_mpi_counts(const CommPlan& p, int world_size) {
-    for (const Collective* c : p.collectives)
-        for (DType d : p.dtypes)
-            for (int n : p.scaling) {
-                const size_t count = c->counts(p.max_bytes / dtype_size(d), dtype_size(d), n).param;
-                if (count > static_cast<size_t>(INT_MAX))
-                    return fmt::format("-e {}: {} of {} {} elements exceeds the MPI backend's int count ({})",
-                                       p.max_bytes, c->name, count, nccl_type_name(d), INT_MAX);
-            }
-    (void)world_size;
-    return "";
-}
-
 nlohmann::json placement_json(const Measurement& m) {
     if (!m.ran) return nullptr;
     return {{"time_us", m.time_us},
@@ -146,6 +132,23 @@ nlohmann::json placement_json(const Measurement& m) {
             {"algbw_gbps", m.algbw_gbps},
             {"busbw_gbps", m.busbw_gbps},
             {"wrong", m.checked ? nlohmann::json(m.wrong) : nlohmann::json(nullptr)}};
+}
+
+// One size of a sweep as soon as it is measured (the sweep's `comm` record follows at its end).
+nlohmann::json comm_size_record(const SweepResult& r, const SweepRow& row, const std::string& backend) {
+    return {{"schema_version", kSchemaVersion},
+            {"subcommand", "comm_size"},
+            {"run_id", run_id()},
+            {"timestamp", utc_timestamp()},
+            {"world_size", r.nranks},
+            {"backend", backend},
+            {"op", r.collective->name},
+            {"dtype", nccl_type_name(r.dtype)},
+            {"redop", r.collective->reduces ? reduce_op_name(r.redop) : "none"},
+            {"size_bytes", row.bytes},
+            {"count", row.count},
+            {"out_of_place", placement_json(row.out_of_place)},
+            {"in_place", placement_json(row.in_place)}};
 }
 
 nlohmann::json comm_record(const SweepResult& r, const CommPlan& p, const std::string& backend, int launched,
@@ -168,6 +171,7 @@ nlohmann::json comm_record(const SweepResult& r, const CommPlan& p, const std::s
                {"weighting", "relative"}};
     return {{"schema_version", kSchemaVersion},
             {"subcommand", "comm"},
+            {"run_id", run_id()},
             {"timestamp", utc_timestamp()},
             {"world_size", r.nranks},
             {"launched_world_size", launched},
@@ -252,7 +256,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     agree_on_errors(world, error);
 
     std::unique_ptr<Ops> ops = create_ops(plan.backend, Precision::fp32, world);
-    agree_on_errors(world, ops->name() == "cpu" ? check_mpi_counts(plan, size) : std::string());
+    begin_run({plan.out}, "comm", world);
     const nlohmann::json environment = run_environment(*ops, world);
     const std::vector<nlohmann::json> devices = gather_json(device_line(*ops), world);
 
@@ -279,6 +283,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
                         if (rank != 0) return;
                         std::fputs(format_row(res, row).c_str(), stdout);
                         std::fflush(stdout);
+                        append_record(plan.out, comm_size_record(res, row, backend));  // kept if the sweep is cut short
                     });
                     if (r.wrong_measurements > 0) wrong = 1;
                     if (rank == 0) {
@@ -293,6 +298,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     }
     int any_wrong = 0;
     SB_CHECK_MPI(MPI_Allreduce(&wrong, &any_wrong, 1, MPI_INT, MPI_MAX, world));
+    end_run(any_wrong ? 3 : 0);
     if (rank == 0) std::printf("# results appended to %s\n", plan.out.c_str());
     return any_wrong ? 3 : 0;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <iostream>
 #include <ostream>
 #include <set>
 
@@ -88,8 +89,8 @@ std::string config_label(const nlohmann::json& record) {
 
 // `train` records and `project` ones (the same fields, computed instead of measured).
 static bool is_scaling_record(const nlohmann::json& record) {
-    const std::string sub = record.value("subcommand", std::string());
-    return sub == "train" || sub == "project";
+    const auto sub = record.find("subcommand");
+    return sub != record.end() && (*sub == "train" || *sub == "project");
 }
 
 std::string system_label(const nlohmann::json& record) {
@@ -114,30 +115,83 @@ std::string system_label(const nlohmann::json& record) {
     return fmt::format("{} ({})", device, host);
 }
 
+namespace {
+
+// The row of the scaling table for one record (throws nlohmann's type_error for a field of the
+// wrong type, which read_scaling_records turns into a skipped line).
+std::vector<std::string> table_row(const nlohmann::json& r) {
+    return {system_label(r), r.value("backend", "?"), r.value("model", "?"), r.value("precision", "?"),
+            r.value("scaling_mode", "?"), std::to_string(r["world_size"].get<int>()),
+            std::to_string(r.value("global_batch", 0)), fixed(number(r, "samples_per_s"), 1),
+            fixed(number(r, "samples_per_s_per_rank"), 1), fixed(median_of(r, "step_ms"), 3),
+            fixed(median_of(r, "compute_ms"), 3), fixed(median_of(r, "exposed_comm_ms"), 3),
+            fixed(median_of(r, "optimizer_ms"), 3), fixed(number(r, "allreduce_busbw_gbps"), 2),
+            percent(number(r, "scaling_efficiency"))};
+}
+
+// Why a train or project record cannot be shown, or "" when it can.
+std::string scaling_record_problem(const nlohmann::json& r) {
+    const auto n = r.find("world_size");
+    if (n == r.end() || !n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > (1 << 24))
+        return "field 'world_size' is missing or not a whole number from 1 to 2^24";
+    const auto t = r.find("samples_per_s");
+    if (t == r.end() || !t->is_number() || !std::isfinite(t->get<double>()))
+        return "field 'samples_per_s' is missing or not a number";
+    try {
+        table_row(r);
+        config_label(r);
+    } catch (const nlohmann::json::exception& e) {
+        const std::string what = e.what();
+        return "a field has the wrong type: " + what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2);
+    }
+    return "";
+}
+
+// The train and project records of `file` that can be shown; every line that is not a valid
+// record is named in a warning on `err`. A file without any valid record is a UserError.
+std::vector<nlohmann::json> read_scaling_records(const std::string& file, std::ostream& err) {
+    ReadResult read = read_records(file);
+    for (const auto& w : read.warnings) err << "scalebench report: warning: " << w << "\n";
+    std::vector<nlohmann::json> shown;
+    for (size_t i = 0; i < read.records.size(); ++i) {
+        const nlohmann::json& r = read.records[i];
+        if (!is_scaling_record(r)) continue;
+        if (const std::string problem = scaling_record_problem(r); !problem.empty()) {
+            err << fmt::format("scalebench report: warning: {}:{}: skipped {} record: {}\n", file, read.lines[i],
+                               r["subcommand"].get<std::string>(), problem);
+            continue;
+        }
+        shown.push_back(r);
+    }
+    if (read.records.empty() && read.runs.empty())
+        throw UserError(fmt::format("{}: no valid record in the file ({} line(s) skipped)", file, read.warnings.size()));
+    return shown;
+}
+
+}  // namespace
+
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err) {
     if (options.compare) return write_comparison(options, out, err);
     const std::vector<std::string> header = {"system", "backend", "model", "precision", "mode", "ranks",
                                              "global batch", "samples/s", "per rank", "step ms", "compute ms",
                                              "exposed comm ms", "optimizer ms", "busbw GB/s", "efficiency"};
     std::vector<std::vector<std::string>> rows;
-    for (const std::string& file : options.files) {
-        ReadResult read = read_records(file);
-        for (const auto& w : read.warnings) err << w << "\n";
-        for (const auto& r : read.records) {
-            if (!is_scaling_record(r)) continue;
-            const double eff = number(r, "scaling_efficiency");
-            rows.push_back({system_label(r), r.value("backend", "?"), r.value("model", "?"),
-                            r.value("precision", "?"), r.value("scaling_mode", "?"),
-                            std::to_string(r.value("world_size", 0)), std::to_string(r.value("global_batch", 0)),
-                            fixed(number(r, "samples_per_s"), 1), fixed(number(r, "samples_per_s_per_rank"), 1),
-                            fixed(median_of(r, "step_ms"), 3), fixed(median_of(r, "compute_ms"), 3),
-                            fixed(median_of(r, "exposed_comm_ms"), 3), fixed(median_of(r, "optimizer_ms"), 3),
-                            fixed(number(r, "allreduce_busbw_gbps"), 2),
-                            percent(eff)});
-        }
-    }
+    for (const std::string& file : options.files)
+        for (const auto& r : read_scaling_records(file, err)) rows.push_back(table_row(r));
+    if (rows.empty()) return 0;
     write_table(header, rows, 5, options.csv, out);
     return static_cast<int>(rows.size());
+}
+
+int run_report(const ReportOptions& options) {
+    try {
+        const int shown = write_report(options, std::cout, std::cerr);
+        if (shown > 0) return 0;
+        std::cerr << "scalebench: error: no train records to show in the given files\n";
+    } catch (const UserError& e) {
+        std::cerr << "scalebench: error: " << e.what() << "\n";
+    }
+    return 2;
 }
 
 int write_comparison(const ReportOptions& options, std::ostream& out, std::ostream& err) {
@@ -151,12 +205,7 @@ int write_comparison(const ReportOptions& options, std::ostream& out, std::ostre
     std::vector<Group> groups;  // in the order first seen
     int compared = 0;
     for (const std::string& file : options.files) {
-        ReadResult read = read_records(file);
-        for (const auto& w : read.warnings) err << w << "\n";
-        for (const auto& r : read.records) {
-            if (!is_scaling_record(r) || !r.contains("world_size") ||
-                !r["world_size"].is_number_integer())
-                continue;
+        for (const auto& r : read_scaling_records(file, err)) {
             const std::string system = system_label(r), config = config_label(r);
             auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
                 return x.file == file && x.system == system && x.config == config;

@@ -17,9 +17,14 @@ struct ReportOptions {
     bool compare = false;  // side by side: one column group per system/config
 };
 
-// Writes the table of the `train` records to `out`, warnings (skipped lines) to `err`.
-// Returns the number of records shown (with `compare`: the number of records compared).
+// Writes the table of the `train` records to `out`, warnings to `err`: each line that is not
+// a valid record is named by FILE:LINE and skipped, as is each run cut short (a start record
+// without its end). Returns the number of records shown (with `compare`: the number of records
+// compared). A file without any valid record is a UserError.
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err);
+
+// `scalebench report` on stdout and stderr: 0 when records were shown, else 2 with one line.
+int run_report(const ReportOptions& options);
 
 // The side-by-side table of `compare`. A column group is one system (system_label) running one
 // workload (config_label); where two groups would read alike, the config, else the file name,

@@ -1,5 +1,7 @@
 #include "src/commands/runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -225,9 +227,10 @@ namespace {
 
 void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int world) {
     fmt::print("scalebench train: {} model, {} parameters, backend {}, precision {}, {} scaling, batch {} {}, "
-               "{} ranks launched\n",
+               "{} rank{} launched\n",
                cfg.model, params, ops.name(), precision_name(ops.precision()), scaling_mode_name(cfg.scaling_mode),
-               cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world);
+               cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world,
+               world == 1 ? "" : "s");
     print_scaling_table_columns();
 }
 
@@ -249,6 +252,90 @@ void print_scaling_table_row(const ScalingRow& r) {
     std::fflush(stdout);
 }
 
+namespace {
+
+// Whether a person watches rank 0's output: stdout is a terminal, and under a launcher that
+// forwards output through a pty of its own (Open MPI does), the launcher's stdout is one too.
+// Files, pipes and CI logs get no progress line.
+bool output_is_watched() {
+    if (!::isatty(STDOUT_FILENO)) return false;
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK")) return true;
+    char target[256] = {};
+    const std::string link = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    const std::string path(target, n > 0 ? static_cast<size_t>(n) : 0);
+    return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+
+// Rank 0's progress through one world size's steps, rewritten in place at most 4 times a
+// second: "n = 4: step 120/203, 45.2 steps/s, 2s left"; cleared before the table row.
+class ProgressLine {
+public:
+    ProgressLine(bool shown, int world_size, int total_steps)
+        : shown_(shown), world_size_(world_size), total_(total_steps), start_(std::chrono::steady_clock::now()) {}
+    ~ProgressLine() { clear(); }
+
+    void step_done(int done) {
+        if (!shown_) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_ < std::chrono::milliseconds(250)) return;
+        last_ = now;
+        const double elapsed = std::chrono::duration<double>(now - start_).count();
+        const double rate = done / std::max(elapsed, 1e-9);
+        const std::string line = fmt::format("n = {}: step {}/{}, {:.1f} steps/s, {:.0f}s left", world_size_, done,
+                                             total_, rate, (total_ - done) / std::max(rate, 1e-9));
+        fmt::print("\r{:<{}}", line, width_);
+        width_ = std::max(width_, line.size());
+        std::fflush(stdout);
+    }
+    void clear() {
+        if (!shown_ || width_ == 0) return;
+        fmt::print("\r{:<{}}\r", "", width_);
+        std::fflush(stdout);
+        width_ = 0;
+    }
+
+private:
+    bool shown_;
+    int world_size_, total_;
+    std::chrono::steady_clock::time_point start_, last_{};
+    size_t width_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+// Collective over `comm`: the phases of one measured step, which add up to it (per-phase
+// medians need not): each step's slowest rank, and of those steps the median one (the lower
+// middle for an even count). `times` holds 4 per step: step, compute, exposed, optimizer.
+// Complete on rank 0 of `comm`.
+nlohmann::json median_step_phases(const std::vector<double>& times, MPI_Comm comm) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(comm, &size));
+    std::vector<double> all(rank == 0 ? times.size() * static_cast<size_t>(size) : 0);
+    SB_CHECK_MPI(MPI_Gather(times.data(), static_cast<int>(times.size()), MPI_DOUBLE, all.data(),
+                            static_cast<int>(times.size()), MPI_DOUBLE, 0, comm));
+    const size_t steps = times.size() / 4;
+    if (rank != 0 || steps == 0) return nullptr;
+    std::vector<std::pair<double, size_t>> slowest;  // (step time, index into all) per step
+    for (size_t s = 0; s < steps; ++s) {
+        size_t at = 4 * s;
+        for (int r = 1; r < size; ++r) {
+            const size_t other = static_cast<size_t>(r) * times.size() + 4 * s;
+            if (all[other] > all[at]) at = other;
+        }
+        slowest.emplace_back(all[at], at);
+    }
+    std::nth_element(slowest.begin(), slowest.begin() + (steps - 1) / 2, slowest.end());
+    const size_t at = slowest[(steps - 1) / 2].second;
+    return {{"step_ms", all[at]}, {"compute_ms", all[at + 1]}, {"exposed_comm_ms", all[at + 2]},
+            {"optimizer_ms", all[at + 3]}, {"rank", at / times.size()}, {"step", (at % times.size()) / 4}};
+}
+
+}  // namespace
+
 std::string utc_timestamp() {
     std::time_t now = std::time(nullptr);
     char text[32];
@@ -256,22 +343,209 @@ std::string utc_timestamp() {
     return text;
 }
 
+namespace {
+
+// What one world size's steps measured on this rank.
+struct LocalSamples {
+    std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
+    float initial_loss = 0, final_loss = 0;
+    nlohmann::json telemetry;          // NVML summary over the measured steps (null on the CPU)
+    std::vector<double> device_times;  // the steps again, issued with the stream held
+};
+
+// The warm-up and measured steps (telemetry over the measured ones), then, where a step
+// issues no host waits, the same steps with the stream held while they are issued: the device
+// time of a step with no host launch gaps (the difference is host overhead).
+LocalSamples run_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, Ops& ops, ProgressLine& progress) {
+    LocalSamples local;
+    std::unique_ptr<Telemetry> telemetry;
+    for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
+        if (s == cfg.warmup) telemetry = start_telemetry(ops);
+        StepTimes t = trainer.step(s);
+        if (s == 0) local.initial_loss = trainer.last_loss();
+        if (s >= cfg.warmup) local.times.insert(local.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+        progress.step_done(s + 1);
+    }
+    progress.clear();
+    local.final_loss = trainer.last_loss();
+    if (telemetry) local.telemetry = telemetry->stop();
+    if (trainer.step_is_host_free()) {
+        const int gated_steps = std::max(3, std::min(cfg.steps, 10));
+        for (int s = 0; s < gated_steps; ++s) {
+            SB_REQUIRE(ops.hold_stream(), "backend cannot hold its stream");
+            trainer.issue_step(cfg.warmup + cfg.steps + s);
+            ops.release_stream();
+            local.device_times.push_back(trainer.step_times().step);
+        }
+    }
+    return local;
+}
+
+// One world size's figures over its ranks; complete on rank 0 of the sub-world.
+struct SizeFigures {
+    std::vector<double> phase[4];  // per measured step, the slowest rank's: step, compute, exposed, optimizer
+    nlohmann::json median_step;
+    float mean_losses[2] = {0, 0};  // first step, last measured step
+    std::vector<uint64_t> checksums;  // every rank's parameter checksum
+    long long recheck_mismatched = 0;
+    double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank
+    std::vector<nlohmann::json> telemetry_by_rank;
+};
+
+// Collective over `sub` (n ranks): reduces the samples and runs the checks (the replica
+// checksums always, the all-reduce recheck on demand) and the gradient all-reduce timing.
+SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& local, MPI_Comm sub, int n,
+                           const SweepChecks& checks) {
+    SizeFigures f;
+    // Each step's figure is the slowest rank's (the step ends when the last rank is done).
+    std::vector<double> slowest(local.times.size());
+    SB_CHECK_MPI(MPI_Allreduce(local.times.data(), slowest.data(), static_cast<int>(local.times.size()), MPI_DOUBLE,
+                               MPI_MAX, sub));
+    for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
+    f.median_step = median_step_phases(local.times, sub);
+
+    float losses[2] = {local.initial_loss, local.final_loss};
+    SB_CHECK_MPI(MPI_Allreduce(losses, f.mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
+    for (float& l : f.mean_losses) l /= static_cast<float>(n);
+
+    // Replica check: data parallelism keeps every rank's parameters bitwise identical.
+    const uint64_t checksum = trainer.params_checksum();
+    f.checksums.resize(static_cast<size_t>(n));
+    SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, f.checksums.data(), 1, MPI_UINT64_T, 0, sub));
+
+    // On demand: the same all-reduce twice from identical inputs must give the same bits.
+    if (checks.recheck_allreduce) {
+        const long long mine = static_cast<long long>(trainer.recheck_gradient_allreduce());
+        SB_CHECK_MPI(MPI_Allreduce(&mine, &f.recheck_mismatched, 1, MPI_LONG_LONG, MPI_SUM, sub));
+    }
+    const double allreduce_ms = trainer.time_gradient_allreduce(5);
+    SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &f.allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    const double device_step_ms = local.device_times.empty() ? NAN : percentile(local.device_times, 50);
+    SB_CHECK_MPI(MPI_Allreduce(&device_step_ms, &f.device_step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    f.telemetry_by_rank = gather_json(local.telemetry, sub);
+    return f;
+}
+
+// Rank 0: the ranks whose parameters differ from rank 0's ({rank, host}), each also printed.
+nlohmann::json mismatched_replicas(const SizeFigures& f, const std::vector<std::string>& hosts) {
+    nlohmann::json mismatched = nlohmann::json::array();
+    for (size_t r = 0; r < f.checksums.size(); ++r) {
+        if (f.checksums[r] == f.checksums[0]) continue;
+        const std::string host = r < hosts.size() ? hosts[r] : "?";
+        fmt::print(stderr, "replica check FAILED: rank {} on {} holds parameters that differ from rank 0\n", r, host);
+        mismatched.push_back({{"rank", r}, {"host", host}});
+    }
+    return mismatched;
+}
+
+nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
+
+// Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train).
+nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallelTrainer& trainer,
+                            const SizeFigures& f, const ScalingRow& row, double samples_per_s_at_1, int launched,
+                            const nlohmann::json& mismatched, const SweepChecks& checks,
+                            const nlohmann::json& environment) {
+    const int n = row.world_size;
+    const int global_batch = trainer.global_batch();
+    const double gradient_bytes =
+        static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
+    const double algbw = gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9;
+    const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
+    const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
+    const std::optional<double> peak = device_peak_tflops(ops);
+    const bool replicas_ok = mismatched.empty(), recheck_ok = f.recheck_mismatched == 0;
+    nlohmann::json record = {
+        {"schema_version", kSchemaVersion},
+        {"subcommand", "train"},
+        {"run_id", run_id()},
+        {"timestamp", utc_timestamp()},
+        {"world_size", n},
+        {"launched_world_size", launched},
+        {"backend", ops.name()},
+        {"precision", precision_name(ops.precision())},
+        {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
+        {"model", trainer.model().name()},
+        {"num_params", trainer.model().num_params()},
+        {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+        {"local_batch", trainer.local_batch()},
+        {"global_batch", global_batch},
+        {"warmup_steps", cfg.warmup},
+        {"measured_steps", cfg.steps},
+        {"step_ms", to_json(row.step)},
+        {"compute_ms", to_json(row.compute)},
+        {"exposed_comm_ms", to_json(row.exposed)},
+        {"optimizer_ms", to_json(row.optimizer)},
+        {"median_step", f.median_step},
+        {"samples_per_s", row.samples_per_s},
+        {"samples_per_s_per_rank", row.per_rank},
+        {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
+        {"scaling_efficiency", or_null(row.efficiency)},
+        {"speedup", or_null(row.samples_per_s / samples_per_s_at_1)},
+        {"gradient_bytes", gradient_bytes},
+        {"buckets", trainer.bucketer().buckets().size()},
+        {"allreduce_ms", f.allreduce_ms},
+        {"allreduce_algbw_gbps", algbw},
+        {"allreduce_busbw_gbps", row.busbw},
+        {"model_flops_per_step", flops_per_step},
+        {"model_tflops_per_s", tflops},
+        {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
+        {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
+        {"cuda_graphs", trainer.uses_graphs()},
+        {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
+                                              : nlohmann::json()},
+        {"device_step_ms", or_null(f.device_step_ms)},
+        {"host_overhead_ms", or_null(row.step.median - f.device_step_ms)},
+        {"gpu_busy_fraction", or_null(f.device_step_ms / row.step.median)},
+        {"telemetry_by_rank", f.telemetry_by_rank},
+        {"initial_loss", f.mean_losses[0]},
+        {"final_loss", f.mean_losses[1]},
+        {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", f.checksums[0])},
+                           {"mismatched_ranks", mismatched}}},
+        {"checks_passed", replicas_ok && recheck_ok},
+        {"config", to_json(cfg)},
+        {"environment", environment},
+    };
+    if (checks.recheck_allreduce)
+        record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", f.recheck_mismatched}};
+    return record;
+}
+
+// Rank 0: the table row of one world size; `samples_per_s_at_1` is the n = 1 throughput (NAN
+// before it is measured).
+ScalingRow scaling_row(const DataParallelTrainer& trainer, const SizeFigures& f, int n, double samples_per_s_at_1) {
+    ScalingRow row;
+    row.world_size = n;
+    row.step = summarize(f.phase[0]);
+    row.compute = summarize(f.phase[1]);
+    row.exposed = summarize(f.phase[2]);
+    row.optimizer = summarize(f.phase[3]);
+    row.samples_per_s = trainer.global_batch() / (row.step.median / 1000.0);
+    row.per_rank = row.samples_per_s / n;
+    row.efficiency = row.samples_per_s / (n * (n == 1 ? row.samples_per_s : samples_per_s_at_1));
+    const double gradient_bytes =
+        static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
+    row.busbw = gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9 * 2.0 * (n - 1) / n;
+    return row;
+}
+
+}  // namespace
+
 bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment,
                         const SweepChecks& checks) {
     int world_rank = 0, world_size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &world_rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &world_size));
-    const std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
     const std::vector<std::string> hosts =
         environment.contains("hostnames") ? environment["hostnames"].get<std::vector<std::string>>()
                                           : std::vector<std::string>{};
+    const bool show_progress = world_rank == 0 && output_is_watched();
     double samples_per_s_at_1 = NAN;
     bool all_passed = true;
     bool header_printed = false;
     // One gradient communicator for the launch; each world size splits its first n ranks.
     std::unique_ptr<Communicator> world_comm = create_communicator(ops, world);
 
-    for (int n : sizes) {
+    for (int n : world_sizes(cfg, world_size)) {
         MPI_Comm sub = split_first_ranks(world, n);  // host-side reductions of the figures
         std::unique_ptr<Communicator> comm = world_comm->split_first(n);
         nlohmann::json record;
@@ -282,145 +556,22 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                 print_header(cfg, ops, trainer.model().num_params(), world_size);
                 header_printed = true;
             }
-            float initial_loss = 0;
-            std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
-            std::unique_ptr<Telemetry> telemetry;
-            for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
-                if (s == cfg.warmup) telemetry = start_telemetry(ops);
-                StepTimes t = trainer.step(s);
-                if (s == 0) initial_loss = trainer.last_loss();
-                if (s >= cfg.warmup) times.insert(times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
-            }
-            const nlohmann::json telemetry_summary = telemetry ? telemetry->stop() : nlohmann::json();
-            // The same steps again with the stream held while they are issued: the device
-            // time of a step with no host launch gaps. The difference is host overhead.
-            std::vector<double> device_times;
-            if (trainer.step_is_host_free()) {
-                const int gated_steps = std::max(3, std::min(cfg.steps, 10));
-                for (int s = 0; s < gated_steps; ++s) {
-                    SB_REQUIRE(ops.hold_stream(), "backend cannot hold its stream");
-                    trainer.issue_step(cfg.warmup + cfg.steps + s);
-                    ops.release_stream();
-                    device_times.push_back(trainer.step_times().step);
-                }
-            }
-            // Each step's figure is the slowest rank's (the step ends when the last rank is done).
-            std::vector<double> slowest(times.size());
-            SB_CHECK_MPI(MPI_Allreduce(times.data(), slowest.data(), static_cast<int>(times.size()), MPI_DOUBLE,
-                                       MPI_MAX, sub));
-            std::vector<double> phase[4];
-            for (size_t i = 0; i < slowest.size(); ++i) phase[i % 4].push_back(slowest[i]);
-
-            float losses[2] = {initial_loss, trainer.last_loss()}, mean_losses[2] = {0, 0};
-            SB_CHECK_MPI(MPI_Allreduce(losses, mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
-            for (float& l : mean_losses) l /= static_cast<float>(n);
-
-            // Replica check: data parallelism keeps every rank's parameters bitwise identical.
-            const uint64_t checksum = trainer.params_checksum();
-            std::vector<uint64_t> checksums(static_cast<size_t>(n));
-            SB_CHECK_MPI(MPI_Gather(&checksum, 1, MPI_UINT64_T, checksums.data(), 1, MPI_UINT64_T, 0, sub));
-
-            // On demand: the same all-reduce twice from identical inputs must give the same bits.
-            long long recheck_mismatched = 0;
-            if (checks.recheck_allreduce) {
-                const long long mine = static_cast<long long>(trainer.recheck_gradient_allreduce());
-                SB_CHECK_MPI(MPI_Allreduce(&mine, &recheck_mismatched, 1, MPI_LONG_LONG, MPI_SUM, sub));
-            }
-            const double allreduce_ms = trainer.time_gradient_allreduce(5);
-            double slowest_allreduce_ms = 0;
-            SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &slowest_allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
-            const double device_step_ms = device_times.empty() ? NAN : percentile(device_times, 50);
-            double slowest_device_step_ms = NAN;
-            SB_CHECK_MPI(MPI_Allreduce(&device_step_ms, &slowest_device_step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
-            const std::vector<nlohmann::json> telemetry_by_rank = gather_json(telemetry_summary, sub);
-            const std::optional<double> peak = device_peak_tflops(ops);
-
+            ProgressLine progress(show_progress, n, cfg.warmup + cfg.steps);
+            const LocalSamples local = run_steps(trainer, cfg, ops, progress);
+            const SizeFigures figures = reduce_figures(trainer, local, sub, n, checks);
             if (world_rank == 0) {
-                nlohmann::json mismatched = nlohmann::json::array();
-                for (int r = 0; r < n; ++r)
-                    if (checksums[static_cast<size_t>(r)] != checksums[0])
-                        mismatched.push_back({{"rank", r}, {"host", r < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(r)] : "?"}});
-                const bool replicas_ok = mismatched.empty();
-                for (const auto& m : mismatched)
-                    fmt::print(stderr, "replica check FAILED: rank {} on {} holds parameters that differ from rank 0\n",
-                               m["rank"].get<int>(), m["host"].get<std::string>());
-                const bool recheck_ok = recheck_mismatched == 0;
-                if (!recheck_ok)
+                const nlohmann::json mismatched = mismatched_replicas(figures, hosts);
+                if (figures.recheck_mismatched != 0)
                     fmt::print(stderr, "all-reduce recheck FAILED at {} ranks: {} gradient elements differ between two "
-                                       "all-reduces of identical inputs\n", n, recheck_mismatched);
-                all_passed = all_passed && replicas_ok && recheck_ok;
-
-                row.world_size = n;
-                row.step = summarize(phase[0]);
-                row.compute = summarize(phase[1]);
-                row.exposed = summarize(phase[2]);
-                row.optimizer = summarize(phase[3]);
-                const int global_batch = trainer.global_batch();
-                row.samples_per_s = global_batch / (row.step.median / 1000.0);
-                row.per_rank = row.samples_per_s / n;
+                                       "all-reduces of identical inputs\n", n, figures.recheck_mismatched);
+                all_passed = all_passed && mismatched.empty() && figures.recheck_mismatched == 0;
+                row = scaling_row(trainer, figures, n, samples_per_s_at_1);
                 if (n == 1) samples_per_s_at_1 = row.samples_per_s;
-                row.efficiency = row.samples_per_s / (n * samples_per_s_at_1);
-                const double gradient_bytes = static_cast<double>(trainer.bucketer().total_elements() *
-                                                                  dtype_size(trainer.bucketer().comm_dtype()));
-                const double algbw = gradient_bytes / (slowest_allreduce_ms / 1000.0) / 1e9;
-                row.busbw = algbw * 2.0 * (n - 1) / n;
-                const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
-                const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
-
-                record = {
-                    {"schema_version", kSchemaVersion},
-                    {"subcommand", "train"},
-                    {"timestamp", utc_timestamp()},
-                    {"world_size", n},
-                    {"launched_world_size", world_size},
-                    {"backend", ops.name()},
-                    {"precision", precision_name(ops.precision())},
-                    {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
-                    {"model", trainer.model().name()},
-                    {"num_params", trainer.model().num_params()},
-                    {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
-                    {"local_batch", trainer.local_batch()},
-                    {"global_batch", global_batch},
-                    {"warmup_steps", cfg.warmup},
-                    {"measured_steps", cfg.steps},
-                    {"step_ms", to_json(row.step)},
-                    {"compute_ms", to_json(row.compute)},
-                    {"exposed_comm_ms", to_json(row.exposed)},
-                    {"optimizer_ms", to_json(row.optimizer)},
-                    {"samples_per_s", row.samples_per_s},
-                    {"samples_per_s_per_rank", row.per_rank},
-                    {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
-                    {"scaling_efficiency", std::isnan(row.efficiency) ? nlohmann::json() : nlohmann::json(row.efficiency)},
-                    {"speedup", std::isnan(samples_per_s_at_1) ? nlohmann::json() : nlohmann::json(row.samples_per_s / samples_per_s_at_1)},
-                    {"gradient_bytes", gradient_bytes},
-                    {"buckets", trainer.bucketer().buckets().size()},
-                    {"allreduce_ms", slowest_allreduce_ms},
-                    {"allreduce_algbw_gbps", algbw},
-                    {"allreduce_busbw_gbps", row.busbw},
-                    {"model_flops_per_step", flops_per_step},
-                    {"model_tflops_per_s", tflops},
-                    {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
-                    {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
-                    {"cuda_graphs", trainer.uses_graphs()},
-                    {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
-                                                          : nlohmann::json()},
-                    {"device_step_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms)},
-                    {"host_overhead_ms", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(row.step.median - slowest_device_step_ms)},
-                    {"gpu_busy_fraction", std::isnan(slowest_device_step_ms) ? nlohmann::json() : nlohmann::json(slowest_device_step_ms / row.step.median)},
-                    {"telemetry_by_rank", telemetry_by_rank},
-                    {"initial_loss", mean_losses[0]},
-                    {"final_loss", mean_losses[1]},
-                    {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", checksums[0])},
-                                       {"mismatched_ranks", mismatched}}},
-                    {"checks_passed", replicas_ok && recheck_ok},
-                    {"config", to_json(cfg)},
-                    {"environment", environment},
-                };
-                if (checks.recheck_allreduce)
-                    record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", recheck_mismatched}};
+                record = train_record(cfg, ops, trainer, figures, row, samples_per_s_at_1, world_size, mismatched,
+                                      checks, environment);
             }
+            SB_CHECK_MPI(MPI_Comm_free(&sub));
         }
-        if (sub != MPI_COMM_NULL) SB_CHECK_MPI(MPI_Comm_free(&sub));
         SB_CHECK_MPI(MPI_Barrier(world));  // ranks outside this sub-world wait here
         if (world_rank == 0) {
             print_scaling_table_row(row);

@@ -20,6 +20,7 @@
 
 #include "src/system/backend.h"
 #include "src/system/environment.h"
+#include "src/system/watchdog.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -28,6 +29,10 @@
 namespace sb {
 
 // ---- durations
+
+namespace {
+constexpr double kMaxDurationS = 366.0 * 86400;  // a year: any soak fits, and no clock overflows
+}
 
 double parse_duration(const std::string& text, const std::string& flag) {
     auto bad = [&](const std::string& why) {
@@ -46,6 +51,8 @@ double parse_duration(const std::string& text, const std::string& flag) {
         if (end == pos) throw bad(fmt::format("expected a number at '{}'", text.substr(pos)));
         const std::string number = text.substr(pos, end - pos);
         if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad("malformed number");
+        // Digits past what a duration can need would overflow (stod's range, then the clock's).
+        if (number.size() > 12) throw bad(fmt::format("'{}' is too long a number", number));
         const double value = std::stod(number);
         if (end == text.size()) {
             if (last_unit >= 0) throw bad(fmt::format("'{}' has no unit", number));
@@ -61,6 +68,7 @@ double parse_duration(const std::string& text, const std::string& flag) {
         pos = end + 1;
     }
     if (!(total > 0) || !std::isfinite(total)) throw bad("must be longer than zero");
+    if (total > kMaxDurationS) throw bad(fmt::format("longer than the longest run, {}d", kMaxDurationS / 86400));
     return total;
 }
 
@@ -234,254 +242,337 @@ struct WorkloadTotals {
     std::vector<double> samples_per_s, step_ms_medians, drift_pct;
 };
 
-}  // namespace
+// One interval as this rank ran it.
+struct Interval {
+    int index = 0, workload = 0;
+    int64_t first_step = 0;     // the workload's step index at the interval's start
+    std::vector<double> times;  // 4 per step: step, compute, exposed, optimizer
+    std::vector<SdcEvent> events;
+    int sdc_checks = 0;
+    double sdc_check_s = 0;  // what the checks cost the interval
+    double seconds = 0, elapsed_s = 0;
+    nlohmann::json telemetry;  // this rank's NVML summary (null on the CPU)
+    bool last = false;         // the duration is over
+};
 
-int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nlohmann::json& environment) {
-    int rank = 0, size = 1;
-    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
-    SB_CHECK_MPI(MPI_Comm_size(world, &size));
-    SB_REQUIRE(!plan.workloads.empty(), "stress plan without a workload");
+// An interval's figures over the ranks (complete on rank 0).
+struct IntervalFigures {
+    std::vector<double> phase[4];  // per step, the slowest rank's
+    double busy_pct = 0;
+    float mean_loss = 0;
+    std::vector<nlohmann::json> telemetry_by_rank;
+};
 
-    // Every rank knows every rank's host and GPU, so a divergence can name them.
-    const ProcessInfo& p = process_info();
-    nlohmann::json me = {{"host", p.host}, {"gpu", device_environment(ops)}};
-    std::vector<RankIdentity> identities;
-    for (const auto& j : allgather_json(me, world)) identities.push_back({j["host"].get<std::string>(), j["gpu"]});
+// The soak across its intervals: the trainers (one per workload, alternated interval by
+// interval), the global step count and what the final record sums up.
+class Soak {
+public:
+    Soak(const StressPlan& plan, Ops& ops, MPI_Comm world, const nlohmann::json& environment)
+        : plan_(plan), ops_(ops), world_(world), environment_(environment) {
+        SB_CHECK_MPI(MPI_Comm_rank(world, &rank_));
+        SB_CHECK_MPI(MPI_Comm_size(world, &size_));
+        SB_REQUIRE(!plan.workloads.empty(), "stress plan without a workload");
+        // Every rank knows every rank's host and GPU, so a divergence can name them.
+        const ProcessInfo& p = process_info();
+        const nlohmann::json me = {{"host", p.host}, {"gpu", device_environment(ops)}};
+        for (const auto& j : allgather_json(me, world)) identities_.push_back({j["host"].get<std::string>(), j["gpu"]});
+        comm_ = create_communicator(ops, world);
+        for (const TrainConfig& cfg : plan.workloads)
+            trainers_.push_back(std::make_unique<DataParallelTrainer>(cfg, ops, *comm_));
+        workload_step_.assign(plan.workloads.size(), 0);
+        totals_.resize(plan.workloads.size());
+        telemetry_total_.resize(static_cast<size_t>(size_));
+        start_ = Clock::now();  // the duration counts from here, the trainers built
+    }
 
-    std::unique_ptr<Communicator> comm = create_communicator(ops, world);
-    std::vector<std::unique_ptr<DataParallelTrainer>> trainers;
-    for (const TrainConfig& cfg : plan.workloads) trainers.push_back(std::make_unique<DataParallelTrainer>(cfg, ops, *comm));
-    std::vector<int64_t> workload_step(plan.workloads.size(), 0);
-    std::vector<WorkloadTotals> totals(plan.workloads.size());
-    std::vector<nlohmann::json> sdc_events_all;
-    std::vector<nlohmann::json> telemetry_total(static_cast<size_t>(size));
-    int64_t global_step = 0, sdc_checks_total = 0;
-    int sdc_events_total = 0;
-
-    if (rank == 0) {
-        fmt::print("scalebench stress: {} for {} on {} ranks, backend {}, precision {}, intervals of {}, "
+    void print_header() const {
+        if (rank_ != 0) return;
+        fmt::print("scalebench stress: {} for {} on {} rank{}, backend {}, precision {}, intervals of {}, "
                    "replica check every {} steps\n",
-                   plan.workloads.size() == 1 ? "1 workload" : fmt::format("{} workloads alternating", plan.workloads.size()),
-                   format_duration(plan.duration_s), size, ops.name(), precision_name(ops.precision()),
-                   format_duration(plan.interval_s),
-                   plan.sdc_check_every > 0 ? std::to_string(plan.sdc_check_every) : std::string("(off)"));
-        for (size_t w = 0; w < plan.workloads.size(); ++w)
-            fmt::print("  workload {}: {} ({} parameters, global batch {})\n", w, plan.workloads[w].source,
-                       trainers[w]->model().num_params(), trainers[w]->global_batch());
+                   plan_.workloads.size() == 1 ? "1 workload"
+                                               : fmt::format("{} workloads alternating", plan_.workloads.size()),
+                   format_duration(plan_.duration_s), size_, size_ == 1 ? "" : "s", ops_.name(),
+                   precision_name(ops_.precision()), format_duration(plan_.interval_s),
+                   plan_.sdc_check_every > 0 ? std::to_string(plan_.sdc_check_every) : std::string("(off)"));
+        for (size_t w = 0; w < plan_.workloads.size(); ++w)
+            fmt::print("  workload {}: {} ({} parameters, global batch {})\n", w, plan_.workloads[w].source,
+                       trainers_[w]->model().num_params(), trainers_[w]->global_batch());
         fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval",
                    "elapsed", "remaining", "w", "steps", "samples/s", "busy", "drift", "step ms", "p90", "max", "sdc",
                    "telemetry");
         std::fflush(stdout);
     }
 
-    const Clock::time_point start = Clock::now();
-    bool done = false;
-    for (int interval = 0; !done; ++interval) {
-        const int w = interval % static_cast<int>(plan.workloads.size());
-        DataParallelTrainer& trainer = *trainers[static_cast<size_t>(w)];
-        const int64_t first_step = workload_step[static_cast<size_t>(w)];
-        std::unique_ptr<Telemetry> telemetry = start_telemetry(ops);
+    // Collective: the steps of interval `index` until its time (or the run's) is up, with the
+    // replica checks every sdc_check_every steps and at its end.
+    Interval run_interval(int index) {
+        Interval iv;
+        iv.index = index;
+        iv.workload = index % static_cast<int>(plan_.workloads.size());
+        DataParallelTrainer& trainer = *trainers_[static_cast<size_t>(iv.workload)];
+        int64_t& workload_step = workload_step_[static_cast<size_t>(iv.workload)];
+        iv.first_step = workload_step;
+        std::unique_ptr<Telemetry> telemetry = start_telemetry(ops_);
         const Clock::time_point interval_start = Clock::now();
-        std::vector<double> times;  // 4 per step: step, compute, exposed, optimizer
-        std::vector<SdcEvent> events;
-        int sdc_checks = 0;
-        double sdc_check_s = 0;  // what the checks cost the interval
         auto check = [&] {
             const Clock::time_point check_start = Clock::now();
-            auto found = check_replicas(trainer, world, global_step, w, identities);
-            events.insert(events.end(), found.begin(), found.end());
-            ++sdc_checks;
-            sdc_check_s += seconds_since(check_start);
+            auto found = check_replicas(trainer, world_, global_step_, iv.workload, identities_);
+            iv.events.insert(iv.events.end(), found.begin(), found.end());
+            ++iv.sdc_checks;
+            iv.sdc_check_s += seconds_since(check_start);
         };
         for (;;) {
-            const StepTimes t = trainer.step(workload_step[static_cast<size_t>(w)]++);
-            ++global_step;
-            times.insert(times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
-            if (plan.planted_flip && plan.planted_flip->step == global_step && plan.planted_flip->rank == rank) {
+            const StepTimes t = trainer.step(workload_step++);
+            ++global_step_;
+            iv.times.insert(iv.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+            if (plan_.planted_flip && plan_.planted_flip->step == global_step_ && plan_.planted_flip->rank == rank_) {
                 trainer.flip_parameter_bit(0, 22);  // the top mantissa bit: a visible, finite change
-                fmt::print(stderr, "stress: planted a bit flip in rank {}'s parameters after step {}\n", rank,
-                           global_step);
+                fmt::print(stderr, "stress: planted a bit flip in rank {}'s parameters after step {}\n", rank_,
+                           global_step_);
             }
-            if (plan.sdc_check_every > 0 && global_step % plan.sdc_check_every == 0) check();
+            if (plan_.sdc_check_every > 0 && global_step_ % plan_.sdc_check_every == 0) check();
             // Rank 0's clock decides, so every rank runs the same steps.
             int stop = 0;
-            if (rank == 0) {
-                if (seconds_since(start) >= plan.duration_s) stop = 2;
-                else if (seconds_since(interval_start) >= plan.interval_s) stop = 1;
+            if (rank_ == 0) {
+                if (seconds_since(start_) >= plan_.duration_s) stop = 2;
+                else if (seconds_since(interval_start) >= plan_.interval_s) stop = 1;
             }
-            SB_CHECK_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, world));
+            SB_CHECK_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, world_));
             if (stop) {
-                done = stop == 2;
+                iv.last = stop == 2;
                 break;
             }
         }
         // Each interval ends checked, so a corruption is never carried into the next.
-        if (plan.sdc_check_every > 0 && global_step % plan.sdc_check_every != 0) check();
-        const double interval_s = seconds_since(interval_start);
-        const double elapsed_s = seconds_since(start);
-        const nlohmann::json telemetry_summary = telemetry ? telemetry->stop() : nlohmann::json();
-        const std::vector<nlohmann::json> telemetry_by_rank = gather_json(telemetry_summary, world);
+        if (plan_.sdc_check_every > 0 && global_step_ % plan_.sdc_check_every != 0) check();
+        iv.seconds = seconds_since(interval_start);
+        iv.elapsed_s = seconds_since(start_);
+        if (telemetry) iv.telemetry = telemetry->stop();
+        return iv;
+    }
 
+    // Collective: the interval's figures over the ranks; rank 0 reports its divergences,
+    // appends its record and prints its row.
+    void finish_interval(const Interval& iv) {
+        const IntervalFigures f = reduce_interval(iv);
+        sdc_checks_total_ += iv.sdc_checks;
+        sdc_events_total_ += static_cast<int>(iv.events.size());
+        for (const SdcEvent& e : iv.events) {
+            if (rank_ == 0) print_divergence(e);
+            sdc_events_all_.push_back(to_json(e));
+        }
+        if (rank_ != 0) return;
+        const DataParallelTrainer& trainer = *trainers_[static_cast<size_t>(iv.workload)];
+        const Summary step_ms = summarize(f.phase[0]);
+        const int64_t steps = static_cast<int64_t>(f.phase[0].size());
+        const double samples_per_s = trainer.global_batch() / (step_ms.median / 1000.0);
+        const double drift_pct = add_to_totals(iv.workload, steps, samples_per_s, step_ms.median);
+        for (size_t r = 0; r < f.telemetry_by_rank.size(); ++r)
+            telemetry_total_[r] = merge_telemetry(telemetry_total_[r], f.telemetry_by_rank[r]);
+        append_record(plan_.out, interval_record(iv, f, step_ms, steps, samples_per_s, drift_pct));
+        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11.1f} {:>5.1f}% {:>7.2f}% {:>9.3f} {:>9.3f} {:>9.3f} {:>9}  {}\n",
+                   iv.index, format_duration(iv.elapsed_s),
+                   format_duration(std::max(0.0, plan_.duration_s - iv.elapsed_s)), iv.workload, steps, samples_per_s,
+                   f.busy_pct, drift_pct, step_ms.median, step_ms.p90, step_ms.max,
+                   plan_.sdc_check_every == 0 ? std::string("off")
+                   : iv.events.empty()        ? fmt::format("{} ok", iv.sdc_checks)
+                                              : fmt::format("{} BAD", iv.events.size()),
+                   telemetry_brief(f.telemetry_by_rank));
+        std::fflush(stdout);
+    }
+
+    // Rank 0: the summary per workload, printed and appended as the final record.
+    void finish() const {
+        if (rank_ != 0) return;
+        nlohmann::json workloads = nlohmann::json::array();
+        int intervals = 0;
+        for (size_t w = 0; w < totals_.size(); ++w) {
+            intervals += totals_[w].intervals;
+            workloads.push_back(workload_summary(w));
+        }
+        fmt::print("telemetry over the run: {}\n", telemetry_brief(telemetry_total_));
+        fmt::print("replica checks: {} ({}), {}\n", sdc_checks_total_,
+                   plan_.sdc_check_every > 0
+                       ? fmt::format("every {} steps and at each interval's end", plan_.sdc_check_every)
+                       : std::string("off"),
+                   sdc_events_total_ == 0 ? std::string("all replicas identical")
+                                          : fmt::format("{} DIVERGENCES (see stderr and sdc_events)", sdc_events_total_));
+        const nlohmann::json record = {
+            {"schema_version", kSchemaVersion},
+            {"subcommand", "stress"},
+            {"run_id", run_id()},
+            {"timestamp", utc_timestamp()},
+            {"complete", true},
+            {"intervals", intervals},
+            {"duration_s", plan_.duration_s},
+            {"elapsed_s", seconds_since(start_)},
+            {"world_size", size_},
+            {"backend", ops_.name()},
+            {"precision", precision_name(ops_.precision())},
+            {"total_steps", global_step_},
+            {"workloads", workloads},
+            {"sdc_check_every", plan_.sdc_check_every},
+            {"sdc_checks", sdc_checks_total_},
+            {"sdc_events", sdc_events_all_},
+            {"checks_passed", sdc_events_total_ == 0},
+            {"telemetry_by_rank", telemetry_total_},
+            {"environment", environment_},
+        };
+        append_record(plan_.out, record);
+        fmt::print("results appended to {}\n", plan_.out);
+    }
+
+    int exit_code() const { return sdc_events_total_ == 0 ? 0 : 3; }
+
+private:
+    // Collective over the world.
+    IntervalFigures reduce_interval(const Interval& iv) {
+        IntervalFigures f;
+        f.telemetry_by_rank = gather_json(iv.telemetry, world_);
         // The share of the interval spent in training steps, on the least busy rank: what the
         // replica checks, records and host work between steps leave of a soak (samples/s
         // alone would not show it). Each rank's own steps, on its own clock.
         double stepping_ms = 0;
-        for (size_t i = 0; i < times.size(); i += 4) stepping_ms += times[i];
-        const double my_busy_pct = 100.0 * stepping_ms / 1000.0 / interval_s;
-        double busy_pct = 0;
-        SB_CHECK_MPI(MPI_Allreduce(&my_busy_pct, &busy_pct, 1, MPI_DOUBLE, MPI_MIN, world));
-        std::vector<double> slowest(times.size());
-        SB_CHECK_MPI(MPI_Allreduce(times.data(), slowest.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
-                                   world));
-        float loss = trainer.last_loss(), mean_loss = 0;
-        SB_CHECK_MPI(MPI_Allreduce(&loss, &mean_loss, 1, MPI_FLOAT, MPI_SUM, world));
-        mean_loss /= static_cast<float>(size);
-        sdc_checks_total += sdc_checks;
-        sdc_events_total += static_cast<int>(events.size());
-        for (const SdcEvent& e : events) {
-            if (rank == 0)
-                fmt::print(stderr,
-                           "SILENT DATA CORRUPTION: after step {} (workload {}) rank {} on host {}{} holds parameters "
-                           "{} where the other replicas hold {}\n",
-                           e.step, e.workload, e.rank, e.host,
-                           e.gpu.is_object() && e.gpu.contains("pci_bus_id")
-                               ? fmt::format(" (GPU {} {})", e.gpu.value("name", "?"), e.gpu["pci_bus_id"].get<std::string>())
-                               : std::string(),
-                           e.checksum, e.expected);
-            sdc_events_all.push_back(to_json(e));
-        }
-        if (rank != 0) continue;
+        for (size_t i = 0; i < iv.times.size(); i += 4) stepping_ms += iv.times[i];
+        const double my_busy_pct = 100.0 * stepping_ms / 1000.0 / iv.seconds;
+        SB_CHECK_MPI(MPI_Allreduce(&my_busy_pct, &f.busy_pct, 1, MPI_DOUBLE, MPI_MIN, world_));
+        std::vector<double> slowest(iv.times.size());
+        SB_CHECK_MPI(MPI_Allreduce(iv.times.data(), slowest.data(), static_cast<int>(iv.times.size()), MPI_DOUBLE,
+                                   MPI_MAX, world_));
+        for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
+        const float loss = trainers_[static_cast<size_t>(iv.workload)]->last_loss();
+        SB_CHECK_MPI(MPI_Allreduce(&loss, &f.mean_loss, 1, MPI_FLOAT, MPI_SUM, world_));
+        f.mean_loss /= static_cast<float>(size_);
+        return f;
+    }
 
-        std::vector<double> phase[4];
-        for (size_t i = 0; i < slowest.size(); ++i) phase[i % 4].push_back(slowest[i]);
-        const Summary step_ms = summarize(phase[0]);
-        const int64_t steps = static_cast<int64_t>(phase[0].size());
-        const double samples_per_s = trainer.global_batch() / (step_ms.median / 1000.0);
-        WorkloadTotals& tot = totals[static_cast<size_t>(w)];
+    static void print_divergence(const SdcEvent& e) {
+        fmt::print(stderr,
+                   "SILENT DATA CORRUPTION: after step {} (workload {}) rank {} on host {}{} holds parameters "
+                   "{} where the other replicas hold {}\n",
+                   e.step, e.workload, e.rank, e.host,
+                   e.gpu.is_object() && e.gpu.contains("pci_bus_id")
+                       ? fmt::format(" (GPU {} {})", e.gpu.value("name", "?"), e.gpu["pci_bus_id"].get<std::string>())
+                       : std::string(),
+                   e.checksum, e.expected);
+    }
+
+    // Rank 0: adds an interval to its workload's totals; returns its drift against the first.
+    double add_to_totals(int workload, int64_t steps, double samples_per_s, double step_ms_median) {
+        WorkloadTotals& tot = totals_[static_cast<size_t>(workload)];
         if (tot.intervals == 0) tot.first_samples_per_s = samples_per_s;
         const double drift_pct = 100.0 * (samples_per_s / tot.first_samples_per_s - 1.0);
         ++tot.intervals;
         tot.steps += steps;
         tot.last_samples_per_s = samples_per_s;
         tot.samples_per_s.push_back(samples_per_s);
-        tot.step_ms_medians.push_back(step_ms.median);
+        tot.step_ms_medians.push_back(step_ms_median);
         tot.drift_pct.push_back(drift_pct);
-        for (size_t r = 0; r < telemetry_by_rank.size(); ++r)
-            telemetry_total[r] = merge_telemetry(telemetry_total[r], telemetry_by_rank[r]);
+        return drift_pct;
+    }
 
+    nlohmann::json interval_record(const Interval& iv, const IntervalFigures& f, const Summary& step_ms, int64_t steps,
+                                   double samples_per_s, double drift_pct) const {
+        const DataParallelTrainer& trainer = *trainers_[static_cast<size_t>(iv.workload)];
+        const TrainConfig& cfg = plan_.workloads[static_cast<size_t>(iv.workload)];
         nlohmann::json event_json = nlohmann::json::array();
-        for (const SdcEvent& e : events) event_json.push_back(to_json(e));
-        const TrainConfig& cfg = plan.workloads[static_cast<size_t>(w)];
-        nlohmann::json record = {
+        for (const SdcEvent& e : iv.events) event_json.push_back(to_json(e));
+        return {
             {"schema_version", kSchemaVersion},
             {"subcommand", "stress"},
+            {"run_id", run_id()},
             {"timestamp", utc_timestamp()},
             {"complete", false},
-            {"interval", interval},
-            {"workload", w},
+            {"interval", iv.index},
+            {"workload", iv.workload},
             {"workload_source", cfg.source},
-            {"duration_s", plan.duration_s},
-            {"interval_target_s", plan.interval_s},
-            {"interval_s", interval_s},
-            {"elapsed_s", elapsed_s},
-            {"remaining_s", std::max(0.0, plan.duration_s - elapsed_s)},
-            {"world_size", size},
-            {"backend", ops.name()},
-            {"precision", precision_name(ops.precision())},
+            {"duration_s", plan_.duration_s},
+            {"interval_target_s", plan_.interval_s},
+            {"interval_s", iv.seconds},
+            {"elapsed_s", iv.elapsed_s},
+            {"remaining_s", std::max(0.0, plan_.duration_s - iv.elapsed_s)},
+            {"world_size", size_},
+            {"backend", ops_.name()},
+            {"precision", precision_name(ops_.precision())},
             {"model", trainer.model().name()},
             {"num_params", trainer.model().num_params()},
             {"local_batch", trainer.local_batch()},
             {"global_batch", trainer.global_batch()},
             {"steps", steps},
-            {"first_step", first_step},
-            {"global_step", global_step},
+            {"first_step", iv.first_step},
+            {"global_step", global_step_},
             {"step_ms", to_json(step_ms)},
-            {"compute_ms", to_json(summarize(phase[1]))},
-            {"exposed_comm_ms", to_json(summarize(phase[2]))},
-            {"optimizer_ms", to_json(summarize(phase[3]))},
+            {"compute_ms", to_json(summarize(f.phase[1]))},
+            {"exposed_comm_ms", to_json(summarize(f.phase[2]))},
+            {"optimizer_ms", to_json(summarize(f.phase[3]))},
             {"samples_per_s", samples_per_s},
-            {"wall_samples_per_s", steps * trainer.global_batch() / interval_s},
-            {"busy_pct", busy_pct},
+            {"wall_samples_per_s", steps * trainer.global_batch() / iv.seconds},
+            {"busy_pct", f.busy_pct},
             {"drift_pct", drift_pct},
-            {"loss", mean_loss},
-            {"sdc_check_every", plan.sdc_check_every},
-            {"sdc_checks", sdc_checks},
-            {"sdc_check_ms", 1000.0 * sdc_check_s},
+            {"loss", f.mean_loss},
+            {"sdc_check_every", plan_.sdc_check_every},
+            {"sdc_checks", iv.sdc_checks},
+            {"sdc_check_ms", 1000.0 * iv.sdc_check_s},
             {"sdc_events", event_json},
-            {"checks_passed", events.empty()},
-            {"telemetry_by_rank", telemetry_by_rank},
+            {"checks_passed", iv.events.empty()},
+            {"telemetry_by_rank", f.telemetry_by_rank},
             {"config", to_json(cfg)},
-            {"environment", environment},
+            {"environment", environment_},
         };
-        append_record(plan.out, record);
-        fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11.1f} {:>5.1f}% {:>7.2f}% {:>9.3f} {:>9.3f} {:>9.3f} {:>9}  {}\n",
-                   interval, format_duration(elapsed_s), format_duration(std::max(0.0, plan.duration_s - elapsed_s)), w,
-                   steps, samples_per_s, busy_pct, drift_pct, step_ms.median, step_ms.p90, step_ms.max,
-                   plan.sdc_check_every == 0 ? std::string("off")
-                   : events.empty()          ? fmt::format("{} ok", sdc_checks)
-                                             : fmt::format("{} BAD", events.size()),
-                   telemetry_brief(telemetry_by_rank));
-        std::fflush(stdout);
     }
 
-    if (rank == 0) {
-        const double elapsed_s = seconds_since(start);
-        nlohmann::json workloads = nlohmann::json::array();
-        int intervals = 0;
-        for (size_t w = 0; w < totals.size(); ++w) {
-            const WorkloadTotals& t = totals[w];
-            intervals += t.intervals;
-            if (t.intervals == 0) {
-                workloads.push_back({{"workload", w}, {"source", plan.workloads[w].source}, {"intervals", 0}});
-                continue;
-            }
-            const auto [dmin, dmax] = std::minmax_element(t.drift_pct.begin(), t.drift_pct.end());
-            workloads.push_back({
-                {"workload", w},
-                {"source", plan.workloads[w].source},
-                {"intervals", t.intervals},
-                {"steps", t.steps},
-                {"samples_per_s", to_json(summarize(t.samples_per_s))},
-                {"samples_per_s_first", t.first_samples_per_s},
-                {"samples_per_s_last", t.last_samples_per_s},
-                {"drift_pct", {{"last", t.drift_pct.back()}, {"min", *dmin}, {"max", *dmax}}},
-                {"step_ms_median", to_json(summarize(t.step_ms_medians))},
-            });
-            fmt::print("workload {} ({}): {} intervals, {} steps, samples/s first {:.1f} last {:.1f} "
-                       "(drift {:+.2f}%, range {:+.2f}% .. {:+.2f}%)\n",
-                       w, plan.workloads[w].source, t.intervals, t.steps, t.first_samples_per_s,
-                       t.last_samples_per_s, t.drift_pct.back(), *dmin, *dmax);
-        }
-        fmt::print("telemetry over the run: {}\n", telemetry_brief(telemetry_total));
-        fmt::print("replica checks: {} ({}), {}\n", sdc_checks_total,
-                   plan.sdc_check_every > 0 ? fmt::format("every {} steps and at each interval's end", plan.sdc_check_every)
-                                            : std::string("off"),
-                   sdc_events_total == 0 ? std::string("all replicas identical")
-                                         : fmt::format("{} DIVERGENCES (see stderr and sdc_events)", sdc_events_total));
-        const nlohmann::json record = {
-            {"schema_version", kSchemaVersion},
-            {"subcommand", "stress"},
-            {"timestamp", utc_timestamp()},
-            {"complete", true},
-            {"intervals", intervals},
-            {"duration_s", plan.duration_s},
-            {"elapsed_s", elapsed_s},
-            {"world_size", size},
-            {"backend", ops.name()},
-            {"precision", precision_name(ops.precision())},
-            {"total_steps", global_step},
-            {"workloads", workloads},
-            {"sdc_check_every", plan.sdc_check_every},
-            {"sdc_checks", sdc_checks_total},
-            {"sdc_events", sdc_events_all},
-            {"checks_passed", sdc_events_total == 0},
-            {"telemetry_by_rank", telemetry_total},
-            {"environment", environment},
+    // Rank 0: one workload's line of the summary, printed, and its entry of the final record.
+    nlohmann::json workload_summary(size_t w) const {
+        const WorkloadTotals& t = totals_[w];
+        const std::string& source = plan_.workloads[w].source;
+        if (t.intervals == 0) return {{"workload", w}, {"source", source}, {"intervals", 0}};
+        const auto [dmin, dmax] = std::minmax_element(t.drift_pct.begin(), t.drift_pct.end());
+        fmt::print("workload {} ({}): {} intervals, {} steps, samples/s first {:.1f} last {:.1f} "
+                   "(drift {:+.2f}%, range {:+.2f}% .. {:+.2f}%)\n",
+                   w, source, t.intervals, t.steps, t.first_samples_per_s, t.last_samples_per_s, t.drift_pct.back(),
+                   *dmin, *dmax);
+        return {
+            {"workload", w},
+            {"source", source},
+            {"intervals", t.intervals},
+            {"steps", t.steps},
+            {"samples_per_s", to_json(summarize(t.samples_per_s))},
+            {"samples_per_s_first", t.first_samples_per_s},
+            {"samples_per_s_last", t.last_samples_per_s},
+            {"drift_pct", {{"last", t.drift_pct.back()}, {"min", *dmin}, {"max", *dmax}}},
+            {"step_ms_median", to_json(summarize(t.step_ms_medians))},
         };
-        append_record(plan.out, record);
-        fmt::print("results appended to {}\n", plan.out);
     }
-    return sdc_events_total == 0 ? 0 : 3;
+
+    const StressPlan& plan_;
+    Ops& ops_;
+    MPI_Comm world_;
+    const nlohmann::json& environment_;
+    int rank_ = 0, size_ = 1;
+    std::vector<RankIdentity> identities_;
+    std::unique_ptr<Communicator> comm_;
+    std::vector<std::unique_ptr<DataParallelTrainer>> trainers_;
+    std::vector<int64_t> workload_step_;
+    std::vector<WorkloadTotals> totals_;
+    std::vector<nlohmann::json> sdc_events_all_;
+    std::vector<nlohmann::json> telemetry_total_;
+    int64_t global_step_ = 0, sdc_checks_total_ = 0;
+    int sdc_events_total_ = 0;
+    Clock::time_point start_;
+};
+
+}  // namespace
+
+int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nlohmann::json& environment) {
+    Soak soak(plan, ops, world, environment);
+    soak.print_header();
+    for (int index = 0;; ++index) {
+        const Interval interval = soak.run_interval(index);
+        soak.finish_interval(interval);
+        if (interval.last) break;
+    }
+    soak.finish();
+    return soak.exit_code();
 }
 
 // ---- command line
@@ -535,16 +626,24 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
             throw UserError(fmt::format("--plant-bit-flip '{}': rank {} but {} ranks launched", o.plant_bit_flip,
                                         plan.planted_flip->rank, world_size));
     }
+    FlagKeys flags;
+    if (!o.backend.empty()) flags["backend"] = "--backend";
+    if (!o.precision.empty()) flags["precision"] = "--precision";
+    if (o.batch_size) flags["batch_size"] = "--batch-size";
     for (TrainConfig& cfg : workloads) {
         if (!o.backend.empty()) cfg.backend = parse_backend_choice(o.backend);
         if (!o.precision.empty()) cfg.precision = parse_precision(o.precision);
         if (o.batch_size) cfg.batch_size = *o.batch_size;
         cfg.scaling = {world_size};  // a soak trains on every launched rank
         cfg.out = o.out;
-        validate_config(cfg);
-        validate_for_world(cfg, world_size);
+        validate_config(cfg, flags);
+        validate_for_world(cfg, world_size, flags);
+        // One stress run builds one backend: `auto` goes with either choice (run_stress checks
+        // it resolved to the one built), an explicit cpu and cuda do not mix.
         const TrainConfig& first = workloads.front();
-        if (cfg.backend != first.backend || cfg.precision != first.precision)
+        const bool backends_differ = cfg.backend != first.backend && cfg.backend != BackendChoice::auto_select &&
+                                     first.backend != BackendChoice::auto_select;
+        if (backends_differ || cfg.precision != first.precision)
             throw UserError(fmt::format("{}: backend {} / precision {} differ from {}'s {} / {}: one stress run builds "
                                         "one backend (give --backend and --precision)",
                                         cfg.source, backend_choice_name(cfg.backend), precision_name(cfg.precision),
@@ -572,10 +671,20 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
+    // The backend the workloads name (auto when none names one), built once for all of them.
+    BackendChoice backend = BackendChoice::auto_select;
+    for (const TrainConfig& cfg : plan.workloads)
+        if (cfg.backend != BackendChoice::auto_select) backend = cfg.backend;
     const TrainConfig& first = plan.workloads.front();
-    std::unique_ptr<Ops> ops = create_ops(first.backend, first.precision, world);
+    std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
+                                          opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
+                                          opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
     for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops);
-    return run_stress_plan(plan, *ops, world, run_environment(*ops, world));
+    check_memory_footprint(plan.workloads, *ops, world);
+    begin_run({plan.out}, "stress", world);
+    const int code = run_stress_plan(plan, *ops, world, run_environment(*ops, world));
+    end_run(code);
+    return code;
 }
 
 }  // namespace sb

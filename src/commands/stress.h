@@ -25,7 +25,7 @@ namespace sb {
 class DataParallelTrainer;
 
 // "90s", "15m", "2h", "72h", "1h30m", "1d12h", "1.5h"; a bare number is seconds.
-// Returns seconds (> 0). Throws UserError naming `flag` for anything else.
+// Returns seconds (> 0, at most 366 days). Throws UserError naming `flag` for anything else.
 double parse_duration(const std::string& text, const std::string& flag);
 // 259200 s -> "72h00m00s", 75 s -> "1m15s", 3.2 s -> "3.2s".
 std::string format_duration(double seconds);

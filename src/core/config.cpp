@@ -241,41 +241,12 @@ const char* node_kind(const YAML::Node& node) {
     }
 }
 
-// Reads one YAML document into a TrainConfig, failing at the first bad node.
-class Reader {
+// Typed reading of YAML nodes, failing at the first bad one with FILE:LINE:COL and the key:
+// maps with known keys, integers, reals, choices and lists in ranges. The config below and
+// YamlFields (hardware profiles) read through it.
+class YamlReader {
 public:
-    explicit Reader(std::string source) : source_(std::move(source)) {}
-
-    void read_document(const YAML::Node& root, TrainConfig& cfg) {
-        if (root.IsNull()) return;  // empty document: the built-in default
-        if (!root.IsMap())
-            fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
-        for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
-                                             const YAML::Node& value) {
-            if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
-            else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
-            else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
-            else if (key == "resnet") read_resnet(value, key_node, cfg.resnet);
-            else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
-            else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
-            else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
-            else if (key == "steps") cfg.steps = static_cast<int>(integer(value, key_node, key, kStepsRange));
-            else if (key == "warmup") cfg.warmup = static_cast<int>(integer(value, key_node, key, kWarmupRange));
-            else if (key == "dataset_batches")
-                cfg.dataset_batches = static_cast<int>(integer(value, key_node, key, kDatasetBatchesRange));
-            else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
-            else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
-            else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
-            else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
-            else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
-            else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
-            else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
-            else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
-            else if (key == "conv_engine") cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
-            else if (key == "sdc_check_every")
-                cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
-        });
-    }
+    explicit YamlReader(std::string source) : source_(std::move(source)) {}
 
     [[noreturn]] void fail_at(const YAML::Mark& mark, const std::string& reason) const {
         throw UserError(fmt::format("{}:{}:{}: {}", source_, mark.line + 1, mark.column + 1, reason));
@@ -460,6 +431,52 @@ public:
         if (!value.IsMap()) fail(where(value, key_node), key, fmt::format("expected a map, got {}", node_kind(value)));
     }
 
+protected:
+    std::string source_;
+};
+
+// Reads one YAML document into a TrainConfig: the top-level keys, then one section each for
+// mlp, transformer, resnet and optimizer.
+class ConfigReader : public YamlReader {
+public:
+    using YamlReader::YamlReader;
+
+    void read_document(const YAML::Node& root, TrainConfig& cfg) {
+        if (root.IsNull())
+            fail_at(YAML::Mark(),
+                    "the config holds no keys: a config is a YAML map of keys (no --config runs the built-in default)");
+        if (!root.IsMap())
+            fail_at(root.Mark(), fmt::format("the config must be a map of keys, got {}", node_kind(root)));
+        for_each_key(root, "", kTopKeys, [&](const std::string& key, const YAML::Node& key_node,
+                                             const YAML::Node& value) {
+            const YAML::Mark mark = where(value, key_node);
+            cfg.key_marks[key] = fmt::format("{}:{}:{}", source_, mark.line + 1, mark.column + 1);
+            if (key == "model") cfg.model = choice(value, key_node, key, model_choices());
+            else if (key == "mlp") read_mlp(value, key_node, cfg.mlp);
+            else if (key == "transformer") read_transformer(value, key_node, cfg.transformer);
+            else if (key == "resnet") read_resnet(value, key_node, cfg.resnet);
+            else if (key == "batch_size") cfg.batch_size = static_cast<int>(integer(value, key_node, key, kBatchRange));
+            else if (key == "scaling_mode") cfg.scaling_mode = choice(value, key_node, key, scaling_mode_choices());
+            else if (key == "scaling") cfg.scaling = scaling_list(value, key_node, key);
+            else if (key == "steps") cfg.steps = static_cast<int>(integer(value, key_node, key, kStepsRange));
+            else if (key == "warmup") cfg.warmup = static_cast<int>(integer(value, key_node, key, kWarmupRange));
+            else if (key == "dataset_batches")
+                cfg.dataset_batches = static_cast<int>(integer(value, key_node, key, kDatasetBatchesRange));
+            else if (key == "precision") cfg.precision = choice(value, key_node, key, precision_choices());
+            else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
+            else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
+            else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
+            else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
+            else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
+            else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
+            else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
+            else if (key == "conv_engine") cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
+            else if (key == "sdc_check_every")
+                cfg.sdc_check_every = static_cast<int>(integer(value, key_node, key, kSdcCheckEveryRange));
+        });
+    }
+
+private:
     void read_mlp(const YAML::Node& value, const YAML::Node& key_node, MlpConfig& mlp) {
         expect_map(value, key_node, "mlp");
         for_each_key(value, "mlp", kMlpKeys, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
@@ -543,14 +560,12 @@ public:
                          else if (key == "eps") opt.eps = real32(v, k, path, kPositive);
                      });
     }
-
-    std::string source_;
 };
 
 // ---- validate_config: the same rules on the resolved values, reported without a line.
 class Checker {
 public:
-    explicit Checker(const TrainConfig& cfg) : source_(cfg.source) {}
+    Checker(const TrainConfig& cfg, const FlagKeys& flags) : cfg_(cfg), flags_(flags) {}
 
     void integer(const std::string& key, int64_t v, IntRange range) const { report(key, int_range_problem(v, range)); }
     void real(const std::string& key, double v, const std::string& shown, RealRange range) const {
@@ -560,11 +575,12 @@ public:
     void real(const std::string& key, float v, RealRange range) const { real(key, v, number_text(v), range); }
 
     void report(const std::string& key, const std::string& problem) const {
-        if (!problem.empty()) throw UserError(fmt::format("{}: key '{}': {}", source_, key, problem));
+        if (!problem.empty()) throw UserError(fmt::format("{}: {}", key_origin(cfg_, flags_, key), problem));
     }
 
 private:
-    std::string source_;
+    const TrainConfig& cfg_;
+    const FlagKeys& flags_;
 };
 
 }  // namespace
@@ -638,7 +654,7 @@ std::string read_text_file(const std::string& path, const std::string& what) {
 TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
     TrainConfig cfg;
     cfg.source = source;
-    Reader reader(source);
+    ConfigReader reader(source);
     reader.read_document(load_yaml_document(yaml_text, source, "config"), cfg);
     return cfg;
 }
@@ -647,7 +663,7 @@ TrainConfig load_config_file(const std::string& path) { return parse_config(read
 
 struct YamlFields::Impl {
     explicit Impl(const std::string& source) : reader(source) {}
-    Reader reader;
+    YamlReader reader;
 };
 
 YamlFields::YamlFields(const std::string& source) : impl_(std::make_unique<Impl>(source)) {}
@@ -696,8 +712,16 @@ void YamlFields::fail(const YAML::Node& value, const YAML::Node& key_node, const
 
 void YamlFields::fail_at(const YAML::Mark& mark, const std::string& reason) const { impl_->reader.fail_at(mark, reason); }
 
-void validate_config(const TrainConfig& cfg) {
-    Checker check(cfg);
+std::string key_origin(const TrainConfig& cfg, const FlagKeys& flags, const std::string& key) {
+    if (auto flag = flags.find(key); flag != flags.end()) return flag->second;
+    const std::string top = key.substr(0, key.find_first_of(".["));
+    if (auto mark = cfg.key_marks.find(top); mark != cfg.key_marks.end())
+        return fmt::format("{}: key '{}'", mark->second, key);
+    return fmt::format("{}: key '{}'", cfg.source, key);
+}
+
+void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
+    Checker check(cfg, flags);
     if (!find_choice(cfg.model, model_choices())) check.report("model", bad_choice_reason(cfg.model, model_choices()));
     check.integer("mlp.input_dim", cfg.mlp.input_dim, kWidthRange);
     if (cfg.mlp.hidden.empty()) check.report("mlp.hidden", "must be a non-empty list");
@@ -762,19 +786,26 @@ void validate_config(const TrainConfig& cfg) {
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
 }
 
-void validate_for_world(const TrainConfig& cfg, int world_size) {
+std::vector<int> world_sizes(const TrainConfig& cfg, int launched) {
+    if (!cfg.scaling.empty()) return cfg.scaling;
+    std::vector<int> sizes;
+    for (int n = 1; n < launched; n *= 2) sizes.push_back(n);
+    sizes.push_back(launched);
+    return sizes;
+}
+
+void validate_for_world(const TrainConfig& cfg, int world_size, const FlagKeys& flags) {
     SB_REQUIRE(world_size >= 1, "world size must be positive");
-    std::vector<int> sizes = cfg.scaling.empty() ? std::vector<int>{world_size} : cfg.scaling;
-    for (int n : sizes) {
+    for (int n : cfg.scaling) {
         if (n > world_size)
-            throw UserError(fmt::format("{}: key 'scaling': scaling entry {} exceeds the launched world size {} "
-                                        "(mpirun -np {})", cfg.source, n, world_size, world_size));
+            throw UserError(fmt::format("{}: scaling entry {} exceeds the launched world size {} (mpirun -np {})",
+                                        key_origin(cfg, flags, "scaling"), n, world_size, world_size));
     }
     if (cfg.scaling_mode == ScalingMode::strong) {
-        for (int n : sizes) {
+        for (int n : world_sizes(cfg, world_size)) {
             if (cfg.batch_size % n != 0)
-                throw UserError(fmt::format("{}: key 'batch_size': batch_size {} is not divisible by world size {} "
-                                            "(scaling_mode: strong)", cfg.source, cfg.batch_size, n));
+                throw UserError(fmt::format("{}: batch_size {} is not divisible by world size {} (scaling_mode: strong)",
+                                            key_origin(cfg, flags, "batch_size"), cfg.batch_size, n));
         }
     }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +43,7 @@ struct TrainConfig {
     ResNetShape resnet;  // model: resnet; the defaults are ResNet-50 on 224x224 ImageNet-sized images
     int batch_size = 128;  // per rank (weak scaling) or global (strong scaling)
     ScalingMode scaling_mode = ScalingMode::weak;
-    std::vector<int> scaling;  // world sizes to measure; empty = {launched world size}
+    std::vector<int> scaling;  // world sizes to measure; empty = 1, 2, 4, ... and the launched world size
     int steps = 20;
     int warmup = 3;
     int dataset_batches = 8;  // distinct synthetic batches per rank, cycled over the steps
@@ -62,7 +63,18 @@ struct TrainConfig {
     std::optional<ConvEngine> conv_engine;
     // stress: steps between comparisons of the ranks' parameter checksums; 0 = off.
     int sdc_check_every = 100;
+    // Where each top-level key was set in the file, "FILE:LINE:COL" (not a config value:
+    // error messages found after loading name the line the user wrote).
+    std::map<std::string, std::string> key_marks;
 };
+
+// Which keys the command line set, key -> the flag ("steps" -> "--steps"): an error in
+// such a value names the flag the user typed, not the config.
+using FlagKeys = std::map<std::string, std::string>;
+
+// Where the value of `key` came from, for an error message: the flag, else the file's
+// line ("c.yaml:3:10: key 'backend'"), else the config ("<built-in default>: key 'backend'").
+std::string key_origin(const TrainConfig& cfg, const FlagKeys& flags, const std::string& key);
 
 // Parses YAML text; `source` names the file in error messages. Throws UserError
 // "FILE:LINE:COL: key 'a.b': reason" on any unknown key, wrong type or bad value.
@@ -70,9 +82,13 @@ TrainConfig parse_config(const std::string& yaml_text, const std::string& source
 // Reads and parses a file; a missing or unreadable file is a UserError naming it.
 TrainConfig load_config_file(const std::string& path);
 // Checks cross-field rules that hold for any world size (after flags were applied).
-void validate_config(const TrainConfig& cfg);
+void validate_config(const TrainConfig& cfg, const FlagKeys& flags = {});
 // Checks the rules that need the launched world size (scaling entries, divisibility).
-void validate_for_world(const TrainConfig& cfg, int world_size);
+void validate_for_world(const TrainConfig& cfg, int world_size, const FlagKeys& flags = {});
+
+// The world sizes a launch of `launched` ranks measures: the config's scaling list, or by
+// default 1, 2, 4, ... below `launched` and `launched` itself (a scaling curve from one launch).
+std::vector<int> world_sizes(const TrainConfig& cfg, int launched);
 
 // Per-rank batch for a sub-world of n ranks.
 int per_rank_batch(const TrainConfig& cfg, int world_size);

@@ -1,14 +1,19 @@
-// JSONL result files: whole-line appends (one write of a complete line, then fsync) and
-// a reader that reports unparseable lines instead of failing on them.
+// JSONL result files: whole-line appends that start on a fresh line (one write of the
+// complete line under an exclusive lock, then fsync), and a reader that reports bad lines
+// and runs cut short instead of failing on them.
 #include "src/core/results.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -16,25 +21,55 @@
 
 namespace sb {
 
+namespace {
+std::string g_run_id;
+}
+
+const std::string& run_id() { return g_run_id; }
+void set_run_id(const std::string& id) { g_run_id = id; }
+
 std::string results_file_problem(const std::string& path) {
+    if (path.empty()) return "the results file name is empty";
     std::filesystem::path p(path);
     std::error_code ec;
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
     if (ec) return fmt::format("{}: cannot create folder for results: {}", path, ec.message());
-    const std::string probe = std::filesystem::exists(p) ? path : (p.has_parent_path() ? p.parent_path().string() : ".");
-    if (::access(probe.c_str(), W_OK) != 0)
-        return fmt::format("{}: results file is not writable: {}", path, std::strerror(errno));
+    if (std::filesystem::is_directory(p, ec)) return fmt::format("{}: is a folder, not a results file", path);
+    const bool existed = std::filesystem::exists(p, ec);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return fmt::format("{}: cannot open results file for appending: {}", path, std::strerror(errno));
+    ::close(fd);
+    if (!existed) std::filesystem::remove(p, ec);
     return "";
 }
+
+namespace {
+
+// Whether the file behind `fd` is empty or ends with a newline (a non-regular file does).
+bool ends_on_fresh_line(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return true;
+    char last = '\n';
+    return ::pread(fd, &last, 1, st.st_size - 1) != 1 || last == '\n';
+}
+
+std::string string_field(const nlohmann::json& record, const char* key) {
+    const auto it = record.find(key);
+    return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
 
 void append_record(const std::string& path, const nlohmann::json& record) {
     std::filesystem::path p(path);
     std::error_code ec;
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
     if (ec) throw UserError(fmt::format("{}: cannot create folder: {}", p.parent_path().string(), ec.message()));
-    const std::string line = record.dump() + "\n";
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // write-only files
     if (fd < 0) throw UserError(fmt::format("{}: cannot open results file: {}", path, std::strerror(errno)));
+    ::flock(fd, LOCK_EX);  // concurrent writers: the fresh-line check and the write as one
+    const std::string line = (ends_on_fresh_line(fd) ? "" : "\n") + record.dump() + "\n";
     size_t written = 0;
     while (written < line.size()) {
         ssize_t n = ::write(fd, line.data() + written, line.size() - written);
@@ -42,33 +77,60 @@ void append_record(const std::string& path, const nlohmann::json& record) {
         if (n <= 0) {
             int err = errno;
             ::close(fd);
-            throw std::runtime_error(fmt::format("{}: write failed: {}", path, std::strerror(err)));
+            throw UserError(fmt::format("{}: cannot write results: {}", path, std::strerror(err)));
         }
         written += static_cast<size_t>(n);
     }
     ::fsync(fd);
-    ::close(fd);
+    ::close(fd);  // releases the lock
 }
 
 ReadResult read_records(const std::string& path) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw UserError(fmt::format("{}: cannot read results file: {}", path, std::strerror(errno)));
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string text = buffer.str();
     ReadResult result;
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-        ++number;
+    std::map<std::string, size_t> open_runs;  // run_id -> index in result.runs
+    size_t start = 0;
+    for (int number = 1; start < text.size(); ++number) {
+        size_t end = text.find('\n', start);
+        const bool has_newline = end != std::string::npos;
+        if (!has_newline) end = text.size();
+        const std::string line = text.substr(start, end - start);
+        start = end + 1;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        nlohmann::json record;
         try {
-            auto record = nlohmann::json::parse(line);
+            record = nlohmann::json::parse(line);
             if (!record.is_object()) throw std::runtime_error("not a JSON object");
-            result.records.push_back(std::move(record));
         } catch (const std::exception& e) {
-            bool last = in.peek() == std::char_traits<char>::eof();
             result.warnings.push_back(fmt::format("{}:{}: skipped {} line: {}", path, number,
-                                                  last ? "torn last" : "unparseable", e.what()));
+                                                  has_newline ? "invalid" : "torn last", e.what()));
+            continue;
         }
+        const std::string kind = string_field(record, "subcommand"), id = string_field(record, "run_id");
+        if ((kind == "start" || kind == "end" || kind == "incomplete") && !id.empty()) {
+            if (kind == "start") {
+                open_runs[id] = result.runs.size();
+                result.runs.push_back({id, string_field(record, "run_subcommand"), number, 0, false});
+            } else if (auto it = open_runs.find(id); it != open_runs.end()) {
+                RunBracket& run = result.runs[it->second];
+                run.end_line = number;
+                run.incomplete = kind == "incomplete";
+                open_runs.erase(it);
+            }
+            if (kind != "incomplete") continue;  // the brackets are not measurements
+        }
+        result.records.push_back(std::move(record));
+        result.lines.push_back(number);
     }
+    for (const RunBracket& run : result.runs)
+        if (run.end_line == 0)
+            result.warnings.push_back(fmt::format("{}:{}: the {} run started here (run_id {}) has no end record: "
+                                                  "it was cut short (or is still running)",
+                                                  path, run.start_line, run.subcommand, run.run_id));
     return result;
 }
 

@@ -1,5 +1,7 @@
-// Result records (DESIGN: Results): one JSON object per line, appended whole, so a
-// reader never sees half a record; readers skip and report a torn last line.
+// Result records (DESIGN: Results, Records that tell the truth): one JSON object per line,
+// appended whole and always on a fresh line, so a reader never sees half a record and a
+// torn line never swallows the next one. A run is bracketed by a `start` record and an
+// `end` (or `incomplete`) record; the reader names a run whose end is missing.
 // The schema is documented in results/SCHEMA.md.
 #pragma once
 
@@ -12,16 +14,36 @@ namespace sb {
 
 constexpr int kSchemaVersion = 1;
 
-// Checked before any work is done: the folder of `path` can be made and the file (or,
-// when it does not exist yet, its folder) is writable. Empty when fine, else the reason.
+// The id of the run in progress, the same on every rank ("" outside a run): every record
+// of the run carries it as `run_id`, and its start and end records bracket it. Set by
+// begin_run and end_run (src/system/watchdog.h).
+const std::string& run_id();
+void set_run_id(const std::string& id);
+
+// Checked before any work is done: `path` is not a folder and can be opened for appending
+// (a file that does not exist yet is created, and removed again). Empty when fine, else the
+// reason, naming the path.
 std::string results_file_problem(const std::string& path);
 
-// Appends one line (creating folders as needed), flushed and fsynced.
+// Appends one line (creating folders as needed), flushed and fsynced. When the file's last
+// byte is not a newline (a writer killed mid-line), the record starts on a fresh line.
 void append_record(const std::string& path, const nlohmann::json& record);
 
+// One run as its bracket records show it: the `start` record and, once it ended, its `end`
+// or `incomplete` record (0 when none is in the file: the run was cut short, or still runs).
+struct RunBracket {
+    std::string run_id, subcommand;
+    int start_line = 0, end_line = 0;
+    bool incomplete = false;
+};
+
 struct ReadResult {
-    std::vector<nlohmann::json> records;
-    std::vector<std::string> warnings;  // "FILE:LINE: skipped ..." for unparseable lines
+    std::vector<nlohmann::json> records;  // every record but the `start` and `end` brackets
+    std::vector<int> lines;               // the line of each record
+    std::vector<RunBracket> runs;         // in the order they started
+    // "FILE:LINE: skipped ..." for a line that is not a JSON object (a torn last line is the
+    // one that lacks its newline), and one warning per run whose end record is missing.
+    std::vector<std::string> warnings;
 };
 ReadResult read_records(const std::string& path);
 

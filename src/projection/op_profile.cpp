@@ -104,6 +104,7 @@ std::vector<nlohmann::json> op_profile_records(const OpProfile& profile, const T
         records.push_back({
             {"schema_version", kSchemaVersion},
             {"subcommand", "op_profile"},
+            {"run_id", run_id()},
             {"timestamp", utc_timestamp()},
             {"backend", backend.name()},
             {"precision", precision_name(backend.precision())},

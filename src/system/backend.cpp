@@ -1,7 +1,11 @@
 #include "src/system/backend.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -10,8 +14,10 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/system/environment.h"
 #include "src/core/errors.h"
+#include "src/core/workload.h"
+#include "src/projection/projection.h"
+#include "src/system/environment.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
@@ -82,11 +88,17 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     std::string text, error;
     if (rank == 0 && !path.empty()) {
-        std::ifstream in(path);
-        if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
-        std::stringstream buffer;
-        buffer << in.rdbuf();
-        text = buffer.str();
+        std::error_code ec;
+        if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+            error = fmt::format("{}: not a config file ({}): --config takes a YAML file", path,
+                                std::filesystem::is_directory(path, ec) ? "a folder" : "not a regular file");
+        } else {
+            std::ifstream in(path);
+            if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
+            std::stringstream buffer;
+            buffer << in.rdbuf();
+            text = buffer.str();
+        }
     }
     agree_on_errors(world, error);
     long length = static_cast<long>(text.size());
@@ -103,7 +115,88 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     return cfg;
 }
 
-std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world) {
+namespace {
+
+// Collective: CPU ranks sharing a core measure the sharing, not the scaling; rank 0 says so
+// once, naming each host that has more ranks than cores.
+void warn_if_more_ranks_than_cores(MPI_Comm world) {
+    const ProcessInfo& p = process_info();
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // of the host (mpirun binds each rank to fewer)
+    const nlohmann::json mine = {{"host", p.host}, {"ranks", p.local_size}, {"cores", cores}, {"local_rank", p.local_rank}};
+    const std::vector<nlohmann::json> all = gather_json(mine, world);
+    std::vector<std::string> crowded;
+    for (const nlohmann::json& r : all)
+        if (r["local_rank"] == 0 && r["ranks"].get<long>() > r["cores"].get<long>())
+            crowded.push_back(fmt::format("{} ranks on {} cores of {}", r["ranks"].get<long>(), r["cores"].get<long>(),
+                                          r["host"].get<std::string>()));
+    if (p.world_rank == 0 && !crowded.empty())
+        fmt::print(stderr, "scalebench: warning: more CPU ranks than cores ({}): ranks share cores, so the figures "
+                           "measure the sharing, not the scaling\n", fmt::join(crowded, ", "));
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ull << 30)); }
+
+// MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read.
+double host_available_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    double kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit)
+        if (key == "MemAvailable:") return kib * 1024;
+    return 0;
+}
+
+// (bytes free to this rank, where they come from), or 0 bytes when unknown.
+std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
+    const ProcessInfo& p = process_info();
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (ops.name() == "cuda") {
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {0, ""};
+        return {static_cast<double>(free_bytes), fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)))};
+    }
+#endif
+    (void)ops;
+    const double available = host_available_bytes();
+    if (p.local_size <= 1) return {available, "host memory available"};
+    return {available / p.local_size,
+            fmt::format("host memory available, {} shared by {} ranks", gib(available), p.local_size)};
+}
+
+}  // namespace
+
+void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world) {
+    int size = 1;
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    std::string error, what_needs;
+    double needed = 0;
+    try {
+        for (const TrainConfig& cfg : workloads) {
+            int batch = 0;
+            for (int n : world_sizes(cfg, size)) batch = std::max(batch, per_rank_batch(cfg, n));
+            const StepTrace trace = trace_step(cfg, batch);
+            needed += trace.memory.total();  // the projection's footprint, the dataset's batches included
+            what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
+                                      cfg.source, trace.model, trace.num_params, batch);
+        }
+        const auto [free_bytes, what] = memory_free_to_rank(ops);
+        if (free_bytes > 0 && needed > free_bytes) {
+            const ProcessInfo& p = process_info();
+            error = fmt::format("{} needs {} per rank (parameters, gradients, optimizer state, activations and "
+                                "data{}), but rank {} on {} has {} ({}): use a smaller model or batch",
+                                what_needs, gib(needed), workloads.size() > 1 ? ", every workload held at once" : "",
+                                p.world_rank, p.host, gib(free_bytes), what);
+        }
+    } catch (const std::exception& e) {
+        error = fmt::format("{}: the workload's memory footprint could not be computed: {}", workloads.front().source,
+                            e.what());
+    }
+    agree_on_errors(world, error);
+}
+
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world,
+                                const std::string& backend_origin, const std::string& precision_origin) {
     const ProcessInfo& p = process_info();
     std::string error;
     std::unique_ptr<Ops> ops;
@@ -119,9 +212,11 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
     try {
         if (choice == BackendChoice::cuda) {
             if (!cuda_built())
-                throw UserError("--backend cuda: this scalebench was built without CUDA (no nvcc at build time)");
+                throw UserError(fmt::format("{}: backend cuda, but this scalebench was built without CUDA (no nvcc at "
+                                            "build time): use --backend cpu", backend_origin));
             if (gpus == 0)
-                throw UserError(fmt::format("--backend cuda: no GPU visible to rank {} on host {}", p.world_rank, p.host));
+                throw UserError(fmt::format("{}: backend cuda, but no GPU is visible to rank {} on host {}: use "
+                                            "--backend cpu", backend_origin, p.world_rank, p.host));
             // Rank i of a host drives GPU i; where each rank sees a single GPU (Slurm's
             // --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) it drives that one.
             if (p.local_size > gpus && gpus > 1)
@@ -133,6 +228,9 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
             ops = std::make_unique<CudaOps>(precision, device);
 #endif
         } else {
+            if (precision != Precision::fp32)
+                throw UserError(fmt::format("{}: precision {} on CPU ranks, but the cpu backend runs fp32 only: add "
+                                            "--precision fp32", precision_origin, precision_name(precision)));
             ops = std::make_unique<CpuOps>(precision);
         }
     } catch (const UserError& e) {
@@ -140,6 +238,7 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
     }
     agree_on_errors(world, error);
     if (choice == BackendChoice::cuda) check_one_rank_per_gpu(device, world);
+    if (choice == BackendChoice::cpu) warn_if_more_ranks_than_cores(world);
     return ops;
 }
 

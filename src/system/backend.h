@@ -28,7 +28,11 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
 // Ops. Errors (no GPU, more ranks on a host than GPUs, CPU with a precision it lacks)
 // are AgreedErrors naming rank and host.
-std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world);
+// `backend_origin` and `precision_origin` name where the choices came from (the flag, or the
+// config's line: key_origin), so an error says what the user typed.
+std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world,
+                                const std::string& backend_origin = "--backend",
+                                const std::string& precision_origin = "--precision");
 
 // Collective over `comm`: the communicator the backend uses for gradients (MPI for the
 // CPU, NCCL for CUDA), over its own duplicate of `comm`.
@@ -48,6 +52,14 @@ nlohmann::json run_environment(Ops& ops, MPI_Comm world);
 // A 16-bit gradient all-reduce needs the CUDA backend: an AgreedError naming the config.
 void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops);
 std::optional<double> device_peak_tflops(Ops& ops);
+
+// Collective over `world`, before the first allocation: the memory one rank needs to hold
+// every workload at once (a stress run builds them all): parameters, gradients, optimizer
+// state, activations and workspace as the model's own code asks for them, traced without
+// allocating, plus the data shard, at each workload's largest local batch; against the memory
+// free to that rank: the GPU's free memory, or the host's available memory shared by the
+// ranks on the host. Too little is an AgreedError naming both sizes.
+void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world);
 
 class Telemetry {
 public:

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace sb {
 
@@ -23,10 +24,47 @@ void set_collective_timeout_s(double seconds);  // tests
 void init_fault_handling(MPI_Comm world);
 void shutdown_fault_handling();  // before MPI_Finalize
 
-// Rank 0's "incomplete" record (results/SCHEMA.md): appended to `out` before the job is
-// aborted for a fault, and from a SIGTERM handler (mpirun and Slurm stop the other
-// ranks with SIGTERM when one dies). Empty `out` turns it off.
-void set_incomplete_record(const std::string& out, const std::string& subcommand);
+// The records that bracket a run (results/SCHEMA.md; DESIGN: Records that tell the truth).
+// Collective over `world`: rank 0 appends a `start` record to each output file before any
+// work (a file that cannot take it is bad input: every rank throws the same AgreedError,
+// exit 2) and arms the `incomplete` record, which rank 0 appends instead of the end when
+// the run is cut short: by abort_job, main's error paths, a signal a launcher stops a job
+// with (SIGTERM, SIGINT, SIGHUP, SIGPIPE once its output pipe is gone), the launcher's own
+// end (the parent process changes), or an exit() from inside a library.
+void begin_run(const std::vector<std::string>& outputs, const std::string& subcommand, MPI_Comm world);
+// The record guard: a small process rank 0 starts at begin_run (the same executable, run
+// with kRecordGuardArgument) that holds the end of a pipe and, when rank 0 ends without
+// closing the run (SIGKILL, or a library's _exit when the launcher goes away, which no
+// handler sees), appends the `incomplete` record for it. enable_record_guard names the
+// executable (main's argv[0] through /proc/self/exe); without it there is no guard (tests).
+constexpr const char* kRecordGuardArgument = "__scalebench_record_guard";
+void enable_record_guard();
+int run_record_guard();  // the guard process's main: reads fd 3 until rank 0 ends
+
+// Rank 0 appends the `end` record with the exit code to each output; the run is closed.
+void end_run(int exit_code);
+
+// A deadline on start-up, armed before MPI_Init: if MPI_Init and the first collective
+// (init_fault_handling) have not completed within the collective timeout, the process
+// says so, naming its rank and host, and exits 1 (there is no MPI to abort with yet), so
+// the launcher ends the job instead of every rank waiting for one that never arrives.
+class StartupDeadline {
+public:
+    StartupDeadline();
+    ~StartupDeadline();
+    void passed();  // start-up is done
+    StartupDeadline(const StartupDeadline&) = delete;
+    StartupDeadline& operator=(const StartupDeadline&) = delete;
+
+private:
+    struct State;
+    State* state_;
+};
+
+// MPI_Finalize under a deadline: a launcher that is stopped (or gone) never answers it, and
+// the run's records are already written, so after the collective timeout the process exits
+// with `code` instead of sitting there. Returns `code`.
+int finalize_with_deadline(int code);
 
 // Waits for `count` requests of `comm`: MPI_Testall polling, answering pings, and on
 // expiry of the timeout the diagnosis and abort below. `what` names the collective.

@@ -138,7 +138,7 @@ TEST(Cli, BackendCudaWithoutAGpuIsAClearError) {
     if (std::system("nvidia-smi -L >/dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU is visible on this machine";
     Result r = run(kSmall + " --backend cuda --out " + (scratch() / "cuda.jsonl").string());
     EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_NE(r.err.find("--backend cuda"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--backend: backend cuda, but"), std::string::npos) << r.err;
 }
 
 TEST(Cli, HelpOnEverySubcommand) {

@@ -17,6 +17,15 @@
 
 namespace {
 
+// The sweep records of a file (each size's `comm_size` record precedes its sweep's `comm` record).
+std::vector<nlohmann::json> sweep_records(const std::string& path) {
+    std::vector<nlohmann::json> sweeps;
+    for (const auto& r : sb::read_records(path).records)
+        if (r["subcommand"] == "comm") sweeps.push_back(r);
+    return sweeps;
+}
+
+
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
@@ -75,8 +84,9 @@ TEST(CommCli, MpiSweepPrintsAnNcclTestsTableThatParses) {
     EXPECT_EQ(t.out_of_bounds, 0);
     EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos);
 
-    const auto records = sb::read_records(out).records;
+    const auto records = sweep_records(out);
     ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(sb::read_records(out).records.size(), 9u + 1u);  // a comm_size record per size (8 B .. 512 KiB), then the sweep
     const auto& rec = records[0];
     EXPECT_EQ(rec["subcommand"], "comm");
     EXPECT_EQ(rec["op"], "all_reduce");
@@ -105,7 +115,8 @@ TEST(CommCli, AllCollectivesOverAScalingListPrintABlockEach) {
         EXPECT_TRUE(row.out_of_place.ran);
         EXPECT_FALSE(row.in_place.ran);  // --inplace out: the in-place columns show "-"
     }
-    EXPECT_EQ(sb::read_records(out).records.size(), 14u);
+    EXPECT_EQ(sweep_records(out).size(), 14u);
+    EXPECT_EQ(sb::read_records(out).records.size(), 14u * 4);  // 3 comm_size records and the comm record per sweep
 }
 
 TEST(CommCli, BadFlagsExitTwoWithOneLineAndNoResults) {

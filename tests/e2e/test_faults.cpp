@@ -1,8 +1,8 @@
 // Rank failures through the real binary: a 3-rank train run where rank 2 is SIGKILLed or
 // SIGSTOPped after the first record; the job must end within a bounded time, non-zero,
 // naming the rank and host, with the record written before the fault intact and an
-// "incomplete" record after it. Also: a writer SIGKILLed mid-append leaves at most a
-// torn last line, which read_records reports instead of failing.
+// "incomplete" record after it (the run's start record before them). Also: a writer
+// SIGKILLed mid-append leaves at most a torn last line, which read_records reports instead of failing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -84,7 +84,9 @@ Outcome run_with_fault(int sig, const std::string& tag) {
     }
     Outcome o;
     const auto start = Clock::now();
-    while (!(fs::exists(out) && fs::file_size(out) > 0) && Clock::now() - start < std::chrono::seconds(120))
+    // The first record (n = 1): the file holds the run's start record before it.
+    while (slurp(out).find("\"subcommand\":\"train\"") == std::string::npos &&
+           Clock::now() - start < std::chrono::seconds(120))
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pid_t victim = 0;
     for (int i = 0; i < 100 && victim == 0; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))

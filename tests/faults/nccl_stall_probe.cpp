@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     }
     sb::init_process_info(MPI_COMM_WORLD);
     sb::init_fault_handling(MPI_COMM_WORLD);
-    sb::set_incomplete_record(argv[1], "probe");
+    sb::begin_run({argv[1]}, "probe", MPI_COMM_WORLD);
     sb::CudaOps ops(sb::Precision::fp32, 0);
     sb::NcclCommunicator comm(MPI_COMM_WORLD, ops.stream(), sb::CollectiveStream::own);
     const size_t count = size_t{1} << 20;

@@ -4,6 +4,8 @@
 // swept by the harness with #wrong = 0, a planted wrong element counted across ranks, and
 // a sweep on a scaling sub-world.
 #include <gtest/gtest.h>
+
+#include <climits>
 #include <mpi.h>
 
 #include <filesystem>
@@ -19,6 +21,15 @@
 
 namespace sb {
 namespace {
+
+// The sweep records of a file (each size's `comm_size` record precedes its sweep's `comm` record).
+std::vector<nlohmann::json> sweep_records(const std::string& path) {
+    std::vector<nlohmann::json> sweeps;
+    for (const auto& r : read_records(path).records)
+        if (r["subcommand"] == "comm") sweeps.push_back(r);
+    return sweeps;
+}
+
 
 TEST(MpiCommunicatorComm, ReduceToEveryRoot) {
     MpiCommunicator comm(MPI_COMM_WORLD);
@@ -165,6 +176,27 @@ TEST(CommSweepMpi, SixteenBitDtypesAndEveryRedopCheckClean) {
             }
 }
 
+// Issue 14: counts past an int go in pieces. With the largest call lowered to 100 elements,
+// every collective, dtype and placement of sizes up to 64 KiB (blocks of up to 16384 elements,
+// so up to 164 pieces, the last a short one) checks clean, as the same sweep in one call does.
+TEST(CommSweepMpi, CountsPastTheLargestCallGoInPiecesAndCheckClean) {
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    MpiCommunicator::set_max_count(100);
+    for (const Collective* c : all_collectives())
+        for (DType d : {DType::f32, DType::bf16})
+            for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+                if (!c->reduces && op != ReduceOp::sum) continue;
+                SweepOptions o = quick(d, op);
+                o.sizes = {64, 4096, 65536, 65536 + 2 * 100 * 16};
+                o.root = comm.size() - 1;
+                const SweepResult r = run_sweep(*c, o, ops, comm, MPI_COMM_WORLD);
+                EXPECT_EQ(r.wrong_measurements, 0) << c->name << " " << dtype_name(d) << " " << reduce_op_name(op);
+                for (const SweepRow& row : r.rows) EXPECT_TRUE(row.out_of_place.checked) << c->name;
+            }
+    MpiCommunicator::set_max_count(static_cast<size_t>(INT_MAX));
+}
+
 TEST(CommSweepMpi, AWrongElementOnOneRankCountsForAll) {
     CpuOps ops;
     MpiCommunicator comm(MPI_COMM_WORLD);
@@ -221,7 +253,7 @@ TEST(CommCommandMpi, RunCommWritesOneRecordPerWorldSizeAndCollective) {
     o.out = out;
     EXPECT_EQ(run_comm(o, MPI_COMM_WORLD), 0);
     if (rank != 0) return;
-    const auto records = read_records(out).records;
+    const auto records = sweep_records(out);
     ASSERT_EQ(records.size(), 14u);  // 7 collectives x 2 world sizes
     for (const auto& rec : records) {
         EXPECT_EQ(rec["subcommand"], "comm");

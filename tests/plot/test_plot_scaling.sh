@@ -41,7 +41,7 @@ expect_ok "$tmp/sweep2.log" "launch/sweep.sh --per-size" timeout 300 "${sweep[@]
 import json, sys
 errors = []
 for path, launched in ((sys.argv[1], {1: 2, 2: 2}), (sys.argv[2], {1: 1, 2: 2})):
-    records = [json.loads(l) for l in open(path) if l.strip()]
+    records = [r for r in (json.loads(l) for l in open(path) if l.strip()) if r["subcommand"] == "train"]
     sizes = sorted(r["world_size"] for r in records)
     if sizes != [1, 2]:
         errors.append(f"{path}: world sizes {sizes}, expected [1, 2]")
@@ -100,6 +100,50 @@ expect_ok "$tmp/projected.log" "plot_scaling.py with projected records" \
   "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" -o "$tmp/with-projection"
 grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
   fail "projected records are not told apart in the efficiency plot"
+# The breakdown stacks the phases of one step (the record's median step), so the stack is the
+# step; projected panels share one y-scale, as do measured ones; titles are wrapped.
+expect_ok "$tmp/project2.log" "scalebench project (a second profile)" \
+  "$bin" project --hardware "$src/configs/hardware/rtx4090-24gb-pcie4-p2p.yaml" --config "$src/configs/ci-small.yaml" \
+  --gpus 1,2 --out "$tmp/projected-4090.jsonl"
+"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' ||
+  fail "the breakdown plot does not stack steps"
+import importlib.util, json, sys
+errors = []
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    if r["subcommand"] != "train":
+        continue
+    m = r["median_step"]
+    parts = m["compute_ms"] + m["exposed_comm_ms"] + m["optimizer_ms"]
+    if abs(parts - m["step_ms"]) > 1e-6 * m["step_ms"]:
+        errors.append(f"n={r['world_size']}: phases add up to {parts}, the step is {m['step_ms']}")
+    if not r["step_ms"]["min"] <= m["step_ms"] <= r["step_ms"]["max"]:
+        errors.append(f"n={r['world_size']}: the median step {m['step_ms']} lies outside the steps' range")
+spec = importlib.util.spec_from_file_location("plot_scaling", sys.argv[1])
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+train, _ = plot.load(sys.argv[2:], {}, False)
+panels = sorted(train, key=lambda s: s.projected)
+seen = {}
+plot.save = lambda fig, *args: seen.update(axes=[(ax.get_ylim(), ax.get_title()) for ax in fig.axes if ax.get_visible()])
+plot.plot_breakdown(plt, panels, "/tmp", "", ["png"], [])
+limits = {}
+for s, (ylim, title) in zip(panels, seen["axes"]):
+    limits.setdefault(s.projected, []).append(ylim)
+    if any(len(row) > 52 for row in title.split("\n")):
+        errors.append(f"title not wrapped: {title!r}")
+if True not in limits or len(limits[True]) < 2:
+    errors.append(f"expected two projected panels, got {limits}")
+for projected, ylims in limits.items():
+    if len(set(ylims)) != 1:
+        errors.append(f"{'projected' if projected else 'measured'} panels have different y-scales: {ylims}")
+for e in errors:
+    print(e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+EOF
 expect_ok "$tmp/plot2.log" "plot_scaling.py on train records alone" \
   "$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/only-train"
 grep -q 'no comm records: no busbw plot' "$tmp/plot2.log" || fail "no note that the busbw plot was left out"
@@ -120,7 +164,7 @@ refuses() {  # refuses WHAT EXPECTED_MESSAGE ARGS...: exit 2 and the message on 
   grep -qF -- "$expected" "$tmp/bad.err" || fail "$what: stderr lacks '$expected': $(cat "$tmp/bad.err")"
 }
 refuses "missing file" "$tmp/nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
-{ head -1 "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
+{ grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
 refuses "malformed line" "$tmp/malformed.jsonl:2: malformed record" "$tmp/malformed.jsonl"
 expect_ok "$tmp/skip.err" "plot_scaling.py --skip-bad-lines" \
   "$py" "$plot" "$tmp/malformed.jsonl" --skip-bad-lines -o "$tmp/skipped"
@@ -131,11 +175,32 @@ echo '{"subcommand": "comm", "op": "all_reduce", "world_size": 2}' >"$tmp/comm-n
 refuses "comm record without rows" "$tmp/comm-no-rows.jsonl:1: comm record has no 'rows'" "$tmp/comm-no-rows.jsonl"
 echo '{"subcommand": "gemm", "tflops": 1.0}' >"$tmp/gemm.jsonl"
 refuses "no usable records" "no train or comm records to plot" "$tmp/gemm.jsonl"
-head -1 "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
+grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl" | "$py" -c 'import json,sys; r=json.loads(sys.stdin.read()); del r["samples_per_s"]; print(json.dumps(r))' \
   >"$tmp/lacking.jsonl"
 refuses "record lacking a field" "$tmp/lacking.jsonl:1: field 'samples_per_s' is null, expected a number" "$tmp/lacking.jsonl"
 : >"$tmp/empty.jsonl"
-refuses "empty file" "no train or comm records to plot" "$tmp/empty.jsonl"
+refuses "empty file" "$tmp/empty.jsonl: no valid record in the file" "$tmp/empty.jsonl"
+# Lines that are not valid records (issue 20, case 9): named by FILE:LINE, exit 2, never a
+# traceback; with --skip-bad-lines each is skipped with a warning and the rest is plotted.
+train_line=$(grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl")
+bad_record() {  # bad_record NAME EXPECTED PYTHON-EXPRESSION-OF-THE-BAD-LINE-BYTES (r: a train record)
+  local name=$1 expected=$2 expr=$3
+  { echo "$train_line"; "$py" -c "import json,sys; r=json.loads(sys.argv[1]); sys.stdout.buffer.write($expr + b'\n')" "$train_line"; } \
+    >"$tmp/$name.jsonl"
+  refuses "$name" "$tmp/$name.jsonl:2: $expected" "$tmp/$name.jsonl"
+  grep -q Traceback "$tmp/bad.err" && fail "$name: a traceback"
+  expect_ok "$tmp/$name.skip" "$name with --skip-bad-lines" \
+    "$py" "$plot" "$tmp/$name.jsonl" --skip-bad-lines -o "$tmp/$name-skipped"
+  grep -qF "warning: $tmp/$name.jsonl:2: $expected" "$tmp/$name.skip" || fail "$name: --skip-bad-lines did not name the line"
+}
+bad_record non-utf8 "not UTF-8 text" "b'{\"subcommand\":\"stress\",\"config\":{\"source\":\"/tmp/r\\xc3\"}}'"
+bad_record config-string "field 'config' is \"str\", expected an object" "json.dumps(dict(r, config='str')).encode()"
+bad_record huge-world-size "field 'world_size' is 1000000000000000000000000000000" "json.dumps(dict(r, world_size=10**30)).encode()"
+bad_record deeply-nested "malformed record" "b'{\"a\":' * 100000 + b'1' + b'}' * 100000"
+echo 'garbage' >"$tmp/garbage.jsonl"
+"$py" "$plot" "$tmp/garbage.jsonl" --skip-bad-lines -o "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
+(($? == 2)) && grep -qF "$tmp/garbage.jsonl: no valid record in the file" "$tmp/bad.err" ||
+  fail "a file of garbage with --skip-bad-lines: $(cat "$tmp/bad.err")"
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 # --label NAME merges the two files of one system into one line, named NAME.

@@ -45,15 +45,13 @@ std::string preset_path(const std::string& name) { return std::string(SCALEBENCH
 
 // ---------------------------------------------------------------- values that parse
 
-TEST(ConfigParse, EmptyDocumentIsTheBuiltInDefault) {
-    for (const char* text : {"", "\n\n", "# only a comment\n", "---\n"}) {
-        TrainConfig cfg = parse_config(text, "empty.yaml");
-        nlohmann::json got = to_json(cfg);
-        nlohmann::json want = to_json(TrainConfig{});
-        EXPECT_EQ(got["source"], "empty.yaml");
-        got.erase("source");
-        want.erase("source");
-        EXPECT_EQ(got, want) << "for text '" << text << "'";
+// A config file must hold a map of keys: an empty one (or one yaml-cpp reads as empty, such
+// as a lone ",") is refused, as no --config is how the built-in default is run.
+TEST(ConfigParse, EmptyDocumentIsRefused) {
+    for (const char* text : {"", "\n\n", "# only a comment\n", "---\n", ","}) {
+        EXPECT_EQ(parse_error(text), "t.yaml:1:1: the config holds no keys: a config is a YAML map of keys (no --config "
+                                     "runs the built-in default)")
+            << "for text '" << text << "'";
     }
 }
 
@@ -408,8 +406,8 @@ TEST(ConfigSyntax, OnlyOneDocument) {
 // Found by tests/fuzz: yaml-cpp's LoadAll loops forever on a lone ",", and a non-UTF-8
 // string was accepted, only to fail when its record was written after the whole run.
 TEST(ConfigSyntax, FuzzerFindingsAreClearErrors) {
-    // "," now returns at once: yaml-cpp reads it as an empty document, i.e. the defaults.
-    EXPECT_EQ(parse_config(",", "t.yaml").steps, TrainConfig{}.steps);
+    // "," returns at once: yaml-cpp reads it as an empty document, which is refused.
+    EXPECT_NE(parse_error(",").find("the config holds no keys"), std::string::npos);
     EXPECT_EQ(parse_error("steps: 3\nout: \"r\xff.jsonl\"\n"), "t.yaml:2:8: the config is not valid UTF-8");
     EXPECT_EQ(parse_config("out: \"r\xc3\xa9sultats.jsonl\"\n", "t.yaml").out, "r\xc3\xa9sultats.jsonl");
 }
@@ -673,21 +671,21 @@ TEST(ConfigWorld, ScalingEntriesMustFitTheLaunch) {
     TrainConfig cfg = parse_config("scaling: [1, 2, 8]\n", "s.yaml");
     EXPECT_EQ(world_error(cfg, 8), "<valid>");
     EXPECT_EQ(world_error(cfg, 4),
-              "s.yaml: key 'scaling': scaling entry 8 exceeds the launched world size 4 (mpirun -np 4)");
-    cfg.scaling.clear();  // empty means {world_size}
+              "s.yaml:1:10: key 'scaling': scaling entry 8 exceeds the launched world size 4 (mpirun -np 4)");
+    cfg.scaling.clear();  // empty means 1, 2, 4, ... and the launched size
     EXPECT_EQ(world_error(cfg, 3), "<valid>");
 }
 
 TEST(ConfigWorld, StrongScalingNeedsADivisibleBatch) {
     TrainConfig cfg = parse_config("scaling_mode: strong\nbatch_size: 100\nscaling: [1, 2, 3, 4]\n", "s.yaml");
     EXPECT_EQ(world_error(cfg, 4),
-              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+              "s.yaml:2:13: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
     cfg.scaling = {1, 2, 4};
     EXPECT_EQ(world_error(cfg, 4), "<valid>");
-    cfg.scaling.clear();  // only the launched size is measured
+    cfg.scaling.clear();  // 1, 2 and the launched 4 are measured
     EXPECT_EQ(world_error(cfg, 4), "<valid>");
     EXPECT_EQ(world_error(cfg, 3),
-              "s.yaml: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
+              "s.yaml:2:13: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
     cfg.scaling_mode = ScalingMode::weak;  // weak scaling: any batch works
     EXPECT_EQ(world_error(cfg, 3), "<valid>");
 }
@@ -825,7 +823,7 @@ TEST(ConfigParse, ConvEngineIsAutoIm2colOrCudnn) {
     EXPECT_EQ(parse_config("conv_engine: cudnn\n", "t.yaml").conv_engine, ConvEngine::cudnn);
     EXPECT_EQ(to_json(parse_config("conv_engine: im2col\n", "t.yaml"))["conv_engine"], "im2col");
     EXPECT_EQ(to_json(parse_config("conv_engine: cudnn\n", "t.yaml"))["conv_engine"], "cudnn");
-    EXPECT_EQ(to_json(parse_config("", "t.yaml"))["conv_engine"], "auto");
+    EXPECT_EQ(to_json(parse_config("steps: 3\n", "t.yaml"))["conv_engine"], "auto");
 }
 
 TEST(ConfigErrors, ConvEngineNamesTheValidChoices) {

@@ -2,6 +2,8 @@
 // that skips and reports a torn last line, and the report table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +61,75 @@ TEST(Results, ReaderSkipsAndReportsATornLastLine) {
     EXPECT_NE(r.warnings[0].find("torn.jsonl:2: skipped torn last line"), std::string::npos) << r.warnings[0];
 }
 
+// Issue 20, case 1: a record appended after a torn line starts on a line of its own, so the
+// fragment is the only thing lost and the new record reads back whole.
+TEST(Results, AnAppendAfterATornLineStartsOnAFreshLine) {
+    const std::string path = temp_path("torn-then-append.jsonl");
+    {
+        std::ofstream out(path);
+        out << R"({"subcommand":"train","world_size":1})" << "\n" << R"({"subcommand":"train","wor)";
+    }
+    append_record(path, {{"subcommand", "train"}, {"world_size", 2}});
+    ReadResult r = read_records(path);
+    ASSERT_EQ(r.records.size(), 2u);
+    EXPECT_EQ(r.records[1]["world_size"], 2);
+    EXPECT_EQ(r.lines[1], 3);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_NE(r.warnings[0].find("torn-then-append.jsonl:2: skipped invalid line"), std::string::npos) << r.warnings[0];
+}
+
+// Only a last line without its newline is torn; a complete line that is not a record is invalid.
+TEST(Results, ACompleteInvalidLastLineIsCalledInvalidNotTorn) {
+    const std::string path = temp_path("invalid-last.jsonl");
+    std::ofstream(path) << R"({"subcommand":"train","world_size":1})" << "\n" << "[1, 2]\n";
+    ReadResult r = read_records(path);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_NE(r.warnings[0].find("invalid-last.jsonl:2: skipped invalid line: not a JSON object"), std::string::npos)
+        << r.warnings[0];
+}
+
+// A run is bracketed by start and end (or incomplete); a start without either is a run cut short.
+TEST(Results, AStartWithoutAnEndIsReportedAsARunCutShort) {
+    const std::string path = temp_path("brackets.jsonl");
+    std::filesystem::remove(path);
+    append_record(path, {{"subcommand", "start"}, {"run_subcommand", "train"}, {"run_id", "a"}});
+    append_record(path, {{"subcommand", "train"}, {"run_id", "a"}, {"world_size", 1}});
+    append_record(path, {{"subcommand", "end"}, {"run_subcommand", "train"}, {"run_id", "a"}});
+    append_record(path, {{"subcommand", "start"}, {"run_subcommand", "stress"}, {"run_id", "b"}});
+    append_record(path, {{"subcommand", "incomplete"}, {"run_subcommand", "stress"}, {"run_id", "b"}});
+    append_record(path, {{"subcommand", "start"}, {"run_subcommand", "comm"}, {"run_id", "c"}});
+    append_record(path, {{"subcommand", "comm_size"}, {"run_id", "c"}});
+    ReadResult r = read_records(path);
+    ASSERT_EQ(r.records.size(), 3u);  // the brackets are not measurements; incomplete is kept
+    EXPECT_EQ(r.records[1]["subcommand"], "incomplete");
+    ASSERT_EQ(r.runs.size(), 3u);
+    EXPECT_EQ(r.runs[0].end_line, 3);
+    EXPECT_FALSE(r.runs[0].incomplete);
+    EXPECT_EQ(r.runs[1].end_line, 5);
+    EXPECT_TRUE(r.runs[1].incomplete);
+    EXPECT_EQ(r.runs[2].end_line, 0);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_NE(r.warnings[0].find("brackets.jsonl:6: the comm run started here (run_id c) has no end record: it was "
+                                 "cut short"),
+              std::string::npos)
+        << r.warnings[0];
+}
+
+// Issue 20, case 5: an output path is opened up front; one that does not exist is created
+// and removed again.
+TEST(Results, OutputPathsAreOpenedUpFront) {
+    const std::string fresh = temp_path("fresh/out.jsonl");
+    std::filesystem::remove(fresh);
+    EXPECT_EQ(results_file_problem(fresh), "");
+    EXPECT_FALSE(std::filesystem::exists(fresh));
+    const std::string folder = temp_path("a-folder");
+    std::filesystem::create_directories(folder);
+    EXPECT_EQ(results_file_problem(folder), folder + ": is a folder, not a results file");
+    EXPECT_NE(results_file_problem("/proc/self/no-such-file").find("/proc/self/no-such-file: cannot"),
+              std::string::npos);
+    EXPECT_THROW(append_record("/dev/full", {{"subcommand", "train"}}), UserError);
+}
+
 TEST(Results, MissingFileIsAUserError) {
     EXPECT_THROW(read_records(temp_path("does-not-exist.jsonl")), UserError);
 }
@@ -88,6 +159,44 @@ TEST(Report, MarkdownAndCsvTablesOfTrainRecords) {
     write_report({{path}, true}, csv, err);
     EXPECT_NE(csv.str().find("cpu (nodeA),cpu,mlp,fp32,weak,1,64,6400.0,6400.0,10.000,8.000,1.500,0.500,3.25,100.0%"),
               std::string::npos) << csv.str();
+}
+
+// Issue 20, case 8: a record report cannot show is named by FILE:LINE and skipped, never an
+// internal error or a row of '?'; a file without any valid record is refused.
+TEST(Report, InvalidRecordsAreNamedByFileAndLineAndSkipped) {
+    const std::string path = temp_path("report-invalid.jsonl");
+    std::filesystem::remove(path);
+    const nlohmann::json good = {{"subcommand", "train"}, {"world_size", 1}, {"samples_per_s", 100.0}};
+    nlohmann::json wrong_type = good;
+    wrong_type["backend"] = 7;
+    append_record(path, good);
+    append_record(path, wrong_type);
+    append_record(path, {{"subcommand", "train"}});
+    std::ostringstream out, err;
+    EXPECT_EQ(write_report({{path}, false}, out, err), 1);
+    EXPECT_NE(err.str().find("report-invalid.jsonl:2: skipped train record: a field has the wrong type"),
+              std::string::npos)
+        << err.str();
+    EXPECT_NE(err.str().find("report-invalid.jsonl:3: skipped train record: field 'world_size' is missing"),
+              std::string::npos)
+        << err.str();
+    const std::string table = out.str();
+    EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3) << "header, rule and the one valid record:\n" << table;
+}
+
+TEST(Report, AFileWithoutAValidRecordIsRefused) {
+    const std::string empty = temp_path("report-empty.jsonl"), garbage = temp_path("report-garbage.jsonl");
+    std::ofstream(empty) << "";
+    std::ofstream(garbage) << "garbage\n{\"subcommand\"\n";
+    for (const std::string& path : {empty, garbage}) {
+        std::ostringstream out, err;
+        try {
+            write_report({{path}, false}, out, err);
+            ADD_FAILURE() << path << " was accepted";
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find(path + ": no valid record in the file"), std::string::npos) << e.what();
+        }
+    }
 }
 
 }  // namespace
