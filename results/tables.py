@@ -125,6 +125,16 @@ GEMM_TORCH = "results/h200-20261202/gemm_vs_torch.txt"
 BERT = f"{H200}/bert"
 COMM_CMP = "results/h200-20261202c/comm_{op}_compare.txt"
 CPU = "results/cpu-2rank-vm"
+FUSED = "results/h200-20261203-fused"
+CUDNN = "results/h200-20261203-cudnn"
+
+# The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
+# The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
+TRANSFORMER_RUNS = [
+    (f"{FUSED}/bench", "bert-base", 32),
+    (f"{FUSED}/bench", "bert-base", 256),
+    (f"{FUSED}/bench", "gpt2-small", 8),
+]
 
 
 def _gemm(dtype):
@@ -142,6 +152,27 @@ def _comm_compare(op):
         for cells in text_rows(path, 1).get(placement, []):
             rows[placement][int(cells[0])] = tuple(float(c) for c in cells[2:4] + cells[5:7])
     return path, rows
+
+
+def _transformer_run(folder, preset, batch):
+    """scalebench's record of a preset and batch and PyTorch's, by mode: (path, line, record, {mode: (line, record)})."""
+    path = f"{folder}/scalebench_{preset}_b{batch}.jsonl"
+    line, sb = record(path, world_size=1, config__source=f"configs/{preset}.yaml", config__batch_size=batch)
+    torch_path = f"{folder}/torch.jsonl"
+    peers = {}
+    for mode in ("eager", "compile"):
+        try:
+            peers[mode] = record(torch_path, model=preset, batch=batch, mode=mode)
+        except TableError:  # a mode not run at this batch
+            pass
+    return path, line, sb, peers
+
+
+def _resnet_run(folder, model, batch, engine):
+    """scalebench's record of a ResNet on one convolution engine: (path, line, record)."""
+    path = f"{folder}/scalebench_{model}_{engine}_b{batch}.jsonl"
+    line, r = record(path, world_size=1, conv_engine=engine)
+    return path, line, r
 
 
 def table_quickstart():
@@ -166,22 +197,23 @@ def table_headline():
         line, rec, torch_tflops, size = _gemm(dtype)
         rows.append([f"GEMM {dtype} {size}, TFLOP/s", Fig(fmt(rec["tflops"]), GEMM, line), "`torch.mm`",
                      Fig(fmt(torch_tflops), GEMM_TORCH), ratio(rec["tflops"], torch_tflops)])
-    for batch, peers in ((32, ("eager",)), (256, ("eager", "compile"))):
-        path = f"{BERT}/scalebench_bert-base_b{batch}.jsonl"
-        line, sb = record(path, world_size=1)
-        for mode in peers:
-            tline, torch = record(f"{BERT}/torch.jsonl", model="bert-base", batch=batch, mode=mode)
-            rows.append([f"BERT-base training, batch {batch}, bf16, samples/s", Fig(fmt(sb["samples_per_s"], 0), path, line),
+    names = {"bert-base": "BERT-base", "gpt2-small": "GPT-2 small"}  # the presets the headline shows
+    for folder, preset, batch in TRANSFORMER_RUNS:
+        if preset not in names:
+            continue
+        path, line, sb, peers = _transformer_run(folder, preset, batch)
+        for mode, (tline, torch) in peers.items():
+            rows.append([f"{names[preset]} training, batch {batch}, bf16, samples/s", Fig(fmt(sb["samples_per_s"], 0), path, line),
                          "Hugging Face, " + ("eager" if mode == "eager" else "`torch.compile`"),
-                         Fig(fmt(torch["samples_per_s"], 0), f"{BERT}/torch.jsonl", tline),
+                         Fig(fmt(torch["samples_per_s"], 0), f"{folder}/torch.jsonl", tline),
                          ratio(sb["samples_per_s"], torch["samples_per_s"])])
-    path = f"{H200}/resnet50_b256_final.jsonl"
-    line, sb = record(path, world_size=1)
+    path, line, sb = _resnet_run(CUDNN, "resnet50", 256, "cudnn")
+    torch_path = f"{CUDNN}/torch.jsonl"
     for mode in ("eager", "compile"):
-        tline, torch = record(f"{H200}/torch_resnet50.jsonl", mode=mode, batch=256)
-        rows.append(["ResNet-50 training, batch 256, bf16, images/s", Fig(fmt(sb["samples_per_s"], 0), path, line),
+        tline, torch = record(torch_path, model="resnet50", mode=mode, batch=256)
+        rows.append(["ResNet-50 training, batch 256, bf16, images/s (cuDNN engine)", Fig(fmt(sb["samples_per_s"], 0), path, line),
                      "torchvision + cuDNN, " + ("eager" if mode == "eager" else "`torch.compile`"),
-                     Fig(fmt(torch["samples_per_s"], 0), f"{H200}/torch_resnet50.jsonl", tline),
+                     Fig(fmt(torch["samples_per_s"], 0), torch_path, tline),
                      ratio(sb["samples_per_s"], torch["samples_per_s"])])
     cmp_path, comm = _comm_compare("all_reduce")
     sb_bw, nt_bw = comm["out"][256 << 20][2:]
@@ -238,44 +270,25 @@ def table_cuda_graphs():
     return header, "llrrrr", rows
 
 
-def table_bert_vs_torch():
-    header = ["model", "batch", "scalebench samples/s", "MFU", "torch eager", "`torch.compile`", "vs eager", "vs compile"]
+def table_transformer_vs_torch():
+    header = ["model", "seq", "batch", "scalebench samples/s", "MFU", "torch eager", "`torch.compile`", "vs eager", "vs compile"]
     rows = []
-    for batch in (32, 256):
-        path = f"{BERT}/scalebench_bert-base_b{batch}.jsonl"
-        line, sb = record(path, world_size=1)
-        cells = ["bert-base", str(batch), Fig(fmt(sb["samples_per_s"], 0), path, line), Fig(pct(sb["mfu"]), path, line)]
-        peer = {}
+    for folder, preset, batch in TRANSFORMER_RUNS:
+        path, line, sb, peers = _transformer_run(folder, preset, batch)
+        cells = [preset, str(sb["config"]["transformer"]["seq_len"]), str(batch),
+                 Fig(fmt(sb["samples_per_s"], 0), path, line), Fig(pct(sb["mfu"]), path, line)]
         for mode in ("eager", "compile"):
-            try:
-                peer[mode] = record(f"{BERT}/torch.jsonl", model="bert-base", batch=batch, mode=mode)
-            except TableError:
-                peer[mode] = None
+            cells.append(Fig(fmt(peers[mode][1]["samples_per_s"], 0), f"{folder}/torch.jsonl", peers[mode][0])
+                         if mode in peers else "-")
         for mode in ("eager", "compile"):
-            cells.append(Fig(fmt(peer[mode][1]["samples_per_s"], 0), f"{BERT}/torch.jsonl", peer[mode][0])
-                         if peer[mode] else "-")
-        for mode in ("eager", "compile"):
-            cells.append(ratio(sb["samples_per_s"], peer[mode][1]["samples_per_s"]) if peer[mode] else "-")
+            cells.append(ratio(sb["samples_per_s"], peers[mode][1]["samples_per_s"]) if mode in peers else "-")
         rows.append(cells)
-    return header, "lrrrrrrr", rows
-
-
-def table_resnet50_vs_torch():
-    header = ["ResNet-50, batch 256, bf16", "step ms", "images/s", "scalebench / it"]
-    path = f"{H200}/resnet50_b256_final.jsonl"
-    line, sb = record(path, world_size=1)
-    rows = [["scalebench (im2col + cuBLASLt, own kernels, CUDA graphs)", Fig(fmt(sb["step_ms"]["median"], 2), path, line),
-             Fig(fmt(sb["samples_per_s"], 0), path, line), ""]]
-    torch_path = f"{H200}/torch_resnet50.jsonl"
-    for mode, name in (("eager", "PyTorch eager, cuDNN, channels_last"), ("compile", "PyTorch `torch.compile`")):
-        tline, t = record(torch_path, mode=mode, batch=256)
-        rows.append([name, Fig(fmt(t["step_ms_median"], 2), torch_path, tline), Fig(fmt(t["samples_per_s"], 0), torch_path, tline),
-                     ratio(sb["samples_per_s"], t["samples_per_s"])])
-    return header, "lrrr", rows
+    return header, "lrrrrrrrr", rows
 
 
 def table_resnet50_precisions():
-    header = ["precision", "step ms (median)", "images/s", "loss over 40 steps from the same start"]
+    header = ["precision (im2col engine, BatchNorm unfused)", "step ms (median)", "images/s",
+              "loss over 40 steps from the same start"]
     rows = []
     for precision, step_file in (("bf16", f"{H200}/resnet50_b256_final.jsonl"), ("fp16", f"{H200}/final/resnet50_fp16_b256.jsonl")):
         line, r = record(step_file, world_size=1)
@@ -286,9 +299,6 @@ def table_resnet50_precisions():
     return header, "lrrr", rows
 
 
-CUDNN = "results/h200-20261203-cudnn"
-
-
 def table_resnet_engines_vs_torch():
     header = ["model", "batch", "conv engine", "step ms", "images/s", "MFU", "vs torch eager", "vs `torch.compile`"]
     torch_path = f"{CUDNN}/torch.jsonl"
@@ -296,8 +306,7 @@ def table_resnet_engines_vs_torch():
     rows = []
     for model, batch in (("resnet50", 256), ("resnet152", 128)):
         for engine in ("cudnn", "im2col"):
-            path = f"{CUDNN}/scalebench_{model}_{engine}_b{batch}.jsonl"
-            line, r = record(path, world_size=1, conv_engine=engine)
+            path, line, r = _resnet_run(CUDNN, model, batch, engine)
             row = [model, str(batch), engine, Fig(fmt(r["step_ms"]["median"], 2), path, line),
                    Fig(fmt(r["samples_per_s"], 0), path, line), Fig(pct(r["mfu"]), path, line)]
             for mode in ("eager", "compile"):
@@ -318,8 +327,10 @@ def table_resnet_engines_vs_torch():
 TORCH_CHECKS = [
     ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{FUSED}/check/torch_check_bert-base_bf16.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
@@ -327,9 +338,16 @@ TORCH_CHECKS = [
 ]
 
 
+def _record_folder(path):
+    """The folder of results/ a record sits in, as a link to its README (the tree it was made from)."""
+    folder = "/".join(path.split("/")[:2])
+    return Fig(folder.split("/")[1], f"{folder}/README.md")
+
+
 def table_torch_checks():
-    header = ["model", "backend, precision", "rows", "passed", "within tolerance", "zero in exact arithmetic",
-              "\"as torch\"", "largest relative error", "largest distance from float64: scalebench / torch"]
+    header = ["model", "backend, precision", "records (tree)", "rows", "passed", "within tolerance",
+              "zero in exact arithmetic", "\"as torch\"", "largest relative error",
+              "largest distance from float64: scalebench / torch"]
     rows = []
     for model, path in TORCH_CHECKS:
         d = json_file(path)
@@ -342,10 +360,102 @@ def table_torch_checks():
         t64 = [r["torch_vs_fp64"] for r in checked if not r["zero_gradient"] and r.get("torch_vs_fp64") is not None]
         far = f"{max(sb64):.1e} / {max(t64):.1e}" if sb64 and t64 else "-"
         f = lambda text: Fig(text, path)  # noqa: E731
-        rows.append([model, f"{d['backend']}, {d['precision']}", f(str(len(checked))),
+        rows.append([model, f"{d['backend']}, {d['precision']}", _record_folder(path), f(str(len(checked))),
                      f(str(sum(r["passed"] for r in checked))), f(str(len(within))), f(str(len(zero))),
                      f(str(len(as_torch))), f(f"{largest:.1e}"), f(far)])
-    return header, "llrrrrrrr", rows
+    return header, "lllrrrrrrr", rows
+
+
+# Op profiles (train --profile-ops) of the transformer step: (preset, batch, fused profile, unfused profile).
+# The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path.
+TRANSFORMER_PROFILES = [
+    ("bert-base", 256, f"{FUSED}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
+    ("gpt2-small", 8, f"{FUSED}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
+]
+
+
+def _op_profile(path, preset, batch):
+    """The op_profile records of one preset and batch in a file: [(line, record)]."""
+    found = []
+    for number, line in enumerate(_read(path).splitlines(), start=1):
+        if line.strip():
+            r = json.loads(line)
+            if r.get("subcommand") == "op_profile" and _field(r, "config.source") == f"configs/{preset}.yaml" \
+                    and r["local_batch"] == batch:
+                found.append((number, r))
+    if not found:
+        raise TableError(f"{path}: no op_profile records of configs/{preset}.yaml at batch {batch}")
+    return found
+
+
+def _rate(records):
+    """Work over time of a group of ops: TFLOP/s when they compute on tensor cores, TB/s otherwise."""
+    ms = sum(r["ms_per_step"] for _, r in records)
+    flops = sum(r["op"]["flops"] * r["calls_per_step"] for _, r in records)
+    if flops:
+        return f"{flops / (ms / 1000) / 1e12:.0f} TFLOP/s"
+    return f"{sum(r['op']['bytes'] * r['calls_per_step'] for _, r in records) / (ms / 1000) / 1e12:.1f} TB/s"
+
+
+def table_attention_per_call():
+    header = ["preset, batch: attention shape", "kernels", "forward ms per call", "TFLOP/s", "backward ms per call",
+              "TFLOP/s", "ms per step (both)", "share of the step's op time"]
+    rows = []
+    for preset, batch, fused, unfused in TRANSFORMER_PROFILES:
+        for kernels, path in (("fused", fused), ("unfused", unfused)):
+            profile = _op_profile(path, preset, batch)
+            total = sum(r["ms_per_step"] for _, r in profile)
+            cells, per_step = [], 0.0
+            for kind in ("attention_forward", "attention_backward"):
+                (line, r), = [(n, r) for n, r in profile if r["op"]["kind"] == kind]
+                cells += [Fig(fmt(r["ms"]["median"], 3), path, line), Fig(fmt(r["achieved_tflops"], 0), path, line)]
+                per_step += r["ms_per_step"]
+                op = r["op"]
+            heads = op["batch"] // batch
+            mask = "causal" if "causal" in op["variant"] else "bidirectional"
+            shape = f"{preset}, {batch}: seq {op['m']}, {heads} heads of {op['k']}, {mask}"
+            variant = kernels + (", " + op["dtype"])
+            rows.append([shape, variant] + cells + [Fig(fmt(per_step, 2), path), Fig(pct(per_step / total), path)])
+    return header, "llrrrrrr", rows
+
+
+def _op_group(r, padded_vocab):
+    kind = r["op"]["kind"]
+    if kind == "gemm":
+        return "GEMMs over the vocabulary" if padded_vocab in (r["op"]["m"], r["op"]["n"], r["op"]["k"]) else "other GEMMs"
+    names = {"attention_backward": "attention backward", "attention_forward": "attention forward",
+             "residual_layernorm_backward": "residual + dropout + LayerNorm backward",
+             "residual_layernorm_forward": "residual + dropout + LayerNorm forward",
+             "activation_backward": "GELU backward", "activation_forward": "GELU forward", "bias_grad": "bias gradients",
+             "softmax_cross_entropy": "softmax cross-entropy", "adamw_step": "AdamW"}
+    return names.get(kind, "the rest (embeddings, LayerNorm, dropout, add, casts)")
+
+
+def table_transformer_op_time():
+    profiles = []
+    for preset, batch, fused, _ in TRANSFORMER_PROFILES:
+        profile = _op_profile(fused, preset, batch)
+        vocab = profile[0][1]["config"]["transformer"]["vocab"]
+        groups = {}
+        for n, r in profile:
+            groups.setdefault(_op_group(r, -(-vocab // 128) * 128), []).append((n, r))
+        profiles.append((preset, batch, fused, groups, sum(r["ms_per_step"] for _, r in profile)))
+    header = ["op (per step)"] + [c for preset, batch, *_ in profiles
+                                  for c in (f"{preset} b{batch} ms", "share", "rate")]
+    first = profiles[0][3]
+    order = sorted(first, key=lambda g: -sum(r["ms_per_step"] for _, r in first[g]))
+    order.remove("the rest (embeddings, LayerNorm, dropout, add, casts)")
+    order.append("the rest (embeddings, LayerNorm, dropout, add, casts)")
+    rows = []
+    for group in order:
+        row = [group]
+        for _, _, path, groups, total in profiles:
+            ms = sum(r["ms_per_step"] for _, r in groups.get(group, []))
+            row += [Fig(fmt(ms, 2), path), Fig(pct(ms / total), path), Fig(_rate(groups[group]), path)] if ms else ["-", "-", "-"]
+        rows.append(row)
+    rows.append(["sum of the op medians"] + [c for _, _, path, _, total in profiles
+                                             for c in (Fig(fmt(total, 2), path), "100%", "")])
+    return header, "l" + "rrr" * len(profiles), rows
 
 
 def table_comm_vs_nccl_tests():
