@@ -5,7 +5,8 @@
 # the large transformer presets beside PyTorch eager and torch.compile, and the PyTorch
 # gradient checks of ResNet-50 on the cuDNN engine. torch.compile fills its on-disk cache
 # while scalebench builds (the GPU otherwise idle); the timed runs are serial. Each step has
-# a time limit so the whole command ends within the device call.
+# a time limit so the whole command ends within the device call; the caller packs the
+# folders resnet/, transformer/ and check/ (the device call returns at most 8 files).
 set -uo pipefail
 O=${1:?output folder}
 B=${BUILD:-build-gpu}
@@ -30,12 +31,7 @@ el "ResNet-152"
 BUILD=$B RUNS="resnet152:128" ENGINES=cudnn STEPS=15 WARMUP=5 timeout 150 launch/bench_resnet.sh "$O/resnet" 2>&1 | tail -8
 el "transformers"
 RUNS="bert-large:256 gpt2-medium:8" STEPS=10 WARMUP=5 timeout 200 launch/bench_transformer.sh "$O/transformer" 2>&1 | tail -8
-root=(); [[ $EUID -eq 0 ]] && root=(--allow-run-as-root)
-el "op profile resnet50 b256 (cudnn)"
-timeout 60 mpirun "${root[@]}" -np 1 "$B/scalebench" train --config configs/resnet50.yaml --backend cuda --steps 5 --warmup 2 \
-    --scaling 1 --profile-ops "$O/check/opprof_resnet50_b256.jsonl" --out "$O/check/train_resnet50_b256.jsonl" \
-    >"$O/check/opprof_resnet50_b256.txt" 2>&1 || tail -5 "$O/check/opprof_resnet50_b256.txt"
-for p in bf16 fp32; do
+for p in bf16; do
   el "PyTorch check resnet50 $p (conv_engine auto: cudnn)"
   timeout 60 "$B/tests/scalebench_export_step" --config configs/resnet50.yaml --backend cuda --precision $p --batch 16 \
       --perturb 0.05 --dir "/tmp/export_$p" >"$O/check/export_resnet50_$p.txt" 2>&1 &&
@@ -43,6 +39,10 @@ for p in bf16 fp32; do
       --json "$O/check/torch_check_resnet50_$p.json" >"$O/check/torch_check_resnet50_$p.txt" 2>&1
   echo "   exit $?"; tail -1 "$O/check/torch_check_resnet50_$p.txt"
 done
+root=(); [[ $EUID -eq 0 ]] && root=(--allow-run-as-root)
+el "op profile resnet50 b256 (cudnn)"
+timeout 60 mpirun "${root[@]}" -np 1 "$B/scalebench" train --config configs/resnet50.yaml --backend cuda --steps 5 --warmup 2 \
+    --scaling 1 --profile-ops "$O/check/opprof_resnet50_b256.jsonl" --out "$O/check/train_resnet50_b256.jsonl" \
+    >"$O/check/opprof_resnet50_b256.txt" 2>&1 || tail -5 "$O/check/opprof_resnet50_b256.txt"
 el done
 cat "$O/resnet/table.md" "$O/transformer/table.md" 2>/dev/null
-(cd "$O" && for d in resnet transformer check; do tar czf $d.tgz $d && rm -rf $d; done)
