@@ -5,10 +5,12 @@
 #include <cmath>
 #include <map>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "collectives/bucketer.h"
 #include "src/core/errors.h"
@@ -24,7 +26,9 @@ namespace {
 
 void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    sub.add_option("--config,-c", o.config, "workload YAML (default: the built-in MLP workload)");
+    sub.add_option("--config,-c", o.config,
+                   "workload YAML (project: default the built-in MLP workload; compare: default every scenario preset's "
+                   "workloads)");
     sub.add_option("--calibrate", o.calibrate,
                    "gemm, comm, one-GPU train and op_profile (train --profile-ops) JSONL records of the profile's GPU to "
                    "calibrate from (repeatable, comma lists)")
@@ -141,6 +145,14 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--hardware", o.hardware,
                    "hardware profiles, comma separated (names or paths), or 'all'; shipped: " + profile_list())
         ->required();
+    std::string scenarios;
+    for (const std::string& name : shipped_scenario_names()) scenarios += (scenarios.empty() ? "" : ", ") + name;
+    sub.add_option("--scenario", o.scenarios,
+                   "without --config: the scenario presets to judge (names in configs/scenarios or paths; default all: " +
+                       scenarios + ")")
+        ->delimiter(',');
+    sub.add_option("--years", o.years, "the period the node's power is paid for (default 3)");
+    sub.add_option("--usd-per-kwh", o.usd_per_kwh, "the price of power (default 0.15)");
 }
 
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
@@ -397,67 +409,113 @@ size_t index_of(const CompareRow& r, int gpus) {
 
 }  // namespace
 
+std::vector<ScenarioRule> single_workload_rules() {
+    return {{"small experiments", 1, Score::per_10k_gpus, {}},
+            {"NLP fine-tuning", 4, Score::per_10k_gpus, {}},
+            {"large CV training", 1 << 20, Score::per_10k_gpus, {}},
+            {"multi-GPU training", 1 << 20, Score::samples_per_s, {}}};
+}
+
+ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const CostTerms& terms) {
+    const double share = static_cast<double>(gpus) / hw.gpus_per_node.value;
+    const double watts = gpus * hw.tdp_w.value + share * hw.host_power_w.value;
+    return {gpus * hw.price_usd.value, share * hw.server_usd.value,
+            watts / 1e3 * terms.years * 365.25 * 24 * terms.usd_per_kwh};
+}
+
+std::string unmet_requirements(const HardwareProfile& hw, const std::vector<std::string>& needs) {
+    std::string out;
+    auto add = [&](const std::string& why) { out += (out.empty() ? "" : ", ") + why; };
+    for (const std::string& need : needs) {
+        if (need == "vendor_driver" && hw.patched_driver) add("needs a patched driver");
+        else if (need != "vendor_driver" && !hw.has_production()) add("records no production facts");
+        else if (need == "ecc" && hw.ecc.value != "yes") add("ECC " + hw.ecc.value + " (not on by default)");
+        else if (need == "datacenter_use" && hw.datacenter_use.value != "yes") add("no datacenter support or licence");
+    }
+    return out;
+}
+
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
+    std::vector<Verdict> out;
+    for (const ScenarioRule& rule : single_workload_rules()) out.push_back(decide(rows, rule));
+    return out;
+}
+
+Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms) {
     // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
     // the workload fits) is no multi-GPU answer; that one GPU is.
     double fastest_single = 0;
     for (const CompareRow& r : rows)
         if (r.fits()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
-    struct Rule {
-        const char* scenario;
-        int gpus;  // the configuration judged: this many GPUs or the node's largest below
-        bool per_dollar;
-    };
-    const Rule rules[] = {{"small experiments", 1, true},
-                          {"NLP fine-tuning", 4, true},
-                          {"large CV training", 1 << 20, true},
-                          {"multi-GPU training", 1 << 20, false}};
-    std::vector<Verdict> out;
-    for (const Rule& rule : rules) {
-        std::vector<Judged> eligible;
-        for (const CompareRow& r : rows) {
-            const size_t i = index_of(r, rule.gpus);
-            const Projection& p = r.by_gpus[i];
-            if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
-            eligible.push_back(judge(r, i, rule.per_dollar));
+    auto scale = [&](const CompareRow& r, const Projection& p) {
+        const int g = p.step.world_size;
+        switch (rule.score) {
+            case Score::samples_per_s: return 1.0;
+            case Score::per_10k_gpus: return 1e4 / (g * r.hw.price_usd.value);
+            case Score::per_10k_whole_cost: return 1e4 / configuration_cost(r.hw, g, terms).total();
         }
-        if (eligible.empty()) {
-            out.push_back({rule.scenario, nullptr,
-                           rows.empty() || std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
-                               ? "the workload fits none"
-                               : "every multi-GPU configuration is slower than one GPU of a compared profile"});
+        return 1.0;
+    };
+    std::vector<Judged> eligible;
+    std::string excluded;
+    for (const CompareRow& r : rows) {
+        const std::string unmet = unmet_requirements(r.hw, rule.needs);
+        if (!unmet.empty()) {
+            excluded += fmt::format("{}{}: {}", excluded.empty() ? "" : "; ", r.hw.name, unmet);
             continue;
         }
-        const Judged best = *std::max_element(eligible.begin(), eligible.end(),
-                                              [](const Judged& a, const Judged& b) { return a.score < b.score; });
-        // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
-        // inside the other's band; it goes to the cheaper configuration, then to the one without a
-        // patched driver.
-        std::vector<Judged> tied;
-        for (const Judged& j : eligible) {
-            const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
-            if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
-        }
-        const Judged pick = *std::min_element(tied.begin(), tied.end(), [](const Judged& a, const Judged& b) {
-            if (a.cost() != b.cost()) return a.cost() < b.cost();
-            if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
-            return a.score > b.score;
-        });
-        const Projection& p = pick.row->by_gpus[pick.index];
-        std::string reason = fmt::format(
-            "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} of {:.0f} GiB per GPU, {:.1f} samples/s per kW)",
-            rule.per_dollar ? "samples/s per $10k" : "samples/s", rule.per_dollar ? "best" : "highest", p.step.world_size,
-            p.step.world_size > 1 ? "s" : "", pick.score, pick.lo, pick.hi, 100.0 * p.efficiency,
-            p.record["memory_per_gpu_gb"].get<double>(), pick.row->hw.memory_gb.value, pick.row->per_kw(p));
-        if (pick.row != best.row)
-            reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
-                                  "driver",
-                                  best.row->hw.name, best.score, best.lo, best.hi);
-        if (p.step.world_size > 1)
-            reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
-        out.push_back({rule.scenario, pick.row, reason});
+        const size_t i = index_of(r, rule.gpus);
+        const Projection& p = r.by_gpus[i];
+        if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
+        Judged j = judge(r, i, false);
+        const double k = scale(r, p);
+        j.score *= k, j.lo *= k, j.hi *= k;
+        eligible.push_back(j);
     }
-    return out;
+    if (eligible.empty()) {
+        std::string why = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
+                              ? "the workload fits none"
+                              : "every multi-GPU configuration is slower than one GPU of a compared profile";
+        if (!excluded.empty()) why = "none qualifies (" + excluded + ")";
+        return {rule.scenario, nullptr, why};
+    }
+    const Judged best = *std::max_element(eligible.begin(), eligible.end(),
+                                          [](const Judged& a, const Judged& b) { return a.score < b.score; });
+    // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
+    // inside the other's band; it goes to the cheaper configuration, then to the one without a
+    // patched driver.
+    std::vector<Judged> tied;
+    for (const Judged& j : eligible) {
+        const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
+        if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
+    }
+    auto cost = [&](const Judged& j) {
+        const int g = j.row->by_gpus[j.index].step.world_size;
+        return rule.score == Score::per_10k_whole_cost ? configuration_cost(j.row->hw, g, terms).total() : j.cost();
+    };
+    const Judged pick = *std::min_element(tied.begin(), tied.end(), [&](const Judged& a, const Judged& b) {
+        if (cost(a) != cost(b)) return cost(a) < cost(b);
+        if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
+        return a.score > b.score;
+    });
+    const Projection& p = pick.row->by_gpus[pick.index];
+    const char* what = rule.score == Score::samples_per_s     ? "samples/s"
+                       : rule.score == Score::per_10k_gpus ? "samples/s per $10k"
+                                                           : "samples/s per $10k of the whole cost";
+    std::string reason = fmt::format(
+        "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
+        "per GPU, {:.1f} samples/s per kW)",
+        what, rule.score == Score::samples_per_s ? "highest" : "best", p.step.world_size, p.step.world_size > 1 ? "s" : "",
+        pick.score, pick.lo, pick.hi, 100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
+        pick.row->hw.memory_gb.value, pick.row->per_kw(p));
+    if (pick.row != best.row)
+        reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
+                              "driver",
+                              best.row->hw.name, best.score, best.lo, best.hi);
+    if (p.step.world_size > 1)
+        reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+    if (!excluded.empty()) reason += "; excluded: " + excluded;
+    return {rule.scenario, pick.row, reason};
 }
 
 namespace {
@@ -491,7 +549,8 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
 
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
-                                                    const std::vector<Verdict>& central) {
+                                                    const std::vector<Verdict>& central,
+                                                    const std::vector<ScenarioRule>& rules, const CostTerms& terms) {
     std::vector<std::string> keys;
     for (const HardwareProfile& p : profiles)
         for (const std::string& key : ranged_keys(p))
@@ -505,7 +564,8 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                     if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
             if (!moves) continue;
             const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
-            const std::vector<Verdict> at_end = verdicts(moved);
+            std::vector<Verdict> at_end;
+            for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
             for (size_t s = 0; s < central.size(); ++s)
                 if (winner_name(at_end[s]) != winner_name(central[s]))
                     flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
@@ -514,7 +574,54 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
     return flips;
 }
 
-int run_compare(const ProjectOptions& o) {
+std::vector<std::string> shipped_scenario_names() {
+    std::vector<std::string> names;
+    const std::string dir = shipped_config_dir("scenarios");
+    if (dir.empty()) return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+Scenario load_scenario(const std::string& path, const std::string& configs_dir) {
+    const YAML::Node root = load_yaml_document(read_text_file(path, "scenario"), path, "scenario");
+    YamlFields f(path);
+    if (!root.IsMap()) f.fail_at(root.Mark(), "the scenario must be a map of keys");
+    Scenario sc;
+    sc.source = path;
+    sc.name = std::filesystem::path(path).stem().string();
+    std::set<std::string> seen;
+    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires"},
+                   [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                       seen.insert(key);
+                       if (key == "scenario") {
+                           sc.rule.scenario = f.non_empty_text(v, k, key);
+                       } else if (key == "gpus") {
+                           sc.rule.gpus = static_cast<int>(f.integer(v, k, key, 1, 64));
+                       } else if (key == "workloads") {
+                           if (!v.IsSequence() || v.size() == 0)
+                               f.fail(v, k, key, "a list of workload configs (paths under configs/)");
+                           for (const YAML::Node& item : v) {
+                               const std::string w = configs_dir + "/" + f.non_empty_text(item, k, key);
+                               if (!std::filesystem::is_regular_file(w))
+                                   f.fail_at(item.Mark(), fmt::format("key 'workloads': no workload config {}", w));
+                               sc.workloads.push_back(w);
+                           }
+                       } else {
+                           if (!v.IsSequence()) f.fail(v, k, key, "a list of: ecc, datacenter_use, vendor_driver");
+                           for (const YAML::Node& item : v)
+                               sc.rule.needs.push_back(f.choice(item, k, key, {"ecc", "datacenter_use", "vendor_driver"}));
+                       }
+                   });
+    for (const char* key : {"scenario", "gpus", "workloads"})
+        if (!seen.count(key)) f.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
+    return sc;
+}
+
+namespace {
+
+std::vector<std::string> profile_names(const ProjectOptions& o) {
     std::vector<std::string> names;
     std::stringstream list(o.hardware);
     for (std::string item; std::getline(list, item, ',');)
@@ -529,6 +636,247 @@ int run_compare(const ProjectOptions& o) {
         if (names.empty()) throw UserError("--hardware all: no profiles found (give --profile-dir)");
     }
     if (names.empty()) throw UserError("--hardware: name at least one profile");
+    return names;
+}
+
+// "bert-large-s384 b32": the workload's file name and its per-GPU batch (unless the name says it).
+std::string workload_label(const std::string& path, const TrainConfig& cfg) {
+    const std::string stem = std::filesystem::path(path).stem().string();
+    const std::string batch = fmt::format("b{}", cfg.batch_size);
+    return stem.find(batch) != std::string::npos ? stem : stem + " " + batch;
+}
+
+// Text wrapped at `width` columns: its own leading spaces kept, continuation lines indented by `indent`.
+std::string wrapped(const std::string& text, size_t indent, size_t width = 100) {
+    const size_t lead = std::min(text.find_first_not_of(' '), text.size());
+    std::string out, line = text.substr(0, lead);
+    bool first = true;
+    std::stringstream words(text.substr(lead));
+    for (std::string w; words >> w; first = false) {
+        if (!first && line.size() + 1 + w.size() > width) {
+            out += line + "\n";
+            line = std::string(indent, ' ') + w;
+        } else {
+            line += (first ? "" : " ") + w;
+        }
+    }
+    return out + line;
+}
+
+const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
+
+// compare without --config: every scenario preset's workloads, each judged in the two budget columns.
+int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwareProfile>& profiles,
+                          const std::vector<Calibration>& calibrations) {
+    const std::string configs = [] {
+        const std::string hw = shipped_config_dir("hardware");
+        return hw.empty() ? std::string("configs") : std::filesystem::path(hw).parent_path().string();
+    }();
+    const std::vector<std::string> names = o.scenarios.empty() ? shipped_scenario_names() : o.scenarios;
+    if (names.empty()) throw UserError("compare: no scenario presets found in configs/scenarios (give --config)");
+    const std::vector<std::string> known = shipped_scenario_names();
+    std::vector<Scenario> scenarios;
+    for (const std::string& name : names) {
+        const bool is_path = name.find('/') != std::string::npos || name.find(".yaml") != std::string::npos;
+        if (!is_path && std::find(known.begin(), known.end(), name) == known.end()) {
+            std::string list;
+            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", name, list));
+        }
+        scenarios.push_back(load_scenario(is_path ? name : configs + "/scenarios/" + name + ".yaml", configs));
+    }
+    const CostTerms terms{o.years, o.usd_per_kwh};
+    // Every workload once: its rows, and its verdicts and flips under every rule that judges it.
+    struct WorkloadResult {
+        std::string path, label;
+        TrainConfig cfg;
+        std::vector<CompareRow> rows;
+        std::vector<ScenarioRule> rules;
+        std::vector<Verdict> verdicts;
+        std::vector<std::vector<std::string>> flips;
+    };
+    std::vector<WorkloadResult> results;
+    auto result_of = [&](const std::string& path) -> WorkloadResult& {
+        for (auto& r : results)
+            if (r.path == path) return r;
+        ProjectOptions one = o;
+        one.config = path;
+        WorkloadResult r;
+        r.path = path;
+        r.cfg = load_workload(one);
+        r.label = workload_label(path, r.cfg);
+        results.push_back(std::move(r));
+        return results.back();
+    };
+    for (const Scenario& sc : scenarios)
+        for (const std::string& w : sc.workloads)
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                ScenarioRule rule = sc.rule;
+                rule.score = score;
+                result_of(w).rules.push_back(rule);
+            }
+    for (WorkloadResult& r : results) {
+        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false);
+        for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
+        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms);
+    }
+    auto cell = [&](const Scenario& sc, const std::string& w, Score score) {
+        const WorkloadResult& r = result_of(w);
+        for (size_t i = 0; i < r.rules.size(); ++i)
+            if (r.rules[i].scenario == sc.rule.scenario && r.rules[i].score == score)
+                return std::make_pair(&r.verdicts[i], &r.flips[i]);
+        throw std::logic_error("compare: a scenario's rule was not decided");
+    };
+
+    if (o.json) {
+        nlohmann::json out = {{"projected", true},
+                              {"cost_terms", {{"years", terms.years}, {"usd_per_kwh", terms.usd_per_kwh}}},
+                              {"profiles", nlohmann::json::array()},
+                              {"workloads", nlohmann::json::array()},
+                              {"scenarios", nlohmann::json::array()}};
+        for (const HardwareProfile& hw : profiles) {
+            const int g = static_cast<int>(hw.gpus_per_node.value);
+            const ConfigurationCost c = configuration_cost(hw, g, terms);
+            out["profiles"].push_back({{"name", hw.name},
+                                       {"node_cost_usd", {{"gpus", c.gpus_usd}, {"server", c.server_usd}, {"power", c.power_usd},
+                                                          {"total", c.total()}, {"gpus_per_node", g}}},
+                                       {"hardware", to_json(hw)}});
+        }
+        for (const WorkloadResult& r : results) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (const CompareRow& row : r.rows) {
+                nlohmann::json by_gpus = nlohmann::json::array();
+                for (size_t i = 0; i < row.by_gpus.size(); ++i) {
+                    const Projection& p = row.by_gpus[i];
+                    by_gpus.push_back({{"gpus", p.step.world_size},
+                                       {"samples_per_s", p.samples_per_s},
+                                       {"samples_per_s_band", {row.bands[i].lo, row.bands[i].hi}},
+                                       {"scaling_efficiency", p.efficiency},
+                                       {"exposed_comm_ms", p.step.exposed_comm_ms},
+                                       {"samples_per_s_per_10k_usd", row.per_10k(p)},
+                                       {"samples_per_s_per_10k_usd_whole_cost",
+                                        p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, terms).total()},
+                                       {"samples_per_s_per_kw", row.per_kw(p)}});
+                }
+                rows.push_back({{"name", row.hw.name},
+                                {"memory_per_gpu_gib", row.at_max().record["memory_per_gpu_gb"]},
+                                {"memory_breakdown_gib", row.at_max().record["memory_breakdown_gb"]},
+                                {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
+                                {"fits_memory", row.fits()},
+                                {"ranges", ranged_keys(row.hw)},
+                                {"by_gpus", by_gpus}});
+            }
+            out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
+        }
+        for (const Scenario& sc : scenarios) {
+            nlohmann::json cells = nlohmann::json::array();
+            for (const std::string& w : sc.workloads)
+                for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                    const auto [v, flips] = cell(sc, w, score);
+                    cells.push_back({{"workload", result_of(w).label},
+                                     {"budget", budget_name(score)},
+                                     {"winner", v->winner ? nlohmann::json(v->winner->hw.name) : nlohmann::json()},
+                                     {"reason", v->reason},
+                                     {"flips", *flips}});
+                }
+            out["scenarios"].push_back({{"scenario", sc.rule.scenario}, {"preset", sc.source}, {"gpus", sc.rule.gpus},
+                                        {"requires", sc.rule.needs}, {"cells", cells}});
+        }
+        fmt::print("{}\n", out.dump(2));
+        return 0;
+    }
+
+    std::string list;
+    for (const HardwareProfile& hw : profiles) list += (list.empty() ? "" : ", ") + hw.name;
+    fmt::print("{}\n", wrapped("scalebench compare: the buyer's table for " + list +
+                                    " (projected, not measured). ample: the most samples/s per node; limited: the "
+                                    "most samples/s per $10k of the whole cost (GPUs, their share of the server, power "
+                                    "over the period). * : a range of a profile flips the cell (below).",
+                                0));
+    fmt::print("\n{:<19} {:<19} {:<29} {}\n", "scenario", "workload", "ample budget", "limited budget");
+    for (const Scenario& sc : scenarios) {
+        bool first = true;
+        for (const std::string& w : sc.workloads) {
+            std::string cols[2];
+            int c = 0;
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                const auto [v, flips] = cell(sc, w, score);
+                cols[c++] = (v->winner ? v->winner->hw.name : std::string("none qualifies")) + (flips->empty() ? "" : " *");
+            }
+            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", result_of(w).label, cols[0], cols[1]);
+            first = false;
+        }
+    }
+
+    fmt::print("\nnode cost per profile, full node (power: GPUs' TDP and host, {:g} years at {:g} USD/kWh):\n",
+               terms.years, terms.usd_per_kwh);
+    fmt::print("{:<24} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "profile", "GPUs USD", "server USD", "power USD", "total USD",
+               "node kW");
+    for (const HardwareProfile& hw : profiles) {
+        const int g = static_cast<int>(hw.gpus_per_node.value);
+        const ConfigurationCost c = configuration_cost(hw, g, terms);
+        fmt::print("{:<24} {:>11.0f} {:>11} {:>11.0f} {:>11.0f} {:>8.2f}\n", hw.name, c.gpus_usd,
+                   hw.server_usd.source.empty() ? std::string("not given") : fmt::format("{:.0f}", c.server_usd),
+                   c.power_usd, c.total(), (g * hw.tdp_w.value + hw.host_power_w.value) / 1e3);
+    }
+
+    for (const WorkloadResult& r : results) {
+        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; at the full node\n", r.label,
+                   r.rows.front().at_max().record["num_params"].get<size_t>(), precision_name(r.cfg.precision));
+        fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
+                   "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
+        for (const CompareRow& row : r.rows) {
+            auto at = [&](int g) {
+                const Projection* p = row.at(g);
+                return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
+            };
+            const Projection& top = row.at_max();
+            fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
+                       at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
+                       top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
+            if (!row.bands.empty() && row.bands.back().hi > row.bands.back().lo)
+                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}] from {}", top.step.world_size,
+                                                     row.bands.back().lo, row.bands.back().hi, range_list(row.hw)),
+                                         4));
+        }
+    }
+
+    fmt::print("\nthe figures behind each cell:\n");
+    for (const Scenario& sc : scenarios) {
+        fmt::print("{}\n", wrapped(fmt::format("{} ({} GPU{}{}; {})", sc.rule.scenario, sc.rule.gpus,
+                                              sc.rule.gpus > 1 ? "s or the node's largest below" : "",
+                                              sc.rule.needs.empty() ? "" : ", requires " + fmt::format("{}", fmt::join(sc.rule.needs, ", ")),
+                                              sc.source),
+                                  2));
+        for (const std::string& w : sc.workloads)
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                const auto [v, flips] = cell(sc, w, score);
+                const std::string head = fmt::format("  {}, {}: ", result_of(w).label, budget_name(score));
+                fmt::print("{}\n", wrapped(head + (v->winner ? v->winner->hw.name + ": " : std::string("none: ")) + v->reason, 4));
+                for (const std::string& f : *flips) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
+            }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run_compare(const ProjectOptions& o) {
+    const std::vector<std::string> names = profile_names(o);
+    if (!o.scenarios.empty() && !o.config.empty())
+        throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
+    if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
+    if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
+    if (o.config.empty()) {
+        if (!o.batch.empty()) throw UserError("--batch: give it with --config (the scenario presets set their own batches)");
+        std::vector<HardwareProfile> profiles;
+        std::vector<Calibration> calibrations;
+        for (const auto& name : names) {
+            profiles.push_back(load_profile(o, name));
+            calibrations.push_back(calibrate(profiles.back(), o.calibrate));
+        }
+        return run_compare_scenarios(o, profiles, calibrations);
+    }
     TrainConfig cfg = load_workload(o);
     std::vector<HardwareProfile> profiles;
     std::vector<Calibration> calibrations;

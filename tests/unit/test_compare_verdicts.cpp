@@ -3,11 +3,14 @@
 // naming the number, its end and the other winner; none is reported where no range decides.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "src/commands/project_command.h"
 #include "src/core/config.h"
+#include "src/core/errors.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"
 
@@ -151,6 +154,86 @@ TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer)
     // Alone, the cheap node has no single GPU above it: its 4 GPUs are the answer.
     rows = {made_row("cheap", 1000, false, {100, 120, 164, 200})};
     EXPECT_EQ(scenario(verdicts(rows), "NLP fine-tuning").winner->hw.name, "cheap");
+}
+
+TEST(CompareVerdicts, TheWholeCostCountsServerShareAndPowerOverThePeriod) {
+    HardwareProfile hw = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
+    hw.price_usd.value = 30000;
+    hw.server_usd.value = 80000;
+    hw.host_power_w.value = 4600;
+    hw.tdp_w.value = 700;
+    const CostTerms terms{3, 0.15};
+    const ConfigurationCost c = configuration_cost(hw, 4, terms);  // half of an 8-GPU node
+    EXPECT_DOUBLE_EQ(c.gpus_usd, 120000);
+    EXPECT_DOUBLE_EQ(c.server_usd, 40000);
+    // (4 x 700 + 4600 / 2) W = 5.1 kW for 3 x 8766 h at 0.15 USD/kWh.
+    EXPECT_NEAR(c.power_usd, 5.1 * 3 * 365.25 * 24 * 0.15, 1e-6);
+    EXPECT_NEAR(c.total(), 120000 + 40000 + 20117.97, 0.01);
+}
+
+TEST(CompareVerdicts, TheLimitedBudgetCountsTheServerAndTheAmpleTheResult) {
+    // Same GPU price: "cheap-server" holds the same GPUs in a far cheaper server, so it wins the
+    // limited budget; "fast" runs 30% more per node and wins the ample one.
+    std::vector<CompareRow> rows = {made_row("fast", 1000, false, {130, 260, 520, 1040}),
+                                    made_row("cheap-server", 1000, false, {100, 200, 400, 800})};
+    rows[0].hw.server_usd.value = 200000;
+    rows[1].hw.server_usd.value = 5000;
+    const ScenarioRule ample{"large CV training", 8, Score::samples_per_s, {}};
+    const ScenarioRule limited{"large CV training", 8, Score::per_10k_whole_cost, {}};
+    EXPECT_EQ(decide(rows, ample).winner->hw.name, "fast");
+    const Verdict v = decide(rows, limited);
+    EXPECT_EQ(v.winner->hw.name, "cheap-server");
+    EXPECT_NE(v.reason.find("samples/s per $10k of the whole cost best at 8 GPUs"), std::string::npos) << v.reason;
+}
+
+TEST(CompareVerdicts, ProductionNeedsEccDatacenterSupportAndTheVendorDriver) {
+    std::vector<CompareRow> rows = {made_row("geforce", 1000, false, {300}), made_row("patched", 1000, true, {300}),
+                                    made_row("datacenter", 10000, false, {100})};
+    rows[0].hw.ecc.value = "optional";
+    rows[0].hw.datacenter_use.value = "no";
+    const ScenarioRule production{"production", 1, Score::samples_per_s, {"ecc", "datacenter_use", "vendor_driver"}};
+    const Verdict v = decide(rows, production);
+    ASSERT_NE(v.winner, nullptr);
+    EXPECT_EQ(v.winner->hw.name, "datacenter");  // three times slower, the only one that qualifies
+    EXPECT_NE(v.reason.find("geforce: ECC optional (not on by default), no datacenter support or licence"),
+              std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("patched: needs a patched driver"), std::string::npos) << v.reason;
+    // None qualifying is said, not decided.
+    const Verdict none = decide({rows[0], rows[1]}, production);
+    EXPECT_EQ(none.winner, nullptr);
+    EXPECT_NE(none.reason.find("none qualifies"), std::string::npos) << none.reason;
+    // A profile recording no production facts does not qualify either.
+    rows[2].hw.ecc = {};
+    EXPECT_EQ(decide({rows[2]}, production).winner, nullptr);
+}
+
+TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
+    const std::string configs = kSource + "/configs";
+    for (const char* name : {"large-cv", "nlp-fine-tuning", "small-experiments", "multi-gpu", "production"}) {
+        const Scenario sc = load_scenario(configs + "/scenarios/" + name + ".yaml", configs);
+        EXPECT_EQ(sc.workloads.size(), 2u) << name;
+    }
+    const Scenario prod = load_scenario(configs + "/scenarios/production.yaml", configs);
+    EXPECT_EQ(prod.rule.needs, (std::vector<std::string>{"ecc", "datacenter_use", "vendor_driver"}));
+    const auto dir = std::filesystem::temp_directory_path() / "sb-scenario-test";
+    std::filesystem::create_directories(dir);
+    auto refused = [&](const std::string& text) {
+        const std::string path = (dir / "bad.yaml").string();
+        std::ofstream(path) << text;
+        try {
+            load_scenario(path, configs);
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [nope.yaml]\n").find("bad.yaml:3:"), std::string::npos);
+    EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [nope.yaml]\n").find("no workload config"), std::string::npos);
+    EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\nrequires: [fast]\n").find("bad.yaml:4:"),
+              std::string::npos);
+    EXPECT_NE(refused("scenario: x\nworkloads: [ci-small.yaml]\n").find("key 'gpus': missing"), std::string::npos);
+    EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ncolour: red\n").find("colour"), std::string::npos);
+    EXPECT_EQ(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\n"), "accepted");
 }
 
 }  // namespace
