@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -574,6 +576,81 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
     return flips;
 }
 
+namespace {
+
+// The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
+std::pair<nlohmann::json, std::string> latest_record(const std::string& dir,
+                                                      const std::function<bool(const nlohmann::json&)>& matches) {
+    std::pair<nlohmann::json, std::string> found;
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return found;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+        if (e.path().extension() != ".jsonl") continue;
+        std::ifstream in(e.path());
+        for (std::string line; std::getline(in, line);) {
+            const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+            if (r.is_discarded() || !r.is_object() || r.value("projected", false) || !matches(r)) continue;
+            if (found.first.is_null() || r.value("timestamp", "") > found.first.value("timestamp", ""))
+                found = {r, e.path().string()};
+        }
+    }
+    return found;
+}
+
+std::string gpu_name_of(const nlohmann::json& r) {
+    if (r.contains("gpu") && r["gpu"].is_object()) return r["gpu"].value("name", "");
+    if (r.contains("environment") && r["environment"].contains("gpu")) return r["environment"]["gpu"].value("name", "");
+    return "";
+}
+
+}  // namespace
+
+std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
+                                   const std::string& results_dir) {
+    const CostModel model(hw, cal);
+    std::vector<CardFigure> out;
+    for (const auto& [precision, size] : {std::pair{Precision::fp16, 8192}, std::pair{Precision::fp32, 4096}}) {
+        TracedOp op;  // as TraceOps records the row-major C = A @ B the gemm subcommand times
+        op.kind = "gemm";
+        op.dtype = compute_dtype(precision);
+        op.tensor_core = true;
+        op.m = op.n = op.k = size;
+        op.flops = 2.0 * size * size * size;
+        op.bytes = 3.0 * size * size * dtype_size(op.dtype);
+        const double ms = model.op_ms(op, precision);
+        const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
+            return r.value("subcommand", "") == "gemm" && r.value("dtype", "") == precision_name(precision) &&
+                   r.value("m", 0) == size && r.value("n", 0) == size && r.value("k", 0) == size &&
+                   gpu_name_of(r) == hw.device_name;
+        });
+        const std::string name = fmt::format("GEMM {} {}^3", precision_name(precision), size);
+        out.push_back({name, "ms", ms, record.is_null() ? -1.0 : record["time_ms"]["median"].get<double>(), file});
+        out.push_back({name, "TFLOP/s", op.flops / (ms / 1e3) / 1e12,
+                       record.is_null() ? -1.0 : record["tflops"].get<double>(), file});
+    }
+    for (const auto& [preset, label] : {std::pair{"resnet50.yaml", "ResNet-50"}, std::pair{"bert-base.yaml", "BERT-base"}}) {
+        const TrainConfig cfg = load_config_file(configs_dir + "/" + preset);
+        const Projection p = project_workload(cfg, model, {1}, {1}).front();
+        const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
+            if (r.value("subcommand", "") != "train" || r.value("world_size", 0) != 1 || gpu_name_of(r) != hw.device_name ||
+                r.value("local_batch", 0) != cfg.batch_size || r.value("precision", "") != precision_name(cfg.precision) ||
+                !r.contains("config"))
+                return false;
+            const nlohmann::json& c = r["config"];
+            if (c.value("model", "") != cfg.model) return false;
+            const nlohmann::json want = to_json(cfg);
+            return cfg.model == "resnet" ? c["resnet"] == want["resnet"]
+                                         : c["transformer"]["arch"] == want["transformer"]["arch"] &&
+                                               c["transformer"]["layers"] == want["transformer"]["layers"] &&
+                                               c["transformer"]["hidden"] == want["transformer"]["hidden"] &&
+                                               c["transformer"]["seq_len"] == want["transformer"]["seq_len"];
+        });
+        out.push_back({fmt::format("{} batch {}", label, cfg.batch_size), "samples/s", p.samples_per_s,
+                       record.is_null() ? -1.0 : record["samples_per_s"].get<double>(), file});
+    }
+    return out;
+}
+
 std::vector<std::string> shipped_scenario_names() {
     std::vector<std::string> names;
     const std::string dir = shipped_config_dir("scenarios");
@@ -720,6 +797,9 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
         r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms);
     }
+    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
+    std::vector<std::vector<CardFigure>> cards;
+    for (size_t i = 0; i < profiles.size(); ++i) cards.push_back(card_tests(profiles[i], calibrations[i], configs, results_dir));
     auto cell = [&](const Scenario& sc, const std::string& w, Score score) {
         const WorkloadResult& r = result_of(w);
         for (size_t i = 0; i < r.rules.size(); ++i)
@@ -741,6 +821,21 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                        {"node_cost_usd", {{"gpus", c.gpus_usd}, {"server", c.server_usd}, {"power", c.power_usd},
                                                           {"total", c.total()}, {"gpus_per_node", g}}},
                                        {"hardware", to_json(hw)}});
+        }
+        for (size_t i = 0; i < profiles.size(); ++i) {
+            nlohmann::json figures = nlohmann::json::array();
+            for (const CardFigure& f : cards[i]) {
+                nlohmann::json j = {{"test", f.test}, {"unit", f.unit}, {"projected", f.projected}};
+                if (f.measured >= 0) j.update({{"measured", f.measured}, {"measured_from", f.measured_from}});
+                figures.push_back(j);
+            }
+            const HardwareProfile& hw = profiles[i];
+            out["profiles"][i]["card"] = {{"figures", figures},
+                                          {"memory_gib", hw.memory_gb.value},
+                                          {"memory_bandwidth_gbps", hw.peak.mem_bw_gbps},
+                                          {"copy_gbps", hw.copy_gbps.value},
+                                          {"tdp_w", hw.tdp_w.value},
+                                          {"price_usd", hw.price_usd.value}};
         }
         for (const WorkloadResult& r : results) {
             nlohmann::json rows = nlohmann::json::array();
@@ -819,6 +914,37 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                    hw.server_usd.source.empty() ? std::string("not given") : fmt::format("{:.0f}", c.server_usd),
                    c.power_usd, c.total(), (g * hw.tdp_w.value + hw.host_power_w.value) / 1e3);
     }
+
+    fmt::print("\ncard tests, one GPU: projected, and measured (m) where results/ has the GPU's records\n");
+    fmt::print("{:<22} {:>14} {:>13} {:>9} {:>9} {:>5} {:>6} {:>5} {:>6}\n", "profile", "fp16 8192^3", "fp32 4096^3",
+               "RN50 b256", "BERT-b 32", "GiB", "GB/s", "TDP W", "USD");
+    fmt::print("{:<22} {:>14} {:>13} {:>9} {}\n", "", "ms TFLOP/s", "ms TFLOP/s", "samples/s", "samples/s");
+    std::vector<std::string> measured_files;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        const std::vector<CardFigure>& c = cards[i];
+        const HardwareProfile& hw = profiles[i];
+        auto cells = [&](bool measured) {
+            std::string out;
+            const int widths[] = {6, 7, 5, 7, 9, 9};
+            for (size_t k = 0; k < c.size(); ++k) {
+                const double v = measured ? c[k].measured : c[k].projected;
+                out += fmt::format(" {:>{}}", v < 0 ? std::string("-") : fmt::format("{:.{}f}", v, c[k].unit == "ms" ? 2 : 1),
+                                   widths[k]);
+            }
+            return out;
+        };
+        fmt::print("{:<22}{} {:>5.0f} {:>6.0f} {:>5.0f} {:>6.0f}\n", hw.name, cells(false), hw.memory_gb.value,
+                   hw.peak.mem_bw_gbps, hw.tdp_w.value, hw.price_usd.value);
+        if (std::any_of(c.begin(), c.end(), [](const CardFigure& f) { return f.measured >= 0; })) {
+            fmt::print("{:<22}{}\n", "  (m)", cells(true));
+            for (const CardFigure& f : c)
+                if (f.measured >= 0 && std::find(measured_files.begin(), measured_files.end(), f.measured_from) == measured_files.end())
+                    measured_files.push_back(f.measured_from);
+        }
+    }
+    fmt::print("{}\n", wrapped("GiB: the GPU's memory; GB/s: its datasheet memory bandwidth; measured from: " +
+                                    (measured_files.empty() ? std::string("none") : fmt::format("{}", fmt::join(measured_files, ", "))),
+                                2));
 
     for (const WorkloadResult& r : results) {
         fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; at the full node\n", r.label,

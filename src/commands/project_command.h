@@ -159,6 +159,19 @@ struct Scenario {
 Scenario load_scenario(const std::string& path, const std::string& configs_dir);
 std::vector<std::string> shipped_scenario_names();
 
+// The card tests every buyer's guide prints, for one GPU of a profile: GEMM fp16 8192^3 and fp32
+// 4096^3 (ms and TFLOP/s), ResNet-50 at batch 256 and BERT-base at batch 32 (samples/s), each
+// projected and, where `results_dir` holds records of the profile's GPU (gemm, one-GPU train),
+// measured beside it (the latest such record, its file named).
+struct CardFigure {
+    std::string test, unit;
+    double projected = 0;
+    double measured = -1;  // < 0: no record of this GPU
+    std::string measured_from;
+};
+std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
+                                   const std::string& results_dir);
+
 int run_project(const ProjectOptions& opts);
 int run_compare(const ProjectOptions& opts);
 

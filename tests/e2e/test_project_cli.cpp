@@ -188,7 +188,7 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
                    profiles());
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"ample budget", "limited budget", "small experiments", "tiny production", "bert-base b32",
-                             "node cost per profile, full node", "samples/s per $10k of the whole cost",
+                             "node cost per profile, full node", "card tests, one GPU", "fp16 8192^3", "samples/s per $10k of the whole cost",
                              "rtx4090-48gb-pcie4-p2p: ECC optional (not on by default)", "needs a patched driver"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
     std::stringstream lines(r.out);

@@ -236,5 +236,37 @@ TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
     EXPECT_EQ(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\n"), "accepted");
 }
 
+TEST(CompareCards, ProjectedPerProfileAndMeasuredWhereTheGpusRecordsAre) {
+    const std::string configs = kSource + "/configs";
+    const auto dir = std::filesystem::temp_directory_path() / "sb-card-test";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "run1");
+    const HardwareProfile a100 = profile("a100-sxm4-40gb");
+    // No records: projected only. The fp16 8192^3 GEMM is a listed shape: its rate is the listed
+    // rates' (197.51 and 215.33 TFLOP/s), and ms and TFLOP/s are one figure (2 n^3 FLOPs).
+    std::vector<CardFigure> c = card_tests(a100, Calibration{}, configs, dir.string());
+    ASSERT_EQ(c.size(), 6u);
+    EXPECT_EQ(c[0].test, "GEMM fp16 8192^3");
+    EXPECT_NEAR(c[1].projected, (197.51 + 215.33) / 2, 0.5);
+    EXPECT_NEAR(c[0].projected * c[1].projected, 2.0 * 8192.0 * 8192.0 * 8192.0 / 1e9, 1e-6 * c[0].projected * c[1].projected);
+    EXPECT_EQ(c[4].test, "ResNet-50 batch 256");
+    const TrainConfig rn50 = load_config_file(configs + "/resnet50.yaml");
+    EXPECT_DOUBLE_EQ(c[4].projected, project_workload(rn50, CostModel(a100, Calibration{}), {1}, {1}).front().samples_per_s);
+    for (const CardFigure& f : c) EXPECT_LT(f.measured, 0) << f.test;
+    // A gemm record of this GPU (and one of another GPU, and a projected one, both ignored).
+    std::ofstream(dir / "run1" / "gemm.jsonl")
+        << R"({"subcommand":"gemm","dtype":"fp16","m":8192,"n":8192,"k":8192,"tflops":201.0,"time_ms":{"median":5.47},)"
+        << R"("gpu":{"name":"NVIDIA A100-SXM4-40GB"},"timestamp":"2026-01-01T00:00:00Z"})" << "\n"
+        << R"({"subcommand":"gemm","dtype":"fp16","m":8192,"n":8192,"k":8192,"tflops":700.0,"time_ms":{"median":1.5},)"
+        << R"("gpu":{"name":"NVIDIA H200"},"timestamp":"2026-01-02T00:00:00Z"})" << "\n"
+        << R"({"projected":true,"subcommand":"gemm","dtype":"fp16","m":8192,"n":8192,"k":8192,"tflops":1.0,)"
+        << R"("time_ms":{"median":1.0},"gpu":{"name":"NVIDIA A100-SXM4-40GB"},"timestamp":"2027-01-01T00:00:00Z"})" << "\n";
+    c = card_tests(a100, Calibration{}, configs, dir.string());
+    EXPECT_DOUBLE_EQ(c[0].measured, 5.47);
+    EXPECT_DOUBLE_EQ(c[1].measured, 201.0);
+    EXPECT_EQ(c[1].measured_from, (dir / "run1" / "gemm.jsonl").string());
+    EXPECT_LT(c[2].measured, 0);  // no fp32 4096^3 record
+}
+
 }  // namespace
 }  // namespace sb
