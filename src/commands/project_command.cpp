@@ -153,6 +153,9 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
                    "without --config: the scenario presets to judge (names in configs/scenarios or paths; default all: " +
                        scenarios + ")")
         ->delimiter(',');
+    sub.add_option("--report", o.report,
+                   "without --config: write the whole answer as Markdown with plots (FILE.md; FILE.json and "
+                   "FILE-plots/ beside it; needs /usr/bin/python3 with matplotlib)");
     sub.add_option("--years", o.years, "the period the node's power is paid for (default 3)");
     sub.add_option("--usd-per-kwh", o.usd_per_kwh, "the price of power (default 0.15)");
 }
@@ -808,7 +811,7 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         throw std::logic_error("compare: a scenario's rule was not decided");
     };
 
-    if (o.json) {
+    if (o.json || !o.report.empty()) {
         nlohmann::json out = {{"projected", true},
                               {"cost_terms", {{"years", terms.years}, {"usd_per_kwh", terms.usd_per_kwh}}},
                               {"profiles", nlohmann::json::array()},
@@ -877,8 +880,17 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
             out["scenarios"].push_back({{"scenario", sc.rule.scenario}, {"preset", sc.source}, {"gpus", sc.rule.gpus},
                                         {"requires", sc.rule.needs}, {"cells", cells}});
         }
-        fmt::print("{}\n", out.dump(2));
-        return 0;
+        if (o.json) {
+            fmt::print("{}\n", out.dump(2));
+            return 0;
+        }
+        // --report: the JSON beside the Markdown, rendered with its plots by results/compare_report.py.
+        const std::string json_path = (std::filesystem::path(o.report).replace_extension(".json")).string();
+        std::ofstream(json_path) << out.dump(2) << "\n";
+        const std::string script = (std::filesystem::path(configs).parent_path() / "results" / "compare_report.py").string();
+        const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, json_path, o.report);
+        if (std::system(command.c_str()) != 0)
+            throw UserError(fmt::format("--report {}: rendering failed; the data is in {}; run: {}", o.report, json_path, command));
     }
 
     std::string list;
@@ -993,6 +1005,15 @@ int run_compare(const ProjectOptions& o) {
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
     if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
+    if (!o.report.empty()) {
+        if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
+        if (o.json) throw UserError("--report: give it or --json, not both");
+        const std::filesystem::path dir = std::filesystem::path(o.report).parent_path();
+        if (std::filesystem::path(o.report).extension() != ".md")
+            throw UserError(fmt::format("--report {}: a Markdown file name ending in .md", o.report));
+        if (!dir.empty() && !std::filesystem::is_directory(dir))
+            throw UserError(fmt::format("--report {}: no directory {}", o.report, dir.string()));
+    }
     if (o.config.empty()) {
         if (!o.batch.empty()) throw UserError("--batch: give it with --config (the scenario presets set their own batches)");
         std::vector<HardwareProfile> profiles;

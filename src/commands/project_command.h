@@ -31,6 +31,7 @@ struct ProjectOptions {
     std::string out = "results/projected.jsonl";
     bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
     std::vector<std::string> scenarios;  // compare without --config: scenario names in configs/scenarios (empty: all)
+    std::string report;         // compare --report FILE.md: the whole answer as Markdown with plots
     double years = 3;           // compare: the period the node's power is paid for
     double usd_per_kwh = 0.15;  // compare: the price of that power
     std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
