@@ -153,6 +153,10 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
                    "without --config: the scenario presets to judge (names in configs/scenarios or paths; default all: " +
                        scenarios + ")")
         ->delimiter(',');
+    o.out.clear();
+    sub.add_option("--out,-o", o.out, "JSONL file every projected record is appended to (default: none)");
+    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)")
+        ->delimiter(',');
     sub.add_option("--report", o.report,
                    "without --config: write the whole answer as Markdown with plots (FILE.md; FILE.json and "
                    "FILE-plots/ beside it; needs /usr/bin/python3 with matplotlib)");
@@ -538,13 +542,16 @@ double range_end_value(const std::vector<HardwareProfile>& profiles, const std::
 }  // namespace
 
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
-                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high) {
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high,
+                                     const std::vector<int>& gpus_per_node) {
     std::vector<CompareRow> rows;
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
         const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
         CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
-        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, row.hw);
+        ProjectOptions asked;
+        asked.gpus = gpus_per_node;
+        const std::vector<int> gpus = gpu_counts(asked, row.hw);
         row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, {1});
         if (key.empty()) row.bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, {1});
         rows.push_back(std::move(row));
@@ -555,7 +562,8 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,
-                                                    const std::vector<ScenarioRule>& rules, const CostTerms& terms) {
+                                                    const std::vector<ScenarioRule>& rules, const CostTerms& terms,
+                                                    const std::vector<int>& gpus) {
     std::vector<std::string> keys;
     for (const HardwareProfile& p : profiles)
         for (const std::string& key : ranged_keys(p))
@@ -568,7 +576,7 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                 for (const auto& [k, number] : sourced_numbers(p))
                     if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
             if (!moves) continue;
-            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
+            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, gpus);
             std::vector<Verdict> at_end;
             for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
             for (size_t s = 0; s < central.size(); ++s)
@@ -580,6 +588,18 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
 }
 
 namespace {
+
+// compare --out: every projected record of the rows (with its band and the profile's ranges).
+void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
+    if (out.empty()) return;
+    for (const CompareRow& r : rows)
+        for (size_t i = 0; i < r.by_gpus.size(); ++i) {
+            nlohmann::json record = r.by_gpus[i].record;
+            record["samples_per_s_band"] = {r.bands[i].lo, r.bands[i].hi};
+            record["ranges"] = ranged_keys(r.hw);
+            append_record(out, record);
+        }
+}
 
 // The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
 std::pair<nlohmann::json, std::string> latest_record(const std::string& dir,
@@ -796,10 +816,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                 result_of(w).rules.push_back(rule);
             }
     for (WorkloadResult& r : results) {
-        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false);
+        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false, o.gpus);
         for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
-        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms);
+        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms, o.gpus);
     }
+    for (const WorkloadResult& r : results) append_records(o.out, r.rows);
     const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
     std::vector<std::vector<CardFigure>> cards;
     for (size_t i = 0; i < profiles.size(); ++i) cards.push_back(card_tests(profiles[i], calibrations[i], configs, results_dir));
@@ -959,7 +980,7 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 2));
 
     for (const WorkloadResult& r : results) {
-        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; at the full node\n", r.label,
+        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most GPUs\n", r.label,
                    r.rows.front().at_max().record["num_params"].get<size_t>(), precision_name(r.cfg.precision));
         fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
                    "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
@@ -1003,6 +1024,8 @@ int run_compare(const ProjectOptions& o) {
     const std::vector<std::string> names = profile_names(o);
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
+    if (!o.out.empty())
+        if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
     if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
     if (!o.report.empty()) {
@@ -1021,6 +1044,7 @@ int run_compare(const ProjectOptions& o) {
         for (const auto& name : names) {
             profiles.push_back(load_profile(o, name));
             calibrations.push_back(calibrate(profiles.back(), o.calibrate));
+            gpu_counts(o, profiles.back());  // a bad --gpus refused before any work
         }
         return run_compare_scenarios(o, profiles, calibrations);
     }
@@ -1033,9 +1057,11 @@ int run_compare(const ProjectOptions& o) {
     }
     if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, o.gpus);
+    append_records(o.out, rows);
     const std::vector<Verdict> central = verdicts(rows);
-    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
+    const std::vector<std::vector<std::string>> flips =
+        verdict_flips(cfg, profiles, calibrations, central, single_workload_rules(), CostTerms{o.years, o.usd_per_kwh}, o.gpus);
     if (o.json) {
         nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"profiles", nlohmann::json::array()},
                               {"verdicts", nlohmann::json::array()}};
@@ -1095,7 +1121,7 @@ int run_compare(const ProjectOptions& o) {
         if (ranged_keys(profiles[i]).empty()) continue;
         if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
         any_range = true;
-        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, profiles[i]);
+        const std::vector<int> gpus = gpu_counts(o, profiles[i]);
         const std::vector<Band> bands = samples_per_s_bands(cfg, profiles[i], calibrations[i], gpus, {1});
         std::string cells;
         for (size_t g = 0; g < gpus.size(); ++g)

@@ -28,7 +28,7 @@ struct ProjectOptions {
     std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
-    std::string out = "results/projected.jsonl";
+    std::string out = "results/projected.jsonl";  // compare: empty unless --out (then every projected record)
     bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
     std::vector<std::string> scenarios;  // compare without --config: scenario names in configs/scenarios (empty: all)
     std::string report;         // compare --report FILE.md: the whole answer as Markdown with plots
@@ -139,16 +139,17 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
 // The rules `verdicts` applies to one workload (compare --config).
 std::vector<ScenarioRule> single_workload_rules();
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
-// at one end in every profile that has it.
+// at one end in every profile that has it; at `gpus` per node (empty: 1, 2, 4, 8 up to each node).
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
-                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high);
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high,
+                                     const std::vector<int>& gpus = {});
 // Per scenario of `central`, every (ranged number, end) that gives another winner, said as
 // "WINNER with KEY at its high end (VALUE)".
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules = single_workload_rules(),
-                                                    const CostTerms& terms = {});
+                                                    const CostTerms& terms = {}, const std::vector<int>& gpus = {});
 
 // A scenario preset (configs/scenarios/NAME.yaml): the rule and its workloads (paths).
 struct Scenario {

@@ -201,6 +201,27 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     EXPECT_EQ(j["scenarios"][0]["cells"][0]["winner"], "a100-sxm4-40gb");
     EXPECT_EQ(j["scenarios"][0]["cells"][1]["budget"], "limited");
     EXPECT_GT(j["profiles"][0]["node_cost_usd"]["server"].get<double>(), 0);
+    // What-ifs: --gpus picks the counts projected; --out appends every projected record (2
+    // profiles x 2 counts of the one workload), each with its band.
+    const auto out = dir / "compare-out.jsonl";
+    std::filesystem::remove(out);
+    r = run("compare --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + " --gpus 1,2 --out " +
+            out.string() + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream records(out);
+    int count = 0;
+    for (std::string line; std::getline(records, line); ++count) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        EXPECT_TRUE(rec["projected"].get<bool>());
+        EXPECT_LE(rec["world_size"].get<int>(), 2);
+        EXPECT_EQ(rec["samples_per_s_band"].size(), 2u);
+    }
+    EXPECT_EQ(count, 4);
+    r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + " --gpus 16 --out " + (dir / "none.jsonl").string() +
+            profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--gpus 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "none.jsonl"));
     // Unknown scenarios and bad presets exit 2 naming them, before any work.
     r = run("compare --hardware a100-sxm4-40gb --scenario nope" + profiles());
     EXPECT_EQ(r.code, 2);
