@@ -1094,27 +1094,31 @@ int run_compare(const ProjectOptions& o) {
         return 0;
     }
     const auto& any = rows.front().at_max().record;
-    fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
-               "measured)\n",
+    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}\n(projected, not measured)\n",
                cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile", "1 GPU", "2 GPUs",
-               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GiB", "fits");
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "", "samples/s", "", "", "",
-               "at max", "ms at max", "at max", "at max", "per GPU", "");
+    // Two tables within 100 columns: samples/s by GPUs, then the figures at each profile's most GPUs.
+    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>7}\n", "samples/s", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs", "eff.");
     for (const auto& r : rows) {
         auto cell = [&](int g) {
             const Projection* p = r.at(g);
             return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
         };
-        const Projection& top = r.at_max();
-        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>5.1f}% {:>9.3f} {:>9.1f} {:>9.1f} {:>8.2f} {:>6}\n", r.hw.name,
-                   cell(1), cell(2), cell(4), cell(8), 100.0 * top.efficiency, top.step.exposed_comm_ms, r.per_10k(top),
-                   r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(), r.fits() ? "yes" : "NO");
+        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
+                   100.0 * r.at_max().efficiency);
     }
-    fmt::print("per $10k: samples/s per 10,000 USD of GPUs (the profiles' reference prices, GPUs only); per kW: per "
-               "kW of GPU TDP\n");
+    fmt::print("\n{:<24} {:>5} {:>10} {:>10} {:>10} {:>10} {:>6}\n", "at the most GPUs", "GPUs", "exp.comm ms",
+               "per $10k", "per kW", "mem GiB", "fits");
+    for (const auto& r : rows) {
+        const Projection& top = r.at_max();
+        fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
+                   top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
+                   r.fits() ? "yes" : "NO");
+    }
+    fmt::print("{}\n", wrapped("eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of GPUs (the "
+                                  "profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem GiB: per GPU",
+                                  2));
     // The band each profile's ranges give its figures at its full node.
     bool any_range = false;
     for (size_t i = 0; i < profiles.size(); ++i) {
@@ -1127,15 +1131,18 @@ int run_compare(const ProjectOptions& o) {
         for (size_t g = 0; g < gpus.size(); ++g)
             cells += fmt::format("{}{} GPU{}: {:.1f} [{:.1f}-{:.1f}]", g ? ", " : "", gpus[g], gpus[g] > 1 ? "s" : "",
                                  rows[i].by_gpus[g].samples_per_s, bands[g].lo, bands[g].hi);
-        fmt::print("  {:<24} {}\n    from {}\n", profiles[i].name, cells, range_list(profiles[i]));
+        fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
+        std::stringstream ranges(range_list(profiles[i]));
+        for (std::string range; std::getline(ranges, range, ',');)
+            fmt::print("      {}\n", range.substr(range.find_first_not_of(' ')));
     }
 
     fmt::print("\nverdicts for this workload:\n");
     for (size_t s = 0; s < central.size(); ++s) {
         const Verdict& v = central[s];
-        if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);
-        else fmt::print("  {:<22} {}: {}\n", v.scenario, v.winner->hw.name, v.reason);
-        for (const std::string& f : flips[s]) fmt::print("  {:<22}   flips inside the band: {}\n", "", f);
+        const std::string said = v.winner ? v.winner->hw.name + ": " + v.reason : "none of the profiles: " + v.reason;
+        fmt::print("{}\n", wrapped("  " + v.scenario + ": " + said, 4));
+        for (const std::string& f : flips[s]) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
     }
     return 0;
 }

@@ -104,6 +104,8 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
                              "bands (every ranged number of the profile at its ends)",
                              "node.link_efficiency 0.26 [0.187-0.7]", "node.staged_overlap 0.5 [0-1]"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    std::stringstream lines(r.out);  // readable at 100 columns
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
 }
 
 TEST(CompareCli, AllProfilesWhatIfsAndUnknownNames) {
