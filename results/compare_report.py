@@ -176,6 +176,10 @@ def main(argv):
         md += ["", f"## {sc['scenario']}", "",
                f"Judged at {sc['gpus']} GPU{'s' if sc['gpus'] > 1 else ''} (or the node's largest below)"
                + (f"; requires {', '.join(sc['requires'])}" if sc["requires"] else "") + f"; preset `{sc['preset']}`.", ""]
+        if sc["requires"]:  # soak figures, where measured: printed, not scored
+            for p in data["profiles"]:
+                md.append(f"- {p['name']}: {p.get('soak', 'no soak (stress) record of its GPU')}")
+            md.append("")
         for c in sc["cells"]:
             md.append(f"- **{c['workload']}, {c['budget']}**: {c['winner'] or 'none qualifies'}: {c['reason']}")
             for f in c["flips"]:

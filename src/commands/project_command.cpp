@@ -674,6 +674,28 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
     return out;
 }
 
+std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir) {
+    const auto [r, file] = latest_record(results_dir, [&](const nlohmann::json& x) {
+        return x.value("subcommand", "") == "stress" && x.value("complete", false) && gpu_name_of(x) == hw.device_name;
+    });
+    if (r.is_null()) return "";
+    double drift = 0;  // the largest |drift| of any workload over its intervals
+    for (const auto& w : r["workloads"])
+        drift = std::max({drift, std::abs(w["drift_pct"]["min"].get<double>()), std::abs(w["drift_pct"]["max"].get<double>())});
+    std::string line = fmt::format("soak {:.0f} s on {} GPU{}: {} replica checks {}, throughput drift within {:.2f}%",
+                                   r["elapsed_s"].get<double>(), r["world_size"].get<int>(), r["world_size"].get<int>() > 1 ? "s" : "",
+                                   r["sdc_checks"].get<int>(), r["checks_passed"].get<bool>() ? "passed" : "FAILED", drift);
+    if (r["telemetry_by_rank"].is_array() && !r["telemetry_by_rank"].empty() && r["telemetry_by_rank"][0].is_object()) {
+        const nlohmann::json& t = r["telemetry_by_rank"][0];
+        line += fmt::format(", ECC corrected/uncorrected {}/{}, up to {:.0f} C and {:.0f} W, throttling: {}",
+                            t["ecc_corrected_delta"].get<long>(), t["ecc_uncorrected_delta"].get<long>(),
+                            t["temperature_c"]["max"].get<double>(), t["power_w"]["max"].get<double>(),
+                            t["throttle_reasons_seen"].empty() ? std::string("none")
+                                                               : fmt::format("{}", fmt::join(t["throttle_reasons_seen"], ", ")));
+    }
+    return line + " (" + file + ")";
+}
+
 std::vector<std::string> shipped_scenario_names() {
     std::vector<std::string> names;
     const std::string dir = shipped_config_dir("scenarios");
@@ -854,6 +876,7 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                 figures.push_back(j);
             }
             const HardwareProfile& hw = profiles[i];
+            if (const std::string soak = soak_summary(profiles[i], results_dir); !soak.empty()) out["profiles"][i]["soak"] = soak;
             out["profiles"][i]["card"] = {{"figures", figures},
                                           {"memory_gib", hw.memory_gb.value},
                                           {"memory_bandwidth_gbps", hw.peak.mem_bw_gbps},
@@ -1007,6 +1030,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                               sc.rule.needs.empty() ? "" : ", requires " + fmt::format("{}", fmt::join(sc.rule.needs, ", ")),
                                               sc.source),
                                   2));
+        if (!sc.rule.needs.empty())  // what a service would also ask: the soak figures, where measured
+            for (const HardwareProfile& hw : profiles) {
+                const std::string soak = soak_summary(hw, results_dir);
+                fmt::print("{}\n", wrapped("  " + hw.name + ": " + (soak.empty() ? "no soak (stress) record of its GPU" : soak), 4));
+            }
         for (const std::string& w : sc.workloads)
             for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
                 const auto [v, flips] = cell(sc, w, score);

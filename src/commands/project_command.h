@@ -174,6 +174,11 @@ struct CardFigure {
 std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
                                    const std::string& results_dir);
 
+// The latest completed `stress` (soak) summary of the profile's GPU under `results_dir`, said in
+// one line (duration, replica checks, throughput drift, ECC, temperature, power, throttling) with
+// its file; empty when there is none.
+std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir);
+
 int run_project(const ProjectOptions& opts);
 int run_compare(const ProjectOptions& opts);
 

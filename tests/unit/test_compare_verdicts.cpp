@@ -268,5 +268,24 @@ TEST(CompareCards, ProjectedPerProfileAndMeasuredWhereTheGpusRecordsAre) {
     EXPECT_LT(c[2].measured, 0);  // no fp32 4096^3 record
 }
 
+TEST(CompareCards, TheSoakOfTheProfilesGpuIsSaidWithItsFile) {
+    const auto dir = std::filesystem::temp_directory_path() / "sb-soak-test";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const HardwareProfile h200 = profile("h200-sxm");
+    EXPECT_EQ(soak_summary(h200, dir.string()), "");
+    std::ofstream(dir / "stress.jsonl")
+        << R"({"subcommand":"stress","complete":false,"environment":{"gpu":{"name":"NVIDIA H200"}}})" << "\n"
+        << R"({"subcommand":"stress","complete":true,"elapsed_s":150.0,"world_size":1,"sdc_checks":275,"checks_passed":true,)"
+        << R"("workloads":[{"drift_pct":{"min":0.0,"max":0.47}},{"drift_pct":{"min":-0.6,"max":0.0}}],)"
+        << R"("telemetry_by_rank":[{"ecc_corrected_delta":0,"ecc_uncorrected_delta":0,"temperature_c":{"max":56.0},)"
+        << R"("power_w":{"max":696.6},"throttle_reasons_seen":["sw_power_cap"]}],)"
+        << R"("environment":{"gpu":{"name":"NVIDIA H200"}},"timestamp":"2026-12-02T00:00:00Z"})" << "\n";
+    EXPECT_EQ(soak_summary(h200, dir.string()),
+              "soak 150 s on 1 GPU: 275 replica checks passed, throughput drift within 0.60%, ECC corrected/uncorrected "
+              "0/0, up to 56 C and 697 W, throttling: sw_power_cap (" + (dir / "stress.jsonl").string() + ")");
+    EXPECT_EQ(soak_summary(profile("a100-sxm4-40gb"), dir.string()), "");  // another GPU's soak is not its
+}
+
 }  // namespace
 }  // namespace sb
