@@ -5,10 +5,14 @@
 #include <cmath>
 #include <map>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "collectives/bucketer.h"
 #include "src/core/errors.h"
@@ -24,7 +28,9 @@ namespace {
 
 void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    sub.add_option("--config,-c", o.config, "workload YAML (default: the built-in MLP workload)");
+    sub.add_option("--config,-c", o.config,
+                   "workload YAML (project: default the built-in MLP workload; compare: default every scenario preset's "
+                   "workloads)");
     sub.add_option("--calibrate", o.calibrate,
                    "gemm, comm, one-GPU train and op_profile (train --profile-ops) JSONL records of the profile's GPU to "
                    "calibrate from (repeatable, comma lists)")
@@ -141,6 +147,21 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--hardware", o.hardware,
                    "hardware profiles, comma separated (names or paths), or 'all'; shipped: " + profile_list())
         ->required();
+    std::string scenarios;
+    for (const std::string& name : shipped_scenario_names()) scenarios += (scenarios.empty() ? "" : ", ") + name;
+    sub.add_option("--scenario", o.scenarios,
+                   "without --config: the scenario presets to judge (names in configs/scenarios or paths; default all: " +
+                       scenarios + ")")
+        ->delimiter(',');
+    o.out.clear();
+    sub.add_option("--out,-o", o.out, "JSONL file every projected record is appended to (default: none)");
+    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)")
+        ->delimiter(',');
+    sub.add_option("--report", o.report,
+                   "without --config: write the whole answer as Markdown with plots (FILE.md; FILE.json and "
+                   "FILE-plots/ beside it; needs /usr/bin/python3 with matplotlib)");
+    sub.add_option("--years", o.years, "the period the node's power is paid for (default 3)");
+    sub.add_option("--usd-per-kwh", o.usd_per_kwh, "the price of power (default 0.15)");
 }
 
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
@@ -397,67 +418,113 @@ size_t index_of(const CompareRow& r, int gpus) {
 
 }  // namespace
 
+std::vector<ScenarioRule> single_workload_rules() {
+    return {{"small experiments", 1, Score::per_10k_gpus, {}},
+            {"NLP fine-tuning", 4, Score::per_10k_gpus, {}},
+            {"large CV training", 1 << 20, Score::per_10k_gpus, {}},
+            {"multi-GPU training", 1 << 20, Score::samples_per_s, {}}};
+}
+
+ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const CostTerms& terms) {
+    const double share = static_cast<double>(gpus) / hw.gpus_per_node.value;
+    const double watts = gpus * hw.tdp_w.value + share * hw.host_power_w.value;
+    return {gpus * hw.price_usd.value, share * hw.server_usd.value,
+            watts / 1e3 * terms.years * 365.25 * 24 * terms.usd_per_kwh};
+}
+
+std::string unmet_requirements(const HardwareProfile& hw, const std::vector<std::string>& needs) {
+    std::string out;
+    auto add = [&](const std::string& why) { out += (out.empty() ? "" : ", ") + why; };
+    for (const std::string& need : needs) {
+        if (need == "vendor_driver" && hw.patched_driver) add("needs a patched driver");
+        else if (need != "vendor_driver" && !hw.has_production()) add("records no production facts");
+        else if (need == "ecc" && hw.ecc.value != "yes") add("ECC " + hw.ecc.value + " (not on by default)");
+        else if (need == "datacenter_use" && hw.datacenter_use.value != "yes") add("no datacenter support or licence");
+    }
+    return out;
+}
+
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
+    std::vector<Verdict> out;
+    for (const ScenarioRule& rule : single_workload_rules()) out.push_back(decide(rows, rule));
+    return out;
+}
+
+Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms) {
     // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
     // the workload fits) is no multi-GPU answer; that one GPU is.
     double fastest_single = 0;
     for (const CompareRow& r : rows)
         if (r.fits()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
-    struct Rule {
-        const char* scenario;
-        int gpus;  // the configuration judged: this many GPUs or the node's largest below
-        bool per_dollar;
-    };
-    const Rule rules[] = {{"small experiments", 1, true},
-                          {"NLP fine-tuning", 4, true},
-                          {"large CV training", 1 << 20, true},
-                          {"multi-GPU training", 1 << 20, false}};
-    std::vector<Verdict> out;
-    for (const Rule& rule : rules) {
-        std::vector<Judged> eligible;
-        for (const CompareRow& r : rows) {
-            const size_t i = index_of(r, rule.gpus);
-            const Projection& p = r.by_gpus[i];
-            if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
-            eligible.push_back(judge(r, i, rule.per_dollar));
+    auto scale = [&](const CompareRow& r, const Projection& p) {
+        const int g = p.step.world_size;
+        switch (rule.score) {
+            case Score::samples_per_s: return 1.0;
+            case Score::per_10k_gpus: return 1e4 / (g * r.hw.price_usd.value);
+            case Score::per_10k_whole_cost: return 1e4 / configuration_cost(r.hw, g, terms).total();
         }
-        if (eligible.empty()) {
-            out.push_back({rule.scenario, nullptr,
-                           rows.empty() || std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
-                               ? "the workload fits none"
-                               : "every multi-GPU configuration is slower than one GPU of a compared profile"});
+        return 1.0;
+    };
+    std::vector<Judged> eligible;
+    std::string excluded;
+    for (const CompareRow& r : rows) {
+        const std::string unmet = unmet_requirements(r.hw, rule.needs);
+        if (!unmet.empty()) {
+            excluded += fmt::format("{}{}: {}", excluded.empty() ? "" : "; ", r.hw.name, unmet);
             continue;
         }
-        const Judged best = *std::max_element(eligible.begin(), eligible.end(),
-                                              [](const Judged& a, const Judged& b) { return a.score < b.score; });
-        // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
-        // inside the other's band; it goes to the cheaper configuration, then to the one without a
-        // patched driver.
-        std::vector<Judged> tied;
-        for (const Judged& j : eligible) {
-            const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
-            if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
-        }
-        const Judged pick = *std::min_element(tied.begin(), tied.end(), [](const Judged& a, const Judged& b) {
-            if (a.cost() != b.cost()) return a.cost() < b.cost();
-            if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
-            return a.score > b.score;
-        });
-        const Projection& p = pick.row->by_gpus[pick.index];
-        std::string reason = fmt::format(
-            "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} of {:.0f} GiB per GPU, {:.1f} samples/s per kW)",
-            rule.per_dollar ? "samples/s per $10k" : "samples/s", rule.per_dollar ? "best" : "highest", p.step.world_size,
-            p.step.world_size > 1 ? "s" : "", pick.score, pick.lo, pick.hi, 100.0 * p.efficiency,
-            p.record["memory_per_gpu_gb"].get<double>(), pick.row->hw.memory_gb.value, pick.row->per_kw(p));
-        if (pick.row != best.row)
-            reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
-                                  "driver",
-                                  best.row->hw.name, best.score, best.lo, best.hi);
-        if (p.step.world_size > 1)
-            reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
-        out.push_back({rule.scenario, pick.row, reason});
+        const size_t i = index_of(r, rule.gpus);
+        const Projection& p = r.by_gpus[i];
+        if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
+        Judged j = judge(r, i, false);
+        const double k = scale(r, p);
+        j.score *= k, j.lo *= k, j.hi *= k;
+        eligible.push_back(j);
     }
-    return out;
+    if (eligible.empty()) {
+        std::string why = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
+                              ? "the workload fits none"
+                              : "every multi-GPU configuration is slower than one GPU of a compared profile";
+        if (!excluded.empty()) why = "none qualifies (" + excluded + ")";
+        return {rule.scenario, nullptr, why};
+    }
+    const Judged best = *std::max_element(eligible.begin(), eligible.end(),
+                                          [](const Judged& a, const Judged& b) { return a.score < b.score; });
+    // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
+    // inside the other's band; it goes to the cheaper configuration, then to the one without a
+    // patched driver.
+    std::vector<Judged> tied;
+    for (const Judged& j : eligible) {
+        const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
+        if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
+    }
+    auto cost = [&](const Judged& j) {
+        const int g = j.row->by_gpus[j.index].step.world_size;
+        return rule.score == Score::per_10k_whole_cost ? configuration_cost(j.row->hw, g, terms).total() : j.cost();
+    };
+    const Judged pick = *std::min_element(tied.begin(), tied.end(), [&](const Judged& a, const Judged& b) {
+        if (cost(a) != cost(b)) return cost(a) < cost(b);
+        if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
+        return a.score > b.score;
+    });
+    const Projection& p = pick.row->by_gpus[pick.index];
+    const char* what = rule.score == Score::samples_per_s     ? "samples/s"
+                       : rule.score == Score::per_10k_gpus ? "samples/s per $10k"
+                                                           : "samples/s per $10k of the whole cost";
+    std::string reason = fmt::format(
+        "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
+        "per GPU, {:.1f} samples/s per kW)",
+        what, rule.score == Score::samples_per_s ? "highest" : "best", p.step.world_size, p.step.world_size > 1 ? "s" : "",
+        pick.score, pick.lo, pick.hi, 100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
+        pick.row->hw.memory_gb.value, pick.row->per_kw(p));
+    if (pick.row != best.row)
+        reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
+                              "driver",
+                              best.row->hw.name, best.score, best.lo, best.hi);
+    if (p.step.world_size > 1)
+        reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+    if (!excluded.empty()) reason += "; excluded: " + excluded;
+    return {rule.scenario, pick.row, reason};
 }
 
 namespace {
@@ -475,13 +542,16 @@ double range_end_value(const std::vector<HardwareProfile>& profiles, const std::
 }  // namespace
 
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
-                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high) {
+                                     const std::vector<Calibration>& calibrations, const std::string& key, bool high,
+                                     const std::vector<int>& gpus_per_node) {
     std::vector<CompareRow> rows;
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
         const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
         CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
-        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, row.hw);
+        ProjectOptions asked;
+        asked.gpus = gpus_per_node;
+        const std::vector<int> gpus = gpu_counts(asked, row.hw);
         row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, {1});
         if (key.empty()) row.bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, {1});
         rows.push_back(std::move(row));
@@ -491,7 +561,9 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
 
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
-                                                    const std::vector<Verdict>& central) {
+                                                    const std::vector<Verdict>& central,
+                                                    const std::vector<ScenarioRule>& rules, const CostTerms& terms,
+                                                    const std::vector<int>& gpus) {
     std::vector<std::string> keys;
     for (const HardwareProfile& p : profiles)
         for (const std::string& key : ranged_keys(p))
@@ -504,8 +576,9 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                 for (const auto& [k, number] : sourced_numbers(p))
                     if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
             if (!moves) continue;
-            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high);
-            const std::vector<Verdict> at_end = verdicts(moved);
+            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, gpus);
+            std::vector<Verdict> at_end;
+            for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
             for (size_t s = 0; s < central.size(); ++s)
                 if (winner_name(at_end[s]) != winner_name(central[s]))
                     flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
@@ -514,7 +587,163 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
     return flips;
 }
 
-int run_compare(const ProjectOptions& o) {
+namespace {
+
+// compare --out: every projected record of the rows (with its band and the profile's ranges).
+void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
+    if (out.empty()) return;
+    for (const CompareRow& r : rows)
+        for (size_t i = 0; i < r.by_gpus.size(); ++i) {
+            nlohmann::json record = r.by_gpus[i].record;
+            record["samples_per_s_band"] = {r.bands[i].lo, r.bands[i].hi};
+            record["ranges"] = ranged_keys(r.hw);
+            append_record(out, record);
+        }
+}
+
+// The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
+std::pair<nlohmann::json, std::string> latest_record(const std::string& dir,
+                                                      const std::function<bool(const nlohmann::json&)>& matches) {
+    std::pair<nlohmann::json, std::string> found;
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return found;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+        if (e.path().extension() != ".jsonl") continue;
+        std::ifstream in(e.path());
+        for (std::string line; std::getline(in, line);) {
+            const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+            if (r.is_discarded() || !r.is_object() || r.value("projected", false) || !matches(r)) continue;
+            if (found.first.is_null() || r.value("timestamp", "") > found.first.value("timestamp", ""))
+                found = {r, e.path().string()};
+        }
+    }
+    return found;
+}
+
+std::string gpu_name_of(const nlohmann::json& r) {
+    if (r.contains("gpu") && r["gpu"].is_object()) return r["gpu"].value("name", "");
+    if (r.contains("environment") && r["environment"].contains("gpu")) return r["environment"]["gpu"].value("name", "");
+    return "";
+}
+
+}  // namespace
+
+std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
+                                   const std::string& results_dir) {
+    const CostModel model(hw, cal);
+    std::vector<CardFigure> out;
+    for (const auto& [precision, size] : {std::pair{Precision::fp16, 8192}, std::pair{Precision::fp32, 4096}}) {
+        TracedOp op;  // as TraceOps records the row-major C = A @ B the gemm subcommand times
+        op.kind = "gemm";
+        op.dtype = compute_dtype(precision);
+        op.tensor_core = true;
+        op.m = op.n = op.k = size;
+        op.flops = 2.0 * size * size * size;
+        op.bytes = 3.0 * size * size * dtype_size(op.dtype);
+        const double ms = model.op_ms(op, precision);
+        const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
+            return r.value("subcommand", "") == "gemm" && r.value("dtype", "") == precision_name(precision) &&
+                   r.value("m", 0) == size && r.value("n", 0) == size && r.value("k", 0) == size &&
+                   gpu_name_of(r) == hw.device_name;
+        });
+        const std::string name = fmt::format("GEMM {} {}^3", precision_name(precision), size);
+        out.push_back({name, "ms", ms, record.is_null() ? -1.0 : record["time_ms"]["median"].get<double>(), file});
+        out.push_back({name, "TFLOP/s", op.flops / (ms / 1e3) / 1e12,
+                       record.is_null() ? -1.0 : record["tflops"].get<double>(), file});
+    }
+    for (const auto& [preset, label] : {std::pair{"resnet50.yaml", "ResNet-50"}, std::pair{"bert-base.yaml", "BERT-base"}}) {
+        const TrainConfig cfg = load_config_file(configs_dir + "/" + preset);
+        const Projection p = project_workload(cfg, model, {1}, {1}).front();
+        const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
+            if (r.value("subcommand", "") != "train" || r.value("world_size", 0) != 1 || gpu_name_of(r) != hw.device_name ||
+                r.value("local_batch", 0) != cfg.batch_size || r.value("precision", "") != precision_name(cfg.precision) ||
+                !r.contains("config"))
+                return false;
+            const nlohmann::json& c = r["config"];
+            if (c.value("model", "") != cfg.model) return false;
+            const nlohmann::json want = to_json(cfg);
+            return cfg.model == "resnet" ? c["resnet"] == want["resnet"]
+                                         : c["transformer"]["arch"] == want["transformer"]["arch"] &&
+                                               c["transformer"]["layers"] == want["transformer"]["layers"] &&
+                                               c["transformer"]["hidden"] == want["transformer"]["hidden"] &&
+                                               c["transformer"]["seq_len"] == want["transformer"]["seq_len"];
+        });
+        out.push_back({fmt::format("{} batch {}", label, cfg.batch_size), "samples/s", p.samples_per_s,
+                       record.is_null() ? -1.0 : record["samples_per_s"].get<double>(), file});
+    }
+    return out;
+}
+
+std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir) {
+    const auto [r, file] = latest_record(results_dir, [&](const nlohmann::json& x) {
+        return x.value("subcommand", "") == "stress" && x.value("complete", false) && gpu_name_of(x) == hw.device_name;
+    });
+    if (r.is_null()) return "";
+    double drift = 0;  // the largest |drift| of any workload over its intervals
+    for (const auto& w : r["workloads"])
+        drift = std::max({drift, std::abs(w["drift_pct"]["min"].get<double>()), std::abs(w["drift_pct"]["max"].get<double>())});
+    std::string line = fmt::format("soak {:.0f} s on {} GPU{}: {} replica checks {}, throughput drift within {:.2f}%",
+                                   r["elapsed_s"].get<double>(), r["world_size"].get<int>(), r["world_size"].get<int>() > 1 ? "s" : "",
+                                   r["sdc_checks"].get<int>(), r["checks_passed"].get<bool>() ? "passed" : "FAILED", drift);
+    if (r["telemetry_by_rank"].is_array() && !r["telemetry_by_rank"].empty() && r["telemetry_by_rank"][0].is_object()) {
+        const nlohmann::json& t = r["telemetry_by_rank"][0];
+        line += fmt::format(", ECC corrected/uncorrected {}/{}, up to {:.0f} C and {:.0f} W, throttling: {}",
+                            t["ecc_corrected_delta"].get<long>(), t["ecc_uncorrected_delta"].get<long>(),
+                            t["temperature_c"]["max"].get<double>(), t["power_w"]["max"].get<double>(),
+                            t["throttle_reasons_seen"].empty() ? std::string("none")
+                                                               : fmt::format("{}", fmt::join(t["throttle_reasons_seen"], ", ")));
+    }
+    return line + " (" + file + ")";
+}
+
+std::vector<std::string> shipped_scenario_names() {
+    std::vector<std::string> names;
+    const std::string dir = shipped_config_dir("scenarios");
+    if (dir.empty()) return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+Scenario load_scenario(const std::string& path, const std::string& configs_dir) {
+    const YAML::Node root = load_yaml_document(read_text_file(path, "scenario"), path, "scenario");
+    YamlFields f(path);
+    if (!root.IsMap()) f.fail_at(root.Mark(), "the scenario must be a map of keys");
+    Scenario sc;
+    sc.source = path;
+    sc.name = std::filesystem::path(path).stem().string();
+    std::set<std::string> seen;
+    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires"},
+                   [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                       seen.insert(key);
+                       if (key == "scenario") {
+                           sc.rule.scenario = f.non_empty_text(v, k, key);
+                       } else if (key == "gpus") {
+                           sc.rule.gpus = static_cast<int>(f.integer(v, k, key, 1, 64));
+                       } else if (key == "workloads") {
+                           if (!v.IsSequence() || v.size() == 0)
+                               f.fail(v, k, key, "a list of workload configs (paths under configs/)");
+                           for (const YAML::Node& item : v) {
+                               const std::string w = configs_dir + "/" + f.non_empty_text(item, k, key);
+                               if (!std::filesystem::is_regular_file(w))
+                                   f.fail_at(item.Mark(), fmt::format("key 'workloads': no workload config {}", w));
+                               sc.workloads.push_back(w);
+                           }
+                       } else {
+                           if (!v.IsSequence()) f.fail(v, k, key, "a list of: ecc, datacenter_use, vendor_driver");
+                           for (const YAML::Node& item : v)
+                               sc.rule.needs.push_back(f.choice(item, k, key, {"ecc", "datacenter_use", "vendor_driver"}));
+                       }
+                   });
+    for (const char* key : {"scenario", "gpus", "workloads"})
+        if (!seen.count(key)) f.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
+    return sc;
+}
+
+namespace {
+
+std::vector<std::string> profile_names(const ProjectOptions& o) {
     std::vector<std::string> names;
     std::stringstream list(o.hardware);
     for (std::string item; std::getline(list, item, ',');)
@@ -529,6 +758,324 @@ int run_compare(const ProjectOptions& o) {
         if (names.empty()) throw UserError("--hardware all: no profiles found (give --profile-dir)");
     }
     if (names.empty()) throw UserError("--hardware: name at least one profile");
+    return names;
+}
+
+// "bert-large-s384 b32": the workload's file name and its per-GPU batch (unless the name says it).
+std::string workload_label(const std::string& path, const TrainConfig& cfg) {
+    const std::string stem = std::filesystem::path(path).stem().string();
+    const std::string batch = fmt::format("b{}", cfg.batch_size);
+    return stem.find(batch) != std::string::npos ? stem : stem + " " + batch;
+}
+
+// Text wrapped at `width` columns: its own leading spaces kept, continuation lines indented by `indent`.
+std::string wrapped(const std::string& text, size_t indent, size_t width = 100) {
+    const size_t lead = std::min(text.find_first_not_of(' '), text.size());
+    std::string out, line = text.substr(0, lead);
+    bool first = true;
+    std::stringstream words(text.substr(lead));
+    for (std::string w; words >> w; first = false) {
+        if (!first && line.size() + 1 + w.size() > width) {
+            out += line + "\n";
+            line = std::string(indent, ' ') + w;
+        } else {
+            line += (first ? "" : " ") + w;
+        }
+    }
+    return out + line;
+}
+
+const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
+
+// compare without --config: every scenario preset's workloads, each judged in the two budget columns.
+int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwareProfile>& profiles,
+                          const std::vector<Calibration>& calibrations) {
+    const std::string configs = [] {
+        const std::string hw = shipped_config_dir("hardware");
+        return hw.empty() ? std::string("configs") : std::filesystem::path(hw).parent_path().string();
+    }();
+    const std::vector<std::string> names = o.scenarios.empty() ? shipped_scenario_names() : o.scenarios;
+    if (names.empty()) throw UserError("compare: no scenario presets found in configs/scenarios (give --config)");
+    const std::vector<std::string> known = shipped_scenario_names();
+    std::vector<Scenario> scenarios;
+    for (const std::string& name : names) {
+        const bool is_path = name.find('/') != std::string::npos || name.find(".yaml") != std::string::npos;
+        if (!is_path && std::find(known.begin(), known.end(), name) == known.end()) {
+            std::string list;
+            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", name, list));
+        }
+        scenarios.push_back(load_scenario(is_path ? name : configs + "/scenarios/" + name + ".yaml", configs));
+    }
+    const CostTerms terms{o.years, o.usd_per_kwh};
+    // Every workload once: its rows, and its verdicts and flips under every rule that judges it.
+    struct WorkloadResult {
+        std::string path, label;
+        TrainConfig cfg;
+        std::vector<CompareRow> rows;
+        std::vector<ScenarioRule> rules;
+        std::vector<Verdict> verdicts;
+        std::vector<std::vector<std::string>> flips;
+    };
+    std::vector<WorkloadResult> results;
+    auto result_of = [&](const std::string& path) -> WorkloadResult& {
+        for (auto& r : results)
+            if (r.path == path) return r;
+        ProjectOptions one = o;
+        one.config = path;
+        WorkloadResult r;
+        r.path = path;
+        r.cfg = load_workload(one);
+        r.label = workload_label(path, r.cfg);
+        results.push_back(std::move(r));
+        return results.back();
+    };
+    for (const Scenario& sc : scenarios)
+        for (const std::string& w : sc.workloads)
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                ScenarioRule rule = sc.rule;
+                rule.score = score;
+                result_of(w).rules.push_back(rule);
+            }
+    for (WorkloadResult& r : results) {
+        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false, o.gpus);
+        for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
+        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms, o.gpus);
+    }
+    for (const WorkloadResult& r : results) append_records(o.out, r.rows);
+    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
+    std::vector<std::vector<CardFigure>> cards;
+    for (size_t i = 0; i < profiles.size(); ++i) cards.push_back(card_tests(profiles[i], calibrations[i], configs, results_dir));
+    auto cell = [&](const Scenario& sc, const std::string& w, Score score) {
+        const WorkloadResult& r = result_of(w);
+        for (size_t i = 0; i < r.rules.size(); ++i)
+            if (r.rules[i].scenario == sc.rule.scenario && r.rules[i].score == score)
+                return std::make_pair(&r.verdicts[i], &r.flips[i]);
+        throw std::logic_error("compare: a scenario's rule was not decided");
+    };
+
+    if (o.json || !o.report.empty()) {
+        nlohmann::json out = {{"projected", true},
+                              {"cost_terms", {{"years", terms.years}, {"usd_per_kwh", terms.usd_per_kwh}}},
+                              {"profiles", nlohmann::json::array()},
+                              {"workloads", nlohmann::json::array()},
+                              {"scenarios", nlohmann::json::array()}};
+        for (const HardwareProfile& hw : profiles) {
+            const int g = static_cast<int>(hw.gpus_per_node.value);
+            const ConfigurationCost c = configuration_cost(hw, g, terms);
+            out["profiles"].push_back({{"name", hw.name},
+                                       {"node_cost_usd", {{"gpus", c.gpus_usd}, {"server", c.server_usd}, {"power", c.power_usd},
+                                                          {"total", c.total()}, {"gpus_per_node", g}}},
+                                       {"hardware", to_json(hw)}});
+        }
+        for (size_t i = 0; i < profiles.size(); ++i) {
+            nlohmann::json figures = nlohmann::json::array();
+            for (const CardFigure& f : cards[i]) {
+                nlohmann::json j = {{"test", f.test}, {"unit", f.unit}, {"projected", f.projected}};
+                if (f.measured >= 0) j.update({{"measured", f.measured}, {"measured_from", f.measured_from}});
+                figures.push_back(j);
+            }
+            const HardwareProfile& hw = profiles[i];
+            if (const std::string soak = soak_summary(profiles[i], results_dir); !soak.empty()) out["profiles"][i]["soak"] = soak;
+            out["profiles"][i]["card"] = {{"figures", figures},
+                                          {"memory_gib", hw.memory_gb.value},
+                                          {"memory_bandwidth_gbps", hw.peak.mem_bw_gbps},
+                                          {"copy_gbps", hw.copy_gbps.value},
+                                          {"tdp_w", hw.tdp_w.value},
+                                          {"price_usd", hw.price_usd.value}};
+        }
+        for (const WorkloadResult& r : results) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (const CompareRow& row : r.rows) {
+                nlohmann::json by_gpus = nlohmann::json::array();
+                for (size_t i = 0; i < row.by_gpus.size(); ++i) {
+                    const Projection& p = row.by_gpus[i];
+                    by_gpus.push_back({{"gpus", p.step.world_size},
+                                       {"samples_per_s", p.samples_per_s},
+                                       {"samples_per_s_band", {row.bands[i].lo, row.bands[i].hi}},
+                                       {"scaling_efficiency", p.efficiency},
+                                       {"exposed_comm_ms", p.step.exposed_comm_ms},
+                                       {"samples_per_s_per_10k_usd", row.per_10k(p)},
+                                       {"samples_per_s_per_10k_usd_whole_cost",
+                                        p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, terms).total()},
+                                       {"samples_per_s_per_kw", row.per_kw(p)}});
+                }
+                rows.push_back({{"name", row.hw.name},
+                                {"memory_per_gpu_gib", row.at_max().record["memory_per_gpu_gb"]},
+                                {"memory_breakdown_gib", row.at_max().record["memory_breakdown_gb"]},
+                                {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
+                                {"fits_memory", row.fits()},
+                                {"ranges", ranged_keys(row.hw)},
+                                {"by_gpus", by_gpus}});
+            }
+            out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
+        }
+        for (const Scenario& sc : scenarios) {
+            nlohmann::json cells = nlohmann::json::array();
+            for (const std::string& w : sc.workloads)
+                for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                    const auto [v, flips] = cell(sc, w, score);
+                    cells.push_back({{"workload", result_of(w).label},
+                                     {"budget", budget_name(score)},
+                                     {"winner", v->winner ? nlohmann::json(v->winner->hw.name) : nlohmann::json()},
+                                     {"reason", v->reason},
+                                     {"flips", *flips}});
+                }
+            out["scenarios"].push_back({{"scenario", sc.rule.scenario}, {"preset", sc.source}, {"gpus", sc.rule.gpus},
+                                        {"requires", sc.rule.needs}, {"cells", cells}});
+        }
+        if (o.json) {
+            fmt::print("{}\n", out.dump(2));
+            return 0;
+        }
+        // --report: the JSON beside the Markdown, rendered with its plots by results/compare_report.py.
+        const std::string json_path = (std::filesystem::path(o.report).replace_extension(".json")).string();
+        std::ofstream(json_path) << out.dump(2) << "\n";
+        const std::string script = (std::filesystem::path(configs).parent_path() / "results" / "compare_report.py").string();
+        const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, json_path, o.report);
+        if (std::system(command.c_str()) != 0)
+            throw UserError(fmt::format("--report {}: rendering failed; the data is in {}; run: {}", o.report, json_path, command));
+    }
+
+    std::string list;
+    for (const HardwareProfile& hw : profiles) list += (list.empty() ? "" : ", ") + hw.name;
+    fmt::print("{}\n", wrapped("scalebench compare: the buyer's table for " + list +
+                                    " (projected, not measured). ample: the most samples/s per node; limited: the "
+                                    "most samples/s per $10k of the whole cost (GPUs, their share of the server, power "
+                                    "over the period). * : a range of a profile flips the cell (below).",
+                                0));
+    fmt::print("\n{:<19} {:<19} {:<29} {}\n", "scenario", "workload", "ample budget", "limited budget");
+    for (const Scenario& sc : scenarios) {
+        bool first = true;
+        for (const std::string& w : sc.workloads) {
+            std::string cols[2];
+            int c = 0;
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                const auto [v, flips] = cell(sc, w, score);
+                cols[c++] = (v->winner ? v->winner->hw.name : std::string("none qualifies")) + (flips->empty() ? "" : " *");
+            }
+            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", result_of(w).label, cols[0], cols[1]);
+            first = false;
+        }
+    }
+
+    fmt::print("\nnode cost per profile, full node (power: GPUs' TDP and host, {:g} years at {:g} USD/kWh):\n",
+               terms.years, terms.usd_per_kwh);
+    fmt::print("{:<24} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "profile", "GPUs USD", "server USD", "power USD", "total USD",
+               "node kW");
+    for (const HardwareProfile& hw : profiles) {
+        const int g = static_cast<int>(hw.gpus_per_node.value);
+        const ConfigurationCost c = configuration_cost(hw, g, terms);
+        fmt::print("{:<24} {:>11.0f} {:>11} {:>11.0f} {:>11.0f} {:>8.2f}\n", hw.name, c.gpus_usd,
+                   hw.server_usd.source.empty() ? std::string("not given") : fmt::format("{:.0f}", c.server_usd),
+                   c.power_usd, c.total(), (g * hw.tdp_w.value + hw.host_power_w.value) / 1e3);
+    }
+
+    fmt::print("\ncard tests, one GPU: projected, and measured (m) where results/ has the GPU's records\n");
+    fmt::print("{:<22} {:>14} {:>13} {:>9} {:>9} {:>5} {:>6} {:>5} {:>6}\n", "profile", "fp16 8192^3", "fp32 4096^3",
+               "RN50 b256", "BERT-b 32", "GiB", "GB/s", "TDP W", "USD");
+    fmt::print("{:<22} {:>14} {:>13} {:>9} {}\n", "", "ms TFLOP/s", "ms TFLOP/s", "samples/s", "samples/s");
+    std::vector<std::string> measured_files;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        const std::vector<CardFigure>& c = cards[i];
+        const HardwareProfile& hw = profiles[i];
+        auto cells = [&](bool measured) {
+            std::string out;
+            const int widths[] = {6, 7, 5, 7, 9, 9};
+            for (size_t k = 0; k < c.size(); ++k) {
+                const double v = measured ? c[k].measured : c[k].projected;
+                out += fmt::format(" {:>{}}", v < 0 ? std::string("-") : fmt::format("{:.{}f}", v, c[k].unit == "ms" ? 2 : 1),
+                                   widths[k]);
+            }
+            return out;
+        };
+        fmt::print("{:<22}{} {:>5.0f} {:>6.0f} {:>5.0f} {:>6.0f}\n", hw.name, cells(false), hw.memory_gb.value,
+                   hw.peak.mem_bw_gbps, hw.tdp_w.value, hw.price_usd.value);
+        if (std::any_of(c.begin(), c.end(), [](const CardFigure& f) { return f.measured >= 0; })) {
+            fmt::print("{:<22}{}\n", "  (m)", cells(true));
+            for (const CardFigure& f : c)
+                if (f.measured >= 0 && std::find(measured_files.begin(), measured_files.end(), f.measured_from) == measured_files.end())
+                    measured_files.push_back(f.measured_from);
+        }
+    }
+    fmt::print("{}\n", wrapped("GiB: the GPU's memory; GB/s: its datasheet memory bandwidth; measured from: " +
+                                    (measured_files.empty() ? std::string("none") : fmt::format("{}", fmt::join(measured_files, ", "))),
+                                2));
+
+    for (const WorkloadResult& r : results) {
+        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most GPUs\n", r.label,
+                   r.rows.front().at_max().record["num_params"].get<size_t>(), precision_name(r.cfg.precision));
+        fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
+                   "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
+        for (const CompareRow& row : r.rows) {
+            auto at = [&](int g) {
+                const Projection* p = row.at(g);
+                return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
+            };
+            const Projection& top = row.at_max();
+            fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
+                       at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
+                       top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
+            if (!row.bands.empty() && row.bands.back().hi > row.bands.back().lo)
+                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}] from {}", top.step.world_size,
+                                                     row.bands.back().lo, row.bands.back().hi, range_list(row.hw)),
+                                         4));
+        }
+    }
+
+    fmt::print("\nthe figures behind each cell:\n");
+    for (const Scenario& sc : scenarios) {
+        fmt::print("{}\n", wrapped(fmt::format("{} ({} GPU{}{}; {})", sc.rule.scenario, sc.rule.gpus,
+                                              sc.rule.gpus > 1 ? "s or the node's largest below" : "",
+                                              sc.rule.needs.empty() ? "" : ", requires " + fmt::format("{}", fmt::join(sc.rule.needs, ", ")),
+                                              sc.source),
+                                  2));
+        if (!sc.rule.needs.empty())  // what a service would also ask: the soak figures, where measured
+            for (const HardwareProfile& hw : profiles) {
+                const std::string soak = soak_summary(hw, results_dir);
+                fmt::print("{}\n", wrapped("  " + hw.name + ": " + (soak.empty() ? "no soak (stress) record of its GPU" : soak), 4));
+            }
+        for (const std::string& w : sc.workloads)
+            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
+                const auto [v, flips] = cell(sc, w, score);
+                const std::string head = fmt::format("  {}, {}: ", result_of(w).label, budget_name(score));
+                fmt::print("{}\n", wrapped(head + (v->winner ? v->winner->hw.name + ": " : std::string("none: ")) + v->reason, 4));
+                for (const std::string& f : *flips) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
+            }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run_compare(const ProjectOptions& o) {
+    const std::vector<std::string> names = profile_names(o);
+    if (!o.scenarios.empty() && !o.config.empty())
+        throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
+    if (!o.out.empty())
+        if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
+    if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
+    if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
+    if (!o.report.empty()) {
+        if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
+        if (o.json) throw UserError("--report: give it or --json, not both");
+        const std::filesystem::path dir = std::filesystem::path(o.report).parent_path();
+        if (std::filesystem::path(o.report).extension() != ".md")
+            throw UserError(fmt::format("--report {}: a Markdown file name ending in .md", o.report));
+        if (!dir.empty() && !std::filesystem::is_directory(dir))
+            throw UserError(fmt::format("--report {}: no directory {}", o.report, dir.string()));
+    }
+    if (o.config.empty()) {
+        if (!o.batch.empty()) throw UserError("--batch: give it with --config (the scenario presets set their own batches)");
+        std::vector<HardwareProfile> profiles;
+        std::vector<Calibration> calibrations;
+        for (const auto& name : names) {
+            profiles.push_back(load_profile(o, name));
+            calibrations.push_back(calibrate(profiles.back(), o.calibrate));
+            gpu_counts(o, profiles.back());  // a bad --gpus refused before any work
+        }
+        return run_compare_scenarios(o, profiles, calibrations);
+    }
     TrainConfig cfg = load_workload(o);
     std::vector<HardwareProfile> profiles;
     std::vector<Calibration> calibrations;
@@ -538,9 +1085,11 @@ int run_compare(const ProjectOptions& o) {
     }
     if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, o.gpus);
+    append_records(o.out, rows);
     const std::vector<Verdict> central = verdicts(rows);
-    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, calibrations, central);
+    const std::vector<std::vector<std::string>> flips =
+        verdict_flips(cfg, profiles, calibrations, central, single_workload_rules(), CostTerms{o.years, o.usd_per_kwh}, o.gpus);
     if (o.json) {
         nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"profiles", nlohmann::json::array()},
                               {"verdicts", nlohmann::json::array()}};
@@ -573,48 +1122,55 @@ int run_compare(const ProjectOptions& o) {
         return 0;
     }
     const auto& any = rows.front().at_max().record;
-    fmt::print("scalebench compare: {} model, {} parameters, precision {}, {} scaling, batch {} {} (projected, not "
-               "measured)\n",
+    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}\n(projected, not measured)\n",
                cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile", "1 GPU", "2 GPUs",
-               "4 GPUs", "8 GPUs", "eff.", "exp.comm", "per $10k", "per kW", "mem GiB", "fits");
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "", "samples/s", "", "", "",
-               "at max", "ms at max", "at max", "at max", "per GPU", "");
+    // Two tables within 100 columns: samples/s by GPUs, then the figures at each profile's most GPUs.
+    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>7}\n", "samples/s", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs", "eff.");
     for (const auto& r : rows) {
         auto cell = [&](int g) {
             const Projection* p = r.at(g);
             return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
         };
-        const Projection& top = r.at_max();
-        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>5.1f}% {:>9.3f} {:>9.1f} {:>9.1f} {:>8.2f} {:>6}\n", r.hw.name,
-                   cell(1), cell(2), cell(4), cell(8), 100.0 * top.efficiency, top.step.exposed_comm_ms, r.per_10k(top),
-                   r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(), r.fits() ? "yes" : "NO");
+        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
+                   100.0 * r.at_max().efficiency);
     }
-    fmt::print("per $10k: samples/s per 10,000 USD of GPUs (the profiles' reference prices, GPUs only); per kW: per "
-               "kW of GPU TDP\n");
+    fmt::print("\n{:<24} {:>5} {:>10} {:>10} {:>10} {:>10} {:>6}\n", "at the most GPUs", "GPUs", "exp.comm ms",
+               "per $10k", "per kW", "mem GiB", "fits");
+    for (const auto& r : rows) {
+        const Projection& top = r.at_max();
+        fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
+                   top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
+                   r.fits() ? "yes" : "NO");
+    }
+    fmt::print("{}\n", wrapped("eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of GPUs (the "
+                                  "profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem GiB: per GPU",
+                                  2));
     // The band each profile's ranges give its figures at its full node.
     bool any_range = false;
     for (size_t i = 0; i < profiles.size(); ++i) {
         if (ranged_keys(profiles[i]).empty()) continue;
         if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
         any_range = true;
-        const std::vector<int> gpus = gpu_counts(ProjectOptions{}, profiles[i]);
+        const std::vector<int> gpus = gpu_counts(o, profiles[i]);
         const std::vector<Band> bands = samples_per_s_bands(cfg, profiles[i], calibrations[i], gpus, {1});
         std::string cells;
         for (size_t g = 0; g < gpus.size(); ++g)
             cells += fmt::format("{}{} GPU{}: {:.1f} [{:.1f}-{:.1f}]", g ? ", " : "", gpus[g], gpus[g] > 1 ? "s" : "",
                                  rows[i].by_gpus[g].samples_per_s, bands[g].lo, bands[g].hi);
-        fmt::print("  {:<24} {}\n    from {}\n", profiles[i].name, cells, range_list(profiles[i]));
+        fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
+        std::stringstream ranges(range_list(profiles[i]));
+        for (std::string range; std::getline(ranges, range, ',');)
+            fmt::print("      {}\n", range.substr(range.find_first_not_of(' ')));
     }
 
     fmt::print("\nverdicts for this workload:\n");
     for (size_t s = 0; s < central.size(); ++s) {
         const Verdict& v = central[s];
-        if (!v.winner) fmt::print("  {:<22} none of the profiles: {}\n", v.scenario, v.reason);
-        else fmt::print("  {:<22} {}: {}\n", v.scenario, v.winner->hw.name, v.reason);
-        for (const std::string& f : flips[s]) fmt::print("  {:<22}   flips inside the band: {}\n", "", f);
+        const std::string said = v.winner ? v.winner->hw.name + ": " + v.reason : "none of the profiles: " + v.reason;
+        fmt::print("{}\n", wrapped("  " + v.scenario + ": " + said, 4));
+        for (const std::string& f : flips[s]) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
     }
     return 0;
 }

@@ -50,7 +50,7 @@ public:
     void read(const YAML::Node& root, HardwareProfile& hw) {
         if (!root.IsMap()) fields_.fail_at(root.Mark(), "the hardware profile must be a map of keys");
         std::set<std::string> seen;
-        fields_.for_each_key(root, "", {"name", "description", "gpu", "node", "network"},
+        fields_.for_each_key(root, "", {"name", "description", "gpu", "node", "network", "production"},
                              [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
                                  seen.insert(key);
                                  if (key == "name") hw.name = fields_.non_empty_text(v, k, key);
@@ -58,6 +58,7 @@ public:
                                  else if (key == "gpu") read_gpu(v, k, hw);
                                  else if (key == "node") read_node(v, k, hw);
                                  else if (key == "network") read_network(v, k, hw);
+                                 else if (key == "production") read_production(v, k, hw);
                              });
         for (const char* key : {"name", "description", "gpu", "node"})
             if (!seen.count(key)) fields_.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
@@ -196,6 +197,8 @@ private:
             {"link_latency_us", &hw.link_latency_us, 0, false, 0, true, false},
             {"comm_sms", &hw.comm_sms, 0, false, 1024, true, true},
             {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
+            {"server_usd", &hw.server_usd, 0, false, 0, false, false},
+            {"host_power_w", &hw.host_power_w, 0, false, 0, false, false},
         };
         YAML::Node link_node;
         read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver"},
@@ -232,6 +235,41 @@ private:
                                                            "ethernet_200g", "ethernet_400g"});
                      },
                      {"kind"});
+    }
+
+    // production: `{value, source}` facts, each a choice; all three required.
+    void read_production(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
+        fields_.expect_map(value, key_node, "production");
+        struct Fact {
+            const char* key;
+            SourcedText* target;
+            std::vector<std::string> choices;
+        };
+        const std::vector<Fact> facts = {{"ecc", &hw.ecc, {"yes", "optional", "no"}},
+                                         {"datacenter_use", &hw.datacenter_use, {"yes", "no"}},
+                                         {"cooling", &hw.cooling, {"passive", "blower", "open-air"}}};
+        std::set<std::string> seen;
+        fields_.for_each_key(value, "production", {"ecc", "datacenter_use", "cooling"},
+                             [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                                 seen.insert(key);
+                                 const std::string path = "production." + key;
+                                 for (const Fact& f : facts) {
+                                     if (key != f.key) continue;
+                                     fields_.expect_map(v, k, path);
+                                     std::set<std::string> parts;
+                                     fields_.for_each_key(v, path, {"value", "source"},
+                                                          [&](const std::string& part, const YAML::Node& pk, const YAML::Node& pv) {
+                                                              parts.insert(part);
+                                                              if (part == "value") f.target->value = fields_.choice(pv, pk, path + ".value", f.choices);
+                                                              else f.target->source = fields_.non_empty_text(pv, pk, path + ".source");
+                                                          });
+                                     for (const char* part : {"value", "source"})
+                                         if (!parts.count(part))
+                                             fields_.fail_at(v.Mark(), fmt::format("key '{}.{}': missing", path, part));
+                                 }
+                             });
+        for (const Fact& f : facts)
+            if (!seen.count(f.key)) fields_.fail_at(value.Mark(), fmt::format("key 'production.{}': missing", f.key));
     }
 
 public:
@@ -384,6 +422,12 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"comm_sms", sourced(hw.comm_sms)},
           {"staged_overlap", sourced(hw.staged_overlap)}}},
     };
+    if (!hw.server_usd.source.empty()) j["node"]["server_usd"] = sourced(hw.server_usd);
+    if (!hw.host_power_w.source.empty()) j["node"]["host_power_w"] = sourced(hw.host_power_w);
+    if (hw.has_production())
+        j["production"] = {{"ecc", {{"value", hw.ecc.value}, {"source", hw.ecc.source}}},
+                           {"datacenter_use", {{"value", hw.datacenter_use.value}, {"source", hw.datacenter_use.source}}},
+                           {"cooling", {{"value", hw.cooling.value}, {"source", hw.cooling.source}}}};
     if (hw.has_network())
         j["network"] = {{"kind", hw.network_kind},
                         {"nic_gbps", sourced(hw.nic_gbps)},

@@ -26,6 +26,12 @@ struct Sourced {
 
 // One published (or measured) GEMM rate of the GPU: the achieved TFLOP/s of an m x n x k
 // product in a precision, with its source.
+// A recorded fact that is not a number (ECC, support, cooling) and where it comes from.
+struct SourcedText {
+    std::string value;
+    std::string source;
+};
+
 struct PublishedGemm {
     Precision precision = Precision::fp32;
     int64_t m = 0, n = 0, k = 0;
@@ -76,6 +82,14 @@ struct HardwareProfile {
     // The cost of overlapping an all-reduce with the backward (DESIGN: Projection):
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
     Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
+    // The node's cost beside its GPUs' (optional; compare's limited budget counts them when given):
+    Sourced server_usd;         // server without GPUs: chassis, CPUs, memory, NICs, power supplies
+    Sourced host_power_w;       // the node's power besides its GPUs' TDP at full load
+    // ---- production (optional): what decides whether the system can run a service
+    SourcedText ecc;             // yes, optional (off by default, costs capacity) or no
+    SourcedText datacenter_use;  // yes: the vendor supports and licenses it in a datacenter; no
+    SourcedText cooling;         // passive (server airflow), blower, open-air
+    bool has_production() const { return !ecc.value.empty(); }
     // ---- network (multi-node); nic_gbps.value == 0 when the profile has none
     std::string network_kind;
     Sourced nic_gbps;  // per NIC per direction, GB/s

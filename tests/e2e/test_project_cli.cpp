@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,8 @@ TEST(CompareCli, BuyersTableWithAVerdictPerScenario) {
                              "bands (every ranged number of the profile at its ends)",
                              "node.link_efficiency 0.26 [0.187-0.7]", "node.staged_overlap 0.5 [0-1]"})
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    std::stringstream lines(r.out);  // readable at 100 columns
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
 }
 
 TEST(CompareCli, AllProfilesWhatIfsAndUnknownNames) {
@@ -175,6 +178,61 @@ TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--batch lots: a positive number or 'max'"), std::string::npos) << r.err;
     EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
+}
+
+TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
+    const auto dir = sb::e2e::scratch("project-e2e");
+    // A small preset (the shipped ones project ResNet-152 and BERT-large): one workload, production's requirements.
+    const std::string preset = (dir / "tiny-production.yaml").string();
+    std::ofstream(preset) << "scenario: tiny production\ngpus: 8\nrequires: [ecc, datacenter_use, vendor_driver]\n"
+                             "workloads: [ci-small.yaml]\n";
+    Result r = run("compare --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario small-experiments," + preset +
+                   profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* text : {"ample budget", "limited budget", "small experiments", "tiny production", "bert-base b32",
+                             "node cost per profile, full node", "card tests, one GPU", "fp16 8192^3", "samples/s per $10k of the whole cost",
+                             "rtx4090-48gb-pcie4-p2p: ECC optional (not on by default)", "needs a patched driver"})
+        EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    std::stringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
+    r = run("compare --json --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["scenarios"].size(), 1u);
+    ASSERT_EQ(j["scenarios"][0]["cells"].size(), 2u);  // one workload, two budgets
+    EXPECT_EQ(j["scenarios"][0]["cells"][0]["winner"], "a100-sxm4-40gb");
+    EXPECT_EQ(j["scenarios"][0]["cells"][1]["budget"], "limited");
+    EXPECT_GT(j["profiles"][0]["node_cost_usd"]["server"].get<double>(), 0);
+    // What-ifs: --gpus picks the counts projected; --out appends every projected record (2
+    // profiles x 2 counts of the one workload), each with its band.
+    const auto out = dir / "compare-out.jsonl";
+    std::filesystem::remove(out);
+    r = run("compare --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + " --gpus 1,2 --out " +
+            out.string() + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream records(out);
+    int count = 0;
+    for (std::string line; std::getline(records, line); ++count) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        EXPECT_TRUE(rec["projected"].get<bool>());
+        EXPECT_LE(rec["world_size"].get<int>(), 2);
+        EXPECT_EQ(rec["samples_per_s_band"].size(), 2u);
+    }
+    EXPECT_EQ(count, 4);
+    r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + " --gpus 16 --out " + (dir / "none.jsonl").string() +
+            profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--gpus 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "none.jsonl"));
+    // Unknown scenarios and bad presets exit 2 naming them, before any work.
+    r = run("compare --hardware a100-sxm4-40gb --scenario nope" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--scenario nope: no such scenario; scenarios: large-cv"), std::string::npos) << r.err;
+    std::ofstream(preset) << "scenario: bad\ngpus: 0\nworkloads: [ci-small.yaml]\n";
+    r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("tiny-production.yaml:2:"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace

@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""The buyer's guide as Markdown with plots, from `scalebench compare --json` without --config.
+
+  scalebench compare --hardware A,B,... --report guide.md
+runs this script as its second step; by hand:
+  scalebench compare --hardware A,B,... --json > guide.json
+  /usr/bin/python3 results/compare_report.py guide.json guide.md
+
+writes guide.md and, beside it, guide-plots/ (PNG), per workload of each scenario:
+  <workload>-throughput.png  samples/s against GPUs, the band the profile's ranges give shaded
+  <workload>-efficiency.png  scaling efficiency against GPUs, the band likewise
+  <workload>-per-cost.png    samples/s per $10k of the whole cost and per kW at the scenario's
+                             GPU count, as bars
+The Markdown holds the summary table (scenario x workload x budget), the figures and reasons
+behind each cell, the flips inside the bands, the node costs, the card tests (projected and
+measured), the assumptions and every profile number with its source.
+
+Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). A file that is not compare's
+JSON without --config exits 2 with a one-line reason.
+"""
+
+import json
+import os
+import sys
+
+PROG = "compare_report.py"
+
+
+def fail(message):
+    print(f"{PROG}: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        fail(f"{path}:{e.lineno}: not JSON ({e.msg})")
+    for key in ("scenarios", "workloads", "profiles", "cost_terms"):
+        if key not in data:
+            fail(f"{path}: key '{key}' missing (compare --json without --config writes it)")
+    return data
+
+
+def sources(node, prefix=""):
+    """Every (key, value, source) of a profile's JSON: numbers with their sources, ranges' ends too."""
+    out = []
+    if isinstance(node, dict):
+        if "source" in node and "value" in node:
+            value = node["value"]
+            if "lo" in node:
+                out.append((prefix, f"{value:g} [{node['lo']:g}-{node['hi']:g}]",
+                            f"{node['source']}; low end: {node['lo_source']}; high end: {node['hi_source']}"))
+            else:
+                out.append((prefix, f"{value:g}" if isinstance(value, (int, float)) else str(value), node["source"]))
+            return out
+        for key, value in node.items():
+            if key == "gemm":
+                for g in value:
+                    out.append((f"{prefix}.gemm {g['precision']} {g['m']}x{g['n']}x{g['k']}", f"{g['tflops']:g} TFLOP/s",
+                                g["source"]))
+            else:
+                out += sources(value, f"{prefix}.{key}" if prefix else key)
+    return out
+
+
+def plot_workload(plt, workload, gpus_judged, plot_dir, slug):
+    """Throughput and efficiency against GPUs with bands; per-cost and per-kW bars. Returns the file names."""
+    files = []
+    for kind in ("throughput", "efficiency"):
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for p in workload["profiles"]:
+            g = [x["gpus"] for x in p["by_gpus"]]
+            one = p["by_gpus"][0]["samples_per_s"]
+            if kind == "throughput":
+                y = [x["samples_per_s"] for x in p["by_gpus"]]
+                lo = [x["samples_per_s_band"][0] for x in p["by_gpus"]]
+                hi = [x["samples_per_s_band"][1] for x in p["by_gpus"]]
+            else:  # the band of the efficiency against the central one-GPU figure
+                y = [100 * x["scaling_efficiency"] for x in p["by_gpus"]]
+                lo = [100 * x["samples_per_s_band"][0] / (x["gpus"] * one) for x in p["by_gpus"]]
+                hi = [100 * x["samples_per_s_band"][1] / (x["gpus"] * one) for x in p["by_gpus"]]
+            line, = ax.plot(g, y, marker="o", label=p["name"] + ("" if p["fits_memory"] else " (does not fit)"))
+            ax.fill_between(g, lo, hi, color=line.get_color(), alpha=0.2)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([1, 2, 4, 8])
+        ax.set_xticklabels(["1", "2", "4", "8"])
+        ax.set_xlabel("GPUs (one node)")
+        ax.set_ylabel("samples/s (projected)" if kind == "throughput" else "scaling efficiency, % (projected)")
+        ax.set_title(f"{workload['workload']}: {kind}, band = the profiles' ranges")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        name = f"{slug}-{kind}.png"
+        fig.tight_layout()
+        fig.savefig(os.path.join(plot_dir, name), dpi=110)
+        plt.close(fig)
+        files.append(name)
+    fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.6))
+    names, per_cost, per_kw = [], [], []
+    for p in workload["profiles"]:
+        at = [x for x in p["by_gpus"] if x["gpus"] <= gpus_judged][-1]
+        names.append(p["name"])
+        per_cost.append(at["samples_per_s_per_10k_usd_whole_cost"])
+        per_kw.append(at["samples_per_s_per_kw"])
+    for ax, values, label in ((axes[0], per_cost, "samples/s per $10k of the whole cost"),
+                              (axes[1], per_kw, "samples/s per kW of GPU TDP")):
+        ax.barh(names, values, color="#4C72B0")
+        ax.set_xlabel(label, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"{workload['workload']} at {gpus_judged} GPU{'s' if gpus_judged > 1 else ''} (projected)", fontsize=9)
+    fig.tight_layout()
+    name = f"{slug}-per-cost.png"
+    fig.savefig(os.path.join(plot_dir, name), dpi=110)
+    plt.close(fig)
+    files.append(name)
+    return files
+
+
+def main(argv):
+    if len(argv) != 3:
+        fail("usage: compare_report.py COMPARE.json OUT.md")
+    data = load(argv[1])
+    out_md = argv[2]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        fail("matplotlib is missing (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
+    stem = os.path.splitext(os.path.basename(out_md))[0]
+    plot_dir_name = f"{stem}-plots"
+    plot_dir = os.path.join(os.path.dirname(out_md) or ".", plot_dir_name)
+    os.makedirs(plot_dir, exist_ok=True)
+    workloads = {w["workload"]: w for w in data["workloads"]}
+    terms = data["cost_terms"]
+    names = [p["name"] for p in data["profiles"]]
+    md = [f"# Buyer's guide: {', '.join(names)}", "",
+          "Projected by `scalebench compare` (docs/projection.md: the model, its validation), not measured, "
+          "except the card tests' measured rows. *ample*: the most samples/s per node; *limited*: the most "
+          "samples/s per $10k of the whole cost (GPUs, their share of the server, power at TDP over "
+          f"{terms['years']:g} years at {terms['usd_per_kwh']:g} USD/kWh). A cell marked * changes winner when "
+          "a ranged profile number moves to an end of its range (listed under the scenario).", "",
+          "## Summary", "", "| scenario | workload | ample budget | limited budget |", "| --- | --- | --- | --- |"]
+    for sc in data["scenarios"]:
+        by_workload = {}
+        for c in sc["cells"]:
+            by_workload.setdefault(c["workload"], {})[c["budget"]] = c
+        for i, (w, cells) in enumerate(by_workload.items()):
+            def name(c):
+                return (c["winner"] or "none qualifies") + (" *" if c["flips"] else "")
+            md.append(f"| {sc['scenario'] if i == 0 else ''} | {w} | {name(cells['ample'])} | {name(cells['limited'])} |")
+    md += ["", "## Node cost", "", "| profile | GPUs | GPUs USD | server USD | power USD | total USD |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for p in data["profiles"]:
+        c = p["node_cost_usd"]
+        md.append(f"| {p['name']} | {c['gpus_per_node']} | {c['gpus']:.0f} | {c['server']:.0f} | {c['power']:.0f} | "
+                  f"{c['total']:.0f} |")
+    md += ["", "## Card tests (one GPU)", "",
+           "Projected for every profile; *measured* where results/ holds the GPU's own records (the file named).", "",
+           "| profile | test | projected | measured | unit | measured from |", "| --- | --- | --- | --- | --- | --- |"]
+    for p in data["profiles"]:
+        for f in p["card"]["figures"]:
+            measured = f"{f['measured']:.2f}" if "measured" in f else "-"
+            md.append(f"| {p['name']} | {f['test']} | {f['projected']:.2f} | {measured} | {f['unit']} | "
+                      f"{f.get('measured_from', '-')} |")
+        c = p["card"]
+        md.append(f"| {p['name']} | memory, bandwidth, TDP, price | {c['memory_gib']:g} GiB, {c['memory_bandwidth_gbps']:g} GB/s "
+                  f"(copy {c['copy_gbps']:g}), {c['tdp_w']:g} W, {c['price_usd']:g} USD | | | profile |")
+    plots = 0
+    drawn = {}
+    for sc in data["scenarios"]:
+        md += ["", f"## {sc['scenario']}", "",
+               f"Judged at {sc['gpus']} GPU{'s' if sc['gpus'] > 1 else ''} (or the node's largest below)"
+               + (f"; requires {', '.join(sc['requires'])}" if sc["requires"] else "") + f"; preset `{sc['preset']}`.", ""]
+        if sc["requires"]:  # soak figures, where measured: printed, not scored
+            for p in data["profiles"]:
+                md.append(f"- {p['name']}: {p.get('soak', 'no soak (stress) record of its GPU')}")
+            md.append("")
+        for c in sc["cells"]:
+            md.append(f"- **{c['workload']}, {c['budget']}**: {c['winner'] or 'none qualifies'}: {c['reason']}")
+            for f in c["flips"]:
+                md.append(f"  - flips inside the band: {f}")
+        for w in dict.fromkeys(c["workload"] for c in sc["cells"]):
+            if w not in workloads:
+                fail(f"{argv[1]}: scenario '{sc['scenario']}' names workload '{w}', which 'workloads' lacks")
+            key = (w, sc["gpus"])
+            if key not in drawn:
+                slug = f"{w.replace(' ', '-')}-{sc['gpus']}gpu"
+                drawn[key] = plot_workload(plt, workloads[w], sc["gpus"], plot_dir, slug)
+                plots += len(drawn[key])
+            md.append("")
+            for f in drawn[key]:
+                md.append(f"![{w}: {f}]({plot_dir_name}/{f})")
+    md += ["", "## Per workload: samples/s by GPUs, band, memory", ""]
+    for w in data["workloads"]:
+        md += [f"### {w['workload']}", "", "| profile | 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | efficiency at 8 | exposed comm ms | "
+               "GiB per GPU (headroom) | fits |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for p in w["profiles"]:
+            cells = {x["gpus"]: f"{x['samples_per_s']:.1f} [{x['samples_per_s_band'][0]:.1f}-{x['samples_per_s_band'][1]:.1f}]"
+                     for x in p["by_gpus"]}
+            top = p["by_gpus"][-1]
+            md.append(f"| {p['name']} | " + " | ".join(cells.get(g, "-") for g in (1, 2, 4, 8)) +
+                      f" | {100 * top['scaling_efficiency']:.1f}% | {top['exposed_comm_ms']:.2f} | "
+                      f"{p['memory_per_gpu_gib']:.2f} ({p['memory_headroom_gib']:.2f}) | {'yes' if p['fits_memory'] else 'NO'} |")
+        md.append("")
+    md += ["## Assumptions", "",
+           f"- Power: the GPUs at TDP and the host at `node.host_power_w` around the clock for {terms['years']:g} years at "
+           f"{terms['usd_per_kwh']:g} USD/kWh (`--years`, `--usd-per-kwh`): an upper bound of the energy bill.",
+           "- The server's cost is shared per GPU slot (`node.server_usd` / GPUs per node).",
+           "- Prices are the profiles' planning figures, not quotes.",
+           "- The projection's own assumptions: docs/projection.md (Assumptions).", "",
+           "## Sources: every profile number", ""]
+    for p in data["profiles"]:
+        md += [f"### {p['name']}", "", "| key | value | source |", "| --- | --- | --- |"]
+        for key, value, source in sources(p["hardware"]):
+            md.append(f"| {key} | {value} | {source.replace('|', '/')} |")
+        md.append("")
+    with open(out_md, "w") as f:
+        f.write("\n".join(md) + "\n")
+    print(f"{PROG}: wrote {out_md} and {plots} plots under {plot_dir}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `scalebench compare --report FILE.md` end to end: the real binary judges two scenario presets
+# (the shipped small-experiments one and a one-workload production preset over configs/ci-small.yaml,
+# quick to project) on three profiles, results/compare_report.py renders the Markdown and every plot
+# (throughput and efficiency against GPUs with bands, per-cost and per-kW bars, per workload of each
+# scenario); every image the report links exists and is a non-trivial PNG; the summary table, the
+# card tests and the sources are there; bad input exits 2 before any work.
+#   tests/plot/test_compare_report.sh SCALEBENCH_BINARY SOURCE_DIR
+# Exit 0 pass, 1 fail, 77 skip (only when /usr/bin/python3 cannot import matplotlib).
+set -uo pipefail
+
+bin=$(realpath "${1:?usage: test_compare_report.sh SCALEBENCH_BINARY SOURCE_DIR}")
+src=$(realpath "${2:?usage: test_compare_report.sh SCALEBENCH_BINARY SOURCE_DIR}")
+log() { echo "compare report test: $*"; }
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  log "SKIP: /usr/bin/python3 cannot import matplotlib (apt-get install python3-matplotlib)"
+  exit 77
+fi
+tmp=$(mktemp -d /tmp/scalebench-compare-report.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { log "FAIL: $*"; failures=$((failures + 1)); }
+cd "$tmp" || exit 1
+
+cat > tiny-production.yaml <<'YAML'
+scenario: tiny production
+gpus: 8
+requires: [ecc, datacenter_use, vendor_driver]
+workloads: [ci-small.yaml]
+YAML
+profiles=a100-sxm4-40gb,rtx4090-48gb-pcie4,rtx4090-48gb-pcie4-p2p
+mkdir out
+if ! "$bin" compare --hardware $profiles --profile-dir "$src/configs/hardware" \
+    --scenario small-experiments,"$tmp/tiny-production.yaml" --report out/guide.md >run.log 2>&1; then
+  cat run.log; fail "compare --report exited non-zero"
+fi
+[ -s out/guide.md ] || fail "out/guide.md not written"
+[ -s out/guide.json ] || fail "out/guide.json not written"
+# Every linked image exists and is a PNG of some size; 3 per (workload, GPU count): bert-base and
+# resnet50 at 1 GPU, ci-small at 8.
+links=$(grep -o '](guide-plots/[^)]*)' out/guide.md | sed 's/^](//; s/)$//')
+count=0
+for f in $links; do
+  count=$((count + 1))
+  if [ ! -s "out/$f" ] || [ "$(head -c 4 "out/$f" | tail -c 3)" != "PNG" ] || [ "$(stat -c %s "out/$f")" -lt 10000 ]; then
+    fail "plot $f missing, not a PNG or trivially small"
+  fi
+done
+[ "$count" -eq 9 ] || fail "expected 9 plots linked, found $count"
+for kind in throughput efficiency per-cost; do
+  grep -q "ci-small-b32-8gpu-$kind.png\|ci-small.*-8gpu-$kind.png" out/guide.md || fail "no ci-small $kind plot linked"
+done
+for text in "| scenario | workload | ample budget | limited budget |" "| tiny production | ci-small" \
+    "## Card tests (one GPU)" "| a100-sxm4-40gb | GEMM fp16 8192^3 |" "## Sources: every profile number" \
+    "| gpu.price_usd | 10000 |" "| node.link_efficiency | 0.26 [0.187-0.7] |" "ECC optional (not on by default)"; do
+  grep -qF -- "$text" out/guide.md || fail "guide.md lacks: $text"
+done
+
+# Bad input: exit 2 with a reason, and nothing written.
+expect_2() {  # WHAT PATTERN COMMAND...
+  local what=$1 pattern=$2; shift 2
+  "$@" >bad.log 2>&1; local rc=$?
+  [ $rc -eq 2 ] || { cat bad.log; fail "$what: exit $rc, expected 2"; }
+  grep -q -- "$pattern" bad.log || { cat bad.log; fail "$what: no '$pattern' in the message"; }
+}
+expect_2 "report beside --config" "give it without --config" \
+  "$bin" compare --hardware a100-sxm4-40gb --config "$src/configs/ci-small.yaml" --report x.md
+expect_2 "report into a missing folder" "no directory" "$bin" compare --hardware a100-sxm4-40gb --report nope/x.md
+expect_2 "unknown scenario" "no such scenario" "$bin" compare --hardware a100-sxm4-40gb --scenario nope --report y.md
+[ ! -e x.md ] && [ ! -e y.md ] && [ ! -e y.json ] || fail "a refused run wrote a file"
+echo '{"workloads": []}' > bad.json
+expect_2 "the renderer on other JSON" "key 'scenarios' missing" /usr/bin/python3 "$src/results/compare_report.py" bad.json z.md
+
+if [ $failures -ne 0 ]; then log "$failures failure(s)"; exit 1; fi
+log "PASS"
