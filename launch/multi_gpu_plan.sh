@@ -102,7 +102,8 @@ else
              "transformer-ci configs/ci-transformer.yaml 8 -"
              "resnet-ci configs/ci-resnet.yaml 8 resnet-ci")
   comm_sizes=(-b 8 -e 1M -f 16)
-  fault_workload=mlp-ci fault_steps=3000 fault_timeout=3 fault_delay=1
+  # CPU steps of ci-small take ~0.3 ms: 30000 keep the n = 2 phase running ~9 s, past the 1 s delay.
+  fault_workload=mlp-ci fault_steps=30000 fault_timeout=3 fault_delay=1
   ddp_flags=(--device cpu --precision fp32)
 fi
 sizes=1

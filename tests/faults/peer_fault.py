@@ -102,8 +102,9 @@ def read_records(path):
 
 
 def first_record_written(path):
+    """Whether the first measurement is in (the run's "start" record precedes any work)."""
     records, _ = read_records(path)
-    return len(records) >= 1
+    return any(r.get("subcommand") == "train" for r in records)
 
 
 def main():
@@ -195,8 +196,10 @@ def main():
         watchdog = rf"rank\(s\) (?:[^;]*, )?{args.rank} \({short}[^)]*\)[^;]* stopped answering"
         launcher = rf"rank {args.rank} with PID \d+ on node {short}"  # Open MPI may print PID 0
         checks["named"] = bool(re.search(watchdog, text) or re.search(launcher, text))
-        intact = records[:-1]
-        last = records[-1] if records else {}
+        # The run's "start" record brackets it; what is checked is the measurements and the end.
+        measured = [r for r in records if r.get("subcommand") != "start"]
+        intact = measured[:-1]
+        last = measured[-1] if measured else {}
         checks["records"] = (not torn and len(intact) >= 1 and
                              all(r.get("subcommand") == "train" and r.get("checks_passed") is True for r in intact) and
                              last.get("subcommand") == "incomplete" and last.get("run_subcommand") == "train" and
