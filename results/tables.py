@@ -491,6 +491,25 @@ def table_stress_soak():
     return header, "llrrrrrr", rows
 
 
+GUIDE = "results/buyers-guide-a100-4090/guide.json"
+
+
+def table_buyers_guide():
+    """compare's verdicts per scenario and workload (projected); * where a profile's range flips the cell."""
+    guide = json_file(GUIDE)
+    header = ["scenario", "workload", "ample budget", "limited budget"]
+    rows = []
+    for scenario in guide["scenarios"]:
+        by_workload = {}
+        for cell in scenario["cells"]:
+            winner = cell["winner"] + (" *" if cell["flips"] else "")
+            by_workload.setdefault(cell["workload"], {})[cell["budget"]] = Fig(winner, GUIDE)
+        for i, (workload, cells) in enumerate(by_workload.items()):
+            rows.append([scenario["scenario"] if i == 0 else "", workload, cells.get("ample", "-"),
+                         cells.get("limited", "-")])
+    return header, "llll", rows
+
+
 def table_cpu_comm_output():
     path = f"{CPU}/comm.txt"
     lines = [l for l in _read(path).splitlines() if l.startswith(("#       size", "#        (B)", "           8 ",

@@ -45,9 +45,9 @@ constexpr double kPublishedMedianBound = 0.15;
 // and residual add and whose transformers fuse attention and the residual LayerNorm: the faster
 // scalebench's own step, the further above those rows it projects (median 57%).
 constexpr double kThroughputGuard = 0.60;
-// The step's footprint against NVML's peak memory in use: the target is 10% (issue 17); the
-// transformer records of 2 December ran the code before the fused bias epilogue (larger scratch)
-// and land 14-20% above the footprint (docs/projection.md). This bound guards against regressions.
+// The step's footprint against NVML's peak memory in use: the target is 10% (issue 17); runs of the
+// current step land within -15..+12%, older folders ran other code (docs/projection.md). This bound
+// guards against regressions.
 constexpr double kFootprintBound = 0.16;
 // The A100/4090 ratio's median target is 10% (issue 17); BERT's 8 pairs meet it, ResNet-50's
 // AMP pairs miss it by 30-50% and hold the median of all 18 above it (docs/projection.md says
