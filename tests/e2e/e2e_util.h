@@ -1,8 +1,11 @@
 // Helpers of the end-to-end tests: a scratch folder per test binary, reading files whole,
-// and the outcome of one run of the binary.
+// and running a command for its exit code and output.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -28,6 +31,20 @@ inline std::string slurp(const std::filesystem::path& p) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+// Runs `command` through the shell with no standard input, its output and errors kept in
+// `dir`: the exit code (128 + the signal when killed) and what it printed.
+inline Result run_shell(const std::string& command, const std::filesystem::path& dir) {
+    std::filesystem::create_directories(dir);
+    const std::string cmd =
+        command + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+    Result r;
+    const int status = std::system(cmd.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(dir / "out");
+    r.err = slurp(dir / "err");
+    return r;
 }
 
 }  // namespace sb::e2e

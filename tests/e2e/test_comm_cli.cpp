@@ -33,16 +33,9 @@ using sb::e2e::slurp;
 std::filesystem::path scratch() { return sb::e2e::scratch("comm-e2e"); }
 
 Result run(const std::string& args, int np) {
-    const auto dir = scratch();
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " + SCALEBENCH_BINARY +
-                            " comm " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() +
-                            " </dev/null";
-    Result r;
-    const int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
+    return sb::e2e::run_shell(std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " +
+                                  SCALEBENCH_BINARY + " comm " + args,
+                              scratch());
 }
 
 size_t count(const std::string& haystack, const std::string& needle) {

@@ -22,14 +22,7 @@ using sb::e2e::slurp;
 fs::path scratch() { return sb::e2e::scratch("first-run"); }
 
 Result run(const std::string& command) {
-    const fs::path dir = scratch();
-    const std::string cmd = command + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-    Result r;
-    const int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
+    return sb::e2e::run_shell(command, scratch());
 }
 
 const std::string kBin = SCALEBENCH_BINARY;

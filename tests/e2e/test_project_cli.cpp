@@ -22,15 +22,8 @@ using sb::e2e::slurp;
 const std::string kSource = SCALEBENCH_SOURCE_DIR;
 
 Result run(const std::string& args) {
-    const auto dir = sb::e2e::scratch("project-e2e");
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args + " >" +
-                            (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-    Result r;
-    const int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
-    return r;
+    return sb::e2e::run_shell(std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args,
+                              sb::e2e::scratch("project-e2e"));
 }
 
 std::string profiles() { return " --profile-dir " + kSource + "/configs/hardware"; }

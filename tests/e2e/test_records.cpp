@@ -261,22 +261,13 @@ TEST(Records, AStoppedLauncherDoesNotKeepItsRanksOnceTheRunIsRecorded) {
 
 // ---- the refusals (cases 4 to 7): exit 2 with one line, no work done, no record written
 
-struct Refusal {
-    int code = -1;
-    std::string out, err;
-};
+using Refusal = sb::e2e::Result;
 
 Refusal refuse(const std::string& args, int np = 1) {
-    const fs::path dir = scratch();
-    const std::string cmd = (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") +
-                            SCALEBENCH_BINARY + " " + args + " >" + (dir / "r.out").string() + " 2>" +
-                            (dir / "r.err").string() + " </dev/null";
-    Refusal r;
-    const int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(dir / "r.out");
-    r.err = slurp(dir / "r.err");
-    return r;
+    return sb::e2e::run_shell(
+        (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") + SCALEBENCH_BINARY + " " +
+            args,
+        scratch() / "refusal");
 }
 
 TEST(Records, AConfigThatIsAFolderOrHoldsNoKeysIsRefused) {
