@@ -548,7 +548,7 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
         const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
-        CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}};
+        CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}, {}};
         ProjectOptions asked;
         asked.gpus = gpus_per_node;
         const std::vector<int> gpus = gpu_counts(asked, row.hw);

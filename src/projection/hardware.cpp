@@ -174,7 +174,7 @@ private:
                          hw.peak = *find_gpu_peak(hw.device_name);
                      },
                      {"device_name", "gemm"});
-        if (hw.memory_gb.source.empty()) hw.memory_gb = {hw.peak.mem_gb, hw.peak.source};
+        if (hw.memory_gb.source.empty()) hw.memory_gb = {hw.peak.mem_gb, hw.peak.source, 0, 0, "", ""};
         hw.peak.mem_gb = hw.memory_gb.value;
         for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
             if (std::none_of(hw.gemm.begin(), hw.gemm.end(), [&](const PublishedGemm& g) { return g.precision == p; }))

@@ -24,14 +24,14 @@ struct Sourced {
     bool is_range() const { return !lo_source.empty(); }
 };
 
-// One published (or measured) GEMM rate of the GPU: the achieved TFLOP/s of an m x n x k
-// product in a precision, with its source.
 // A recorded fact that is not a number (ECC, support, cooling) and where it comes from.
 struct SourcedText {
     std::string value;
     std::string source;
 };
 
+// One published (or measured) GEMM rate of the GPU: the achieved TFLOP/s of an m x n x k
+// product in a precision, with its source.
 struct PublishedGemm {
     Precision precision = Precision::fp32;
     int64_t m = 0, n = 0, k = 0;
@@ -66,7 +66,7 @@ struct HardwareProfile {
     Sourced kernel_gap_us;      // device time between back-to-back kernels
     // The sustained SM clock against the one the gemm rates were measured at (1 unless a
     // power or cooling limit lowers it: a modded card); it scales the tensor and FP32 rates.
-    Sourced clock_factor{1.0, "the GPU as benchmarked"};
+    Sourced clock_factor{1.0, "the GPU as benchmarked", 0, 0, "", ""};
     // ---- node
     Sourced gpus_per_node;
     LinkClass link = LinkClass::pcie_p2p;

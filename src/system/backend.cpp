@@ -153,7 +153,10 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 #ifdef SCALEBENCH_HAVE_CUDA
     if (ops.name() == "cuda") {
         size_t free_bytes = 0, total_bytes = 0;
-        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {0, ""};
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+            (void)cudaGetLastError();  // unknown is no refusal; clear it so no later launch check reports it
+            return {0, ""};
+        }
         return {static_cast<double>(free_bytes), fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)))};
     }
 #endif
