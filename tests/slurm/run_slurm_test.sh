@@ -198,7 +198,16 @@ except OSError as e:
     sys.exit(f"{label}: {path}: {e.strerror}")
 records = [json.loads(l) for l in lines]
 errors = []
-sizes = sorted(r.get("world_size") for r in records)
+# The run is bracketed by its start and end records (results/SCHEMA.md); the rest are measurements.
+brackets = [r for r in records if r.get("subcommand") in ("start", "end")]
+kinds = [r.get("subcommand") for r in brackets]
+if kinds != ["start", "end"] or records[0] is not brackets[0] or records[-1] is not brackets[-1]:
+    errors.append(f"bracket records {kinds}, expected one start first and one end last")
+elif brackets[1].get("complete") is not True or brackets[1].get("exit_code") != 0 or \
+        brackets[0].get("run_id") != brackets[1].get("run_id"):
+    errors.append(f"end record {brackets[1]} does not close the run {brackets[0].get('run_id')} cleanly")
+records = [r for r in records if r not in brackets]
+sizes = sorted(r.get("world_size") or 0 for r in records)
 if sizes != [1, 2]:
     errors.append(f"world sizes {sizes}, expected one record each for [1, 2]")
 for r in records:
