@@ -186,7 +186,7 @@ def table(outdir):
     sb_rows = {}
     for path in glob.glob(os.path.join(outdir, "scalebench_*_b*.jsonl")):
         m = re.fullmatch(r"scalebench_(.+)_b([0-9]+)\.jsonl", os.path.basename(path))
-        recs = [r for r in read_jsonl(path) if r.get("world_size", 1) == 1] if m else []
+        recs = [r for r in read_jsonl(path) if r.get("subcommand") == "train" and r.get("world_size") == 1] if m else []
         if recs:
             sb_rows[(m.group(1), int(m.group(2)))] = recs[-1]
     keys = sorted({(k[0], k[1]) for k in torch_rows} | set(sb_rows),
