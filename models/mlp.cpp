@@ -85,10 +85,9 @@ void Mlp::forward_backward(const Tensor& inputs, const int32_t* labels, float* l
     auto post = [&](int l) { return l < 0 ? inputs : post_[l].tensor(dtype_, B, widths_[l + 1]); };
 
     // Forward: Z_l = A_{l-1} @ W_l^T + b_l; A_l = act(Z_l) except on the last layer.
-    for (int l = 0; l < L; ++l) {
-        ops_.gemm(false, true, 1.0f, post(l - 1), weight(l), 0.0f, pre(l), bias(l));
-        if (l + 1 < L) ops_.activation_forward(shape_.activation, pre(l), post(l));
-    }
+    for (int l = 0; l + 1 < L; ++l)
+        ops_.linear_activation_forward(post(l - 1), weight(l), bias(l), shape_.activation, pre(l), post(l));
+    ops_.gemm(false, true, 1.0f, post(L - 2), weight(L - 1), 0.0f, pre(L - 1), bias(L - 1));
 
     // dZ of the last layer = (softmax - onehot) * grad_scale / B.
     DeviceBuffer* cur = &grad_a_;
@@ -96,21 +95,19 @@ void Mlp::forward_backward(const Tensor& inputs, const int32_t* labels, float* l
     ops_.softmax_cross_entropy(pre(L - 1), labels, loss, cur->tensor(dtype_, B, widths_[L]), grad_scale);
 
     // Backward in reverse: db, dW straight into the fp32 gradient slots (reported as soon
-    // as written, bias first: reverse parameter order), then dA_{l-1} = dZ_l @ W_l and
-    // dZ_{l-1} = dA_{l-1} * act'(Z_{l-1}) in place. The first layer needs no dX.
+    // as written, bias first: reverse parameter order), then dZ_{l-1} = (dZ_l @ W_l) *
+    // act'(Z_{l-1}). The first layer needs no dX.
     for (int l = L - 1; l >= 0; --l) {
         const Tensor dz = cur->tensor(dtype_, B, widths_[l + 1]);
         const ParamInfo& wp = params_[2 * l];
         const ParamInfo& bp = params_[2 * l + 1];
-        ops_.bias_grad(dz, buffers_.grads + bp.offset);
+        ops_.linear_weight_grad(dz, post(l - 1), Tensor{buffers_.grads + wp.offset, DType::f32, wp.rows, wp.cols},
+                                buffers_.grads + bp.offset);
         if (sink) sink->gradient_ready(2 * l + 1);
-        ops_.gemm(true, false, 1.0f, dz, post(l - 1), 0.0f,
-                  Tensor{buffers_.grads + wp.offset, DType::f32, wp.rows, wp.cols});
         if (sink) sink->gradient_ready(2 * l);
         if (l > 0) {
-            const Tensor da = other->tensor(dtype_, B, widths_[l]);
-            ops_.gemm(false, false, 1.0f, dz, weight(l), 0.0f, da);
-            ops_.activation_backward(shape_.activation, pre(l - 1), da, da);
+            const Tensor dz_below = other->tensor(dtype_, B, widths_[l]);
+            ops_.linear_activation_backward(dz, weight(l), shape_.activation, pre(l - 1), dz_below);
             std::swap(cur, other);
         }
     }

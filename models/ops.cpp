@@ -62,6 +62,30 @@ const char* activation_name(Activation act) {
     return "unknown";
 }
 
+bool gemm_fuses_activation(Activation act, DType dtype) {
+    return act == Activation::gelu && (dtype == DType::bf16 || dtype == DType::f16);
+}
+
+bool gemm_fuses_bias_grad(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
+void Ops::linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                    const Tensor& pre, const Tensor& out) {
+    SB_REQUIRE(bias != nullptr, "linear_activation_forward: no bias");
+    gemm(false, true, 1.0f, x, w, 0.0f, pre, bias);
+    activation_forward(act, pre, out);
+}
+
+void Ops::linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                     const Tensor& grad_pre) {
+    gemm(false, false, 1.0f, grad_out, w, 0.0f, grad_pre);
+    activation_backward(act, pre, grad_pre, grad_pre);
+}
+
+void Ops::linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w, float* grad_bias) {
+    gemm(true, false, 1.0f, grad_out, x, 0.0f, grad_w);
+    bias_grad(grad_out, grad_bias);
+}
+
 void Ops::residual_layernorm_forward(const Tensor& branch, const Tensor& residual, float p, uint64_t seed,
                                      const float* gamma, const float* beta, float eps, const Tensor& sum,
                                      const Tensor& out, float* mean, float* rstd) {

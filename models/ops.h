@@ -27,6 +27,13 @@ const char* precision_name(Precision precision);
 enum class Activation { none, relu, gelu, tanh, gelu_erf };
 const char* activation_name(Activation act);
 
+// Which Linear epilogues the CUDA backend runs inside cuBLASLt's GEMM, for 16-bit inputs:
+// GELU in its tanh form (cuBLASLt's GELU) after the bias, its derivative after the data
+// gradient's GEMM, and the bias gradient beside the weight gradient's. The trace and the
+// per-op timer count such a call as one GEMM, and any other as the ops it composes.
+bool gemm_fuses_activation(Activation act, DType dtype);
+bool gemm_fuses_bias_grad(DType dtype);
+
 // A row-major matrix view of backend memory; a vector is a 1 x n tensor.
 struct Tensor {
     void* data = nullptr;
@@ -82,6 +89,19 @@ public:
     // add it rounded to C's dtype (CUDA does, as torch's Linear under autocast).
     virtual void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
                       float beta, const Tensor& c, const float* bias = nullptr) = 0;
+
+    // A Linear layer's GEMMs with the work around them (y = x w^T + bias; w is out x in).
+    // The defaults compose gemm, activation_* and bias_grad (the CPU's, the reference); CUDA
+    // runs the epilogues inside cuBLASLt's GEMM where gemm_fuses_*() says so.
+    // pre = x w^T + bias (fp32, required), out = act(pre); pre is what the backward reads.
+    virtual void linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                           const Tensor& pre, const Tensor& out);
+    // grad_pre = (grad_out w) * act'(pre).
+    virtual void linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act,
+                                            const Tensor& pre, const Tensor& grad_pre);
+    // grad_w = grad_out^T x (fp32, overwritten) and grad_bias = grad_out's column sums (fp32, overwritten).
+    virtual void linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w,
+                                    float* grad_bias);
 
     // ---- elementwise and reductions
     // out = act(pre), elementwise; out may alias pre (the ResNet's ReLU runs in place).

@@ -247,9 +247,8 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
     ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
 
     // ---- backward: logits now hold their gradient
-    ops_.bias_grad(logits, grad(fc_b_));
+    ops_.linear_weight_grad(logits, pooled, grad_matrix(fc_w_), grad(fc_b_));
     report(sink, fc_b_);
-    ops_.gemm(true, false, 1.0f, logits, pooled, 0.0f, grad_matrix(fc_w_));
     report(sink, fc_w_);
     const Tensor dpooled = grad_buffer(1, batch_, final_channels_);
     ops_.gemm(false, false, 1.0f, logits, weight(fc_w_), 0.0f, dpooled);

@@ -51,6 +51,23 @@ public:
               const float* bias = nullptr) override {
         timed(&Ops::gemm, trans_a, trans_b, alpha, a, b, beta, c, bias);
     }
+    // Timed as one op where the trace records one (the epilogue fused), else op by op.
+    void linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                   const Tensor& pre, const Tensor& out) override {
+        if (!gemm_fuses_activation(act, x.dtype)) return Ops::linear_activation_forward(x, w, bias, act, pre, out);
+        timed(&Ops::linear_activation_forward, x, w, bias, act, pre, out);
+    }
+    void linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                    const Tensor& grad_pre) override {
+        if (!gemm_fuses_activation(act, grad_out.dtype))
+            return Ops::linear_activation_backward(grad_out, w, act, pre, grad_pre);
+        timed(&Ops::linear_activation_backward, grad_out, w, act, pre, grad_pre);
+    }
+    void linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w,
+                            float* grad_bias) override {
+        if (!gemm_fuses_bias_grad(grad_out.dtype)) return Ops::linear_weight_grad(grad_out, x, grad_w, grad_bias);
+        timed(&Ops::linear_weight_grad, grad_out, x, grad_w, grad_bias);
+    }
     void activation_forward(Activation act, const Tensor& pre, const Tensor& out) override {
         timed(&Ops::activation_forward, act, pre, out);
     }

@@ -63,26 +63,54 @@ void TraceOps::cast(const Tensor& src, const Tensor& dst) {
 // Not part of a training step, so nothing to project; a caller reaching it is a bug.
 uint64_t TraceOps::checksum(const void*, size_t) { missing_op(__func__); }
 
-void TraceOps::gemm(bool trans_a, bool trans_b, float, const Tensor& a, const Tensor& b, float beta,
-                    const Tensor& c, const float* bias) {
+TracedOp& TraceOps::record_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c,
+                                double extra_bytes, std::string variant) {
     const int64_t m = trans_a ? a.cols : a.rows;
     const int64_t k = trans_a ? a.rows : a.cols;
     const int64_t kb = trans_b ? b.cols : b.rows;
     const int64_t n = trans_b ? b.rows : b.cols;
     SB_REQUIRE(k == kb && c.rows == m && c.cols == n,
                fmt::format("trace gemm: {}x{} @ {}x{} into {}x{}", m, k, kb, n, c.rows, c.cols));
-    double bytes = static_cast<double>(a.bytes() + b.bytes() + c.bytes() * (beta != 0.0f ? 2 : 1));
-    if (bias) bytes += fp32_bytes(static_cast<double>(n));
-    TracedOp& op = record("gemm", a.dtype, bytes);
+    TracedOp& op = record("gemm", a.dtype, static_cast<double>(a.bytes() + b.bytes() + c.bytes()) + extra_bytes);
     op.tensor_core = true;
     op.m = m;
     op.n = n;
     op.k = k;
     op.trans_a = trans_a;
     op.trans_b = trans_b;
-    // The epilogue: + bias, + beta C.
-    op.variant = std::string(bias ? "bias" : "") + (bias && beta != 0.0f ? "+" : "") + (beta != 0.0f ? "accumulate" : "");
+    op.variant = std::move(variant);
     op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    return op;
+}
+
+void TraceOps::gemm(bool trans_a, bool trans_b, float, const Tensor& a, const Tensor& b, float beta,
+                    const Tensor& c, const float* bias) {
+    const double bias_bytes = bias ? fp32_bytes(static_cast<double>(c.cols)) : 0.0;
+    // The epilogue: + bias, + beta C.
+    record_gemm(trans_a, trans_b, a, b, c, bias_bytes + (beta != 0.0f ? static_cast<double>(c.bytes()) : 0.0),
+                std::string(bias ? "bias" : "") + (bias && beta != 0.0f ? "+" : "") +
+                    (beta != 0.0f ? "accumulate" : ""));
+}
+
+void TraceOps::linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                         const Tensor& pre, const Tensor& out) {
+    if (!gemm_fuses_activation(act, x.dtype)) return Ops::linear_activation_forward(x, w, bias, act, pre, out);
+    // The GEMM writes pre beside out.
+    record_gemm(false, true, x, w, out, static_cast<double>(pre.bytes()) + fp32_bytes(static_cast<double>(out.cols)),
+                std::string("bias+") + activation_name(act));
+}
+
+void TraceOps::linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                          const Tensor& grad_pre) {
+    if (!gemm_fuses_activation(act, grad_out.dtype))
+        return Ops::linear_activation_backward(grad_out, w, act, pre, grad_pre);
+    record_gemm(false, false, grad_out, w, grad_pre, static_cast<double>(pre.bytes()),
+                std::string("d") + activation_name(act));
+}
+
+void TraceOps::linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w, float* grad_bias) {
+    if (!gemm_fuses_bias_grad(grad_out.dtype)) return Ops::linear_weight_grad(grad_out, x, grad_w, grad_bias);
+    record_gemm(true, false, grad_out, x, grad_w, fp32_bytes(static_cast<double>(grad_w.rows)), "bias_grad");
 }
 
 void TraceOps::activation_forward(Activation act, const Tensor& pre, const Tensor& out) {

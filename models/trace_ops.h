@@ -62,6 +62,13 @@ public:
     uint64_t checksum(const void* data, size_t bytes) override;
     void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, const Tensor& c,
               const float* bias = nullptr) override;
+    // One GEMM each where gemm_fuses_*() says CUDA fuses the epilogue, else the ops composed.
+    void linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                   const Tensor& pre, const Tensor& out) override;
+    void linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                    const Tensor& grad_pre) override;
+    void linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w,
+                            float* grad_bias) override;
     void activation_forward(Activation act, const Tensor& pre, const Tensor& out) override;
     void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
                              const Tensor& grad_pre) override;
@@ -129,6 +136,9 @@ public:
 private:
     TracedOp& record(const char* kind, DType dtype, double bytes);
     TracedOp& record(const char* kind, const Tensor& main, double bytes);  // shape and dtype of `main`
+    // A GEMM op(A) op(B) into C; `bytes` beyond its operands (C read again, a bias, an epilogue's).
+    TracedOp& record_gemm(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c,
+                          double extra_bytes, std::string variant);
     TracedOp& record_conv(const char* kind, const ConvShape& shape, int64_t out_channels, DType dtype, double bytes);
     TracedOp& record_attention(const char* kind, const AttentionShape& shape, DType dtype, double bytes,
                                double products);

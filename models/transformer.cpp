@@ -286,8 +286,8 @@ void Transformer::forward_bert(const int32_t* ids) {
 
     // MLM head: LN(gelu(x Wt + bt)) Wword^T + bias.
     const Tensor hp = act(head_pre_, H), ha = act(head_act_, H), hn = act(head_norm_, H);
-    ops_.gemm(false, true, 1.0f, act(resid_[L], H), weight(head_dense_w_), 0.0f, hp, master(head_dense_b_));
-    ops_.activation_forward(Activation::gelu_erf, hp, ha);
+    ops_.linear_activation_forward(act(resid_[L], H), weight(head_dense_w_), master(head_dense_b_),
+                                   Activation::gelu_erf, hp, ha);
     ops_.layernorm_forward(ha, master(head_ln_w_), master(head_ln_b_), eps, hn, head_mean_.as<float>(),
                            head_rstd_.as<float>());
     decoder_forward(hn);
@@ -304,8 +304,7 @@ void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
                             head_rstd_.as<float>(), dtmp, grad(head_ln_w_), grad(head_ln_b_));
     report(sink, head_ln_w_, 2);
     ops_.activation_backward(Activation::gelu_erf, act(head_pre_, H), dtmp, dtmp);
-    ops_.bias_grad(dtmp, grad(head_dense_b_));
-    ops_.gemm(true, false, 1.0f, dtmp, act(resid_[L], H), 0.0f, grad_matrix(head_dense_w_, H));
+    ops_.linear_weight_grad(dtmp, act(resid_[L], H), grad_matrix(head_dense_w_, H), grad(head_dense_b_));
     report(sink, head_dense_w_, 2);
     ops_.gemm(false, false, 1.0f, dtmp, weight(head_dense_w_), 0.0f, dres);
 
@@ -454,22 +453,18 @@ void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientS
     const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
     const bool padded = Vp > V;
     const Tensor dlogits = act(logits_, Vp);  // zero in the padded columns
-    if (shape_.arch == TransformerArch::bert) {
-        if (padded) {
-            ops_.bias_grad(dlogits, decoder_db_.as<float>());
-            ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));
-        } else {
-            ops_.bias_grad(dlogits, grad(decoder_bias_));
-        }
-        report(sink, decoder_bias_);
-    }
-    // A padded gradient's first V rows are the word embedding's (rows are contiguous).
+    // A padded gradient's first V rows are the word embedding's (rows are contiguous), and
+    // the first V entries of a padded bias gradient the decoder bias's.
+    const bool bert = shape_.arch == TransformerArch::bert;
+    const Tensor dw = padded ? decoder_dw_.tensor(DType::f32, Vp, H) : grad_matrix(word_, V);
+    float* db = !bert ? nullptr : padded ? decoder_db_.as<float>() : grad(decoder_bias_);
+    if (bert) ops_.linear_weight_grad(dlogits, hn, dw, db);
+    else ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, dw);
     if (padded) {
-        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, decoder_dw_.tensor(DType::f32, Vp, H));
+        if (bert) ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));
         ops_.cast(decoder_dw_.tensor(DType::f32, V, H), grad_matrix(word_, V));
-    } else {
-        ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, grad_matrix(word_, V));
     }
+    if (bert) report(sink, decoder_bias_);
     ops_.gemm(false, false, 1.0f, dlogits, padded ? decoder_w_.tensor(dtype_, Vp, H) : weight(word_), 0.0f, dx);
 }
 
@@ -494,8 +489,7 @@ void Transformer::ffn_block_forward(int l, const Tensor& in, const Tensor& out) 
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t F = shape_.ffn;
     const Tensor pre = act(a.ffn_pre, F), post = act(a.ffn_act, F);
-    ops_.gemm(false, true, 1.0f, in, weight(lp.fc_w), 0.0f, pre, master(lp.fc_b));
-    ops_.activation_forward(ffn_activation(), pre, post);
+    ops_.linear_activation_forward(in, weight(lp.fc_w), master(lp.fc_b), ffn_activation(), pre, post);
     ops_.gemm(false, true, 1.0f, post, weight(lp.out_w), 0.0f, out, master(lp.out_b));
 }
 
@@ -504,14 +498,12 @@ Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tens
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t H = shape_.hidden;
     const Tensor dtmp = act(dtmp_, H), dattn = act(dattn_, H), dqkv = act(dqkv_, 3 * H);
-    ops_.bias_grad(dout, grad(lp.proj_b));
-    ops_.gemm(true, false, 1.0f, dout, act(a.attn, H), 0.0f, grad_matrix(lp.proj_w, H));
+    ops_.linear_weight_grad(dout, act(a.attn, H), grad_matrix(lp.proj_w, H), grad(lp.proj_b));
     report(sink, lp.proj_w, 2);
     ops_.gemm(false, false, 1.0f, dout, weight(lp.proj_w), 0.0f, dattn);
     ops_.attention_backward(attention_shape(), act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
                             dropout_seed(l, kAttentionProbs));
-    ops_.bias_grad(dqkv, grad(lp.qkv_b));
-    ops_.gemm(true, false, 1.0f, dqkv, in, 0.0f, grad_matrix(lp.qkv_w, 3 * H));
+    ops_.linear_weight_grad(dqkv, in, grad_matrix(lp.qkv_w, 3 * H), grad(lp.qkv_b));
     report(sink, lp.qkv_w, 2 * lp.qkv_parts);  // q, k, v weights then biases: consecutive indices
     ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
     return dtmp;
@@ -522,13 +514,10 @@ Tensor Transformer::ffn_block_backward(int l, const Tensor& in, const Tensor& do
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t H = shape_.hidden, F = shape_.ffn;
     const Tensor dtmp = act(dtmp_, H), dffn = act(dffn_, F);
-    ops_.bias_grad(dout, grad(lp.out_b));
-    ops_.gemm(true, false, 1.0f, dout, act(a.ffn_act, F), 0.0f, grad_matrix(lp.out_w, H));
+    ops_.linear_weight_grad(dout, act(a.ffn_act, F), grad_matrix(lp.out_w, H), grad(lp.out_b));
     report(sink, lp.out_w, 2);
-    ops_.gemm(false, false, 1.0f, dout, weight(lp.out_w), 0.0f, dffn);
-    ops_.activation_backward(ffn_activation(), act(a.ffn_pre, F), dffn, dffn);
-    ops_.bias_grad(dffn, grad(lp.fc_b));
-    ops_.gemm(true, false, 1.0f, dffn, in, 0.0f, grad_matrix(lp.fc_w, F));
+    ops_.linear_activation_backward(dout, weight(lp.out_w), ffn_activation(), act(a.ffn_pre, F), dffn);
+    ops_.linear_weight_grad(dffn, in, grad_matrix(lp.fc_w, F), grad(lp.fc_b));
     report(sink, lp.fc_w, 2);
     ops_.gemm(false, false, 1.0f, dffn, weight(lp.fc_w), 0.0f, dtmp);
     return dtmp;

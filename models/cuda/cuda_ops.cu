@@ -69,20 +69,44 @@ uint32_t alignment_of(const void* p, int64_t stride_bytes) {
     return align;
 }
 
+// What cuBLASLt does to the product before it stores it. bias: + bias (C's dtype, rounded);
+// gelu_aux_bias: C = gelu(product + bias), the pre-activation stored to aux; dgelu: C =
+// product * gelu'(aux); bgradb: + nothing, and the bias vector receives our A's column sums
+// (fp32; cuBLASLt's B reduced over k). Only `bias` has an unfused path inside matmul(); the
+// others, where cuBLASLt has no kernel, are composed by the caller (matmul_epilogue()).
+enum class Epilogue { none, bias, gelu_aux_bias, dgelu, bgradb };
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+    switch (e) {
+        case Epilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+        case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+        case Epilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        case Epilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
+        case Epilogue::bgradb: return CUBLASLT_EPILOGUE_BGRADB;
+    }
+    SB_REQUIRE(false, "unknown epilogue");
+}
+
 struct GemmKey {
     int64_t m, n, k;  // column-major problem: m = C.cols, n = C.rows
     bool trans_a, trans_b;
     DType ab, c;
-    bool bias;
-    uint32_t align_a, align_b, align_c, align_bias;
+    Epilogue epilogue;
+    uint32_t align_a, align_b, align_c, align_bias, align_aux;
     int64_t batch;                         // 1: a plain GEMM
     int64_t stride_a, stride_b, stride_c;  // elements between our A, B, C matrices of a batch
     bool operator<(const GemmKey& o) const {
-        return std::tie(m, n, k, trans_a, trans_b, ab, c, bias, align_a, align_b, align_c, align_bias, batch,
-                        stride_a, stride_b, stride_c) <
-               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.ab, o.c, o.bias, o.align_a, o.align_b, o.align_c,
-                        o.align_bias, o.batch, o.stride_a, o.stride_b, o.stride_c);
+        return std::tie(m, n, k, trans_a, trans_b, ab, c, epilogue, align_a, align_b, align_c, align_bias, align_aux,
+                        batch, stride_a, stride_b, stride_c) <
+               std::tie(o.m, o.n, o.k, o.trans_a, o.trans_b, o.ab, o.c, o.epilogue, o.align_a, o.align_b, o.align_c,
+                        o.align_bias, o.align_aux, o.batch, o.stride_a, o.stride_b, o.stride_c);
     }
+};
+
+// The vectors and matrices an epilogue reads or writes, set on the descriptor at each call.
+struct EpilogueData {
+    const void* bias = nullptr;  // the bias, or where the bias gradient goes
+    const void* aux = nullptr;   // the pre-activation (written by gelu_aux_bias, read by dgelu)
 };
 
 // Strided batch on a layout: `count` matrices `stride` elements apart.
@@ -98,7 +122,7 @@ struct GemmPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool fused_bias = false;  // false with a bias: gemm, then kernels::gemm_bias_epilogue
+    bool fused = false;  // the key's epilogue runs in cuBLASLt; a bias otherwise: gemm, then kernels::gemm_bias_epilogue
     // Unfused bias on a bf16/f16 C: the product goes to fp32 scratch and the epilogue
     // kernel rounds once (rounding C, then adding the bias, would round twice).
     bool via_f32 = false;
@@ -115,8 +139,8 @@ struct GemmPlan {
     }
 };
 
-// cuBLASLt statuses that mean "this configuration has no kernel", which a fused bias
-// answers by falling back to gemm + gemm_bias_epilogue.
+// cuBLASLt statuses that mean "this configuration has no kernel", which a fused epilogue
+// answers by falling back to the plain GEMM and kernels.
 bool unsupported(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE; }
 
 }  // namespace
@@ -186,9 +210,9 @@ struct CudaOps::Impl {
         return scratch;
     }
 
-    // Builds descriptors and asks the heuristic once; with a bias it first tries the fused
-    // epilogue and, when cuBLASLt has nothing for it, plans the unfused GEMM instead.
-    GemmPlan make_plan(const GemmKey& key, const void* bias, bool allow_fused) {
+    // Builds descriptors and asks the heuristic once; with an epilogue it first tries it fused
+    // and, when cuBLASLt has nothing for it, plans the plain GEMM instead.
+    GemmPlan make_plan(const GemmKey& key, const EpilogueData& data, bool allow_fused) {
         GemmPlan plan;
         try {
             const bool tf32 = key.ab == DType::f32 && precision == Precision::tf32;
@@ -200,21 +224,28 @@ struct CudaOps::Impl {
                                                            sizeof(op_lt_a)));
             SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
                                                            sizeof(op_lt_b)));
-            plan.fused_bias = key.bias && allow_fused;
-            plan.via_f32 = key.bias && !plan.fused_bias && key.c != DType::f32;
+            plan.fused = key.epilogue != Epilogue::none && allow_fused;
+            plan.via_f32 = key.epilogue == Epilogue::bias && !plan.fused && key.c != DType::f32;
             plan.c_elems = static_cast<size_t>(key.m * key.n);
             const DType c_type = plan.via_f32 ? DType::f32 : key.c;
             const uint32_t align_c = plan.via_f32 ? 256u : key.align_c;  // scratch is cudaMalloc'd
-            if (plan.fused_bias) {
-                const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-                const cudaDataType_t bias_type = cuda_type(key.c);  // matmul() rounds the bias to C's dtype
+            if (plan.fused) {
+                const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
                 SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                                &epilogue, sizeof(epilogue)));
-                SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                               &bias_type, sizeof(bias_type)));
-                // The heuristic reads the pointer's value for its alignment.
-                SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                               &bias, sizeof(bias)));
+                if (data.bias) {
+                    // matmul() rounds a bias to C's dtype; the bias gradient is fp32 (as C is then).
+                    const cudaDataType_t bias_type =
+                        key.epilogue == Epilogue::bgradb ? CUDA_R_32F : cuda_type(key.c);
+                    SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                                   &bias_type, sizeof(bias_type)));
+                }
+                if (data.aux) {  // C's dtype and layout
+                    const int64_t ld = key.m;
+                    SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                                   &ld, sizeof(ld)));
+                }
+                set_epilogue_pointers(plan, data);  // the heuristic reads them for their alignment
             }
             // Stored (pre-op) shapes, column-major: row-major r x c is c x r with ld = c.
             // lt_a = our B: op(lt_a) is m x k.  lt_b = our A: op(lt_b) is k x n.
@@ -255,10 +286,10 @@ struct CudaOps::Impl {
             }
             cublasLtMatmulPreferenceDestroy(pref);
             const bool found = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-            if (!found && plan.fused_bias && (unsupported(status) || status == CUBLAS_STATUS_SUCCESS)) {
+            if (!found && plan.fused && (unsupported(status) || status == CUBLAS_STATUS_SUCCESS)) {
                 (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
                 plan.destroy();
-                return make_plan(key, bias, false);
+                return make_plan(key, data, false);
             }
             SB_CHECK_CUBLAS(status);
             if (!found)
@@ -275,11 +306,10 @@ struct CudaOps::Impl {
         return plan;
     }
 
-    // C = alpha op(A) op(B) + beta C (+ bias) for `batch` matrices; A, B, C describe the
-    // first of each, the next starts stride_* elements further (batch 1: plain GEMM).
-    void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-                const Tensor& c, const float* bias, int64_t batch, int64_t stride_a, int64_t stride_b,
-                int64_t stride_c) {
+    // The problem op(A) op(B) into C, checked, as a plan key (epilogue and its alignments
+    // left for the caller); `batch` matrices, the next stride_* elements further.
+    GemmKey gemm_key(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c, int64_t batch,
+                     int64_t stride_a, int64_t stride_b, int64_t stride_c) const {
         const int64_t rows = trans_a ? a.cols : a.rows;  // M
         const int64_t inner = trans_a ? a.rows : a.cols;  // K
         const int64_t inner_b = trans_b ? b.cols : b.rows;
@@ -293,43 +323,61 @@ struct CudaOps::Impl {
         SB_REQUIRE(a.dtype == b.dtype, "gemm: A and B must share a dtype");
         SB_REQUIRE(c.dtype == a.dtype || c.dtype == DType::f32, "gemm: C must be A's dtype or f32");
         SB_REQUIRE(a.data && b.data && c.data, "gemm: tensor without data");
-        SB_REQUIRE(batch >= 1 && (batch == 1 || !bias), "gemm: a batched GEMM takes no bias");
+        SB_REQUIRE(batch >= 1, "gemm: batch must be >= 1");
         const int64_t es = static_cast<int64_t>(dtype_size(a.dtype)), ec = static_cast<int64_t>(dtype_size(c.dtype));
-        // cuBLASLt fuses a bias of C's own dtype into a bf16/f16 GEMM but not an fp32 one: every
-        // such plan ran unfused (the product through fp32 scratch, then an epilogue kernel), 2-3x
-        // the GEMM's time at BERT's shapes. So the fused path adds the bias rounded to C's dtype,
-        // as torch's Linear does under autocast; the unfused fallback keeps the fp32 bias.
-        const void* fused_bias = bias;
-        if (bias && c.dtype != DType::f32) {
-            void* rounded = scratch_space(static_cast<size_t>(cols) * static_cast<size_t>(ec));
-            kernels::cast(ctx, bias, DType::f32, rounded, c.dtype, static_cast<size_t>(cols));
-            fused_bias = rounded;
-        }
-        GemmKey key{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, bias != nullptr,
-                    alignment_of(b.data, stride_b * es), alignment_of(a.data, stride_a * es),
-                    alignment_of(c.data, stride_c * ec), bias ? alignment_of(fused_bias) : 0u,
-                    batch, batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0};
-        auto it = plans.find(key);
-        if (it == plans.end()) it = plans.emplace(key, make_plan(key, fused_bias, true)).first;
-        GemmPlan& plan = it->second;
+        return GemmKey{cols, rows, inner, trans_a, trans_b, a.dtype, c.dtype, Epilogue::none,
+                       alignment_of(b.data, stride_b * es), alignment_of(a.data, stride_a * es),
+                       alignment_of(c.data, stride_c * ec), 0u, 0u,
+                       batch, batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0};
+    }
 
-        cublasStatus_t status = run_plan(plan, alpha, a.data, b.data, beta, c.data, fused_bias);
-        if (status != CUBLAS_STATUS_SUCCESS && plan.fused_bias && !plan.verified && unsupported(status)) {
-            // The heuristic offered a fused-bias algorithm that will not run: plan it unfused.
+    // A Linear epilogue cuBLASLt has no kernel for: nothing is run, the caller composes it.
+    static bool caller_composes(const GemmKey& key, const GemmPlan& plan) {
+        return key.epilogue != Epilogue::none && key.epilogue != Epilogue::bias && !plan.fused;
+    }
+
+    // Runs the key's plan (made on first use). A fused plan the heuristic offered that will
+    // not run on its first call is planned again without its epilogue and run so.
+    GemmPlan& run(const GemmKey& key, const EpilogueData& data, float alpha, const void* a, const void* b,
+                  float beta, void* c) {
+        auto it = plans.find(key);
+        if (it == plans.end()) it = plans.emplace(key, make_plan(key, data, true)).first;
+        GemmPlan& plan = it->second;
+        if (caller_composes(key, plan)) return plan;
+        cublasStatus_t status = run_plan(plan, data, alpha, a, b, beta, c);
+        if (status != CUBLAS_STATUS_SUCCESS && plan.fused && !plan.verified && unsupported(status)) {
             (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
             plan.destroy();
             try {
-                plan = make_plan(key, fused_bias, false);
+                plan = make_plan(key, data, false);
             } catch (...) {
                 plans.erase(it);
                 throw;
             }
-            status = run_plan(plan, alpha, a.data, b.data, beta, c.data, fused_bias);
+            if (caller_composes(key, plan)) return plan;
+            status = run_plan(plan, data, alpha, a, b, beta, c);
         }
         if (status != CUBLAS_STATUS_SUCCESS)
             throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
         plan.verified = true;
-        if (bias && !plan.fused_bias) {
+        return plan;
+    }
+
+    // C = alpha op(A) op(B) + beta C (+ bias) for `batch` matrices; A, B, C describe the
+    // first of each, the next starts stride_* elements further (batch 1: plain GEMM).
+    void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                const Tensor& c, const float* bias, int64_t batch, int64_t stride_a, int64_t stride_b,
+                int64_t stride_c) {
+        SB_REQUIRE(batch == 1 || !bias, "gemm: a batched GEMM takes no bias");
+        GemmKey key = gemm_key(trans_a, trans_b, a, b, c, batch, stride_a, stride_b, stride_c);
+        EpilogueData data;
+        if (bias) {
+            key.epilogue = Epilogue::bias;
+            data.bias = rounded_bias(bias, c);
+            key.align_bias = alignment_of(data.bias);
+        }
+        const GemmPlan& plan = run(key, data, alpha, a.data, b.data, beta, c.data);
+        if (bias && !plan.fused) {
             if (plan.via_f32)
                 kernels::gemm_bias_epilogue(ctx, c.dtype, c.data, static_cast<const float*>(scratch),
                                             c.rows, c.cols, beta, bias);
@@ -339,11 +387,43 @@ struct CudaOps::Impl {
         }
     }
 
-    cublasStatus_t run_plan(const GemmPlan& plan, float alpha, const void* a, const void* b, float beta, void* c,
-                            const void* bias) {
-        if (plan.fused_bias)
-            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                           sizeof(bias)));
+    // C = op(A) op(B) with a Linear's epilogue (gelu_aux_bias, dgelu, bgradb) inside cuBLASLt's
+    // GEMM; false, with nothing run, where cuBLASLt has no kernel for it (the plan remembers).
+    bool matmul_epilogue(bool trans_a, bool trans_b, const Tensor& a, const Tensor& b, const Tensor& c,
+                         Epilogue epilogue, const float* bias, const void* aux) {
+        GemmKey key = gemm_key(trans_a, trans_b, a, b, c, 1, 0, 0, 0);
+        key.epilogue = epilogue;
+        EpilogueData data;
+        data.bias = epilogue == Epilogue::gelu_aux_bias ? rounded_bias(bias, c) : bias;
+        data.aux = aux;
+        key.align_bias = data.bias ? alignment_of(data.bias) : 0u;
+        key.align_aux = aux ? alignment_of(aux) : 0u;
+        return run(key, data, 1.0f, a.data, b.data, 0.0f, c.data).fused;
+    }
+
+    // cuBLASLt fuses a bias of C's own dtype into a bf16/f16 GEMM but not an fp32 one: every
+    // such plan ran unfused (the product through fp32 scratch, then an epilogue kernel), 2-3x
+    // the GEMM's time at BERT's shapes. So the fused path adds the bias rounded to C's dtype,
+    // as torch's Linear does under autocast; the unfused fallback keeps the fp32 bias.
+    const void* rounded_bias(const float* bias, const Tensor& c) {
+        if (!bias || c.dtype == DType::f32) return bias;
+        void* rounded = scratch_space(static_cast<size_t>(c.cols) * dtype_size(c.dtype));
+        kernels::cast(ctx, bias, DType::f32, rounded, c.dtype, static_cast<size_t>(c.cols));
+        return rounded;
+    }
+
+    void set_epilogue_pointers(const GemmPlan& plan, const EpilogueData& data) {
+        if (data.bias)
+            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &data.bias,
+                                                           sizeof(data.bias)));
+        if (data.aux)
+            SB_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                           &data.aux, sizeof(data.aux)));
+    }
+
+    cublasStatus_t run_plan(const GemmPlan& plan, const EpilogueData& data, float alpha, const void* a,
+                            const void* b, float beta, void* c) {
+        if (plan.fused) set_epilogue_pointers(plan, data);
         void* out = c;
         if (plan.via_f32) {
             out = scratch_space(plan.c_elems * sizeof(float));
@@ -386,9 +466,9 @@ int visible_gpu_count() {
 cudaStream_t CudaOps::cuda_stream() const { return impl_->ctx.stream; }
 int CudaOps::device() const { return impl_->device; }
 size_t CudaOps::matmul_plan_count() const { return impl_->plans.size(); }
-size_t CudaOps::matmul_unfused_bias_plan_count() const {
+size_t CudaOps::matmul_unfused_epilogue_plan_count() const {
     size_t count = 0;
-    for (const auto& kv : impl_->plans) count += kv.first.bias && !kv.second.fused_bias;
+    for (const auto& kv : impl_->plans) count += kv.first.epilogue != Epilogue::none && !kv.second.fused;
     return count;
 }
 Precision CudaOps::precision() const { return impl_->precision; }
@@ -446,6 +526,34 @@ void CudaOps::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, con
 }
 
 // ---- elementwise and reductions
+
+void CudaOps::linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                        const Tensor& pre, const Tensor& out) {
+    SB_REQUIRE(pre.rows == out.rows && pre.cols == out.cols && pre.dtype == out.dtype,
+               "linear_activation_forward: pre and out differ in shape or dtype");
+    if (gemm_fuses_activation(act, x.dtype) &&
+        impl_->matmul_epilogue(false, true, x, w, out, Epilogue::gelu_aux_bias, bias, pre.data))
+        return;
+    Ops::linear_activation_forward(x, w, bias, act, pre, out);
+}
+
+void CudaOps::linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                         const Tensor& grad_pre) {
+    SB_REQUIRE(pre.rows == grad_pre.rows && pre.cols == grad_pre.cols && pre.dtype == grad_pre.dtype,
+               "linear_activation_backward: pre and grad_pre differ in shape or dtype");
+    if (gemm_fuses_activation(act, grad_out.dtype) &&
+        impl_->matmul_epilogue(false, false, grad_out, w, grad_pre, Epilogue::dgelu, nullptr, pre.data))
+        return;
+    Ops::linear_activation_backward(grad_out, w, act, pre, grad_pre);
+}
+
+void CudaOps::linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w, float* grad_bias) {
+    SB_REQUIRE(grad_bias != nullptr, "linear_weight_grad: no bias gradient");
+    if (gemm_fuses_bias_grad(grad_out.dtype) &&
+        impl_->matmul_epilogue(true, false, grad_out, x, grad_w, Epilogue::bgradb, grad_bias, nullptr))
+        return;
+    Ops::linear_weight_grad(grad_out, x, grad_w, grad_bias);
+}
 
 void CudaOps::activation_forward(Activation act, const Tensor& pre, const Tensor& out) {
     SB_REQUIRE(pre.numel() == out.numel() && pre.dtype == out.dtype, "activation_forward: shapes/dtypes differ");

@@ -32,8 +32,9 @@ public:
     // GEMM plans (descriptors + chosen algorithm) cached so far; one per distinct
     // shape/transpose/dtype/bias/alignment combination.
     size_t matmul_plan_count() const;
-    // Of those, the plans with a bias that cuBLASLt could not fuse (gemm + epilogue kernel).
-    size_t matmul_unfused_bias_plan_count() const;
+    // Of those, the plans with an epilogue (bias, GELU, bias gradient) that cuBLASLt could not
+    // fuse (the GEMM, then kernels).
+    size_t matmul_unfused_epilogue_plan_count() const;
 
     std::string name() const override { return "cuda"; }
     Precision precision() const override;
@@ -49,6 +50,12 @@ public:
     void gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
               const Tensor& c, const float* bias = nullptr) override;
 
+    void linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
+                                   const Tensor& pre, const Tensor& out) override;
+    void linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act, const Tensor& pre,
+                                    const Tensor& grad_pre) override;
+    void linear_weight_grad(const Tensor& grad_out, const Tensor& x, const Tensor& grad_w,
+                            float* grad_bias) override;
     void activation_forward(Activation act, const Tensor& pre, const Tensor& out) override;
     void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
                              const Tensor& grad_pre) override;

@@ -120,7 +120,7 @@ TEST_P(GemmTest, MatchesCpuForOddShapesAlphaBetaAndBias) {
         for (const Variant& v : variants) check_gemm(gpu, cpu_, rng_, d, ta, tb, s, v.alpha, v.beta, v.bias);
     // Which bias path cuBLASLt allowed (both are checked above; this is for the log).
     std::printf("[   info   ] %zu of %zu GEMM plans have a bias cuBLASLt could not fuse\n",
-                gpu.matmul_unfused_bias_plan_count(), gpu.matmul_plan_count());
+                gpu.matmul_unfused_epilogue_plan_count(), gpu.matmul_plan_count());
 
     // The second call of a shape reuses its plan: no new heuristic query, same bits.
     const size_t plans = gpu.matmul_plan_count();
@@ -151,7 +151,74 @@ TEST_F(CudaOpsTest, GemmOnOffsetViewsOfEveryAlignment) {
             for (bool ta : {false, true})
                 check_gemm(gpu, cpu_, rng_, d, ta, !ta, {48, 40, 72}, 1.0f, 0.25f, true, offset);
         std::printf("[   info   ] %s->%s: %zu of %zu offset-view plans run the bias unfused\n", dtype_name(d.ab),
-                    dtype_name(d.c), gpu.matmul_unfused_bias_plan_count(), gpu.matmul_plan_count());
+                    dtype_name(d.c), gpu.matmul_unfused_epilogue_plan_count(), gpu.matmul_plan_count());
+    }
+}
+
+// ---------------------------------------------------------------------------- Linear epilogues
+
+Precision precision_of(DType dtype) {
+    return dtype == DType::f32 ? Precision::fp32 : dtype == DType::bf16 ? Precision::bf16 : Precision::fp16;
+}
+
+// linear_activation_forward/backward and linear_weight_grad against the CPU's composition,
+// every dtype, both GELUs: cuBLASLt's epilogues where gemm_fuses_*() says CUDA fuses them
+// (16-bit, the tanh GELU; the bias gradient), the composed ops elsewhere. The fused forward
+// rounds x w^T + bias once where the composed one rounds the product and the bias apart:
+// both within the 16-bit tolerance. Weights scaled by 1/sqrt(in) keep the pre-activations
+// where GELU curves.
+TEST_F(CudaOpsTest, LinearEpiloguesMatchCpu) {
+    struct Shape {
+        int64_t rows, in, out;
+    };
+    const Shape shapes[] = {{8, 64, 128}, {37, 40, 72}, {512, 768, 3072}};
+    for (DType dtype : kDTypes) {
+        CudaOps gpu(precision_of(dtype), 0);
+        for (Activation act : {Activation::gelu, Activation::gelu_erf})
+            for (const Shape& s : shapes) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << activation_name(act) << " rows="
+                                                << s.rows << " in=" << s.in << " out=" << s.out);
+                const float scale = 1.0f / std::sqrt(static_cast<float>(s.in));
+                std::vector<float> x = rounded(values(static_cast<size_t>(s.rows * s.in)), dtype);
+                std::vector<float> w =
+                    rounded(values(static_cast<size_t>(s.out * s.in), 0.1f * scale, scale), dtype);
+                std::vector<float> bias = values(static_cast<size_t>(s.out));
+                std::vector<float> dy = rounded(values(static_cast<size_t>(s.rows * s.out)), dtype);
+                GpuArray gx(gpu, dtype, s.rows, s.in), gw(gpu, dtype, s.out, s.in), gbias(gpu, DType::f32, 1, s.out);
+                GpuArray gpre(gpu, dtype, s.rows, s.out), gout(gpu, dtype, s.rows, s.out);
+                GpuArray gdy(gpu, dtype, s.rows, s.out), gdpre(gpu, dtype, s.rows, s.out);
+                GpuArray gdw(gpu, DType::f32, s.out, s.in), gdb(gpu, DType::f32, 1, s.out);
+                gx.set(x);
+                gw.set(w);
+                gbias.set(bias);
+                gdy.set(dy);
+
+                gpu.linear_activation_forward(gx.tensor, gw.tensor, gbias.f32(), act, gpre.tensor, gout.tensor);
+                std::vector<float> pre(dy.size()), out(dy.size());
+                cpu_.linear_activation_forward(host_view(x, s.rows, s.in), host_view(w, s.out, s.in), bias.data(),
+                                               act, host_view(pre, s.rows, s.out), host_view(out, s.rows, s.out));
+                EXPECT_TRUE(close(gpre.get(), pre, tolerance(dtype))) << "pre-activation";
+                EXPECT_TRUE(close(gout.get(), out, tolerance(dtype))) << "activation";
+
+                // The backward reads the GPU's own pre-activation, the CPU the same values.
+                std::vector<float> pre_used = gpre.get();
+                gpu.linear_activation_backward(gdy.tensor, gw.tensor, act, gpre.tensor, gdpre.tensor);
+                std::vector<float> dpre(dy.size());
+                cpu_.linear_activation_backward(host_view(dy, s.rows, s.out), host_view(w, s.out, s.in), act,
+                                                host_view(pre_used, s.rows, s.out), host_view(dpre, s.rows, s.out));
+                EXPECT_TRUE(close(gdpre.get(), dpre, tolerance(dtype))) << "data gradient";
+
+                gpu.linear_weight_grad(gdy.tensor, gx.tensor, gdw.tensor, gdb.f32());
+                std::vector<float> dw(static_cast<size_t>(s.out * s.in)), db(static_cast<size_t>(s.out));
+                cpu_.linear_weight_grad(host_view(dy, s.rows, s.out), host_view(x, s.rows, s.in),
+                                        host_view(dw, s.out, s.in), db.data());
+                EXPECT_TRUE(close(gdw.get(), dw, tolerance(dtype))) << "weight gradient";
+                EXPECT_TRUE(close(gdb.get(), db, tolerance(dtype))) << "bias gradient";
+                for (const GpuArray* g : {&gpre, &gout, &gdpre, &gdw, &gdb}) EXPECT_TRUE(g->guards_intact());
+            }
+        // Which ran fused (both paths are checked above; this is for the log).
+        std::printf("[   info   ] %s: %zu of %zu GEMM plans have an epilogue cuBLASLt could not fuse\n",
+                    dtype_name(dtype), gpu.matmul_unfused_epilogue_plan_count(), gpu.matmul_plan_count());
     }
 }
 
