@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scalebench against PyTorch (Hugging Face transformers, eager and torch.compile) on the
-# transformer presets, one command on one GPU (issue 4). Builds scalebench with CUDA, runs
+# transformer presets, one command on one GPU. Builds scalebench with CUDA, runs
 # `scalebench train` per preset and batch (bf16), then tests/reference/bench_bert_torch.py on
 # the same models and batches, and prints the side-by-side table. Everything lands in OUTDIR:
 #   build.log, scalebench_<preset>_b<batch>.{jsonl,txt}, torch.{jsonl,txt}, table.md

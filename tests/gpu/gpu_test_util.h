@@ -204,6 +204,19 @@ inline Tensor host_view(std::vector<float>& v, int64_t rows, int64_t cols) {
 
 // Fresh seed and a CUDA backend per test, the CPU backend as the reference; the seed is
 // printed when a test fails.
+// A convolution's (or pool's) input and window: NHWC batch x height x width x channels.
+inline Ops::ConvShape conv(int batch, int height, int width, int channels, int kernel, int stride, int padding) {
+    Ops::ConvShape s;
+    s.batch = batch;
+    s.height = height;
+    s.width = width;
+    s.channels = channels;
+    s.kernel = kernel;
+    s.stride = stride;
+    s.padding = padding;
+    return s;
+}
+
 class CudaOpsFixture : public ::testing::Test {
 protected:
     void SetUp() override {

@@ -24,21 +24,10 @@ namespace sb {
 namespace {
 
 using gpu_test::close;
+using gpu_test::conv;
 using gpu_test::GpuArray;
 using gpu_test::host_view;
 using gpu_test::rounded;
-
-Ops::ConvShape conv(int batch, int height, int width, int channels, int kernel, int stride, int padding) {
-    Ops::ConvShape s;
-    s.batch = batch;
-    s.height = height;
-    s.width = width;
-    s.channels = channels;
-    s.kernel = kernel;
-    s.stride = stride;
-    s.padding = padding;
-    return s;
-}
 
 // The ResNet's convolutions in miniature (its stem on 3 channels, 3x3 at strides 1 and 2, the
 // strided 1x1 downsample, a 1x1 stride 1), odd channel counts and no padding, with out channels.

@@ -26,6 +26,7 @@ namespace sb {
 namespace {
 
 using gpu_test::close;
+using gpu_test::conv;
 using gpu_test::encode;
 using gpu_test::GpuArray;
 using gpu_test::host_view;
@@ -33,18 +34,6 @@ using gpu_test::rounded;
 using gpu_test::tolerance;
 
 const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
-
-Ops::ConvShape conv(int batch, int height, int width, int channels, int kernel, int stride, int padding) {
-    Ops::ConvShape s;
-    s.batch = batch;
-    s.height = height;
-    s.width = width;
-    s.channels = channels;
-    s.kernel = kernel;
-    s.stride = stride;
-    s.padding = padding;
-    return s;
-}
 
 std::string describe(const Ops::ConvShape& s) {
     return "batch " + std::to_string(s.batch) + " " + std::to_string(s.height) + "x" + std::to_string(s.width) + "x" +
