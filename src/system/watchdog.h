@@ -1,4 +1,4 @@
-// Faults that must not hang the job (DESIGN: Conventions; issue 8): the collective
+// Faults that must not hang the job (DESIGN: Conventions): the collective
 // timeout, waits on MPI requests that poll with a deadline, a ping side channel that
 // names the ranks that stopped answering, one watchdog thread for work that cannot be
 // polled from the caller (MPI_Comm_split, NCCL kernels), and the abort that writes the

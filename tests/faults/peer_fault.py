@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A peer that fails in the middle of training: SIGKILL or SIGSTOP one rank of a running
-multi-rank `scalebench train` and check what the job does (issue 19; on NCCL with real GPUs, or
+multi-rank `scalebench train` and check what the job does (on NCCL with real GPUs, or
 on CPU ranks over MPI).
 
 The command after `--` is started in a session of its own, with SCALEBENCH_COLLECTIVE_TIMEOUT_S

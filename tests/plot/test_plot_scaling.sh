@@ -180,7 +180,7 @@ grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl" | "$py" -c 'import json,
 refuses "record lacking a field" "$tmp/lacking.jsonl:1: field 'samples_per_s' is null, expected a number" "$tmp/lacking.jsonl"
 : >"$tmp/empty.jsonl"
 refuses "empty file" "$tmp/empty.jsonl: no valid record in the file" "$tmp/empty.jsonl"
-# Lines that are not valid records (issue 20, case 9): named by FILE:LINE, exit 2, never a
+# Lines that are not valid records: named by FILE:LINE, exit 2, never a
 # traceback; with --skip-bad-lines each is skipped with a warning and the rest is plotted.
 train_line=$(grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl")
 bad_record() {  # bad_record NAME EXPECTED PYTHON-EXPRESSION-OF-THE-BAD-LINE-BYTES (r: a train record)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of scalebench's transformer training benchmarks (issue 4).
+"""PyTorch peer of scalebench's transformer training benchmarks.
 
 Hugging Face transformers' BertForMaskedLM (BertConfig() = bert-base, or bert-large's sizes)
 and GPT2LMHeadModel (GPT2Config() = gpt2-small, or gpt2-medium's sizes), built from configs in

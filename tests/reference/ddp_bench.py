@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch DDP peer of `mpirun -np N scalebench train --scaling 1,2,4,...` (issue 19).
+"""PyTorch DDP peer of `mpirun -np N scalebench train --scaling 1,2,4,...`.
 
 One torchrun launch of N processes (one a GPU) measures every workload at every world size of
 the scaling list, as one scalebench launch does: for each world size n the first n ranks train
