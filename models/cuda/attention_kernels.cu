@@ -144,6 +144,29 @@ __device__ __forceinline__ int row_tile(const Geometry& g) {
     return g.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
 }
 
+// The two products both backward kernels recompute for one warp's 16 rows of a tile pair,
+// over the head dimension: s = A B^T (the scores S, or S^T) and dp = A2 B2^T (dP = dO V^T,
+// or its transpose), with A, A2 the tiles of kRows rows and B, B2 of kCols.
+template <class T, int D, int kCols>
+__device__ __forceinline__ void recompute_scores(float (&s)[kCols / 8][4], float (&dp)[kCols / 8][4], const T* a,
+                                                 const T* b, const T* a2, const T* b2, int row0) {
+    constexpr int ld = D + kPad;
+#pragma unroll
+    for (int kk = 0; kk < D; kk += 16) {
+        uint32_t fa[4], fa2[4];
+        load_a(fa, a, ld, row0, kk);
+        load_a(fa2, a2, ld, row0, kk);
+#pragma unroll
+        for (int nt = 0; nt < kCols / 8; ++nt) {
+            uint32_t b0, b1;
+            load_b_rows(b0, b1, b, ld, nt * 8, kk);
+            mma<T>(s[nt], fa, b0, b1);
+            load_b_rows(b0, b1, b2, ld, nt * 8, kk);
+            mma<T>(dp[nt], fa2, b0, b1);
+        }
+    }
+}
+
 // ---- forward
 
 template <class T, int D, int kCols>
@@ -320,20 +343,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
         load_tile<T, D>(sv, qbase + 2 * width, ldg, n0, kCols, S);
         wait_tiles<0>();
         float s[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < D; kk += 16) {
-            uint32_t a[4], ao[4];
-            load_a(a, sq, ld, warp * 16, kk);
-            load_a(ao, sdo, ld, warp * 16, kk);
-#pragma unroll
-            for (int nt = 0; nt < kCols / 8; ++nt) {
-                uint32_t b0, b1;
-                load_b_rows(b0, b1, sk, ld, nt * 8, kk);
-                mma<T>(s[nt], a, b0, b1);
-                load_b_rows(b0, b1, sv, ld, nt * 8, kk);
-                mma<T>(dp[nt], ao, b0, b1);
-            }
-        }
+        recompute_scores<T, D, kCols>(s, dp, sq, sk, sdo, sv, warp * 16);
         uint32_t dsa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
@@ -409,20 +419,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
         }
         wait_tiles<0>();
         float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < D; kk += 16) {
-            uint32_t a[4], av[4];
-            load_a(a, sk, ld, warp * 16, kk);
-            load_a(av, sv, ld, warp * 16, kk);
-#pragma unroll
-            for (int nt = 0; nt < kCols / 8; ++nt) {
-                uint32_t b0, b1;
-                load_b_rows(b0, b1, sq, ld, nt * 8, kk);
-                mma<T>(st[nt], a, b0, b1);
-                load_b_rows(b0, b1, sdo, ld, nt * 8, kk);
-                mma<T>(dpt[nt], av, b0, b1);
-            }
-        }
+        recompute_scores<T, D, kCols>(st, dpt, sk, sq, sv, sdo, warp * 16);
         uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {

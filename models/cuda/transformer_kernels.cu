@@ -39,6 +39,41 @@ __device__ __forceinline__ int64_t warp_row_stride() { return static_cast<int64_
 // ---- LayerNorm forward: a warp per row; pass 1 the mean, pass 2 the variance around it
 // (two-pass: no cancellation of E[x^2] - E[x]^2), pass 3 normalizes with fp32 gamma/beta.
 
+// One warp's row of a LayerNorm whose mean is known: the variance in a second pass over
+// the row (no cancellation of E[x^2] - E[x]^2), out = (x - mean) * rstd * gamma + beta with
+// fp32 gamma/beta, and lane 0 saves mean and rstd.
+template <class T, int V>
+__device__ __forceinline__ void normalize_row(const VecN<T, V>* xr, int64_t nv, float mu, float inv_cols, float eps,
+                                              const float* __restrict__ gamma, const float* __restrict__ beta,
+                                              VecN<T, V>* orow, float* mean, float* rstd) {
+    using VT = VecN<T, V>;
+    const int lane = threadIdx.x & 31;
+    float sq = 0.0f;
+    for (int64_t k = lane; k < nv; k += 32) {
+        const VT a = xr[k];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const float d = to_f32(a.v[e]) - mu;
+            sq += d * d;
+        }
+    }
+    const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
+    for (int64_t k = lane; k < nv; k += 32) {
+        const VT a = xr[k];
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int64_t c = k * V + e;
+            r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
+        }
+        orow[k] = r;
+    }
+    if (lane == 0) {
+        *mean = mu;
+        *rstd = rs;
+    }
+}
+
 template <class T, int V>
 __global__ void layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
                                          const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
@@ -55,32 +90,8 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const float* _
 #pragma unroll
             for (int e = 0; e < V; ++e) sum += to_f32(a.v[e]);
         }
-        const float mu = warp_reduce(sum, SumOp{}) * inv_cols;
-        float sq = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const float d = to_f32(a.v[e]) - mu;
-                sq += d * d;
-            }
-        }
-        const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
-        VT* orow = reinterpret_cast<VT*>(out + row * cols);
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k];
-            VT r;
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int64_t c = k * V + e;
-                r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
-            }
-            orow[k] = r;
-        }
-        if (lane == 0) {
-            mean[row] = mu;
-            rstd[row] = rs;
-        }
+        normalize_row<T, V>(xr, nv, warp_reduce(sum, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
+                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
     }
 }
 
@@ -277,32 +288,8 @@ __global__ void residual_layernorm_forward_kernel(const T* __restrict__ branch, 
             }
             sr[k] = o;
         }
-        const float mu = warp_reduce(total, SumOp{}) * inv_cols;
-        float sq = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = sr[k];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const float d = to_f32(a.v[e]) - mu;
-                sq += d * d;
-            }
-        }
-        const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
-        VT* orow = reinterpret_cast<VT*>(out + row * cols);
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = sr[k];
-            VT r;
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const int64_t c = k * V + e;
-                r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
-            }
-            orow[k] = r;
-        }
-        if (lane == 0) {
-            mean[row] = mu;
-            rstd[row] = rs;
-        }
+        normalize_row<T, V>(sr, nv, warp_reduce(total, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
+                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
     }
 }
 
