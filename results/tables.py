@@ -324,6 +324,28 @@ def table_resnet_engines_vs_torch():
     return header, "lrlrrrrr", rows
 
 
+def table_resnet_im2col_cost():
+    """What the im2col engine spends on patch matrices per ResNet-50 step (batch 256, bf16), by convolution,
+    from its op profile: the work the cuDNN engine does not do."""
+    path = f"{H200}/opprof/ops.jsonl"
+    ops = [(n, r) for n, r in _op_profile(path, "resnet50", 256) if r["op"]["kind"] in ("im2col", "col2im")]
+    convolutions = [("7x7/2 pad 3", "the stem, 7x7 stride 2 on 3 channels"), ("3x3/1 pad 1", "3x3, stride 1"),
+                    ("3x3/2 pad 1", "3x3, stride 2"), ("1x1/2 pad 0", "1x1 downsample, stride 2")]
+    header = ["convolutions", "patch matrix: rows x columns", "im2col ms per step", "col2im ms per step", "both"]
+    rows, total = [], 0.0
+    for variant, name in convolutions:
+        mine = [(n, r) for n, r in ops if r["op"]["variant"] == variant]
+        if not mine:
+            raise TableError(f"{path}: no im2col or col2im op of {variant}")
+        shapes = sorted({(r["op"]["m"], r["op"]["n"]) for _, r in mine}, reverse=True)
+        ms = {kind: sum(r["ms_per_step"] for _, r in mine if r["op"]["kind"] == kind) for kind in ("im2col", "col2im")}
+        total += sum(ms.values())
+        rows.append([name, ", ".join(f"{m:,} x {c:,}" for m, c in shapes)]
+                    + [Fig(fmt(v, 2), path) if v else "-" for v in ms.values()] + [Fig(fmt(sum(ms.values()), 2), path)])
+    rows.append(["every convolution the engine runs", "", "", "", Fig(fmt(total, 2), path)])
+    return header, "llrrr", rows
+
+
 TORCH_CHECKS = [
     ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),
@@ -364,6 +386,19 @@ def table_torch_checks():
                      f(str(sum(r["passed"] for r in checked))), f(str(len(within))), f(str(len(zero))),
                      f(str(len(as_torch))), f(f"{largest:.1e}"), f(far)])
     return header, "lllrrrrrrr", rows
+
+
+def table_softmax_backward_without_renormalising():
+    """The rows a PyTorch check failed on a tree whose bf16 softmax backward kept dP in bf16 and did not
+    renormalise the stored P (docs/measurement.md: why dP stays fp32)."""
+    path = "results/h200-20261202b/torch_check_bert-base_bf16.json"
+    failed = [r for r in json_file(path)["rows"] if not r["passed"]]
+    if not failed:
+        raise TableError(f"{path}: no failed row")
+    f = lambda text: Fig(text, path)  # noqa: E731
+    rows = [[f"`{r['quantity'].removeprefix('grad_norm ')}`", f(f"{r['scalebench']:.3g}"), f(f"{r['torch']:.3g}"), f(pct(r["rel_err"], 0)),
+             f(pct(r["tolerance"], 1))] for r in failed]
+    return ["gradient norm", "scalebench", "torch", "relative error", "tolerance"], "lrrrr", rows
 
 
 # Op profiles (train --profile-ops) of the transformer step: (preset, batch, fused profile, unfused profile).
@@ -470,6 +505,38 @@ def table_comm_vs_nccl_tests():
         rows.append([op, Fig(f"{min(big):.3f}-{max(big):.3f}", path), Fig(f"{min(mid):.3f}-{max(mid):.3f}", path),
                      Fig(f"{median:.3f}", path)])
     return header, "lrrr", rows
+
+
+def _comm_run_times(op, tool):
+    """Each run's time below 1 KiB of one tool's sweeps (comm_<op>_<tool>_<i>.txt, nccl-tests' table):
+    [{size: (out-of-place us, in-place us)}]."""
+    runs = []
+    for i in range(1, 6):
+        path = COMM_CMP.replace("compare", f"{tool}_{i}").format(op=op)
+        runs.append({int(c[0]): (float(c[-8]), float(c[-4])) for c in (l.split() for l in _read(path).splitlines())
+                     if c and not c[0].startswith("#") and int(c[0]) < 1024})
+    return runs
+
+
+def table_comm_small_sizes():
+    """Below 1 KiB on one GPU: the median time of a call, and how far the runs of one tool spread."""
+    header = ["collective", "in place µs: scalebench / nccl-tests", "out of place µs: scalebench / nccl-tests",
+              "spread of five runs: scalebench", "nccl-tests"]
+    rows = []
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+        path, comm = _comm_compare(op)
+        times = {placement: [(sb, nt) for size, (sb, nt, _, _) in comm[placement].items() if size < 1024]
+                 for placement in ("in", "out")}
+        row = [op] + [Fig(f"{_median([t[0] for t in times[p]]):.2f} / {_median([t[1] for t in times[p]]):.2f}", path)
+                      for p in ("in", "out")]
+        for tool in ("scalebench", "nccl_tests"):
+            runs = _comm_run_times(op, tool)
+            spreads = [max(r[size][p] for r in runs) / min(r[size][p] for r in runs) for size in runs[0] for p in (0, 1)]
+            # max / min over the five runs per size and placement, the median of those: a figure over five
+            # files, linked to the folder's README that lists them
+            row.append(Fig(f"{_median(spreads):.2f}x", os.path.dirname(path) + "/README.md"))
+        rows.append(row)
+    return header, "lrrrr", rows
 
 
 def table_stress_soak():
