@@ -120,55 +120,80 @@ std::string regenerate_command() {
                        binary.string());
 }
 
-void expect_recorded(const std::string& check, const std::vector<Row>& rows) {
-    std::vector<Row> computed;
+// A record file split at one check: the other checks' lines, this check's rows and where they start.
+struct RecordFile {
+    std::vector<std::string> others;
+    std::vector<Row> rows;
+    size_t first = std::string::npos;  // index into others where this check's rows sit
+};
+
+RecordFile read_record(const std::filesystem::path& path, const std::string& check) {
+    RecordFile f;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        const Row r = Row::parse(line);
+        if (r.value("check", "") != check) {
+            f.others.push_back(line);
+            continue;
+        }
+        if (f.first == std::string::npos) f.first = f.others.size();
+        f.rows.push_back(r);
+    }
+    return f;
+}
+
+// `check`'s lines as computed: the check's name first, every number rounded.
+std::vector<Row> record_lines(const std::string& check, const std::vector<Row>& rows) {
+    std::vector<Row> lines;
     for (const Row& r : rows) {
         Row line = {{"check", check}};
         for (const auto& [key, value] : r.items()) line[key] = rounded(value);
-        computed.push_back(line);
+        lines.push_back(line);
     }
+    return lines;
+}
+
+// How the record's lines of `check` differ from the computed ones: "" where they agree, else the first
+// difference.
+std::string record_difference(const std::filesystem::path& path, const std::string& check, const std::vector<Row>& rows) {
+    const std::vector<Row> computed = record_lines(check, rows);
+    const std::vector<Row> recorded = read_record(path, check).rows;
+    for (size_t i = 0; i < std::max(recorded.size(), computed.size()); ++i) {
+        if (i >= recorded.size()) return fmt::format("row {} computed, not recorded: {}", i + 1, computed[i].dump());
+        if (i >= computed.size()) return fmt::format("row {} recorded, no longer computed: {}", i + 1, recorded[i].dump());
+        if (std::string d = difference(recorded[i], computed[i]); !d.empty())
+            return fmt::format("row {} of {} ({}), {}", i + 1, recorded.size(), computed[i].dump().substr(0, 160), d);
+    }
+    return "";
+}
+
+// Replaces the record's lines of `check` with `rows`, where they were (at the end for a new check).
+void write_record(const std::filesystem::path& path, const std::string& check, const std::vector<Row>& rows) {
+    RecordFile f = read_record(path, check);
+    std::vector<std::string> mine;
+    for (const Row& r : record_lines(check, rows)) mine.push_back(r.dump());
+    f.others.insert(f.others.begin() + static_cast<long>(std::min(f.first, f.others.size())), mine.begin(), mine.end());
+    std::filesystem::create_directories(path.parent_path());
+    const std::filesystem::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream out(tmp);
+        for (const std::string& line : f.others) out << line << "\n";
+        ASSERT_TRUE(out.good()) << "cannot write " << tmp;
+    }
+    std::filesystem::rename(tmp, path);
+}
+
+void expect_recorded(const std::string& check, const std::vector<Row>& rows) {
     const std::filesystem::path path = std::filesystem::path(kSource) / kRecord;
-    std::vector<std::string> lines;  // the file's lines
-    std::vector<Row> recorded;       // this check's
-    size_t first = std::string::npos;
-    if (std::ifstream in(path); in)
-        for (std::string line; std::getline(in, line);) {
-            if (line.empty()) continue;
-            const Row r = Row::parse(line);
-            if (r.value("check", "") == check) {
-                if (first == std::string::npos) first = lines.size();
-                recorded.push_back(r);
-            } else {
-                lines.push_back(line);
-            }
-        }
     const char* write = std::getenv("SCALEBENCH_WRITE_VALIDATION");
     if (write && std::string(write) == "1") {
-        std::vector<std::string> mine;
-        for (const Row& r : computed) mine.push_back(r.dump());
-        lines.insert(lines.begin() + static_cast<long>(std::min(first, lines.size())), mine.begin(), mine.end());
-        std::filesystem::create_directories(path.parent_path());
-        const std::filesystem::path tmp = path.string() + ".tmp";
-        {
-            std::ofstream out(tmp);
-            for (const std::string& line : lines) out << line << "\n";
-            ASSERT_TRUE(out.good()) << "cannot write " << tmp;
-        }
-        std::filesystem::rename(tmp, path);
-        std::printf("wrote %zu lines of check '%s' to %s\n", computed.size(), check.c_str(), kRecord.c_str());
+        write_record(path, check, rows);
+        std::printf("wrote %zu lines of check '%s' to %s\n", rows.size(), check.c_str(), kRecord.c_str());
         return;
     }
-    std::string why;
-    for (size_t i = 0; i < std::max(recorded.size(), computed.size()) && why.empty(); ++i) {
-        if (i >= recorded.size())
-            why = fmt::format("row {} computed, not recorded: {}", i + 1, computed[i].dump());
-        else if (i >= computed.size())
-            why = fmt::format("row {} recorded, no longer computed: {}", i + 1, recorded[i].dump());
-        else if (std::string d = difference(recorded[i], computed[i]); !d.empty())
-            why = fmt::format("row {} ({}), {}", i + 1, computed[i].dump().substr(0, 160), d);
-    }
-    EXPECT_TRUE(why.empty()) << kRecord << ", check '" << check << "' (" << recorded.size() << " rows recorded, "
-                             << computed.size() << " computed) differs from what this code computes: " << why
+    const std::string why = record_difference(path, check, rows);
+    EXPECT_TRUE(why.empty()) << kRecord << ", check '" << check << "' differs from what this code computes: " << why
                              << "\nWrite the record and the tables again, from the checkout's root:\n  "
                              << regenerate_command();
 }
@@ -631,6 +656,44 @@ TEST(ProjectionValidation, LargeShapeGemmEfficiencies) {
         rows.push_back(row);
     }
     expect_recorded("gemm_large_shape_efficiency", rows);
+}
+
+// The record's own check on a scratch file: a row that moved, one more or one fewer, a changed string
+// and a new field each fail it; rounding noise does not; writing replaces one check's lines in place.
+TEST(ProjectionValidationRecord, CatchesEveryDifferenceAndWritesOneCheckInPlace) {
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / "scalebench_validation_record.jsonl";
+    std::filesystem::remove(path);
+    const std::vector<Row> first = {{{"entry", "a"}, {"projection", 1.5}}, {{"entry", "b"}, {"projection", 2.0}}};
+    const std::vector<Row> other = {{{"entry", "c"}, {"projection", 3.0}}};
+    write_record(path, "first", first);
+    write_record(path, "other", other);
+    EXPECT_EQ(record_difference(path, "first", first), "");
+    EXPECT_EQ(record_difference(path, "other", other), "");
+
+    std::vector<Row> moved = first;
+    moved[1]["projection"] = 2.0 * (1 + 1e-5);
+    EXPECT_NE(record_difference(path, "first", moved).find("row 2 of 2"), std::string::npos);
+    moved[1]["projection"] = 2.0 * (1 + 1e-9);  // below the record's eight digits
+    EXPECT_EQ(record_difference(path, "first", moved), "");
+    EXPECT_NE(record_difference(path, "first", {first[0]}).find("no longer computed"), std::string::npos);
+    EXPECT_NE(record_difference(path, "first", {first[0], first[1], other[0]}).find("not recorded"), std::string::npos);
+    std::vector<Row> renamed = first;
+    renamed[0]["entry"] = "z";
+    EXPECT_NE(record_difference(path, "first", renamed).find("entry"), std::string::npos);
+    std::vector<Row> wider = first;
+    wider[0]["gpus"] = 8;
+    EXPECT_NE(record_difference(path, "first", wider), "");
+    EXPECT_NE(record_difference(path, "missing", first).find("not recorded"), std::string::npos);
+
+    // Writing one check again keeps the other's lines and its own place (first, before "other").
+    write_record(path, "first", {first[0]});
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0], R"({"check":"first","entry":"a","projection":1.5})");
+    EXPECT_EQ(lines[1], R"({"check":"other","entry":"c","projection":3.0})");
+    std::filesystem::remove(path);
 }
 
 }  // namespace
