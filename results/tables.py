@@ -324,6 +324,28 @@ def table_resnet_engines_vs_torch():
     return header, "lrlrrrrr", rows
 
 
+def table_resnet_im2col_cost():
+    """What the im2col engine spends on patch matrices per ResNet-50 step (batch 256, bf16), by convolution,
+    from its op profile: the work the cuDNN engine does not do."""
+    path = f"{H200}/opprof/ops.jsonl"
+    ops = [(n, r) for n, r in _op_profile(path, "resnet50", 256) if r["op"]["kind"] in ("im2col", "col2im")]
+    convolutions = [("7x7/2 pad 3", "the stem, 7x7 stride 2 on 3 channels"), ("3x3/1 pad 1", "3x3, stride 1"),
+                    ("3x3/2 pad 1", "3x3, stride 2"), ("1x1/2 pad 0", "1x1 downsample, stride 2")]
+    header = ["convolutions", "patch matrix: rows x columns", "im2col ms per step", "col2im ms per step", "both"]
+    rows, total = [], 0.0
+    for variant, name in convolutions:
+        mine = [(n, r) for n, r in ops if r["op"]["variant"] == variant]
+        if not mine:
+            raise TableError(f"{path}: no im2col or col2im op of {variant}")
+        shapes = sorted({(r["op"]["m"], r["op"]["n"]) for _, r in mine}, reverse=True)
+        ms = {kind: sum(r["ms_per_step"] for _, r in mine if r["op"]["kind"] == kind) for kind in ("im2col", "col2im")}
+        total += sum(ms.values())
+        rows.append([name, ", ".join(f"{m:,} x {c:,}" for m, c in shapes)]
+                    + [Fig(fmt(v, 2), path) if v else "-" for v in ms.values()] + [Fig(fmt(sum(ms.values()), 2), path)])
+    rows.append(["every convolution the engine runs", "", "", "", Fig(fmt(total, 2), path)])
+    return header, "llrrr", rows
+
+
 TORCH_CHECKS = [
     ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),
@@ -364,6 +386,19 @@ def table_torch_checks():
                      f(str(sum(r["passed"] for r in checked))), f(str(len(within))), f(str(len(zero))),
                      f(str(len(as_torch))), f(f"{largest:.1e}"), f(far)])
     return header, "lllrrrrrrr", rows
+
+
+def table_softmax_backward_without_renormalising():
+    """The rows a PyTorch check failed on a tree whose bf16 softmax backward kept dP in bf16 and did not
+    renormalise the stored P (docs/measurement.md: why dP stays fp32)."""
+    path = "results/h200-20261202b/torch_check_bert-base_bf16.json"
+    failed = [r for r in json_file(path)["rows"] if not r["passed"]]
+    if not failed:
+        raise TableError(f"{path}: no failed row")
+    f = lambda text: Fig(text, path)  # noqa: E731
+    rows = [[f"`{r['quantity'].removeprefix('grad_norm ')}`", f(f"{r['scalebench']:.3g}"), f(f"{r['torch']:.3g}"), f(pct(r["rel_err"], 0)),
+             f(pct(r["tolerance"], 1))] for r in failed]
+    return ["gradient norm", "scalebench", "torch", "relative error", "tolerance"], "lrrrr", rows
 
 
 # Op profiles (train --profile-ops) of the transformer step: (preset, batch, fused profile, unfused profile).
@@ -472,6 +507,38 @@ def table_comm_vs_nccl_tests():
     return header, "lrrr", rows
 
 
+def _comm_run_times(op, tool):
+    """Each run's time below 1 KiB of one tool's sweeps (comm_<op>_<tool>_<i>.txt, nccl-tests' table):
+    [{size: (out-of-place us, in-place us)}]."""
+    runs = []
+    for i in range(1, 6):
+        path = COMM_CMP.replace("compare", f"{tool}_{i}").format(op=op)
+        runs.append({int(c[0]): (float(c[-8]), float(c[-4])) for c in (l.split() for l in _read(path).splitlines())
+                     if c and not c[0].startswith("#") and int(c[0]) < 1024})
+    return runs
+
+
+def table_comm_small_sizes():
+    """Below 1 KiB on one GPU: the median time of a call, and how far the runs of one tool spread."""
+    header = ["collective", "in place µs: scalebench / nccl-tests", "out of place µs: scalebench / nccl-tests",
+              "spread of five runs: scalebench", "nccl-tests"]
+    rows = []
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+        path, comm = _comm_compare(op)
+        times = {placement: [(sb, nt) for size, (sb, nt, _, _) in comm[placement].items() if size < 1024]
+                 for placement in ("in", "out")}
+        row = [op] + [Fig(f"{_median([t[0] for t in times[p]]):.2f} / {_median([t[1] for t in times[p]]):.2f}", path)
+                      for p in ("in", "out")]
+        for tool in ("scalebench", "nccl_tests"):
+            runs = _comm_run_times(op, tool)
+            spreads = [max(r[size][p] for r in runs) / min(r[size][p] for r in runs) for size in runs[0] for p in (0, 1)]
+            # max / min over the five runs per size and placement, the median of those: a figure over five
+            # files, linked to the folder's README that lists them
+            row.append(Fig(f"{_median(spreads):.2f}x", os.path.dirname(path) + "/README.md"))
+        rows.append(row)
+    return header, "lrrrr", rows
+
+
 def table_stress_soak():
     path = "results/h200-20261202c/stress.jsonl"
     header = ["interval", "workload", "steps", "samples/s", "drift", "replica checks", "ms per check", "mean power W"]
@@ -516,6 +583,242 @@ def table_cpu_comm_output():
                                                                   "        2048 ", "     2097152 ", "# Out of", "# Avg",
                                                                   "# Alpha"))]
     return "excerpt", path, lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The projection's validation: results/projection-validation/validation.jsonl, the rows
+# tests/unit/test_projection_validation.cpp compares (and checks against the code), one check each.
+
+VALIDATION = "results/projection-validation/validation.jsonl"
+
+
+def _check(name):
+    """A check's rows and its summary line: ([(line, row)], (line, summary) or None)."""
+    rows, summary = [], None
+    for number, line in enumerate(_read(VALIDATION).splitlines(), start=1):
+        r = json.loads(line) if line.strip() else {}
+        if r.get("check") != name:
+            continue
+        if "summary" in r:
+            summary = (number, r["summary"])
+        else:
+            rows.append((number, r))
+    if not rows and summary is None:
+        raise TableError(f"{VALIDATION}: no rows of check '{name}'")
+    return rows, summary
+
+
+def _v(text, line):
+    return Fig(text, VALIDATION, line)
+
+
+def _err(r, line):
+    return _v(f"{r['error_pct']:+.1f}%", line)
+
+
+def _entry(r, key="entry"):
+    """A published entry's id, linked to its line in the data file."""
+    for number, text in enumerate(_read(r["data"]).splitlines(), start=1):
+        if text.strip() == f"- id: {r[key]}":
+            return Fig(r[key], r["data"], number)
+    raise TableError(f"{r['data']}: no entry '{r[key]}'")
+
+
+def _median(values):
+    values = sorted(values)
+    h = len(values) // 2
+    return values[h] if len(values) % 2 else (values[h - 1] + values[h]) / 2
+
+
+def _error_groups(check, groups, extra=None):
+    """Per group of a check's rows: rows, signed error range, median absolute error (and extra's cells), each
+    linked to the record (a figure over several of its lines)."""
+    rows, _ = _check(check)
+    out = []
+    for label, keep in groups:
+        chosen = [(n, r) for n, r in rows if keep(r)]
+        if not chosen:
+            raise TableError(f"{VALIDATION}: no row of check '{check}' in group '{label}'")
+        errors = [r["error_pct"] for _, r in chosen]
+        whole = lambda text: Fig(text, VALIDATION)  # noqa: E731  (a figure over several rows: the record)
+        cells = [label, whole(str(len(chosen))), whole(f"{min(errors):+.1f}%" + (f" to {max(errors):+.1f}%" if max(errors) > min(errors) else "")),
+                 whole(f"{_median([abs(e) for e in errors]):.1f}%")]
+        out.append(cells + (extra(chosen) if extra else []))
+    return out
+
+
+CHECKS = [
+    ("measured_step_time", "H200 step time of every one-GPU `train` run under `results/`"),
+    ("footprint", "footprint against NVML's peak memory in use, the same runs"),
+    ("a100_over_rtx4090", "Lambda's A100/RTX 4090 throughput ratios (1 and 2 GPUs)"),
+    ("rtx4090_staged_speedup", "RTX 4090 two-GPU host-staged speed-ups"),
+    ("published_throughput", "published training throughput, every row"),
+    ("published_speedup", "published speed-ups T(N)/T(1)"),
+    ("allreduce_busbw", "published all-reduce busbw"),
+]
+
+
+def table_projection_summary():
+    header = ["check", "rows", "statistic", "result", "target", "the test fails at"]
+    rows = []
+    for check, label in CHECKS:
+        _, (line, s) = _check(check)
+        result = f"{s['value_pct']:.1f}%" + (f"; {s['inside_band']} of {s['rows']} inside the band"
+                                             if "inside_band" in s else "")
+        target = "-" if s["target_pct"] is None else f"{s['target_pct']:.0f}%"
+        rows.append([label, _v(str(s["rows"]), line), s["statistic"], _v(result, line), target,
+                     _v(f"{s['bound_pct']:.0f}%", line)])
+    return header, "lrlrrr", rows
+
+
+def _run(r):
+    """A measured run's record, relative to results/, linked to its line."""
+    return Fig(r["record"][len("results/"):], r["record"], r["line"])
+
+
+def table_projection_measured_runs():
+    header = ["run", "model, batch, precision, CUDA graphs", "step ms measured", "projected", "error", "op profiles of"]
+    rows = []
+    for n, r in _check("measured_step_time")[0]:
+        rows.append([_run(r), f"{r['model']}, {r['batch']}, {r['precision']}, {'on' if r['cuda_graphs'] else 'off'}",
+                     Fig(fmt(r["measured"], 3), r["record"], r["line"]), _v(fmt(r["projection"], 3), n), _err(r, n),
+                     ", ".join(r["op_profiles_of"]) or "none"])
+    return header, "llrrrl", rows
+
+
+def table_projection_footprint():
+    header = ["run", "model, batch, precision", "measured GiB (NVML, peak)", "footprint GiB", "error"]
+    rows = []
+    for n, r in _check("footprint")[0]:
+        rows.append([_run(r), f"{r['model']}, {r['batch']}, {r['precision']}", Fig(fmt(r["measured"], 2), r["record"], r["line"]),
+                     _v(fmt(r["projection"], 2), n), _err(r, n)])
+    return header, "llrrr", rows
+
+
+def table_projection_by_folder():
+    """Per folder of results/ (its README gives the tree): the step time's and the footprint's errors."""
+    folders = sorted({r["record"].split("/")[1] for _, r in _check("measured_step_time")[0]})
+    header = ["folder (tree)", "op profiles of other models", "step time: runs", "error", "median absolute error",
+              "footprint: runs", "error", "median absolute error"]
+    rows = []
+    for folder in folders:
+        inside = lambda r: r["record"].split("/")[1] == folder  # noqa: E731
+        step = _error_groups("measured_step_time", [(folder, inside)])[0]
+        profiled = sorted({m for _, r in _check("measured_step_time")[0] if inside(r) for m in r["op_profiles_of"]})
+        try:
+            memory = _error_groups("footprint", [(folder, inside)])[0][1:]
+        except TableError:  # no run of the folder recorded NVML's memory
+            memory = ["-", "-", "-"]
+        rows.append([_record_folder(f"results/{folder}/"), ", ".join(profiled) or "none"] + step[1:] + memory)
+    return header, "llrrrrrr", rows
+
+
+def table_projection_a100_over_rtx4090():
+    header = ["A100 row", "RTX 4090 row", "GPUs", "published A100/4090", "projected", "error"]
+    rows = []
+    for n, r in _check("a100_over_rtx4090")[0]:
+        rows.append([_entry(r, "a100_entry"), _entry(r, "rtx4090_entry"), str(r["gpus"]), _v(f"{r['published']:.2f}", n),
+                     _v(f"{r['projection']:.2f}", n), _err(r, n)])
+    return header, "llrrrr", rows
+
+
+def table_projection_a100_over_rtx4090_groups():
+    resnet = lambda r: "resnet" in r["config"]  # noqa: E731
+    groups = [("BERT-base and BERT-large (fp16)", lambda r: not resnet(r)),
+              ("ResNet-50 TF32", lambda r: resnet(r) and r["precision"] == "tf32"),
+              ("ResNet-50 AMP (fp16)", lambda r: resnet(r) and r["precision"] == "fp16"),
+              ("every pair", lambda r: True)]
+    return ["pairs", "rows", "error", "median absolute error"], "lrrr", _error_groups("a100_over_rtx4090", groups)
+
+
+def table_projection_staged_speedups():
+    header = ["entry", "published speed-up", "projected (central)", "error", "band (every range at each end)",
+              "published inside"]
+    rows = []
+    for n, r in _check("rtx4090_staged_speedup")[0]:
+        lo, hi = r["band"]
+        rows.append([_entry(r), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
+                     _v(f"{lo:.2f}-{hi:.2f}", n), _v("yes" if r["inside_band"] else "no", n)])
+    return header, "lrrrrl", rows
+
+
+def _published(data_file):
+    header = ["entry", "profile", "model, batch/GPU", "GPUs", "published samples/s", "projected", "error",
+              "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
+    rows = []
+    for n, r in _check("published_throughput")[0]:
+        if r["data"] != data_file:
+            continue
+        fit = f"{r['footprint_gib']:.1f} GiB" + ("" if r["fits"] else " (does not fit)")
+        rows.append([_entry(r), r["profile"], f"{r['workload']}, {r['batch']}", str(r["gpus"]), _v(fmt(r["published"], 1), n),
+                     _v(fmt(r["projection"], 1), n), _err(r, n), _v(pct(r["published_mfu"]), n), _v(fit, n)])
+    return header, "lllrrrrrr", rows
+
+
+def table_projection_published_bert():
+    return _published("results/published/bert_throughput.yaml")
+
+
+def table_projection_published_resnet50():
+    return _published("results/published/resnet50_throughput.yaml")
+
+
+def table_projection_published_groups():
+    gpu = lambda *names: lambda r: r["profile"].startswith(names)  # noqa: E731
+    lambda_ = lambda r: r["entry"].startswith("lambda")  # noqa: E731
+    bert = lambda r: r["workload"].startswith("bert")  # noqa: E731
+    groups = [("A100 rows", gpu("a100")), ("RTX 4090 rows", gpu("rtx4090")), ("H100 rows", gpu("h100")),
+              ("H200 rows", gpu("h200")),
+              ("NVIDIA DeepLearningExamples, A100", lambda r: r["entry"].startswith("dle")),
+              ("Lambda, BERT SQuAD on A100s", lambda r: lambda_(r) and bert(r) and r["profile"].startswith("a100")),
+              ("Lambda, BERT SQuAD on the RTX 4090", lambda r: lambda_(r) and bert(r) and r["profile"].startswith("rtx4090")),
+              ("Lambda, ResNet-50 AMP (fp16)", lambda r: lambda_(r) and not bert(r) and r["precision"] == "fp16"),
+              ("Lambda, ResNet-50 TF32", lambda r: lambda_(r) and not bert(r) and r["precision"] == "tf32"),
+              ("every row", lambda r: True)]
+
+    def mfu(chosen):
+        values = [r["published_mfu"] for _, r in chosen]
+        return [Fig(f"{pct(min(values))} to {pct(max(values))}", VALIDATION)]
+
+    return (["rows of", "rows", "error", "median absolute error", "published MFU (scalebench's FLOPs)"], "lrrrr",
+            _error_groups("published_throughput", groups, mfu))
+
+
+def table_projection_published_speedups():
+    header = ["entry", "GPUs", "published speed-up", "projected", "error"]
+    rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n)]
+            for n, r in _check("published_speedup")[0]]
+    return header, "lrrrr", rows
+
+
+def table_projection_allreduce():
+    header = ["entry", "use", "profile", "GPUs", "message", "published busbw GB/s", "projected", "error"]
+    rows = [[_entry(r), r["use"], r["profile"], f"{r['nodes']} x {r['gpus_per_node']}", f"{r['message_mib']:.0f} MiB",
+             _v(fmt(r["published"], 1), n), _v(fmt(r["projection"], 1), n), _err(r, n)]
+            for n, r in _check("allreduce_busbw")[0]]
+    return header, "lllllrrr", rows
+
+
+def table_projection_h200_cards():
+    header = ["test", "unit", "projected", "measured", "error", "measured record"]
+    rows = []
+    for n, r in _check("h200_card_tests")[0]:
+        digits = 2 if r["unit"] == "ms" else 1
+        rows.append([r["test"], r["unit"], _v(fmt(r["projection"], digits), n), Fig(fmt(r["measured"], digits), r["record"]),
+                     _err(r, n), r["record"][len("results/"):]])
+    return header, "llrrrl", rows
+
+
+def table_projection_gemm_efficiency():
+    """Each profile's large-shape GEMM efficiency by precision; profiles with the same list share a row."""
+    precisions = ["fp32", "tf32", "bf16", "fp16"]
+    shared = {}
+    for n, r in _check("gemm_large_shape_efficiency")[0]:
+        key = tuple(f"{r[p]:.3f}" for p in precisions)
+        shared.setdefault(key, []).append((n, r["profile"]))
+    rows = [[", ".join(f"`{name}`" for _, name in profiles)] + [_v(v, profiles[0][0]) for v in key]
+            for key, profiles in shared.items()]
+    return ["profiles", *precisions], "lrrrr", rows
 
 
 TABLES = {name[len("table_"):]: fn for name, fn in globals().items() if name.startswith("table_")}
@@ -569,8 +872,9 @@ def regenerate(path, problems):
             problems.append(f"{rel}:{start}: unknown table '{name}' (known: {', '.join(sorted(TABLES))})")
             out.extend(lines[start:i])
             continue
+        indent = lines[start - 1][:len(lines[start - 1]) - len(lines[start - 1].lstrip())]  # a table inside a list item
         try:
-            out.extend(render(name, os.path.dirname(path)))
+            out.extend(indent + line for line in render(name, os.path.dirname(path)))
         except (TableError, KeyError, ValueError, IndexError) as e:
             problems.append(f"{rel}:{start}: table '{name}': {e}")
             out.extend(lines[start:i])

@@ -612,7 +612,8 @@ std::pair<nlohmann::json, std::string> latest_record(const std::string& dir,
         std::ifstream in(e.path());
         for (std::string line; std::getline(in, line);) {
             const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
-            if (r.is_discarded() || !r.is_object() || r.value("projected", false) || !matches(r)) continue;
+            if (r.is_discarded() || !r.is_object() || (r.contains("projected") && r["projected"] == true) || !matches(r))
+                continue;
             if (found.first.is_null() || r.value("timestamp", "") > found.first.value("timestamp", ""))
                 found = {r, e.path().string()};
         }
@@ -654,6 +655,10 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
     for (const auto& [preset, label] : {std::pair{"resnet50.yaml", "ResNet-50"}, std::pair{"bert-base.yaml", "BERT-base"}}) {
         const TrainConfig cfg = load_config_file(configs_dir + "/" + preset);
         const Projection p = project_workload(cfg, model, {1}, {1}).front();
+        // A ResNet record counts only where it ran the engine the projection traced (records without
+        // the key predate the cuDNN engine: im2col).
+        const std::string engine =
+            cfg.model == "resnet" ? conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))) : "";
         const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
             if (r.value("subcommand", "") != "train" || r.value("world_size", 0) != 1 || gpu_name_of(r) != hw.device_name ||
                 r.value("local_batch", 0) != cfg.batch_size || r.value("precision", "") != precision_name(cfg.precision) ||
@@ -662,7 +667,9 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
             const nlohmann::json& c = r["config"];
             if (c.value("model", "") != cfg.model) return false;
             const nlohmann::json want = to_json(cfg);
-            return cfg.model == "resnet" ? c["resnet"] == want["resnet"]
+            const bool has_engine = r.contains("conv_engine") && r["conv_engine"].is_string();
+            const std::string ran = has_engine ? r["conv_engine"].get<std::string>() : "im2col";
+            return cfg.model == "resnet" ? c["resnet"] == want["resnet"] && ran == engine
                                          : c["transformer"]["arch"] == want["transformer"]["arch"] &&
                                                c["transformer"]["layers"] == want["transformer"]["layers"] &&
                                                c["transformer"]["hidden"] == want["transformer"]["hidden"] &&

@@ -165,6 +165,16 @@ TrainConfig config_of_record(const nlohmann::json& record, const std::string& wh
     c.erase("source");  // where the runner read it from, not a config key
     if (c.contains("scaling") && c["scaling"].empty()) c.erase("scaling");  // the default, written as []
     TrainConfig cfg = parse_config(c.dump(), where);
+    // The convolutions are the engine that ran (the record's "conv_engine": `auto` resolved on the
+    // runner's backend), not this build's resolution of the config's; a ResNet record without the
+    // key predates the cuDNN engine and ran im2col.
+    if (cfg.model == "resnet") {
+        const std::string ran = record.contains("conv_engine") && record["conv_engine"].is_string()
+                                    ? record["conv_engine"].get<std::string>()
+                                    : "im2col";
+        if (ran != "cudnn" && ran != "im2col") throw UserError(where + ": conv_engine '" + ran + "' is not an engine");
+        cfg.conv_engine = ran == "cudnn" ? ConvEngine::cudnn : ConvEngine::im2col;
+    }
     validate_config(cfg);
     return cfg;
 }

@@ -11,6 +11,7 @@
 #include "src/commands/project_command.h"
 #include "src/core/config.h"
 #include "src/core/errors.h"
+#include "src/core/workload.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"
 
@@ -266,6 +267,24 @@ TEST(CompareCards, ProjectedPerProfileAndMeasuredWhereTheGpusRecordsAre) {
     EXPECT_DOUBLE_EQ(c[1].measured, 201.0);
     EXPECT_EQ(c[1].measured_from, (dir / "run1" / "gemm.jsonl").string());
     EXPECT_LT(c[2].measured, 0);  // no fp32 4096^3 record
+
+    // ResNet-50 train records: the latest that ran the engine the projection traced counts
+    // (configs/resnet50.yaml's auto: cuDNN in a build that has it, else im2col); a record
+    // without the key predates the cuDNN engine and ran im2col.
+    const bool cudnn = resolve_conv_engine(rn50, TraceOps(rn50.precision)) == ConvEngine::cudnn;
+    auto resnet_run = [&](const char* engine, double samples, const char* when) {
+        nlohmann::json r = {{"subcommand", "train"}, {"world_size", 1}, {"gpu", {{"name", "NVIDIA A100-SXM4-40GB"}}},
+                            {"local_batch", rn50.batch_size}, {"precision", precision_name(rn50.precision)},
+                            {"config", to_json(rn50)}, {"samples_per_s", samples}, {"timestamp", when}};
+        if (engine) r["conv_engine"] = engine;
+        std::ofstream(dir / "run1" / "train.jsonl", std::ios::app) << r.dump() << "\n";
+        return card_tests(a100, Calibration{}, configs, dir.string())[4].measured;
+    };
+    EXPECT_LT(c[4].measured, 0);
+    resnet_run("cudnn", 2000.0, "2026-01-01T00:00:00Z");
+    EXPECT_DOUBLE_EQ(resnet_run("im2col", 1500.0, "2026-01-02T00:00:00Z"), cudnn ? 2000.0 : 1500.0);
+    EXPECT_DOUBLE_EQ(resnet_run("cudnn", 2100.0, "2026-01-03T00:00:00Z"), cudnn ? 2100.0 : 1500.0);
+    EXPECT_DOUBLE_EQ(resnet_run(nullptr, 1400.0, "2026-01-04T00:00:00Z"), cudnn ? 2100.0 : 1400.0);
 }
 
 TEST(CompareCards, TheSoakOfTheProfilesGpuIsSaidWithItsFile) {

@@ -393,15 +393,22 @@ TEST(Calibration, ReadsTheCommittedH200Records) {
 
 TEST(Calibration, ATrainRecordsConfigIsTheWorkloadItRan) {
     // What the runner writes as a record's "config" reads back as the same workload, for
-    // every preset (the measured-run validation predicts records through it).
+    // every preset (the measured-run validation predicts records through it); a ResNet's
+    // convolutions are the engine the record says ran (`auto` resolved), im2col in a record
+    // that predates the key.
     for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs")) {
         if (e.path().extension() != ".yaml") continue;
         const TrainConfig cfg = load_config_file(e.path().string());
-        const TrainConfig back = config_of_record({{"config", to_json(cfg)}}, "record");
+        const bool resnet = cfg.model == "resnet";
+        const nlohmann::json record = {{"config", to_json(cfg)},
+                                       {"conv_engine", resnet ? nlohmann::json("cudnn") : nlohmann::json()}};
+        const TrainConfig back = config_of_record(record, "record");
         nlohmann::json a = to_json(cfg), b = to_json(back);
         a.erase("source");
         b.erase("source");
+        if (resnet) a["conv_engine"] = "cudnn";
         EXPECT_EQ(a, b) << e.path();
+        if (resnet) EXPECT_EQ(config_of_record({{"config", to_json(cfg)}}, "record").conv_engine, ConvEngine::im2col);
     }
 }
 
