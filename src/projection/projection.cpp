@@ -164,6 +164,9 @@ TrainConfig config_of_record(const nlohmann::json& record, const std::string& wh
     nlohmann::json c = record.at("config");
     c.erase("source");  // where the runner read it from, not a config key
     if (c.contains("scaling") && c["scaling"].empty()) c.erase("scaling");  // the default, written as []
+    // The convolution engine that ran (a ResNet record's top-level conv_engine: cudnn or im2col),
+    // not the config's request, which says "auto" where the runner chose by its backend.
+    if (record.contains("conv_engine") && record["conv_engine"].is_string()) c["conv_engine"] = record["conv_engine"];
     TrainConfig cfg = parse_config(c.dump(), where);
     validate_config(cfg);
     return cfg;
