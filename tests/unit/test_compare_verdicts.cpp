@@ -214,7 +214,7 @@ TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
         EXPECT_EQ(sc.workloads.size(), 2u) << name;
     }
     const Scenario prod = load_scenario(configs + "/scenarios/production.yaml", configs);
-    EXPECT_EQ(prod.rule.needs, (std::vector<std::string>{"ecc", "datacenter_use", "vendor_driver"}));
+    EXPECT_EQ(prod.rule.needs, (std::vector<std::string>{"ecc", "datacenter_use", "vendor_driver", "soak"}));
     const auto dir = std::filesystem::temp_directory_path() / "sb-scenario-test";
     std::filesystem::create_directories(dir);
     auto refused = [&](const std::string& text) {
