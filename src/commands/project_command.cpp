@@ -1260,8 +1260,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 2));
 
     for (const WorkloadResult& r : results) {
-        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most GPUs\n", r.label,
-                   r.rows.front().at_max().record["num_params"].get<size_t>(), precision_name(r.cfg.precision));
+        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most "
+                                                "GPUs",
+                                                r.label, r.rows.front().at_max().record["num_params"].get<size_t>(),
+                                                precision_name(r.cfg.precision)),
+                                    2));
         fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
                    "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
         for (const CompareRow& row : r.rows) {
