@@ -546,7 +546,8 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     std::string reason = fmt::format(
         "{} {} at {} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
         "per GPU, {:.1f} samples/s per kW)",
-        what, rule.score == Score::samples_per_s ? "highest" : "best", configuration_name(p), pick.score, pick.lo, pick.hi, 100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
+        what, rule.score == Score::samples_per_s ? "highest" : "best", configuration_name(p), pick.score, pick.lo, pick.hi,
+        100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
         pick.row->hw.memory_gb.value, pick.row->per_kw(p));
     if (pick.row != best.row)
         reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
@@ -638,6 +639,7 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
         for (const SoakRun& run : runs)
             drift_in_band |= run.drift_pct > kSoakDriftBound.lo && run.drift_pct <= kSoakDriftBound.hi;
     if (!drift_in_band) return flips;
+    // The rows as given, without their bands (as every end above is decided): a key no profile has.
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup);
     for (bool high : {false, true})
         for (size_t s = 0; s < central.size(); ++s) {
@@ -878,7 +880,9 @@ SoakVerdict soak_verdict(const std::vector<SoakRun>& runs, double bound) {
         if (r.mismatches > 0)
             against.push_back(fmt::format("{} replica mismatch{} in {} checks ({})", r.mismatches, r.mismatches > 1 ? "es" : "",
                                           r.replica_checks, r.file));
-        if (r.ecc_uncorrected > 0) against.push_back(fmt::format("{} uncorrected ECC errors ({})", r.ecc_uncorrected, r.file));
+        if (r.ecc_uncorrected > 0)
+            against.push_back(fmt::format("{} uncorrected ECC error{} ({})", r.ecc_uncorrected, r.ecc_uncorrected > 1 ? "s" : "",
+                                          r.file));
         if (r.faulted()) against.push_back(fmt::format("ended by a hang or fault: {} ({})", r.ended, r.file));
         if (r.drift_pct > bound)
             against.push_back(fmt::format("throughput drift {:.2f}% beyond the {} ({})", r.drift_pct, band, r.file));
@@ -1024,7 +1028,7 @@ nlohmann::json configurations_json(const CompareRow& row, const std::vector<Proj
     return out;
 }
 
-// The node count of the multi-GPU configurations, said after their GPU count: " on 2 nodes".
+// The node count of a multi-GPU scenario's configuration, said after its GPUs: " per node on 2 nodes".
 std::string on_nodes_text(int nodes) { return nodes > 1 ? fmt::format(" per node on {} nodes", nodes) : ""; }
 
 // A row's configurations on N nodes, one line: "on 2 nodes: 2 GPUs 5371.0, ..., 16 GPUs 42000.0
