@@ -8,9 +8,10 @@ runs this script as its second step; by hand:
 
 writes guide.md and, beside it, guide-plots/ (PNG), per workload of each scenario:
   <workload>-throughput.png  samples/s against GPUs, the band the profile's ranges give shaded
+                             (with --nodes N, the N-node configurations dashed beside one node's)
   <workload>-efficiency.png  scaling efficiency against GPUs, the band likewise
   <workload>-per-cost.png    samples/s per $10k of the whole cost and per kW at the scenario's
-                             GPU count, as bars
+                             configuration, as bars
 The Markdown holds the summary table (scenario x workload x budget), the figures and reasons
 behind each cell, the flips inside the bands, the node costs, the card tests (projected and
 measured), the assumptions and every profile number with its source.
@@ -67,28 +68,46 @@ def sources(node, prefix=""):
     return out
 
 
-def plot_workload(plt, workload, gpus_judged, plot_dir, slug):
+def judged(profile, gpus_judged, nodes):
+    """The configuration a scenario of gpus_judged GPUs judges: one node's entry, or (nodes > 1 and a
+    multi-GPU scenario) the same GPUs per node on the N nodes."""
+    index = [i for i, x in enumerate(profile["by_gpus"]) if x["gpus"] <= gpus_judged][-1]
+    if gpus_judged > 1 and nodes > 1 and profile.get("on_nodes"):
+        return profile["on_nodes"][index]
+    return profile["by_gpus"][index]
+
+
+def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
     """Throughput and efficiency against GPUs with bands; per-cost and per-kW bars. Returns the file names."""
     files = []
     for kind in ("throughput", "efficiency"):
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        ticks = set()
         for p in workload["profiles"]:
-            g = [x["gpus"] for x in p["by_gpus"]]
             one = p["by_gpus"][0]["samples_per_s"]
-            if kind == "throughput":
-                y = [x["samples_per_s"] for x in p["by_gpus"]]
-                lo = [x["samples_per_s_band"][0] for x in p["by_gpus"]]
-                hi = [x["samples_per_s_band"][1] for x in p["by_gpus"]]
-            else:  # the band of the efficiency against the central one-GPU figure
-                y = [100 * x["scaling_efficiency"] for x in p["by_gpus"]]
-                lo = [100 * x["samples_per_s_band"][0] / (x["gpus"] * one) for x in p["by_gpus"]]
-                hi = [100 * x["samples_per_s_band"][1] / (x["gpus"] * one) for x in p["by_gpus"]]
-            line, = ax.plot(g, y, marker="o", label=p["name"] + ("" if p["fits_memory"] else " (does not fit)"))
-            ax.fill_between(g, lo, hi, color=line.get_color(), alpha=0.2)
+            color = None
+            for entries, style, suffix in ((p["by_gpus"], "-", ""), (p.get("on_nodes", []), "--", f", {nodes} nodes")):
+                if not entries:
+                    continue
+                g = [x["gpus"] for x in entries]
+                ticks.update(g)
+                if kind == "throughput":
+                    y = [x["samples_per_s"] for x in entries]
+                    lo = [x["samples_per_s_band"][0] for x in entries]
+                    hi = [x["samples_per_s_band"][1] for x in entries]
+                else:  # the band of the efficiency against the central one-GPU figure
+                    y = [100 * x["scaling_efficiency"] for x in entries]
+                    lo = [100 * x["samples_per_s_band"][0] / (x["gpus"] * one) for x in entries]
+                    hi = [100 * x["samples_per_s_band"][1] / (x["gpus"] * one) for x in entries]
+                line, = ax.plot(g, y, style, marker="o", color=color,
+                                label=p["name"] + suffix + ("" if p["fits_memory"] else " (does not fit)"))
+                color = line.get_color()
+                ax.fill_between(g, lo, hi, color=color, alpha=0.2)
         ax.set_xscale("log", base=2)
-        ax.set_xticks([1, 2, 4, 8])
-        ax.set_xticklabels(["1", "2", "4", "8"])
-        ax.set_xlabel("GPUs (one node)")
+        ticks = sorted(ticks | {1, 2, 4, 8})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_xlabel("GPUs (one node)" if nodes == 1 else f"GPUs (one node; dashed: {nodes} nodes)")
         ax.set_ylabel("samples/s (projected)" if kind == "throughput" else "scaling efficiency, % (projected)")
         ax.set_title(f"{workload['workload']}: {kind}, band = the profiles' ranges")
         ax.grid(alpha=0.3)
@@ -101,7 +120,7 @@ def plot_workload(plt, workload, gpus_judged, plot_dir, slug):
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.6))
     names, per_cost, per_kw = [], [], []
     for p in workload["profiles"]:
-        at = [x for x in p["by_gpus"] if x["gpus"] <= gpus_judged][-1]
+        at = judged(p, gpus_judged, nodes)
         names.append(p["name"])
         per_cost.append(at["samples_per_s_per_10k_usd_whole_cost"])
         per_kw.append(at["samples_per_s_per_kw"])
@@ -111,7 +130,8 @@ def plot_workload(plt, workload, gpus_judged, plot_dir, slug):
         ax.set_xlabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(f"{workload['workload']} at {gpus_judged} GPU{'s' if gpus_judged > 1 else ''} (projected)", fontsize=9)
+    on = f" per node on {nodes} nodes" if nodes > 1 and gpus_judged > 1 else ""
+    fig.suptitle(f"{workload['workload']} at {gpus_judged} GPU{'s' if gpus_judged > 1 else ''}{on} (projected)", fontsize=9)
     fig.tight_layout()
     name = f"{slug}-per-cost.png"
     fig.savefig(os.path.join(plot_dir, name), dpi=110)
@@ -138,12 +158,15 @@ def main(argv):
     workloads = {w["workload"]: w for w in data["workloads"]}
     terms = data["cost_terms"]
     names = [p["name"] for p in data["profiles"]]
+    nodes = data.get("nodes", 1)
     md = [f"# Buyer's guide: {', '.join(names)}", "",
           "Projected by `scalebench compare` (docs/projection.md: the model, its validation), not measured, "
           "except the card tests' measured rows. *ample*: the most samples/s per node; *limited*: the most "
           "samples/s per $10k of the whole cost (GPUs, their share of the server, power at TDP over "
           f"{terms['years']:g} years at {terms['usd_per_kwh']:g} USD/kWh). A cell marked * changes winner when "
-          "a ranged profile number moves to an end of its range (listed under the scenario).", "",
+          "a ranged profile number moves to an end of its range (listed under the scenario)."
+          + (f" `--nodes {nodes}`: every multi-GPU scenario judges {nodes} nodes of each profile's node, the network "
+             "between them the profile's." if nodes > 1 else ""), "",
           "## Summary", "", "| scenario | workload | ample budget | limited budget |", "| --- | --- | --- | --- |"]
     for sc in data["scenarios"]:
         by_workload = {}
@@ -173,12 +196,15 @@ def main(argv):
     plots = 0
     drawn = {}
     for sc in data["scenarios"]:
+        sc_nodes = sc.get("nodes", 1)
         md += ["", f"## {sc['scenario']}", "",
-               f"Judged at {sc['gpus']} GPU{'s' if sc['gpus'] > 1 else ''} (or the node's largest below)"
+               f"Judged at {sc['gpus']} GPU{'s' if sc['gpus'] > 1 else ''}"
+               + (f" per node on {sc_nodes} nodes" if sc_nodes > 1 else "") + " (or the node's largest below)"
                + (f"; requires {', '.join(sc['requires'])}" if sc["requires"] else "") + f"; preset `{sc['preset']}`.", ""]
-        if sc["requires"]:  # soak figures, where measured: printed, not scored
+        if "soak" in sc["requires"]:  # the soaks the cells judge, and the latest one's telemetry
             for p in data["profiles"]:
-                md.append(f"- {p['name']}: {p.get('soak', 'no soak (stress) record of its GPU')}")
+                latest = f"; the latest: {p['soak']}" if "soak" in p else ""
+                md.append(f"- {p['name']}: soak {p['soak_verdict']['said']}{latest}")
             md.append("")
         for c in sc["cells"]:
             md.append(f"- **{c['workload']}, {c['budget']}**: {c['winner'] or 'none qualifies'}: {c['reason']}")
@@ -187,24 +213,31 @@ def main(argv):
         for w in dict.fromkeys(c["workload"] for c in sc["cells"]):
             if w not in workloads:
                 fail(f"{argv[1]}: scenario '{sc['scenario']}' names workload '{w}', which 'workloads' lacks")
-            key = (w, sc["gpus"])
+            key = (w, sc["gpus"], sc_nodes)
             if key not in drawn:
-                slug = f"{w.replace(' ', '-')}-{sc['gpus']}gpu"
-                drawn[key] = plot_workload(plt, workloads[w], sc["gpus"], plot_dir, slug)
+                slug = f"{w.replace(' ', '-')}-{sc['gpus']}gpu" + (f"-{sc_nodes}nodes" if sc_nodes > 1 else "")
+                drawn[key] = plot_workload(plt, workloads[w], sc["gpus"], sc_nodes, plot_dir, slug)
                 plots += len(drawn[key])
             md.append("")
             for f in drawn[key]:
                 md.append(f"![{w}: {f}]({plot_dir_name}/{f})")
     md += ["", "## Per workload: samples/s by GPUs, band, memory", ""]
+    def figure(x):
+        return f"{x['samples_per_s']:.1f} [{x['samples_per_s_band'][0]:.1f}-{x['samples_per_s_band'][1]:.1f}]"
     for w in data["workloads"]:
-        md += [f"### {w['workload']}", "", "| profile | 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | efficiency at 8 | exposed comm ms | "
-               "GiB per GPU (headroom) | fits |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        across = f" | {nodes} nodes | efficiency on {nodes} nodes" if nodes > 1 else ""
+        md += [f"### {w['workload']}", "", "| profile | 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | efficiency at 8 | exposed comm ms"
+               f"{across} | GiB per GPU (headroom) | fits |",
+               "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if nodes > 1 else "") + " --- | --- |"]
         for p in w["profiles"]:
-            cells = {x["gpus"]: f"{x['samples_per_s']:.1f} [{x['samples_per_s_band'][0]:.1f}-{x['samples_per_s_band'][1]:.1f}]"
-                     for x in p["by_gpus"]}
+            cells = {x["gpus"]: figure(x) for x in p["by_gpus"]}
             top = p["by_gpus"][-1]
+            on_nodes = ""
+            if nodes > 1:
+                full = p["on_nodes"][-1]
+                on_nodes = f" | {full['gpus']} GPUs: {figure(full)} | {100 * full['scaling_efficiency']:.1f}%"
             md.append(f"| {p['name']} | " + " | ".join(cells.get(g, "-") for g in (1, 2, 4, 8)) +
-                      f" | {100 * top['scaling_efficiency']:.1f}% | {top['exposed_comm_ms']:.2f} | "
+                      f" | {100 * top['scaling_efficiency']:.1f}% | {top['exposed_comm_ms']:.2f}{on_nodes} | "
                       f"{p['memory_per_gpu_gib']:.2f} ({p['memory_headroom_gib']:.2f}) | {'yes' if p['fits_memory'] else 'NO'} |")
         md.append("")
     md += ["## Assumptions", "",

@@ -49,6 +49,11 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
                    "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
 }
 
+// --nodes, one option for project and compare (node_counts reads it for both).
+void add_nodes_option(CLI::App& sub, ProjectOptions& o, const std::string& help) {
+    sub.add_option("--nodes", o.nodes, help)->delimiter(',');
+}
+
 Summary single(double v) { return Summary{v, v, v, v, v, v, 1}; }
 
 std::string profile_list();
@@ -130,6 +135,19 @@ std::vector<std::string> shipped_profile_names() {
     return names;
 }
 
+std::vector<int> node_counts(const ProjectOptions& o) {
+    for (int N : o.nodes)
+        if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
+    return o.nodes.empty() ? std::vector<int>{1} : o.nodes;
+}
+
+int compare_node_count(const ProjectOptions& o) {
+    const std::vector<int> nodes = node_counts(o);
+    if (nodes.size() > 1)
+        throw UserError(fmt::format("--nodes {}: compare judges one node count (project takes a list)", fmt::join(nodes, ",")));
+    return nodes.front();
+}
+
 void add_project_options(CLI::App& sub, ProjectOptions& o) {
     add_common(sub, o);
     sub.add_option("--hardware", o.hardware,
@@ -137,7 +155,7 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
         ->required();
     sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
         ->delimiter(',');
-    sub.add_option("--nodes", o.nodes, "node counts, e.g. 1,2,4 (default 1)")->delimiter(',');
+    add_nodes_option(sub, o, "node counts, e.g. 1,2,4 (default 1); the network between nodes is the profile's");
     sub.add_option("--out,-o", o.out, "JSONL file the projected records are appended to");
 }
 
@@ -157,6 +175,9 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--out,-o", o.out, "JSONL file every projected record is appended to (default: none)");
     sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)")
         ->delimiter(',');
+    add_nodes_option(sub, o,
+                     "what-if: every multi-GPU scenario judges this many nodes of the profile's node (default 1); the "
+                     "network between nodes is the profile's");
     sub.add_option("--report", o.report,
                    "without --config: write the whole answer as Markdown with plots (FILE.md; FILE.json and "
                    "FILE-plots/ beside it; needs /usr/bin/python3 with matplotlib)");
@@ -325,9 +346,7 @@ int run_project(const ProjectOptions& o) {
     TrainConfig cfg = load_workload(o);
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
-    const std::vector<int> nodes = o.nodes.empty() ? std::vector<int>{1} : o.nodes;
-    for (int N : nodes)
-        if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
+    const std::vector<int> nodes = node_counts(o);
     if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
@@ -394,26 +413,30 @@ const CompareRow* best(const std::vector<CompareRow>& rows, Score score, Eligibl
 
 namespace {
 
-// What a scenario judges of a row: the configuration (its entry of by_gpus) and the score.
-struct Judged {
-    const CompareRow* row = nullptr;
-    size_t index = 0;
-    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges give it
-    double cost() const { return row->by_gpus[index].step.world_size * row->hw.price_usd.value; }
-};
-
-Judged judge(const CompareRow& r, size_t index, bool per_dollar) {
-    const Projection& p = r.by_gpus[index];
-    const double scale = per_dollar ? r.per_10k(p) / p.samples_per_s : 1.0;
-    const Band band = index < r.bands.size() ? r.bands[index] : Band{p.samples_per_s, p.samples_per_s};
-    return {&r, index, p.samples_per_s * scale, band.lo * scale, band.hi * scale};
-}
-
+// The entry of by_gpus (one node) of `gpus` GPUs, or of the node's largest count below.
 size_t index_of(const CompareRow& r, int gpus) {
     size_t best_index = 0;
     for (size_t i = 0; i < r.by_gpus.size(); ++i)
         if (r.by_gpus[i].step.world_size <= gpus) best_index = i;
     return best_index;
+}
+
+// What a scenario judges of a row: the configuration (an entry of by_gpus or on_nodes) and the score.
+struct Judged {
+    const CompareRow* row = nullptr;
+    const Projection* p = nullptr;
+    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges give it
+    double cost() const { return p->step.world_size * row->hw.price_usd.value; }
+};
+
+// The configuration a rule of `gpus` GPUs judges in a row: that many GPUs per node or the node's
+// largest count below, on the row's N nodes when it has them and the rule is multi-GPU; its band.
+std::pair<const Projection*, Band> judged_configuration(const CompareRow& r, int gpus) {
+    const size_t i = index_of(r, gpus);
+    const bool across = gpus > 1 && !r.on_nodes.empty();
+    const Projection& p = across ? r.on_nodes[i] : r.by_gpus[i];
+    const std::vector<Band>& bands = across ? r.on_nodes_bands : r.bands;
+    return {&p, i < bands.size() ? bands[i] : Band{p.samples_per_s, p.samples_per_s}};
 }
 
 }  // namespace
@@ -432,10 +455,17 @@ ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const 
             watts / 1e3 * terms.years * 365.25 * 24 * terms.usd_per_kwh};
 }
 
+std::string configuration_name(const Projection& p) {
+    const int g = p.step.world_size;
+    return fmt::format("{} GPU{}{}", g, g > 1 ? "s" : "",
+                       p.step.nodes > 1 ? fmt::format(" on {} nodes x {}", p.step.nodes, g / p.step.nodes) : "");
+}
+
 std::string unmet_requirements(const HardwareProfile& hw, const std::vector<std::string>& needs) {
     std::string out;
     auto add = [&](const std::string& why) { out += (out.empty() ? "" : ", ") + why; };
     for (const std::string& need : needs) {
+        if (need == "soak") continue;  // the soaks of its GPU: decide judges them
         if (need == "vendor_driver" && hw.patched_driver) add("needs a patched driver");
         else if (need != "vendor_driver" && !hw.has_production()) add("records no production facts");
         else if (need == "ecc" && hw.ecc.value != "yes") add("ECC " + hw.ecc.value + " (not on by default)");
@@ -467,19 +497,21 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     };
     std::vector<Judged> eligible;
     std::string excluded;
+    const bool judges_soaks = std::find(rule.needs.begin(), rule.needs.end(), "soak") != rule.needs.end();
     for (const CompareRow& r : rows) {
-        const std::string unmet = unmet_requirements(r.hw, rule.needs);
+        std::string unmet = unmet_requirements(r.hw, rule.needs);
+        if (judges_soaks)
+            if (const SoakVerdict soak = soak_verdict(r.soaks, rule.soak_drift_bound_pct);
+                soak.status == SoakVerdict::Status::counts_against)
+                unmet += (unmet.empty() ? "" : ", ") + soak.said;
         if (!unmet.empty()) {
             excluded += fmt::format("{}{}: {}", excluded.empty() ? "" : "; ", r.hw.name, unmet);
             continue;
         }
-        const size_t i = index_of(r, rule.gpus);
-        const Projection& p = r.by_gpus[i];
-        if (!r.fits() || (p.step.world_size > 1 && p.samples_per_s <= fastest_single)) continue;
-        Judged j = judge(r, i, false);
-        const double k = scale(r, p);
-        j.score *= k, j.lo *= k, j.hi *= k;
-        eligible.push_back(j);
+        const auto [p, band] = judged_configuration(r, rule.gpus);
+        if (!r.fits() || (p->step.world_size > 1 && p->samples_per_s <= fastest_single)) continue;
+        const double k = scale(r, *p);
+        eligible.push_back({&r, p, p->samples_per_s * k, band.lo * k, band.hi * k});
     }
     if (eligible.empty()) {
         std::string why = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
@@ -499,7 +531,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
     }
     auto cost = [&](const Judged& j) {
-        const int g = j.row->by_gpus[j.index].step.world_size;
+        const int g = j.p->step.world_size;
         return rule.score == Score::per_10k_whole_cost ? configuration_cost(j.row->hw, g, terms).total() : j.cost();
     };
     const Judged pick = *std::min_element(tied.begin(), tied.end(), [&](const Judged& a, const Judged& b) {
@@ -507,15 +539,15 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         if (a.row->hw.patched_driver != b.row->hw.patched_driver) return !a.row->hw.patched_driver;
         return a.score > b.score;
     });
-    const Projection& p = pick.row->by_gpus[pick.index];
+    const Projection& p = *pick.p;
     const char* what = rule.score == Score::samples_per_s     ? "samples/s"
                        : rule.score == Score::per_10k_gpus ? "samples/s per $10k"
                                                            : "samples/s per $10k of the whole cost";
     std::string reason = fmt::format(
-        "{} {} at {} GPU{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
+        "{} {} at {} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
         "per GPU, {:.1f} samples/s per kW)",
-        what, rule.score == Score::samples_per_s ? "highest" : "best", p.step.world_size, p.step.world_size > 1 ? "s" : "",
-        pick.score, pick.lo, pick.hi, 100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
+        what, rule.score == Score::samples_per_s ? "highest" : "best", configuration_name(p), pick.score, pick.lo, pick.hi,
+        100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
         pick.row->hw.memory_gb.value, pick.row->per_kw(p));
     if (pick.row != best.row)
         reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
@@ -523,6 +555,10 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
                               best.row->hw.name, best.score, best.lo, best.hi);
     if (p.step.world_size > 1)
         reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+    if (judges_soaks) {
+        const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
+        reason += "; soak " + soak.brief;
+    }
     if (!excluded.empty()) reason += "; excluded: " + excluded;
     return {rule.scenario, pick.row, reason};
 }
@@ -543,17 +579,30 @@ double range_end_value(const std::vector<HardwareProfile>& profiles, const std::
 
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high,
-                                     const std::vector<int>& gpus_per_node) {
+                                     const CompareSetup& setup) {
     std::vector<CompareRow> rows;
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
         const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
-        CompareRow row{moved ? at_range_end(profiles[i], key, high) : profiles[i], {}, {}};
+        CompareRow row;
+        row.hw = moved ? at_range_end(profiles[i], key, high) : profiles[i];
+        if (i < setup.soaks.size()) row.soaks = setup.soaks[i];
         ProjectOptions asked;
-        asked.gpus = gpus_per_node;
+        asked.gpus = setup.gpus;
         const std::vector<int> gpus = gpu_counts(asked, row.hw);
-        row.by_gpus = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, {1});
-        if (key.empty()) row.bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, {1});
+        // One node, then (--nodes N) the same GPU counts on N nodes: project's code path, whose
+        // records say nodes and gpus_per_node.
+        const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
+        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, nodes);
+        row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
+        all.resize(gpus.size());
+        row.by_gpus = std::move(all);
+        if (key.empty()) {
+            std::vector<Band> bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, nodes);
+            row.on_nodes_bands.assign(bands.begin() + static_cast<std::ptrdiff_t>(gpus.size()), bands.end());
+            bands.resize(gpus.size());
+            row.bands = std::move(bands);
+        }
         rows.push_back(std::move(row));
     }
     return rows;
@@ -563,7 +612,7 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules, const CostTerms& terms,
-                                                    const std::vector<int>& gpus) {
+                                                    const CompareSetup& setup) {
     std::vector<std::string> keys;
     for (const HardwareProfile& p : profiles)
         for (const std::string& key : ranged_keys(p))
@@ -576,13 +625,31 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                 for (const auto& [k, number] : sourced_numbers(p))
                     if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
             if (!moves) continue;
-            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, gpus);
+            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, setup);
             std::vector<Verdict> at_end;
             for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
             for (size_t s = 0; s < central.size(); ++s)
                 if (winner_name(at_end[s]) != winner_name(central[s]))
                     flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
                                                    high ? "high" : "low", range_end_value(profiles, key, high)));
+        }
+    // The soak drift bound's ends, where a soak's drift lies between them (else no end changes a verdict).
+    bool drift_in_band = false;
+    for (const auto& runs : setup.soaks)
+        for (const SoakRun& run : runs)
+            drift_in_band |= run.drift_pct > kSoakDriftBound.lo && run.drift_pct <= kSoakDriftBound.hi;
+    if (!drift_in_band) return flips;
+    // The rows as given, without their bands (as every end above is decided): a key no profile has.
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup);
+    for (bool high : {false, true})
+        for (size_t s = 0; s < central.size(); ++s) {
+            if (std::find(rules[s].needs.begin(), rules[s].needs.end(), "soak") == rules[s].needs.end()) continue;
+            ScenarioRule at_end = rules[s];
+            at_end.soak_drift_bound_pct = high ? kSoakDriftBound.hi : kSoakDriftBound.lo;
+            const Verdict v = decide(rows, at_end, terms);
+            if (winner_name(v) != winner_name(central[s]))
+                flips[s].push_back(fmt::format("{} with soak.drift_bound_pct at its {} end ({:g})", winner_name(v),
+                                               high ? "high" : "low", at_end.soak_drift_bound_pct));
         }
     return flips;
 }
@@ -593,12 +660,13 @@ namespace {
 void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
     if (out.empty()) return;
     for (const CompareRow& r : rows)
-        for (size_t i = 0; i < r.by_gpus.size(); ++i) {
-            nlohmann::json record = r.by_gpus[i].record;
-            record["samples_per_s_band"] = {r.bands[i].lo, r.bands[i].hi};
-            record["ranges"] = ranged_keys(r.hw);
-            append_record(out, record);
-        }
+        for (const auto& [projections, bands] : {std::pair{&r.by_gpus, &r.bands}, std::pair{&r.on_nodes, &r.on_nodes_bands}})
+            for (size_t i = 0; i < projections->size(); ++i) {
+                nlohmann::json record = (*projections)[i].record;
+                record["samples_per_s_band"] = {(*bands)[i].lo, (*bands)[i].hi};
+                record["ranges"] = ranged_keys(r.hw);
+                append_record(out, record);
+            }
 }
 
 // The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
@@ -625,6 +693,19 @@ std::string gpu_name_of(const nlohmann::json& r) {
     if (r.contains("gpu") && r["gpu"].is_object()) return r["gpu"].value("name", "");
     if (r.contains("environment") && r["environment"].contains("gpu")) return r["environment"]["gpu"].value("name", "");
     return "";
+}
+
+// A soak record of the profile's board: its GPU's device name and, where the record gives the
+// GPU's memory, within 15% of the profile's (a 24 GB RTX 4090's soak is not the 48 GB board's).
+bool soak_of_profiles_gpu(const nlohmann::json& r, const HardwareProfile& hw) {
+    if (gpu_name_of(r) != hw.device_name) return false;
+    if (!r.contains("environment") || !r["environment"].is_object() || !r["environment"].contains("gpu") ||
+        !r["environment"]["gpu"].is_object())
+        return true;
+    const nlohmann::json& gpu = r["environment"]["gpu"];
+    if (!gpu.contains("memory_total_mib") || !gpu["memory_total_mib"].is_number()) return true;
+    const double gib = gpu["memory_total_mib"].get<double>() / 1024.0;
+    return std::abs(gib - hw.memory_gb.value) <= 0.15 * hw.memory_gb.value;
 }
 
 }  // namespace
@@ -683,7 +764,7 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
 
 std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir) {
     const auto [r, file] = latest_record(results_dir, [&](const nlohmann::json& x) {
-        return x.value("subcommand", "") == "stress" && x.value("complete", false) && gpu_name_of(x) == hw.device_name;
+        return x.value("subcommand", "") == "stress" && x.value("complete", false) && soak_of_profiles_gpu(x, hw);
     });
     if (r.is_null()) return "";
     double drift = 0;  // the largest |drift| of any workload over its intervals
@@ -701,6 +782,142 @@ std::string soak_summary(const HardwareProfile& hw, const std::string& results_d
                                                                : fmt::format("{}", fmt::join(t["throttle_reasons_seen"], ", ")));
     }
     return line + " (" + file + ")";
+}
+
+bool SoakRun::interrupted() const {
+    // The texts src/system/watchdog.cpp writes for a stop from outside: a signal, or the launcher gone.
+    return ended.find("received SIG") != std::string::npos || ended.find("launcher") != std::string::npos;
+}
+
+std::vector<SoakRun> soak_runs(const HardwareProfile& hw, const std::string& results_dir) {
+    struct Pending {
+        SoakRun run;
+        bool this_gpu = false;
+        long interval_mismatches = 0, interval_checks = 0, interval_ecc = 0;
+    };
+    std::map<std::string, Pending> runs;  // by run_id, or FILE#N for records without one
+    auto ecc_of = [](const nlohmann::json& telemetry) {
+        long n = 0;
+        if (telemetry.is_array())
+            for (const auto& t : telemetry)
+                if (t.is_object() && t.contains("ecc_uncorrected_delta") && t["ecc_uncorrected_delta"].is_number())
+                    n += t["ecc_uncorrected_delta"].get<long>();
+        return n;
+    };
+    std::error_code ec;
+    if (results_dir.empty() || !std::filesystem::is_directory(results_dir, ec)) return {};
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(results_dir, ec))
+        if (e.path().extension() == ".jsonl") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& file : files) {
+        std::ifstream in(file);
+        int anonymous = 0;  // runs of this file without a run_id, each ending at its summary
+        for (std::string line; std::getline(in, line);) {
+            const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+            if (r.is_discarded() || !r.is_object() || r.value("projected", false)) continue;
+            const std::string sub = r.value("subcommand", "");
+            const std::string id = r.contains("run_id") && r["run_id"].is_string() ? r["run_id"].get<std::string>() : "";
+            if (sub == "incomplete" && r.value("run_subcommand", "") == "stress" && !id.empty()) {
+                runs[id].run.ended = r.value("error", std::string("(no reason recorded)"));
+                continue;
+            }
+            if (sub != "stress") continue;
+            Pending& p = runs[id.empty() ? fmt::format("{}#{}", file, anonymous) : id];
+            const bool summary = r.value("complete", false);
+            if (summary && id.empty()) ++anonymous;
+            if (p.run.file.empty()) p.run.file = file;
+            p.this_gpu |= soak_of_profiles_gpu(r, hw);
+            p.run.timestamp = std::max(p.run.timestamp, r.value("timestamp", std::string()));
+            p.run.world_size = std::max(p.run.world_size, r.value("world_size", 0));
+            p.run.elapsed_s = std::max(p.run.elapsed_s, r.value("elapsed_s", 0.0));
+            const long events = r.contains("sdc_events") && r["sdc_events"].is_array() ? static_cast<long>(r["sdc_events"].size()) : 0;
+            const long checks = r.value("sdc_checks", 0L);
+            const long ecc = r.contains("telemetry_by_rank") ? ecc_of(r["telemetry_by_rank"]) : 0;
+            if (summary) {  // the whole run's totals
+                p.run.complete = true;
+                p.run.mismatches = std::max(p.run.mismatches, events);
+                p.run.replica_checks = std::max(p.run.replica_checks, checks);
+                p.run.ecc_uncorrected = std::max(p.run.ecc_uncorrected, ecc);
+                if (r.contains("workloads") && r["workloads"].is_array())
+                    for (const auto& w : r["workloads"])
+                        if (w.is_object() && w.contains("drift_pct") && w["drift_pct"].is_object())
+                            for (const char* end : {"min", "max"})
+                                if (w["drift_pct"].contains(end) && w["drift_pct"][end].is_number())
+                                    p.run.drift_pct = std::max(p.run.drift_pct, std::abs(w["drift_pct"][end].get<double>()));
+            } else {  // an interval: counted where the run has no summary
+                p.interval_mismatches += events;
+                p.interval_checks += checks;
+                p.interval_ecc += ecc;
+                if (r.contains("drift_pct") && r["drift_pct"].is_number())
+                    p.run.drift_pct = std::max(p.run.drift_pct, std::abs(r["drift_pct"].get<double>()));
+            }
+        }
+    }
+    std::vector<SoakRun> out;
+    for (auto& [key, p] : runs) {
+        if (!p.this_gpu) continue;  // another GPU's, or an incomplete record whose run left no stress record
+        p.run.mismatches = std::max(p.run.mismatches, p.interval_mismatches);
+        p.run.replica_checks = std::max(p.run.replica_checks, p.interval_checks);
+        p.run.ecc_uncorrected = std::max(p.run.ecc_uncorrected, p.interval_ecc);
+        out.push_back(std::move(p.run));
+    }
+    std::sort(out.begin(), out.end(), [](const SoakRun& a, const SoakRun& b) {
+        return a.timestamp != b.timestamp ? a.timestamp > b.timestamp : a.file < b.file;
+    });
+    return out;
+}
+
+const char* soak_status_name(SoakVerdict::Status s) {
+    switch (s) {
+        case SoakVerdict::Status::not_measured: return "not measured";
+        case SoakVerdict::Status::passed: return "passed";
+        case SoakVerdict::Status::counts_against: return "counts against";
+    }
+    return "?";
+}
+
+SoakVerdict soak_verdict(const std::vector<SoakRun>& runs, double bound) {
+    const std::string band = fmt::format("bound {:g}% [{:g}-{:g}%]", bound, kSoakDriftBound.lo, kSoakDriftBound.hi);
+    std::vector<std::string> against, not_scored;
+    int passed = 0;
+    double drift = 0;
+    for (const SoakRun& r : runs) {
+        const size_t before = against.size();
+        if (r.mismatches > 0)
+            against.push_back(fmt::format("{} replica mismatch{} in {} checks ({})", r.mismatches, r.mismatches > 1 ? "es" : "",
+                                          r.replica_checks, r.file));
+        if (r.ecc_uncorrected > 0)
+            against.push_back(fmt::format("{} uncorrected ECC error{} ({})", r.ecc_uncorrected, r.ecc_uncorrected > 1 ? "s" : "",
+                                          r.file));
+        if (r.faulted()) against.push_back(fmt::format("ended by a hang or fault: {} ({})", r.ended, r.file));
+        if (r.drift_pct > bound)
+            against.push_back(fmt::format("throughput drift {:.2f}% beyond the {} ({})", r.drift_pct, band, r.file));
+        if (against.size() > before) continue;
+        if (r.complete) {
+            ++passed;
+            drift = std::max(drift, r.drift_pct);
+        } else {
+            not_scored.push_back(fmt::format("{} ({})", r.ended.empty() ? "cut short without a record of why" : r.ended, r.file));
+        }
+    }
+    const std::string unscored =
+        not_scored.empty() ? ""
+                           : fmt::format("; {} run{} cut short, not scored (a stop and a fault read alike): {}", not_scored.size(),
+                                         not_scored.size() > 1 ? "s" : "", fmt::join(not_scored, "; "));
+    if (!against.empty()) {
+        const std::string said = fmt::format("counts against: {}", fmt::join(against, "; "));
+        return {SoakVerdict::Status::counts_against, said, said};
+    }
+    if (passed == 0) return {SoakVerdict::Status::not_measured, "not measured" + unscored, "not measured"};
+    std::vector<std::string> files;
+    for (const SoakRun& r : runs)
+        if (r.complete && std::find(files.begin(), files.end(), r.file) == files.end()) files.push_back(r.file);
+    return {SoakVerdict::Status::passed,
+            fmt::format("passed: {} run{} ({}) without a replica mismatch, uncorrected ECC error, hang or fault; "
+                        "throughput drift within {:.2f}% ({}){}",
+                        passed, passed > 1 ? "s" : "", fmt::join(files, ", "), drift, band, unscored),
+            fmt::format("passed ({} run{}, throughput drift within {:.2f}%, {})", passed, passed > 1 ? "s" : "", drift, band)};
 }
 
 std::vector<std::string> shipped_scenario_names() {
@@ -738,9 +955,10 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
                                sc.workloads.push_back(w);
                            }
                        } else {
-                           if (!v.IsSequence()) f.fail(v, k, key, "a list of: ecc, datacenter_use, vendor_driver");
+                           if (!v.IsSequence()) f.fail(v, k, key, "a list of: ecc, datacenter_use, vendor_driver, soak");
                            for (const YAML::Node& item : v)
-                               sc.rule.needs.push_back(f.choice(item, k, key, {"ecc", "datacenter_use", "vendor_driver"}));
+                               sc.rule.needs.push_back(
+                                   f.choice(item, k, key, {"ecc", "datacenter_use", "vendor_driver", "soak"}));
                        }
                    });
     for (const char* key : {"scenario", "gpus", "workloads"})
@@ -794,6 +1012,46 @@ std::string wrapped(const std::string& text, size_t indent, size_t width = 100) 
 
 const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
 
+// compare --json: a row's configurations (by_gpus, or on_nodes), each with its band and scores;
+// with `terms`, also per $10k of the whole cost.
+nlohmann::json configurations_json(const CompareRow& row, const std::vector<Projection>& projections,
+                                   const std::vector<Band>& bands, const CostTerms* terms) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < projections.size(); ++i) {
+        const Projection& p = projections[i];
+        nlohmann::json j = {{"gpus", p.step.world_size},
+                            {"samples_per_s", p.samples_per_s},
+                            {"samples_per_s_band", {bands[i].lo, bands[i].hi}},
+                            {"scaling_efficiency", p.efficiency},
+                            {"exposed_comm_ms", p.step.exposed_comm_ms},
+                            {"samples_per_s_per_10k_usd", row.per_10k(p)}};
+        if (terms)
+            j["samples_per_s_per_10k_usd_whole_cost"] =
+                p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, *terms).total();
+        j["samples_per_s_per_kw"] = row.per_kw(p);
+        if (p.step.nodes > 1) j.update({{"nodes", p.step.nodes}, {"gpus_per_node", p.step.world_size / p.step.nodes}});
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+// The node count of a multi-GPU scenario's configuration, said after its GPUs: " per node on 2 nodes".
+std::string on_nodes_text(int nodes) { return nodes > 1 ? fmt::format(" per node on {} nodes", nodes) : ""; }
+
+// A row's configurations on N nodes, one line: "on 2 nodes: 2 GPUs 5371.0, ..., 16 GPUs 42000.0
+// [41000.0-42000.0]; at 16 GPUs 97.7% scaling, 0.80 ms exposed communication".
+std::string on_nodes_line(const CompareRow& row) {
+    std::string cells;
+    for (const Projection& p : row.on_nodes)
+        cells += fmt::format("{}{} GPU{} {:.1f}", cells.empty() ? "" : ", ", p.step.world_size, p.step.world_size > 1 ? "s" : "",
+                             p.samples_per_s);
+    const Projection& top = row.on_nodes.back();
+    const Band band = row.on_nodes_bands.empty() ? Band{top.samples_per_s, top.samples_per_s} : row.on_nodes_bands.back();
+    return fmt::format("on {} nodes: {} [{:.1f}-{:.1f}]; at {} GPUs {:.1f}% scaling, {:.2f} ms exposed communication",
+                       row.nodes(), cells, band.lo, band.hi, top.step.world_size, 100.0 * top.efficiency,
+                       top.step.exposed_comm_ms);
+}
+
 // compare without --config: every scenario preset's workloads, each judged in the two budget columns.
 int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwareProfile>& profiles,
                           const std::vector<Calibration>& calibrations) {
@@ -815,6 +1073,10 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         scenarios.push_back(load_scenario(is_path ? name : configs + "/scenarios/" + name + ".yaml", configs));
     }
     const CostTerms terms{o.years, o.usd_per_kwh};
+    // The soaks of each profile's GPU among the committed records (results/ beside configs/).
+    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
+    CompareSetup setup{o.gpus, compare_node_count(o), {}};
+    for (const HardwareProfile& hw : profiles) setup.soaks.push_back(soak_runs(hw, results_dir));
     // Every workload once: its rows, and its verdicts and flips under every rule that judges it.
     struct WorkloadResult {
         std::string path, label;
@@ -845,12 +1107,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                 result_of(w).rules.push_back(rule);
             }
     for (WorkloadResult& r : results) {
-        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false, o.gpus);
+        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false, setup);
         for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
-        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms, o.gpus);
+        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms, setup);
     }
     for (const WorkloadResult& r : results) append_records(o.out, r.rows);
-    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
     std::vector<std::vector<CardFigure>> cards;
     for (size_t i = 0; i < profiles.size(); ++i) cards.push_back(card_tests(profiles[i], calibrations[i], configs, results_dir));
     auto cell = [&](const Scenario& sc, const std::string& w, Score score) {
@@ -863,6 +1124,7 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
 
     if (o.json || !o.report.empty()) {
         nlohmann::json out = {{"projected", true},
+                              {"nodes", setup.nodes},
                               {"cost_terms", {{"years", terms.years}, {"usd_per_kwh", terms.usd_per_kwh}}},
                               {"profiles", nlohmann::json::array()},
                               {"workloads", nlohmann::json::array()},
@@ -884,6 +1146,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
             }
             const HardwareProfile& hw = profiles[i];
             if (const std::string soak = soak_summary(profiles[i], results_dir); !soak.empty()) out["profiles"][i]["soak"] = soak;
+            const SoakVerdict soak = soak_verdict(setup.soaks[i]);
+            out["profiles"][i]["soak_verdict"] = {{"status", soak_status_name(soak.status)},
+                                                  {"said", soak.said},
+                                                  {"runs", setup.soaks[i].size()},
+                                                  {"drift_bound_pct", {kSoakDriftBound.value, kSoakDriftBound.lo, kSoakDriftBound.hi}}};
             out["profiles"][i]["card"] = {{"figures", figures},
                                           {"memory_gib", hw.memory_gb.value},
                                           {"memory_bandwidth_gbps", hw.peak.mem_bw_gbps},
@@ -894,26 +1161,15 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         for (const WorkloadResult& r : results) {
             nlohmann::json rows = nlohmann::json::array();
             for (const CompareRow& row : r.rows) {
-                nlohmann::json by_gpus = nlohmann::json::array();
-                for (size_t i = 0; i < row.by_gpus.size(); ++i) {
-                    const Projection& p = row.by_gpus[i];
-                    by_gpus.push_back({{"gpus", p.step.world_size},
-                                       {"samples_per_s", p.samples_per_s},
-                                       {"samples_per_s_band", {row.bands[i].lo, row.bands[i].hi}},
-                                       {"scaling_efficiency", p.efficiency},
-                                       {"exposed_comm_ms", p.step.exposed_comm_ms},
-                                       {"samples_per_s_per_10k_usd", row.per_10k(p)},
-                                       {"samples_per_s_per_10k_usd_whole_cost",
-                                        p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, terms).total()},
-                                       {"samples_per_s_per_kw", row.per_kw(p)}});
-                }
                 rows.push_back({{"name", row.hw.name},
                                 {"memory_per_gpu_gib", row.at_max().record["memory_per_gpu_gb"]},
                                 {"memory_breakdown_gib", row.at_max().record["memory_breakdown_gb"]},
                                 {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
                                 {"fits_memory", row.fits()},
                                 {"ranges", ranged_keys(row.hw)},
-                                {"by_gpus", by_gpus}});
+                                {"by_gpus", configurations_json(row, row.by_gpus, row.bands, &terms)}});
+                if (!row.on_nodes.empty())
+                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, row.on_nodes_bands, &terms);
             }
             out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
         }
@@ -929,7 +1185,8 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                      {"flips", *flips}});
                 }
             out["scenarios"].push_back({{"scenario", sc.rule.scenario}, {"preset", sc.source}, {"gpus", sc.rule.gpus},
-                                        {"requires", sc.rule.needs}, {"cells", cells}});
+                                        {"nodes", sc.rule.gpus > 1 ? setup.nodes : 1}, {"requires", sc.rule.needs},
+                                        {"cells", cells}});
         }
         if (o.json) {
             fmt::print("{}\n", out.dump(2));
@@ -949,7 +1206,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
     fmt::print("{}\n", wrapped("scalebench compare: the buyer's table for " + list +
                                     " (projected, not measured). ample: the most samples/s per node; limited: the "
                                     "most samples/s per $10k of the whole cost (GPUs, their share of the server, power "
-                                    "over the period). * : a range of a profile flips the cell (below).",
+                                    "over the period). * : a range of a profile flips the cell (below)." +
+                                    (setup.nodes > 1 ? fmt::format(" --nodes {}: every multi-GPU scenario judges {} nodes "
+                                                                   "of each profile's node, the network between them the "
+                                                                   "profile's.", setup.nodes, setup.nodes)
+                                                     : std::string()),
                                 0));
     fmt::print("\n{:<19} {:<19} {:<29} {}\n", "scenario", "workload", "ample budget", "limited budget");
     for (const Scenario& sc : scenarios) {
@@ -1010,8 +1271,11 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 2));
 
     for (const WorkloadResult& r : results) {
-        fmt::print("\n{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most GPUs\n", r.label,
-                   r.rows.front().at_max().record["num_params"].get<size_t>(), precision_name(r.cfg.precision));
+        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most "
+                                                "GPUs",
+                                                r.label, r.rows.front().at_max().record["num_params"].get<size_t>(),
+                                                precision_name(r.cfg.precision)),
+                                    2));
         fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
                    "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
         for (const CompareRow& row : r.rows) {
@@ -1027,20 +1291,24 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                 fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}] from {}", top.step.world_size,
                                                      row.bands.back().lo, row.bands.back().hi, range_list(row.hw)),
                                          4));
+            if (!row.on_nodes.empty()) fmt::print("{}\n", wrapped("  " + on_nodes_line(row), 4));
         }
     }
 
     fmt::print("\nthe figures behind each cell:\n");
     for (const Scenario& sc : scenarios) {
         fmt::print("{}\n", wrapped(fmt::format("{} ({} GPU{}{}; {})", sc.rule.scenario, sc.rule.gpus,
-                                              sc.rule.gpus > 1 ? "s or the node's largest below" : "",
+                                              sc.rule.gpus > 1 ? "s" + on_nodes_text(setup.nodes) + " or the node's largest below"
+                                                               : std::string(),
                                               sc.rule.needs.empty() ? "" : ", requires " + fmt::format("{}", fmt::join(sc.rule.needs, ", ")),
                                               sc.source),
                                   2));
-        if (!sc.rule.needs.empty())  // what a service would also ask: the soak figures, where measured
-            for (const HardwareProfile& hw : profiles) {
-                const std::string soak = soak_summary(hw, results_dir);
-                fmt::print("{}\n", wrapped("  " + hw.name + ": " + (soak.empty() ? "no soak (stress) record of its GPU" : soak), 4));
+        if (std::find(sc.rule.needs.begin(), sc.rule.needs.end(), "soak") != sc.rule.needs.end())
+            for (size_t i = 0; i < profiles.size(); ++i) {  // the soaks the cells judge, and the latest one's telemetry
+                const std::string latest = soak_summary(profiles[i], results_dir);
+                fmt::print("{}\n", wrapped("  " + profiles[i].name + ": soak " + soak_verdict(setup.soaks[i]).said +
+                                               (latest.empty() ? "" : "; the latest: " + latest),
+                                           4));
             }
         for (const std::string& w : sc.workloads)
             for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
@@ -1057,6 +1325,7 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
 
 int run_compare(const ProjectOptions& o) {
     const std::vector<std::string> names = profile_names(o);
+    const CompareSetup setup{o.gpus, compare_node_count(o), {}};  // a bad --nodes refused before any work
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     if (!o.out.empty())
@@ -1092,33 +1361,24 @@ int run_compare(const ProjectOptions& o) {
     }
     if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, o.gpus);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, setup);
     append_records(o.out, rows);
     const std::vector<Verdict> central = verdicts(rows);
     const std::vector<std::vector<std::string>> flips =
-        verdict_flips(cfg, profiles, calibrations, central, single_workload_rules(), CostTerms{o.years, o.usd_per_kwh}, o.gpus);
+        verdict_flips(cfg, profiles, calibrations, central, single_workload_rules(), CostTerms{o.years, o.usd_per_kwh}, setup);
     if (o.json) {
-        nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"profiles", nlohmann::json::array()},
-                              {"verdicts", nlohmann::json::array()}};
+        nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"nodes", setup.nodes},
+                              {"profiles", nlohmann::json::array()}, {"verdicts", nlohmann::json::array()}};
         for (const CompareRow& r : rows) {
-            nlohmann::json by_gpus = nlohmann::json::array();
-            for (size_t i = 0; i < r.by_gpus.size(); ++i) {
-                const Projection& p = r.by_gpus[i];
-                by_gpus.push_back({{"gpus", p.step.world_size},
-                                   {"samples_per_s", p.samples_per_s},
-                                   {"samples_per_s_band", {r.bands[i].lo, r.bands[i].hi}},
-                                   {"scaling_efficiency", p.efficiency},
-                                   {"exposed_comm_ms", p.step.exposed_comm_ms},
-                                   {"samples_per_s_per_10k_usd", r.per_10k(p)},
-                                   {"samples_per_s_per_kw", r.per_kw(p)}});
-            }
             out["profiles"].push_back({{"name", r.hw.name},
                                        {"memory_per_gpu_gib", r.at_max().record["memory_per_gpu_gb"]},
                                        {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
                                        {"fits_memory", r.fits()},
                                        {"ranges", ranged_keys(r.hw)},
-                                       {"by_gpus", by_gpus},
+                                       {"by_gpus", configurations_json(r, r.by_gpus, r.bands, nullptr)},
                                        {"hardware", to_json(r.hw)}});
+            if (!r.on_nodes.empty())
+                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, r.on_nodes_bands, nullptr);
         }
         for (size_t i = 0; i < central.size(); ++i)
             out["verdicts"].push_back({{"scenario", central[i].scenario},
@@ -1133,39 +1393,49 @@ int run_compare(const ProjectOptions& o) {
                cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
-    // Two tables within 100 columns: samples/s by GPUs, then the figures at each profile's most GPUs.
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>7}\n", "samples/s", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs", "eff.");
+    // Two tables within 100 columns: samples/s by GPUs (one node, then the full node on N nodes),
+    // then the figures at each profile's most GPUs.
+    const std::string nodes_column = setup.nodes > 1 ? fmt::format(" {:>10}", fmt::format("{} nodes", setup.nodes)) : "";
+    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>7}\n", "samples/s", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs",
+               nodes_column, "eff.");
     for (const auto& r : rows) {
         auto cell = [&](int g) {
             const Projection* p = r.at(g);
             return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
         };
-        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
-                   100.0 * r.at_max().efficiency);
+        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
+                   r.on_nodes.empty() ? "" : fmt::format(" {:>10.1f}", r.top().samples_per_s), 100.0 * r.top().efficiency);
     }
     fmt::print("\n{:<24} {:>5} {:>10} {:>10} {:>10} {:>10} {:>6}\n", "at the most GPUs", "GPUs", "exp.comm ms",
                "per $10k", "per kW", "mem GiB", "fits");
     for (const auto& r : rows) {
-        const Projection& top = r.at_max();
+        const Projection& top = r.top();
         fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
                    top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
                    r.fits() ? "yes" : "NO");
     }
-    fmt::print("{}\n", wrapped("eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of GPUs (the "
-                                  "profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem GiB: per GPU",
+    fmt::print("{}\n", wrapped((setup.nodes > 1 ? fmt::format("{} nodes: the full node on {} nodes (the network between "
+                                                                  "them the profile's); ",
+                                                                  setup.nodes, setup.nodes)
+                                                    : std::string()) +
+                                      "eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of "
+                                      "GPUs (the profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem "
+                                      "GiB: per GPU",
                                   2));
-    // The band each profile's ranges give its figures at its full node.
+    // The band each profile's ranges give its figures, at each GPU count and on N nodes.
     bool any_range = false;
     for (size_t i = 0; i < profiles.size(); ++i) {
         if (ranged_keys(profiles[i]).empty()) continue;
         if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
         any_range = true;
-        const std::vector<int> gpus = gpu_counts(o, profiles[i]);
-        const std::vector<Band> bands = samples_per_s_bands(cfg, profiles[i], calibrations[i], gpus, {1});
         std::string cells;
-        for (size_t g = 0; g < gpus.size(); ++g)
-            cells += fmt::format("{}{} GPU{}: {:.1f} [{:.1f}-{:.1f}]", g ? ", " : "", gpus[g], gpus[g] > 1 ? "s" : "",
-                                 rows[i].by_gpus[g].samples_per_s, bands[g].lo, bands[g].hi);
+        for (const auto& [projections, bands] :
+             {std::pair{&rows[i].by_gpus, &rows[i].bands}, std::pair{&rows[i].on_nodes, &rows[i].on_nodes_bands}})
+            for (size_t g = 0; g < projections->size(); ++g) {
+                const Projection& p = (*projections)[g];
+                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}]", cells.empty() ? "" : ", ", configuration_name(p),
+                                     p.samples_per_s, (*bands)[g].lo, (*bands)[g].hi);
+            }
         fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
         std::stringstream ranges(range_list(profiles[i]));
         for (std::string range; std::getline(ranges, range, ',');)

@@ -23,7 +23,7 @@ struct ProjectOptions {
     std::string hardware;  // profile name (configs/hardware/NAME.yaml) or path; compare: comma list
     std::string config;    // workload YAML; empty = the built-in default
     std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
-    std::vector<int> nodes;  // default 1
+    std::vector<int> nodes;  // project: node counts (default 1); compare: one count, the multi-GPU configurations'
     std::vector<std::string> calibrate;
     std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
@@ -47,6 +47,13 @@ std::vector<std::string> shipped_profile_names();
 
 void add_project_options(CLI::App& sub, ProjectOptions& opts);
 void add_compare_options(CLI::App& sub, ProjectOptions& opts);
+
+// --nodes, as project and compare read it: the node counts given (default {1}); a count below 1
+// is a UserError naming the flag. (Whether a profile has a network between its nodes is
+// project_workload's check, for both.)
+std::vector<int> node_counts(const ProjectOptions& opts);
+// compare --nodes: one node count (default 1); a list is a UserError naming the flag.
+int compare_node_count(const ProjectOptions& opts);
 
 // One projected world size of a profile, as a `train`-shaped record.
 struct Projection {
@@ -72,12 +79,59 @@ std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProf
 // A batch that is not a positive number or "max" is a UserError naming the flag.
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
 
-// compare's rows: each profile projected at 1, 2, 4, 8 GPUs up to its node.
+// One `stress` run (a soak) of a GPU, from its records: the interval records, the summary
+// (complete) and, for a run cut short, its `incomplete` record (matched by run_id).
+struct SoakRun {
+    std::string file, timestamp;
+    bool complete = false;     // its summary record was written
+    double elapsed_s = 0;
+    int world_size = 0;
+    long replica_checks = 0;
+    long mismatches = 0;       // replica checks that found a rank's parameters differing (sdc_events)
+    long ecc_uncorrected = 0;  // uncorrected ECC errors over the run, every rank
+    double drift_pct = 0;      // the largest |throughput drift| of any workload against its first interval
+    std::string ended;         // a run cut short: its incomplete record's error
+    // Cut short by a signal or its launcher: the record cannot tell a fault from a stop, so not scored.
+    bool interrupted() const;
+    bool faulted() const { return !complete && !ended.empty() && !interrupted(); }  // a hang or an error of its own
+};
+// Every soak of a profile's GPU under `results_dir` (recursively, *.jsonl), latest first: a record
+// is of the profile's GPU when the device name matches and, where the record gives the GPU's
+// memory, it is within 15% of the profile's (the 24 GB card's soak does not vouch for the 48 GB board).
+std::vector<SoakRun> soak_runs(const HardwareProfile& hw, const std::string& results_dir);
+
+// The bound on a soak's throughput drift, % either way: an assumption, so a range. A verdict is
+// decided at the central value and decided again at each end; a winner that changes is a flip.
+struct SoakDriftBound {
+    double value = 5, lo = 2, hi = 10;
+};
+inline constexpr SoakDriftBound kSoakDriftBound{};
+// What a profile's soaks say under a drift bound: what counts against it (a replica mismatch, an
+// uncorrected ECC error, a run ended by a hang or fault, drift beyond the bound; each with its
+// file), or that they passed, or that none was measured (never a pass).
+struct SoakVerdict {
+    enum class Status { not_measured, passed, counts_against } status = Status::not_measured;
+    std::string said;   // one line: the status, the figures and the files
+    std::string brief;  // the status and the figures, as a verdict's reason ends with it
+};
+SoakVerdict soak_verdict(const std::vector<SoakRun>& runs, double drift_bound_pct = kSoakDriftBound.value);
+const char* soak_status_name(SoakVerdict::Status s);  // "not measured", "passed", "counts against"
+
+// compare's rows: each profile projected at 1, 2, 4, 8 GPUs up to its node, and with --nodes N
+// the same GPU counts per node on N nodes.
 struct CompareRow {
     HardwareProfile hw;
-    std::vector<Projection> by_gpus;  // 1, 2, 4, 8 up to the node's GPUs
+    std::vector<Projection> by_gpus;  // one node: 1, 2, 4, 8 up to the node's GPUs
     std::vector<Band> bands;          // samples/s over the profile's ranges, per entry of by_gpus (empty: none computed)
-    const Projection& at_max() const { return by_gpus.back(); }
+    // --nodes N > 1: each GPU count of by_gpus on N nodes (the network between them from the
+    // profile), what the multi-GPU scenarios judge; empty on one node.
+    std::vector<Projection> on_nodes;
+    std::vector<Band> on_nodes_bands;  // likewise per entry of on_nodes
+    std::vector<SoakRun> soaks;        // the soaks of the profile's GPU (a rule requiring `soak` judges them)
+    int nodes() const { return on_nodes.empty() ? 1 : on_nodes.front().step.nodes; }
+    const Projection& at_max() const { return by_gpus.back(); }  // the full node
+    // The largest configuration: the full node, on N nodes where projected.
+    const Projection& top() const { return on_nodes.empty() ? by_gpus.back() : on_nodes.back(); }
     const Projection* at(int g) const {
         for (const auto& p : by_gpus)
             if (p.step.world_size == g) return &p;
@@ -92,7 +146,8 @@ struct CompareRow {
 };
 
 // What a scenario judges of each row: the configuration (this many GPUs, or the node's largest
-// below), the score, and the requirements a profile must record to qualify (production).
+// below), the score, and the requirements a profile must meet to qualify (production: recorded
+// facts, and `soak`: no soak of its GPU that counts against it under the drift bound).
 enum class Score {
     samples_per_s,      // the ample budget: the best result per node
     per_10k_gpus,       // samples/s per $10k of the GPUs
@@ -102,7 +157,8 @@ struct ScenarioRule {
     std::string scenario;
     int gpus = 1;
     Score score = Score::samples_per_s;
-    std::vector<std::string> needs;  // ecc, datacenter_use, vendor_driver
+    std::vector<std::string> needs;  // ecc, datacenter_use, vendor_driver, soak
+    double soak_drift_bound_pct = kSoakDriftBound.value;
 };
 // The period and price of the power compare charges a configuration (assumptions of the user's).
 struct CostTerms {
@@ -117,8 +173,11 @@ struct ConfigurationCost {
     double total() const { return gpus_usd + server_usd + power_usd; }
 };
 ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const CostTerms& terms);
-// Why a profile does not meet a rule's requirements ("" when it does).
+// Why a profile does not meet a rule's recorded-fact requirements ("" when it does; `soak` is the
+// rows' soaks, judged by decide).
 std::string unmet_requirements(const HardwareProfile& hw, const std::vector<std::string>& needs);
+// "1 GPU", "8 GPUs", "16 GPUs on 2 nodes x 8": a projected configuration as verdicts name it.
+std::string configuration_name(const Projection& p);
 
 // One scenario's verdict over a set of rows: the winner (nullptr: none qualifies) and why.
 struct Verdict {
@@ -128,28 +187,38 @@ struct Verdict {
 };
 // The scenario rules: small experiments (samples/s per $10k on one GPU), NLP fine-tuning (per
 // $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
-// (throughput of one node). A profile the workload does not fit never wins; a multi-GPU
-// configuration slower than one GPU of a compared profile does not qualify (the scaling floor:
-// that one GPU is the answer). A candidate ties with the best one when each central score lies
-// inside the other's band (or within 1% of it); a tie goes to the cheaper configuration (GPUs x
-// price), then to the one needing no patched driver.
+// (throughput of one node); a rule of more than one GPU judges N nodes of that many GPUs where
+// the rows were projected on N nodes (compare --nodes N). A profile the workload does not fit
+// never wins; a multi-GPU configuration slower than one GPU of a compared profile does not
+// qualify (the scaling floor: that one GPU is the answer). A candidate ties with the best one
+// when each central score lies inside the other's band (or within 1% of it); a tie goes to the
+// cheaper configuration (GPUs x price), then to the one needing no patched driver.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
 // The same rules for one scenario rule (and the cost terms of the whole-cost score).
 Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms = {});
 // The rules `verdicts` applies to one workload (compare --config).
 std::vector<ScenarioRule> single_workload_rules();
+// What compare projects and judges besides the profiles: the GPUs per node (empty: 1, 2, 4, 8 up
+// to each node), the node count of the multi-GPU configurations (compare --nodes) and each
+// profile's soaks (empty: none looked up).
+struct CompareSetup {
+    std::vector<int> gpus;
+    int nodes = 1;
+    std::vector<std::vector<SoakRun>> soaks;  // per profile
+};
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
-// at one end in every profile that has it; at `gpus` per node (empty: 1, 2, 4, 8 up to each node).
+// at one end in every profile that has it; projected as `setup` says.
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high,
-                                     const std::vector<int>& gpus = {});
+                                     const CompareSetup& setup = {});
 // Per scenario of `central`, every (ranged number, end) that gives another winner, said as
-// "WINNER with KEY at its high end (VALUE)".
+// "WINNER with KEY at its high end (VALUE)"; for a rule requiring `soak`, the drift bound's ends
+// too (KEY soak.drift_bound_pct).
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules = single_workload_rules(),
-                                                    const CostTerms& terms = {}, const std::vector<int>& gpus = {});
+                                                    const CostTerms& terms = {}, const CompareSetup& setup = {});
 
 // A scenario preset (configs/scenarios/NAME.yaml): the rule and its workloads (paths).
 struct Scenario {
@@ -174,9 +243,9 @@ struct CardFigure {
 std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
                                    const std::string& results_dir);
 
-// The latest completed `stress` (soak) summary of the profile's GPU under `results_dir`, said in
-// one line (duration, replica checks, throughput drift, ECC, temperature, power, throttling) with
-// its file; empty when there is none.
+// The latest completed `stress` (soak) summary of the profile's GPU (matched as soak_runs does)
+// under `results_dir`, said in one line (duration, replica checks, throughput drift, ECC,
+// temperature, power, throttling) with its file; empty when there is none.
 std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir);
 
 int run_project(const ProjectOptions& opts);

@@ -70,8 +70,8 @@ double footprint_bytes(const StepTrace& trace);
 // The largest local batch whose footprint fits `memory_gb` GiB (0 when not even one row fits).
 int max_fitting_batch(const TrainConfig& cfg, double memory_gb);
 
-// The workload a `train` record ran, from its "config" object (validated like a file), with a
-// ResNet's convolution engine the one the record says ran.
+// The workload a `train` record ran, from its "config" object (validated like a file), with the
+// convolution engine that ran (the record's top-level conv_engine) in place of the config's "auto".
 TrainConfig config_of_record(const nlohmann::json& record, const std::string& where);
 
 // ---- calibration from result records

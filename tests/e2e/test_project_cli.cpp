@@ -135,6 +135,82 @@ TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
     EXPECT_TRUE(j["verdicts"][0]["flips"].is_array());
 }
 
+TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
+    const std::string two = " --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4 --nodes 2";
+    Result r = run("compare" + two + " --config " + kSource + "/configs/ci-small.yaml" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* text : {"   2 nodes    eff.", "2 nodes: the full node on 2 nodes", "16 GPUs on 2 nodes x 8",
+                             "NLP fine-tuning: ", "at 8 GPUs on 2 nodes x 4", "small experiments: "})
+        EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    std::stringstream lines(r.out);  // readable at 100 columns
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
+    // --json carries the configurations on the nodes.
+    r = run("compare --json" + two + " --config " + kSource + "/configs/ci-small.yaml" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["nodes"], 2);
+    ASSERT_EQ(j["profiles"][0]["on_nodes"].size(), 4u);
+    EXPECT_EQ(j["profiles"][0]["on_nodes"][3]["gpus"], 16);
+    EXPECT_EQ(j["profiles"][0]["on_nodes"][3]["nodes"], 2);
+    EXPECT_EQ(j["profiles"][0]["on_nodes"][3]["gpus_per_node"], 8);
+    EXPECT_NE(j["verdicts"][3]["reason"].get<std::string>().find("16 GPUs on 2 nodes x 8"), std::string::npos);
+
+    // The scenario presets: every multi-GPU scenario judged on the 2 nodes, one GPU on one.
+    const auto dir = sb::e2e::scratch("project-e2e");
+    const std::string preset = (dir / "nodes-production.yaml").string();
+    std::ofstream(preset) << "scenario: nodes production\ngpus: 8\nrequires: [ecc, datacenter_use, vendor_driver, soak]\n"
+                             "workloads: [ci-small.yaml]\n";
+    const std::string one_gpu = (dir / "nodes-one-gpu.yaml").string();
+    std::ofstream(one_gpu) << "scenario: nodes one gpu\ngpus: 1\nworkloads: [ci-small.yaml]\n";
+    r = run("compare --json" + two + " --scenario " + preset + "," + one_gpu + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["nodes"], 2);
+    ASSERT_EQ(j["scenarios"].size(), 2u);
+    EXPECT_EQ(j["scenarios"][0]["nodes"], 2);
+    EXPECT_EQ(j["scenarios"][1]["nodes"], 1);
+    EXPECT_NE(j["scenarios"][0]["cells"][0]["reason"].get<std::string>().find("at 16 GPUs on 2 nodes x 8"), std::string::npos);
+    EXPECT_NE(j["scenarios"][1]["cells"][0]["reason"].get<std::string>().find("at 1 GPU ("), std::string::npos);
+    EXPECT_EQ(j["workloads"][0]["profiles"][1]["on_nodes"].size(), 4u);
+    // No soak of either GPU is committed: "not measured", never a pass.
+    EXPECT_EQ(j["profiles"][0]["soak_verdict"]["status"], "not measured");
+    EXPECT_NE(j["scenarios"][0]["cells"][0]["reason"].get<std::string>().find("soak not measured"), std::string::npos);
+    r = run("compare" + two + " --scenario " + preset + "," + one_gpu + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* text : {"--nodes 2: every multi-GPU scenario judges 2 nodes", "a100-sxm4-40gb: soak not measured",
+                             "on 2 nodes: 2 GPUs", "(8 GPUs per node on 2 nodes or the node's largest below"})
+        EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+    std::stringstream scenario_lines(r.out);
+    for (std::string line; std::getline(scenario_lines, line);) EXPECT_LE(line.size(), 100u) << line;
+    // --out: the records on the nodes too (2 profiles x 2 GPU counts x 2 node counts).
+    const auto out = dir / "compare-nodes.jsonl";
+    std::filesystem::remove(out);
+    r = run("compare" + two + " --scenario " + preset + " --gpus 1,8 --out " + out.string() + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto records = sb::read_records(out.string()).records;
+    ASSERT_EQ(records.size(), 8u);
+    EXPECT_EQ(records[3]["nodes"], 2);
+    EXPECT_EQ(records[3]["world_size"], 16);
+
+    // Bad counts exit 2 with one line naming the flag, before any work.
+    for (const std::string bad : {"0", "-1", "two", "1,2"}) {
+        r = run("compare --hardware a100-sxm4-40gb --config " + kSource + "/configs/ci-small.yaml --nodes " + bad +
+                " --out " + (dir / "refused.jsonl").string() + profiles());
+        EXPECT_EQ(r.code, 2) << bad;
+        EXPECT_NE(r.err.find("--nodes"), std::string::npos) << bad << ": " << r.err;
+        // One line of scalebench's (mpirun adds its own below it).
+        const std::string first = r.err.substr(0, r.err.find('\n'));
+        EXPECT_EQ(first.rfind("scalebench: error", 0), 0u) << bad << ": " << r.err;
+        EXPECT_NE(first.find("--nodes"), std::string::npos) << bad << ": " << r.err;
+        size_t said = 0;
+        for (size_t at = r.err.find("scalebench: error"); at != std::string::npos; at = r.err.find("scalebench: error", at + 1))
+            ++said;
+        EXPECT_EQ(said, 1u) << bad << ": " << r.err;
+        EXPECT_TRUE(r.out.empty()) << bad << ": " << r.out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "refused.jsonl"));
+}
+
 TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
     // The command runs in a scratch folder (not the source tree) with no --profile-dir.
     const auto dir = sb::e2e::scratch("project-cwd");

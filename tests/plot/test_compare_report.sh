@@ -4,7 +4,8 @@
 # quick to project) on three profiles, results/compare_report.py renders the Markdown and every plot
 # (throughput and efficiency against GPUs with bands, per-cost and per-kW bars, per workload of each
 # scenario); every image the report links exists and is a non-trivial PNG; the summary table, the
-# card tests and the sources are there; bad input exits 2 before any work.
+# card tests and the sources are there; with --nodes 2 the plots and tables carry the two-node
+# configurations; the production preset's soak line says "not measured"; bad input exits 2 before any work.
 #   tests/plot/test_compare_report.sh SCALEBENCH_BINARY SOURCE_DIR
 # Exit 0 pass, 1 fail, 77 skip (only when /usr/bin/python3 cannot import matplotlib).
 set -uo pipefail
@@ -25,7 +26,7 @@ cd "$tmp" || exit 1
 cat > tiny-production.yaml <<'YAML'
 scenario: tiny production
 gpus: 8
-requires: [ecc, datacenter_use, vendor_driver]
+requires: [ecc, datacenter_use, vendor_driver, soak]
 workloads: [ci-small.yaml]
 YAML
 profiles=a100-sxm4-40gb,rtx4090-48gb-pcie4,rtx4090-48gb-pcie4-p2p
@@ -52,8 +53,24 @@ for kind in throughput efficiency per-cost; do
 done
 for text in "| scenario | workload | ample budget | limited budget |" "| tiny production | ci-small" \
     "## Card tests (one GPU)" "| a100-sxm4-40gb | GEMM fp16 8192^3 |" "## Sources: every profile number" \
-    "| gpu.price_usd | 10000 |" "| node.link_efficiency | 0.26 [0.187-0.7] |" "ECC optional (not on by default)"; do
+    "| gpu.price_usd | 10000 |" "| node.link_efficiency | 0.26 [0.187-0.7] |" "ECC optional (not on by default)" \
+    "- a100-sxm4-40gb: soak not measured" "soak not measured; excluded:"; do
   grep -qF -- "$text" out/guide.md || fail "guide.md lacks: $text"
+done
+
+# --nodes 2: the production preset judged on two nodes; its plots draw them (dashed) and are named for them.
+mkdir nodes
+if ! "$bin" compare --hardware $profiles --profile-dir "$src/configs/hardware" --nodes 2 \
+    --scenario "$tmp/tiny-production.yaml" --report nodes/guide.md >nodes.log 2>&1; then
+  cat nodes.log; fail "compare --nodes 2 --report exited non-zero"
+fi
+for kind in throughput efficiency per-cost; do
+  f=guide-plots/ci-small-b32-8gpu-2nodes-$kind.png
+  grep -qF "]($f)" nodes/guide.md && [ -s "nodes/$f" ] || fail "--nodes 2: $f not linked or not written"
+done
+for text in "Judged at 8 GPUs per node on 2 nodes" "| 2 nodes | efficiency on 2 nodes |" "| 16 GPUs: " \
+    "at 16 GPUs on 2 nodes x 8"; do
+  grep -qF -- "$text" nodes/guide.md || fail "--nodes 2: guide.md lacks: $text"
 done
 
 # Bad input: exit 2 with a reason, and nothing written.
@@ -67,6 +84,7 @@ expect_2 "report beside --config" "give it without --config" \
   "$bin" compare --hardware a100-sxm4-40gb --config "$src/configs/ci-small.yaml" --report x.md
 expect_2 "report into a missing folder" "no directory" "$bin" compare --hardware a100-sxm4-40gb --report nope/x.md
 expect_2 "unknown scenario" "no such scenario" "$bin" compare --hardware a100-sxm4-40gb --scenario nope --report y.md
+expect_2 "no nodes" "--nodes 0: must be >= 1" "$bin" compare --hardware a100-sxm4-40gb --nodes 0 --report y.md
 [ ! -e x.md ] && [ ! -e y.md ] && [ ! -e y.json ] || fail "a refused run wrote a file"
 echo '{"workloads": []}' > bad.json
 expect_2 "the renderer on other JSON" "key 'scenarios' missing" /usr/bin/python3 "$src/results/compare_report.py" bad.json z.md

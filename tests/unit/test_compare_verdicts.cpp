@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "src/commands/project_command.h"
 #include "src/core/config.h"
 #include "src/core/errors.h"
@@ -208,6 +210,97 @@ TEST(CompareVerdicts, ProductionNeedsEccDatacenterSupportAndTheVendorDriver) {
     EXPECT_EQ(decide({rows[2]}, production).winner, nullptr);
 }
 
+// The row's configurations on `nodes` nodes: the same GPU counts per node as by_gpus, their
+// samples/s given (fitting, the band half-width a fraction).
+void on_nodes(CompareRow& r, int nodes, std::vector<double> samples, double band = 0) {
+    ASSERT_EQ(samples.size(), r.by_gpus.size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+        Projection p;
+        p.step.world_size = r.by_gpus[i].step.world_size * nodes;
+        p.step.nodes = nodes;
+        p.samples_per_s = samples[i];
+        p.efficiency = samples[i] / (p.step.world_size * r.by_gpus.front().samples_per_s);
+        p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
+        r.on_nodes.push_back(p);
+        r.on_nodes_bands.push_back({samples[i] * (1 - band), samples[i] * (1 + band)});
+    }
+}
+
+TEST(CompareNodes, EveryMultiGpuScenarioJudgesTheNodesGiven) {
+    // "in-node" scales well inside its node and badly across nodes (a slow network); "across"
+    // the other way round. One node: in-node wins the throughput of the node; two nodes: across.
+    std::vector<CompareRow> rows = {made_row("in-node", 1000, false, {100, 200, 400, 800}),
+                                    made_row("across", 1000, false, {100, 190, 380, 760})};
+    EXPECT_EQ(scenario(verdicts(rows), "multi-GPU training").winner->hw.name, "in-node");
+    on_nodes(rows[0], 2, {150, 300, 600, 1000});
+    on_nodes(rows[1], 2, {190, 380, 760, 1520});
+    const std::vector<Verdict> v = verdicts(rows);
+    const Verdict& multi = scenario(v, "multi-GPU training");
+    EXPECT_EQ(multi.winner->hw.name, "across");
+    EXPECT_NE(multi.reason.find("samples/s highest at 16 GPUs on 2 nodes x 8 (1520.0"), std::string::npos) << multi.reason;
+    // NLP fine-tuning's 4 GPUs: 4 per node on the 2 nodes.
+    const Verdict& nlp = scenario(v, "NLP fine-tuning");
+    EXPECT_NE(nlp.reason.find("at 8 GPUs on 2 nodes x 4"), std::string::npos) << nlp.reason;
+    // One GPU needs no network: small experiments judges one GPU of one node.
+    EXPECT_NE(scenario(v, "small experiments").reason.find("at 1 GPU ("), std::string::npos);
+    // The scaling floor holds across nodes: two nodes slower than one GPU of another profile do not qualify.
+    const ScenarioRule throughput{"multi-GPU training", 8, Score::samples_per_s, {}};
+    std::vector<CompareRow> slow = {rows[1], made_row("one-fast-gpu", 100000, false, {1600})};
+    const Verdict floor = decide(slow, throughput);
+    EXPECT_EQ(floor.winner->hw.name, "one-fast-gpu") << floor.reason;
+}
+
+TEST(CompareNodes, RowsOnNodesAreProjectsConfigurations) {
+    const TrainConfig cfg = bert_base();
+    const HardwareProfile a100 = profile("a100-sxm4-40gb");
+    const std::vector<CompareRow> rows = compare_rows(cfg, {a100}, {Calibration{}}, "", false, CompareSetup{{}, 2, {}});
+    const CompareRow& r = rows.front();
+    ASSERT_EQ(r.by_gpus.size(), 4u);
+    ASSERT_EQ(r.on_nodes.size(), 4u);
+    ASSERT_EQ(r.on_nodes_bands.size(), 4u);
+    EXPECT_EQ(r.nodes(), 2);
+    // project --nodes 2 --gpus 1,2,4,8 gives the same figures: one code path.
+    const std::vector<Projection> project = project_workload(cfg, CostModel(a100, Calibration{}), {1, 2, 4, 8}, {2});
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(r.on_nodes[i].step.world_size, 2 * r.by_gpus[i].step.world_size);
+        EXPECT_EQ(r.on_nodes[i].record["nodes"], 2);
+        EXPECT_DOUBLE_EQ(r.on_nodes[i].samples_per_s, project[i].samples_per_s);
+    }
+    EXPECT_EQ(&r.top(), &r.on_nodes.back());
+    // One node (the default): no configurations across nodes.
+    EXPECT_TRUE(compare_rows(cfg, {a100}, {Calibration{}}, "", false).front().on_nodes.empty());
+    // A profile without a network between nodes cannot be projected on two: the flag is named.
+    HardwareProfile alone = a100;
+    alone.nic_gbps.value = 0;
+    try {
+        compare_rows(cfg, {alone}, {Calibration{}}, "", false, CompareSetup{{}, 2, {}});
+        ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("--nodes 2: "), std::string::npos) << e.what();
+    }
+}
+
+TEST(CompareNodes, NodeCountsAreReadAsProjectReadsThem) {
+    ProjectOptions o;
+    EXPECT_EQ(node_counts(o), std::vector<int>{1});
+    EXPECT_EQ(compare_node_count(o), 1);
+    o.nodes = {1, 2, 4};
+    EXPECT_EQ(node_counts(o), (std::vector<int>{1, 2, 4}));
+    auto refused = [&](std::vector<int> nodes, bool compare) {
+        o.nodes = std::move(nodes);
+        try {
+            compare ? compare_node_count(o) : static_cast<int>(node_counts(o).size());
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_EQ(refused({0}, false), "--nodes 0: must be >= 1");
+    EXPECT_EQ(refused({-2}, true), "--nodes -2: must be >= 1");
+    EXPECT_EQ(refused({1, 2}, true), "--nodes 1,2: compare judges one node count (project takes a list)");
+    EXPECT_EQ(refused({2}, true), "accepted");
+}
+
 TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
     const std::string configs = kSource + "/configs";
     for (const char* name : {"large-cv", "nlp-fine-tuning", "small-experiments", "multi-gpu", "production"}) {
@@ -215,7 +308,7 @@ TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
         EXPECT_EQ(sc.workloads.size(), 2u) << name;
     }
     const Scenario prod = load_scenario(configs + "/scenarios/production.yaml", configs);
-    EXPECT_EQ(prod.rule.needs, (std::vector<std::string>{"ecc", "datacenter_use", "vendor_driver"}));
+    EXPECT_EQ(prod.rule.needs, (std::vector<std::string>{"ecc", "datacenter_use", "vendor_driver", "soak"}));
     const auto dir = std::filesystem::temp_directory_path() / "sb-scenario-test";
     std::filesystem::create_directories(dir);
     auto refused = [&](const std::string& text) {
@@ -235,6 +328,162 @@ TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
     EXPECT_NE(refused("scenario: x\nworkloads: [ci-small.yaml]\n").find("key 'gpus': missing"), std::string::npos);
     EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ncolour: red\n").find("colour"), std::string::npos);
     EXPECT_EQ(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\n"), "accepted");
+}
+
+// A stress summary record (complete) of one run: GPU, memory (MiB; 0: not given), drift range,
+// replica checks and mismatches.
+std::string soak_summary_record(const std::string& run_id, const std::string& gpu, double memory_mib, double drift_max,
+                                int checks, int mismatches, const std::string& timestamp) {
+    nlohmann::json events = nlohmann::json::array();
+    for (int i = 0; i < mismatches; ++i) events.push_back({{"step", 100 * (i + 1)}, {"rank", 1}});
+    nlohmann::json gpu_json = {{"name", gpu}};
+    if (memory_mib > 0) gpu_json["memory_total_mib"] = memory_mib;
+    const nlohmann::json r = {
+        {"subcommand", "stress"}, {"run_id", run_id}, {"complete", true}, {"elapsed_s", 3600.0}, {"world_size", 2},
+        {"sdc_checks", checks}, {"sdc_events", events}, {"checks_passed", mismatches == 0},
+        {"workloads", {{{"drift_pct", {{"min", -0.1}, {"max", drift_max}, {"last", drift_max}}}}}},
+        {"telemetry_by_rank", nullptr}, {"environment", {{"gpu", gpu_json}}}, {"timestamp", timestamp}};
+    return r.dump() + "\n";
+}
+
+// An interval record (complete: false) of a run.
+std::string soak_interval_record(const std::string& run_id, const std::string& gpu, double drift, const std::string& timestamp) {
+    const nlohmann::json r = {{"subcommand", "stress"}, {"run_id", run_id}, {"complete", false}, {"interval", 0},
+                              {"elapsed_s", 600.0}, {"world_size", 2}, {"sdc_checks", 7}, {"sdc_events", nlohmann::json::array()},
+                              {"drift_pct", drift}, {"environment", {{"gpu", {{"name", gpu}}}}}, {"timestamp", timestamp}};
+    return r.dump() + "\n";
+}
+
+std::string incomplete_record(const std::string& run_id, const std::string& error) {
+    return nlohmann::json({{"subcommand", "incomplete"}, {"run_subcommand", "stress"}, {"run_id", run_id},
+                           {"complete", false}, {"error", error}})
+               .dump() +
+           "\n";
+}
+
+TEST(CompareSoaks, EachSoakOfTheProfilesGpuIsScoredWithItsFile) {
+    const auto dir = std::filesystem::temp_directory_path() / "sb-soak-runs";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "a");
+    const std::string h200 = "NVIDIA H200", rtx = "NVIDIA GeForce RTX 4090";
+    auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir / name) << text;
+        return (dir / name).string();
+    };
+    const std::string clean = write("a/clean.jsonl", soak_summary_record("r1", h200, 143155.9, 0.5, 100, 0, "2026-01-01T00:00:00Z"));
+    const std::string sdc = write("sdc.jsonl", soak_interval_record("r2", h200, 0.1, "2026-01-02T00:00:00Z") +
+                                                   soak_summary_record("r2", h200, 0, 0.1, 50, 1, "2026-01-02T01:00:00Z"));
+    const std::string hang =
+        write("hang.jsonl", soak_interval_record("r3", h200, 0.2, "2026-01-03T00:00:00Z") +
+                                incomplete_record("r3", "rank 0 (n1): collective all_reduce did not complete within 600 s; a rank "
+                                                        "stopped answering"));
+    const std::string stop =
+        write("stop.jsonl", soak_interval_record("r4", h200, 0.3, "2026-01-04T00:00:00Z") +
+                                incomplete_record("r4", "rank 0 (n1) received SIGTERM: the launcher stopped the job (a rank "
+                                                        "failed, a time limit, or the launcher was stopped)"));
+    // A 24 GB RTX 4090's soak: the 24 GB profile's, not the 48 GB board's.
+    write("rtx.jsonl", soak_summary_record("r5", rtx, 24564.0, 0.2, 80, 2, "2026-01-05T00:00:00Z"));
+
+    const std::vector<SoakRun> runs = soak_runs(profile("h200-sxm"), dir.string());
+    ASSERT_EQ(runs.size(), 4u);  // latest first
+    EXPECT_EQ(runs[0].file, stop);
+    EXPECT_TRUE(runs[0].interrupted());
+    EXPECT_FALSE(runs[0].faulted());
+    EXPECT_EQ(runs[1].file, hang);
+    EXPECT_TRUE(runs[1].faulted());
+    EXPECT_EQ(runs[2].file, sdc);
+    EXPECT_EQ(runs[2].mismatches, 1);
+    EXPECT_EQ(runs[2].replica_checks, 50);
+    EXPECT_TRUE(runs[2].complete);
+    EXPECT_EQ(runs[3].file, clean);
+    EXPECT_DOUBLE_EQ(runs[3].drift_pct, 0.5);
+
+    // A mismatch and a hang count against the GPU, each said with its file.
+    SoakVerdict v = soak_verdict(runs);
+    EXPECT_EQ(v.status, SoakVerdict::Status::counts_against);
+    EXPECT_NE(v.said.find("1 replica mismatch in 50 checks (" + sdc + ")"), std::string::npos) << v.said;
+    EXPECT_NE(v.said.find("ended by a hang or fault: rank 0 (n1): collective all_reduce did not complete within 600 s"),
+              std::string::npos) << v.said;
+    EXPECT_EQ(v.said.find("SIGTERM"), std::string::npos) << v.said;  // a stop is not a fault
+    // A clean soak passes; the stopped one is said and not scored.
+    v = soak_verdict({runs[0], runs[3]});
+    EXPECT_EQ(v.status, SoakVerdict::Status::passed);
+    EXPECT_NE(v.said.find("passed: 1 run (" + clean + ")"), std::string::npos) << v.said;
+    EXPECT_NE(v.said.find("1 run cut short, not scored"), std::string::npos) << v.said;
+    EXPECT_NE(v.brief.find("passed (1 run, throughput drift within 0.50%, bound 5% [2-10%])"), std::string::npos) << v.brief;
+    // No completed soak is "not measured", never a pass.
+    v = soak_verdict({runs[0]});
+    EXPECT_EQ(v.status, SoakVerdict::Status::not_measured);
+    EXPECT_EQ(v.said.rfind("not measured; 1 run cut short, not scored", 0), 0u) << v.said;
+    EXPECT_EQ(soak_verdict({}).said, "not measured");
+    EXPECT_EQ(std::string(soak_status_name(soak_verdict({}).status)), "not measured");
+
+    EXPECT_TRUE(soak_runs(profile("rtx4090-48gb-pcie4"), dir.string()).empty());
+    const std::vector<SoakRun> rtx24 = soak_runs(profile("rtx4090-24gb-pcie4"), dir.string());
+    ASSERT_EQ(rtx24.size(), 1u);
+    EXPECT_EQ(soak_verdict(rtx24).status, SoakVerdict::Status::counts_against);
+    // The one-line summary matches the board the same way.
+    EXPECT_EQ(soak_summary(profile("rtx4090-48gb-pcie4"), dir.string()), "");
+}
+
+TEST(CompareSoaks, ProductionExcludesAGpuWhoseSoakCountsAgainstIt) {
+    std::vector<CompareRow> rows = {made_row("fast", 1000, false, {300}), made_row("slow", 1000, false, {100})};
+    SoakRun bad;
+    bad.file = "f.jsonl";
+    bad.complete = true;
+    bad.replica_checks = 10;
+    bad.mismatches = 1;
+    rows[0].soaks = {bad};
+    const ScenarioRule production{"production", 1, Score::samples_per_s, {"ecc", "datacenter_use", "vendor_driver", "soak"}};
+    const Verdict v = decide(rows, production);
+    ASSERT_NE(v.winner, nullptr);
+    EXPECT_EQ(v.winner->hw.name, "slow");
+    EXPECT_NE(v.reason.find("excluded: fast: counts against: 1 replica mismatch in 10 checks (f.jsonl)"), std::string::npos)
+        << v.reason;
+    EXPECT_NE(v.reason.find("; soak not measured"), std::string::npos) << v.reason;  // said, not taken as a pass
+    // A rule that does not require soak does not judge them.
+    const ScenarioRule facts_only{"production", 1, Score::samples_per_s, {"ecc", "datacenter_use", "vendor_driver"}};
+    EXPECT_EQ(decide(rows, facts_only).winner->hw.name, "fast");
+}
+
+TEST(CompareSoaks, DriftIsJudgedAgainstARangedBoundAndItsEndsAreFlips) {
+    SoakRun drifting;
+    drifting.file = "d.jsonl";
+    drifting.complete = true;
+    drifting.replica_checks = 10;
+    drifting.drift_pct = 3.0;
+    EXPECT_EQ(soak_verdict({drifting}).status, SoakVerdict::Status::passed);  // the central bound, 5%
+    SoakVerdict v = soak_verdict({drifting}, kSoakDriftBound.lo);
+    EXPECT_EQ(v.status, SoakVerdict::Status::counts_against);
+    EXPECT_NE(v.said.find("throughput drift 3.00% beyond the bound 2% [2-10%] (d.jsonl)"), std::string::npos) << v.said;
+    drifting.drift_pct = 12.0;
+    EXPECT_EQ(soak_verdict({drifting}, kSoakDriftBound.hi).status, SoakVerdict::Status::counts_against);
+    drifting.drift_pct = 3.0;
+
+    // Two equal nodes, x the cheaper: x wins the tie at the central bound; at the bound's low end
+    // its 3% drift counts against it and y wins, a flip said with the bound's end.
+    const TrainConfig cfg = load_config_file(kSource + "/configs/ci-small.yaml");
+    HardwareProfile x = profile("h200-sxm"), y = profile("h200-sxm");
+    x.name = "x";
+    x.price_usd.value = 30000;
+    y.name = "y";
+    const CompareSetup setup{{1, 2}, 1, {{drifting}, {}}};
+    const std::vector<Calibration> none(2);
+    const std::vector<CompareRow> rows = compare_rows(cfg, {x, y}, none, "", false, setup);
+    const ScenarioRule rule{"production", 2, Score::samples_per_s, {"soak"}};
+    const Verdict central = decide(rows, rule);
+    ASSERT_NE(central.winner, nullptr);
+    EXPECT_EQ(central.winner->hw.name, "x") << central.reason;
+    EXPECT_NE(central.reason.find("soak passed (1 run, throughput drift within 3.00%, bound 5% [2-10%])"), std::string::npos)
+        << central.reason;
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, {x, y}, none, {central}, {rule}, {}, setup);
+    ASSERT_EQ(flips.size(), 1u);
+    EXPECT_EQ(flips[0], std::vector<std::string>{"y with soak.drift_bound_pct at its low end (2)"});
+    // A drift below the band's low end changes no verdict: nothing to flip.
+    drifting.drift_pct = 1.0;
+    const CompareSetup steady{{1, 2}, 1, {{drifting}, {}}};
+    const std::vector<CompareRow> steady_rows = compare_rows(cfg, {x, y}, none, "", false, steady);
+    EXPECT_TRUE(verdict_flips(cfg, {x, y}, none, {decide(steady_rows, rule)}, {rule}, {}, steady)[0].empty());
 }
 
 TEST(CompareCards, ProjectedPerProfileAndMeasuredWhereTheGpusRecordsAre) {

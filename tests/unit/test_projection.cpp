@@ -412,6 +412,45 @@ TEST(Calibration, ATrainRecordsConfigIsTheWorkloadItRan) {
     }
 }
 
+TEST(Calibration, AResNetRecordProjectsTheConvolutionEngineThatRan) {
+    // A hand-made record of a ResNet run: its config asks for "auto" and its top-level
+    // conv_engine says which engine the runner chose. The workload read back is that engine's,
+    // whatever this build's trace would pick for "auto".
+    TrainConfig asked = load_config_file(kSource + "/configs/resnet50.yaml");
+    asked.resnet.image_size = 64;  // a small step: the engines differ in every convolution all the same
+    asked.batch_size = 8;
+    validate_config(asked);
+    ASSERT_FALSE(asked.conv_engine.has_value());
+    const HardwareProfile hw = profile("h200-sxm");
+    auto projected_compute_ms = [&](const TrainConfig& cfg) {
+        return schedule_step(trace_step(cfg, cfg.batch_size), CostModel(hw), 1, 1).compute_ms;
+    };
+    for (ConvEngine ran : {ConvEngine::cudnn, ConvEngine::im2col}) {
+        SCOPED_TRACE(conv_engine_name(ran));
+        const nlohmann::json record = {{"subcommand", "train"}, {"model", "resnet"}, {"conv_engine", conv_engine_name(ran)},
+                                       {"config", to_json(asked)}};
+        ASSERT_EQ(record["config"]["conv_engine"], "auto");
+        const TrainConfig back = config_of_record(record, "record");
+        ASSERT_TRUE(back.conv_engine.has_value());
+        EXPECT_EQ(*back.conv_engine, ran);
+        TrainConfig explicit_engine = asked;
+        explicit_engine.conv_engine = ran;
+        EXPECT_DOUBLE_EQ(projected_compute_ms(back), projected_compute_ms(explicit_engine));
+        // The cuDNN path's convolutions are conv_* ops; im2col's are im2col copies and GEMMs.
+        bool conv_ops = false;
+        for (const TracedOp& op : trace_step(back, back.batch_size).ops) conv_ops |= op.kind.rfind("conv_", 0) == 0;
+        EXPECT_EQ(conv_ops, ran == ConvEngine::cudnn);
+    }
+    TrainConfig cudnn = asked, im2col = asked;
+    cudnn.conv_engine = ConvEngine::cudnn;
+    im2col.conv_engine = ConvEngine::im2col;
+    EXPECT_NE(projected_compute_ms(cudnn), projected_compute_ms(im2col));  // the engine matters to the projection
+    // A ResNet record without the engine predates the cuDNN engine: it ran im2col.
+    const TrainConfig old = config_of_record({{"conv_engine", nullptr}, {"config", to_json(asked)}}, "record");
+    ASSERT_TRUE(old.conv_engine.has_value());
+    EXPECT_EQ(*old.conv_engine, ConvEngine::im2col);
+}
+
 TEST(Calibration, AOneGpuTrainRecordSetsTheOptimizersBandwidth) {
     // Calibrated from a train record, the model gives that record's optimizer phase back
     // (the fraction is its traced bytes over its measured time); other ops keep theirs.
