@@ -178,7 +178,9 @@ void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops
         for (const TrainConfig& cfg : workloads) {
             int batch = 0;
             for (int n : world_sizes(cfg, size)) batch = std::max(batch, per_rank_batch(cfg, n));
-            const StepTrace trace = trace_step(cfg, batch);
+            TrainConfig resolved = cfg;  // the convolution engine this backend runs, not the trace's default
+            if (cfg.model == "resnet") resolved.conv_engine = resolve_conv_engine(cfg, ops);
+            const StepTrace trace = trace_step(resolved, batch);
             needed += trace.memory.total();  // the projection's footprint, the dataset's batches included
             what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
                                       cfg.source, trace.model, trace.num_params, batch);
