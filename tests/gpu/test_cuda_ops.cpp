@@ -186,7 +186,7 @@ TEST_F(CudaOpsTest, LinearEpiloguesMatchCpu) {
                 std::vector<float> dy = rounded(values(static_cast<size_t>(s.rows * s.out)), dtype);
                 GpuArray gx(gpu, dtype, s.rows, s.in), gw(gpu, dtype, s.out, s.in), gbias(gpu, DType::f32, 1, s.out);
                 GpuArray gpre(gpu, dtype, s.rows, s.out), gout(gpu, dtype, s.rows, s.out);
-                GpuArray gdy(gpu, dtype, s.rows, s.out), gdpre(gpu, dtype, s.rows, s.out);
+                GpuArray gdy(gpu, dtype, s.rows, s.out), gpre_in(gpu, dtype, s.rows, s.in), gdpre(gpu, dtype, s.rows, s.in);
                 GpuArray gdw(gpu, DType::f32, s.out, s.in), gdb(gpu, DType::f32, 1, s.out);
                 gx.set(x);
                 gw.set(w);
@@ -200,12 +200,14 @@ TEST_F(CudaOpsTest, LinearEpiloguesMatchCpu) {
                 EXPECT_TRUE(close(gpre.get(), pre, tolerance(dtype))) << "pre-activation";
                 EXPECT_TRUE(close(gout.get(), out, tolerance(dtype))) << "activation";
 
-                // The backward reads the GPU's own pre-activation, the CPU the same values.
-                std::vector<float> pre_used = gpre.get();
-                gpu.linear_activation_backward(gdy.tensor, gw.tensor, act, gpre.tensor, gdpre.tensor);
-                std::vector<float> dpre(dy.size());
+                // The data gradient goes through the activation below this Linear: its
+                // pre-activation has the input's shape (rows x in), around where GELU curves.
+                std::vector<float> pre_in = rounded(values(static_cast<size_t>(s.rows * s.in), 0.05f, 2.0f), dtype);
+                gpre_in.set(pre_in);
+                gpu.linear_activation_backward(gdy.tensor, gw.tensor, act, gpre_in.tensor, gdpre.tensor);
+                std::vector<float> dpre(pre_in.size());
                 cpu_.linear_activation_backward(host_view(dy, s.rows, s.out), host_view(w, s.out, s.in), act,
-                                                host_view(pre_used, s.rows, s.out), host_view(dpre, s.rows, s.out));
+                                                host_view(pre_in, s.rows, s.in), host_view(dpre, s.rows, s.in));
                 EXPECT_TRUE(close(gdpre.get(), dpre, tolerance(dtype))) << "data gradient";
 
                 gpu.linear_weight_grad(gdy.tensor, gx.tensor, gdw.tensor, gdb.f32());
