@@ -127,13 +127,15 @@ COMM_CMP = "results/h200-20261202c/comm_{op}_compare.txt"
 CPU = "results/cpu-2rank-vm"
 FUSED = "results/h200-20261203-fused"
 CUDNN = "results/h200-20261203-cudnn"
+EPILOGUES = "results/h200-20261203-epilogues"
+SIDE = "results/h200-20261203-sidebyside"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
 TRANSFORMER_RUNS = [
-    (f"{FUSED}/bench", "bert-base", 32),
-    (f"{FUSED}/bench", "bert-base", 256),
-    (f"{FUSED}/bench", "gpt2-small", 8),
+    (f"{SIDE}/bench", "bert-base", 32),
+    (f"{SIDE}/bench", "bert-base", 256),
+    (f"{SIDE}/bench", "gpt2-small", 8),
 ]
 
 
@@ -299,28 +301,31 @@ def table_resnet50_precisions():
     return header, "lrrr", rows
 
 
+# Where each ResNet's runs beside PyTorch are: {model: (folder of PyTorch's runs, {engine: folder of scalebench's})}.
+RESNET_RUNS = {
+    "resnet50": (CUDNN, {"cudnn": CUDNN, "im2col": CUDNN}),
+    "resnet152": (f"{SIDE}/bench_resnet", {"cudnn": f"{SIDE}/bench_resnet", "im2col": CUDNN}),
+}
+
+
 def table_resnet_engines_vs_torch():
     header = ["model", "batch", "conv engine", "step ms", "images/s", "MFU", "vs torch eager", "vs `torch.compile`"]
-    torch_path = f"{CUDNN}/torch.jsonl"
-    torch_models = {json.loads(l)["model"] for l in _read(torch_path).splitlines() if l.strip()}
     rows = []
     for model, batch in (("resnet50", 256), ("resnet152", 128)):
+        torch_folder, engines = RESNET_RUNS[model]
+        torch_path = f"{torch_folder}/torch.jsonl"
         for engine in ("cudnn", "im2col"):
-            path, line, r = _resnet_run(CUDNN, model, batch, engine)
+            path, line, r = _resnet_run(engines[engine], model, batch, engine)
             row = [model, str(batch), engine, Fig(fmt(r["step_ms"]["median"], 2), path, line),
                    Fig(fmt(r["samples_per_s"], 0), path, line), Fig(pct(r["mfu"]), path, line)]
             for mode in ("eager", "compile"):
-                if model in torch_models:
-                    _, t = record(torch_path, model=model, mode=mode, batch=batch)
-                    row.append(ratio(r["samples_per_s"], t["samples_per_s"]))
-                else:
-                    row.append("not measured")
+                _, t = record(torch_path, model=model, mode=mode, batch=batch)
+                row.append(ratio(r["samples_per_s"], t["samples_per_s"]))
             rows.append(row)
-        if model in torch_models:
-            for mode, name in (("eager", "PyTorch eager"), ("compile", "PyTorch `torch.compile`")):
-                tline, t = record(torch_path, model=model, mode=mode, batch=batch)
-                rows.append([model, str(batch), name, Fig(fmt(t["step_ms_median"], 2), torch_path, tline),
-                             Fig(fmt(t["samples_per_s"], 0), torch_path, tline), "", "", ""])
+        for mode, name in (("eager", "PyTorch eager"), ("compile", "PyTorch `torch.compile`")):
+            tline, t = record(torch_path, model=model, mode=mode, batch=batch)
+            rows.append([model, str(batch), name, Fig(fmt(t["step_ms_median"], 2), torch_path, tline),
+                         Fig(fmt(t["samples_per_s"], 0), torch_path, tline), "", "", ""])
     return header, "lrlrrrrr", rows
 
 
@@ -350,13 +355,19 @@ TORCH_CHECKS = [
     ("bert-base", f"{H200}/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{H200}/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{FUSED}/check/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{EPILOGUES}/check/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{SIDE}/check/torch_check_bert-base_bf16.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", f"{EPILOGUES}/check/torch_check_gpt2-small_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp16.json"),
+    ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_fp32.json"),
+    ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_bf16.json"),
+    ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_fp16.json"),
 ]
 
 
@@ -404,8 +415,8 @@ def table_softmax_backward_without_renormalising():
 # Op profiles (train --profile-ops) of the transformer step: (preset, batch, fused profile, unfused profile).
 # The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path.
 TRANSFORMER_PROFILES = [
-    ("bert-base", 256, f"{FUSED}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
-    ("gpt2-small", 8, f"{FUSED}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
+    ("bert-base", 256, f"{EPILOGUES}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
+    ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
 ]
 
 
