@@ -103,8 +103,10 @@ void Mlp::forward_backward(const Tensor& inputs, const int32_t* labels, float* l
         const ParamInfo& bp = params_[2 * l + 1];
         ops_.linear_weight_grad(dz, post(l - 1), Tensor{buffers_.grads + wp.offset, DType::f32, wp.rows, wp.cols},
                                 buffers_.grads + bp.offset);
-        if (sink) sink->gradient_ready(2 * l + 1);
-        if (sink) sink->gradient_ready(2 * l);
+        if (sink) {
+            sink->gradient_ready(2 * l + 1);
+            sink->gradient_ready(2 * l);
+        }
         if (l > 0) {
             const Tensor dz_below = other->tensor(dtype_, B, widths_[l]);
             ops_.linear_activation_backward(dz, weight(l), shape_.activation, pre(l - 1), dz_below);

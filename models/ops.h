@@ -96,7 +96,8 @@ public:
     // pre = x w^T + bias (fp32, required), out = act(pre); pre is what the backward reads.
     virtual void linear_activation_forward(const Tensor& x, const Tensor& w, const float* bias, Activation act,
                                            const Tensor& pre, const Tensor& out);
-    // grad_pre = (grad_out w) * act'(pre).
+    // grad_pre = (grad_out w) * act'(pre): through the activation below this Linear, so pre and
+    // grad_pre have x's shape (the rows by w's in).
     virtual void linear_activation_backward(const Tensor& grad_out, const Tensor& w, Activation act,
                                             const Tensor& pre, const Tensor& grad_pre);
     // grad_w = grad_out^T x (fp32, overwritten) and grad_bias = grad_out's column sums (fp32, overwritten).

@@ -531,6 +531,7 @@ void CudaOps::linear_activation_forward(const Tensor& x, const Tensor& w, const 
                                         const Tensor& pre, const Tensor& out) {
     SB_REQUIRE(pre.rows == out.rows && pre.cols == out.cols && pre.dtype == out.dtype,
                "linear_activation_forward: pre and out differ in shape or dtype");
+    SB_REQUIRE(bias != nullptr, "linear_activation_forward: no bias");  // GELU_AUX_BIAS reads one
     if (gemm_fuses_activation(act, x.dtype) &&
         impl_->matmul_epilogue(false, true, x, w, out, Epilogue::gelu_aux_bias, bias, pre.data))
         return;

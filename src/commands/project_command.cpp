@@ -736,8 +736,7 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
     for (const auto& [preset, label] : {std::pair{"resnet50.yaml", "ResNet-50"}, std::pair{"bert-base.yaml", "BERT-base"}}) {
         const TrainConfig cfg = load_config_file(configs_dir + "/" + preset);
         const Projection p = project_workload(cfg, model, {1}, {1}).front();
-        // A ResNet record counts only where it ran the engine the projection traced (records without
-        // the key predate the cuDNN engine: im2col).
+        // A ResNet record counts only where it ran the engine the projection traced.
         const std::string engine =
             cfg.model == "resnet" ? conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))) : "";
         const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
@@ -748,9 +747,7 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
             const nlohmann::json& c = r["config"];
             if (c.value("model", "") != cfg.model) return false;
             const nlohmann::json want = to_json(cfg);
-            const bool has_engine = r.contains("conv_engine") && r["conv_engine"].is_string();
-            const std::string ran = has_engine ? r["conv_engine"].get<std::string>() : "im2col";
-            return cfg.model == "resnet" ? c["resnet"] == want["resnet"] && ran == engine
+            return cfg.model == "resnet" ? c["resnet"] == want["resnet"] && conv_engine_of_record(r) == engine
                                          : c["transformer"]["arch"] == want["transformer"]["arch"] &&
                                                c["transformer"]["layers"] == want["transformer"]["layers"] &&
                                                c["transformer"]["hidden"] == want["transformer"]["hidden"] &&

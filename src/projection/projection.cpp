@@ -164,19 +164,17 @@ TrainConfig config_of_record(const nlohmann::json& record, const std::string& wh
     nlohmann::json c = record.at("config");
     c.erase("source");  // where the runner read it from, not a config key
     if (c.contains("scaling") && c["scaling"].empty()) c.erase("scaling");  // the default, written as []
+    // The convolutions are the engine that ran, not this build's resolution of the config's auto
+    // (the config reader checks the name).
+    if (c.value("model", "") == "resnet") c["conv_engine"] = conv_engine_of_record(record);
     TrainConfig cfg = parse_config(c.dump(), where);
-    // The convolutions are the engine that ran (the record's "conv_engine": `auto` resolved on the
-    // runner's backend), not this build's resolution of the config's; a ResNet record without the
-    // key predates the cuDNN engine and ran im2col.
-    if (cfg.model == "resnet") {
-        const std::string ran = record.contains("conv_engine") && record["conv_engine"].is_string()
-                                    ? record["conv_engine"].get<std::string>()
-                                    : "im2col";
-        if (ran != "cudnn" && ran != "im2col") throw UserError(where + ": conv_engine '" + ran + "' is not an engine");
-        cfg.conv_engine = ran == "cudnn" ? ConvEngine::cudnn : ConvEngine::im2col;
-    }
     validate_config(cfg);
     return cfg;
+}
+
+std::string conv_engine_of_record(const nlohmann::json& record) {
+    return record.contains("conv_engine") && record["conv_engine"].is_string() ? record["conv_engine"].get<std::string>()
+                                                                               : "im2col";
 }
 
 // ---------------------------------------------------------------- calibration

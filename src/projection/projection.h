@@ -73,6 +73,9 @@ int max_fitting_batch(const TrainConfig& cfg, double memory_gb);
 // The workload a `train` record ran, from its "config" object (validated like a file), with the
 // convolution engine that ran (the record's top-level conv_engine) in place of the config's "auto".
 TrainConfig config_of_record(const nlohmann::json& record, const std::string& where);
+// The convolution engine a ResNet record ran: its top-level conv_engine (`auto` resolved on the
+// runner's backend); a record without it predates the cuDNN engine and ran im2col.
+std::string conv_engine_of_record(const nlohmann::json& record);
 
 // ---- calibration from result records
 struct Calibration {
