@@ -521,6 +521,11 @@ inline int64_t prob_index(const Ops::AttentionShape& s, int b, int h, int i, int
     return ((static_cast<int64_t>(b) * s.heads + h) * s.seq + i) * s.seq + j;
 }
 
+// Query i of (b, h) among the batch*heads*seq rows: the dropout mask's row.
+inline uint64_t mask_row(const Ops::AttentionShape& s, int b, int h, int i) {
+    return (static_cast<uint64_t>(b) * s.heads + h) * s.seq + i;
+}
+
 }  // namespace
 
 size_t CpuOps::attention_saved_bytes(const AttentionShape& s) const {
@@ -561,7 +566,7 @@ void CpuOps::attention_forward(const AttentionShape& s, const Tensor& qkv, const
                 for (int j = 0; j <= last; ++j) {
                     float pj = p[j];
                     if (s.dropout_p > 0.0f)
-                        pj = dropout_keep(seed, static_cast<uint64_t>(prob_index(s, b, h, i, j)), s.dropout_p)
+                        pj = dropout_keep(seed, attention_dropout_index(mask_row(s, b, h, i), j, s.seq), s.dropout_p)
                                  ? pj * keep_scale : 0.0f;
                     const float* v = base + (static_cast<int64_t>(b) * s.seq + j) * ld + 2 * width + h * s.head_dim;
                     for (int d = 0; d < s.head_dim; ++d) o[d] += pj * v[d];
@@ -596,7 +601,7 @@ void CpuOps::attention_backward(const AttentionShape& s, const Tensor& qkv, cons
                 double rowsum = 0.0;
                 for (int j = 0; j <= last; ++j) {
                     const bool keep = s.dropout_p == 0.0f ||
-                        dropout_keep(seed, static_cast<uint64_t>(prob_index(s, b, h, i, j)), s.dropout_p);
+                        dropout_keep(seed, attention_dropout_index(mask_row(s, b, h, i), j, s.seq), s.dropout_p);
                     const float mask = keep ? (s.dropout_p > 0.0f ? keep_scale : 1.0f) : 0.0f;
                     const float* v = base + offset(b, j, 2, h);
                     float* gv = gbase + offset(b, j, 2, h);

@@ -130,13 +130,41 @@ struct Geometry {
     float scale_log2;     // log2(e) / sqrt(head_dim)
     float scale;          // 1 / sqrt(head_dim)
     bool causal;
-    uint64_t threshold;   // dropout_threshold(p); 0 without dropout (every element kept)
+    uint32_t threshold;   // dropout_threshold(p); 0 without dropout (every element kept)
     float inv_keep;       // 1 / (1 - p)
     uint64_t seed;
 };
 
-__device__ __forceinline__ bool keep(const Geometry& g, uint64_t seed, int64_t mask_row, int col) {
-    return g.threshold == 0 || dropout_keep_above(seed, static_cast<uint64_t>(mask_row) * g.seq + col, g.threshold);
+// Dropout's keep bits of one C fragment, bit e for c[e] (models/dropout.h: one hash decides
+// four consecutive keys of a query). Rows are queries (forward, dQ): lanes t and t^1 hold the
+// same four keys (col0 + 4 (t / 2) ..) of the rows g and g + 8; each hashes one of the rows
+// and they swap the nibbles. col0 is the fragment's first key, a multiple of 8.
+__device__ __forceinline__ uint32_t keep_query_rows(const Geometry& geo, uint64_t seed, int64_t mask_row0,
+                                                    int64_t mask_row1, int col0) {
+    const int t = threadIdx.x & 3, odd = t & 1;
+    const uint64_t quad =
+        attention_dropout_index(static_cast<uint64_t>(odd ? mask_row1 : mask_row0), col0 + 4 * (t >> 1), geo.seq) >> 2;
+    const uint32_t mine = dropout_keep_nibble(seed, quad, geo.threshold);
+    const uint32_t other = __shfl_xor_sync(0xffffffffu, mine, 1);
+    const uint32_t row0 = odd ? other : mine, row1 = odd ? mine : other;
+    const int at = 2 * odd;  // columns 2t, 2t + 1 within their quad
+    return ((row0 >> at) & 3u) | (((row1 >> at) & 3u) << 2);
+}
+
+// The same for the transposed fragment of the dK/dV kernel, whose rows are keys (key0 + g,
+// key0 + g + 8; key0 a multiple of 16) and columns queries (q0 + 2t, + 1). The four lanes
+// with the same t and g / 4 need the same four hashes (two queries x two key quads): lane
+// j = g % 4 computes hash j, and two butterflies give every lane all four nibbles.
+__device__ __forceinline__ uint32_t keep_key_rows(const Geometry& geo, uint64_t seed, int64_t mask_row_q0, int key0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, j = g & 3;
+    const int key = key0 + (g & ~3) + 8 * (j >> 1);  // the first key of hash j's quad
+    const uint64_t quad = attention_dropout_index(static_cast<uint64_t>(mask_row_q0 + (j & 1)), key, geo.seq) >> 2;
+    uint32_t v = dropout_keep_nibble(seed, quad, geo.threshold) << (4 * j);
+    v |= __shfl_xor_sync(0xffffffffu, v, 4);
+    v |= __shfl_xor_sync(0xffffffffu, v, 8);
+    // Element e (key row e / 2, query e % 2) is hash e's bit for this lane's key, g % 4.
+    v >>= j;
+    return (v & 1u) | ((v >> 3) & 2u) | ((v >> 6) & 4u) | ((v >> 9) & 8u);
 }
 
 // Row tiles are issued longest-first for causal masks (the last query tiles see most keys).
@@ -209,14 +237,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
                 mma<T>(s[nt], a, b0, b1);
             }
         }
-        // Mask, scale to the log2 domain, and the new running max.
+        // Mask (only a tile that crosses the diagonal or the sequence's end has masked
+        // elements), scale to the log2 domain, and the new running max.
+        const bool edge = n0 + kCols > S || (geo.causal && n0 + kCols - 1 > q0);
         float mx[2] = {m[0], m[1]};
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int col = n0 + nt * 8 + 2 * t + (e & 1), r = e >> 1;
-                const bool masked = col >= S || (geo.causal && col > rows[r]);
+                const bool masked = edge && (col >= S || (geo.causal && col > rows[r]));
                 s[nt][e] = masked ? -INFINITY : s[nt][e] * geo.scale_log2;
                 mx[r] = fmaxf(mx[r], s[nt][e]);
             }
@@ -240,14 +270,17 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
         uint32_t pa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
+            const uint32_t kept = geo.threshold != 0
+                                      ? keep_query_rows(geo, seed, int64_t{bh} * S + rows[0], int64_t{bh} * S + rows[1],
+                                                        n0 + nt * 8)
+                                      : 0xfu;
             float p[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = e >> 1;
                 p[e] = exp2f(s[nt][e] - m[r]);
                 l[r] += p[e];
-                if (geo.threshold != 0 && !keep(geo, seed, int64_t{bh} * S + rows[r], n0 + nt * 8 + 2 * t + (e & 1)))
-                    p[e] = 0.0f;
+                if (!((kept >> e) & 1u)) p[e] = 0.0f;
             }
             pa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(p[0], p[1]);
             pa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(p[2], p[3]);
@@ -344,17 +377,22 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
         wait_tiles<0>();
         float s[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
         recompute_scores<T, D, kCols>(s, dp, sq, sk, sdo, sv, warp * 16);
+        const bool edge = n0 + kCols > S || q0 + kRows > S || (geo.causal && n0 + kCols - 1 > q0);
         uint32_t dsa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
+            const uint32_t kept = geo.threshold != 0
+                                      ? keep_query_rows(geo, seed, int64_t{bh} * S + rows[0], int64_t{bh} * S + rows[1],
+                                                        n0 + nt * 8)
+                                      : 0xfu;
             float ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int col = n0 + nt * 8 + 2 * t + (e & 1), r = e >> 1;
-                const bool masked = col >= S || rows[r] >= S || (geo.causal && col > rows[r]);
+                const bool masked = edge && (col >= S || rows[r] >= S || (geo.causal && col > rows[r]));
                 const float p = masked ? 0.0f : exp2f(s[nt][e] * geo.scale_log2 - row_lse[r]);
                 float d = dp[nt][e];
-                if (geo.threshold != 0) d = keep(geo, seed, int64_t{bh} * S + rows[r], col) ? d * geo.inv_keep : 0.0f;
+                if (geo.threshold != 0) d = (kept >> e) & 1u ? d * geo.inv_keep : 0.0f;
                 ds[e] = p * (d - row_dsum[r]);
             }
             dsa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(ds[0], ds[1]);
@@ -420,17 +458,21 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
         wait_tiles<0>();
         float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
         recompute_scores<T, D, kCols>(st, dpt, sk, sq, sv, sdo, warp * 16);
+        const bool edge = i0 + kCols > S || k0 + kRows > S || (geo.causal && k0 + kRows - 1 > i0);
         uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
+            const uint32_t kept = geo.threshold != 0
+                                      ? keep_key_rows(geo, seed, int64_t{bh} * S + i0 + nt * 8 + 2 * t, k0 + warp * 16)
+                                      : 0xfu;
             float pd[4], ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int c = nt * 8 + 2 * t + (e & 1), q = i0 + c, r = e >> 1;
-                const bool masked = q >= S || keys[r] >= S || (geo.causal && keys[r] > q);
+                const bool masked = edge && (q >= S || keys[r] >= S || (geo.causal && keys[r] > q));
                 const float p = masked ? 0.0f : exp2f(st[nt][e] * geo.scale_log2 - slse[c]);
                 float mask = 1.0f;
-                if (geo.threshold != 0) mask = keep(geo, seed, int64_t{bh} * S + q, keys[r]) ? geo.inv_keep : 0.0f;
+                if (geo.threshold != 0) mask = (kept >> e) & 1u ? geo.inv_keep : 0.0f;
                 pd[e] = p * mask;
                 ds[e] = p * (dpt[nt][e] * mask - sdsum[c]);
             }

@@ -260,7 +260,7 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
 // back from L1/L2). residual may alias sum: each lane reads a vector before writing it.
 template <class T, int V>
 __global__ void residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
-                                                  uint64_t threshold, uint64_t seed,
+                                                  uint32_t threshold, uint64_t seed,
                                                   const uint64_t* __restrict__ generation,
                                                   const float* __restrict__ gamma, const float* __restrict__ beta,
                                                   float eps, int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
@@ -321,7 +321,7 @@ template <class T, int V>
 __global__ void residual_layernorm_grad_kernel(const T* __restrict__ sum, const T* g, const T* g_out_res,
                                                const T* g_sum_res, const float* __restrict__ gamma,
                                                const float* __restrict__ mean, const float* __restrict__ rstd,
-                                               int64_t rows, int64_t cols, float scale, uint64_t threshold,
+                                               int64_t rows, int64_t cols, float scale, uint32_t threshold,
                                                uint64_t seed, const uint64_t* __restrict__ generation, T* grad_sum,
                                                T* grad_branch) {
     using VT = VecN<T, V>;
@@ -670,7 +670,7 @@ __global__ void attention_softmax_forward_kernel(T* scores, T* pdrop, int64_t ro
                 const float p = j < valid ? expf(to_f32(a.v[e]) - mx) * inv_sum : 0.0f;
                 r.v[e] = from_f32<T>(p);
                 if (dr) {
-                    const bool keep = dropout_keep(seed, static_cast<uint64_t>(row) * seq + j, p_drop);
+                    const bool keep = dropout_keep(seed, attention_dropout_index(static_cast<uint64_t>(row), j, seq), p_drop);
                     d.v[e] = from_f32<T>(keep ? p * inv_keep : 0.0f);
                 }
             }
@@ -728,10 +728,10 @@ __global__ void attention_softmax_backward_kernel(const T* probs, const float* d
         const VT* pr = reinterpret_cast<const VT*>(probs + row * seq);
         const VF* gr = reinterpret_cast<const VF*>(dprobs + row * seq);
         VT* sr = reinterpret_cast<VT*>(ds + row * seq);
-        const uint64_t first = static_cast<uint64_t>(row) * seq;
         auto dp_of = [&](float g, int j) {
             if (!drop) return g;
-            return dropout_keep(seed, first + j, p_drop) ? g * inv_keep : 0.0f;
+            return dropout_keep(seed, attention_dropout_index(static_cast<uint64_t>(row), j, seq), p_drop) ? g * inv_keep
+                                                                                                         : 0.0f;
         };
         float dot = 0.0f, psum = 0.0f;
         for (int k = lane; k < nv; k += kLanes) {

@@ -514,7 +514,8 @@ INSTANTIATE_TEST_SUITE_P(EveryPrecisionMaskAndDropout, AttentionTest,
 // The fused kernels' dropout mask, element by element: with Q = K = 0 every allowed P is
 // 1/n > 0, and with V = the identity O[i, j] = dropout(P)[i, j], so O[i, j] != 0 exactly
 // when models/dropout.h keeps (b, h, i, j). With dO = the identity, dV[j, i] = dropout(P)[i, j]
-// reads the backward's mask the same way. 100 keys span two key tiles; the second
+// reads the backward's mask the same way. 102 keys span two key tiles and pad each mask row
+// to 104 (models/dropout.h's attention_dropout_index); the second
 // generation draws the mask from dropout_seed_at(seed, 1).
 TEST_F(TransformerOpsTest, FusedAttentionDropoutIsTheCounterMask) {
     for (const Precision precision : {Precision::bf16, Precision::fp16})
@@ -522,7 +523,7 @@ TEST_F(TransformerOpsTest, FusedAttentionDropoutIsTheCounterMask) {
             SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal);
             const DType dtype = compute_dtype(precision);
             CudaOps gpu(precision, 0);
-            const Ops::AttentionShape shape{2, 100, 2, 128, causal, 0.3f};
+            const Ops::AttentionShape shape{2, 102, 2, 128, causal, 0.3f};
             ASSERT_TRUE(Ops::attention_fused(dtype, shape.head_dim));
             const int S = shape.seq, D = shape.head_dim, H = shape.heads, W = H * D;
             const int64_t rows = int64_t{shape.batch} * S;
@@ -553,7 +554,8 @@ TEST_F(TransformerOpsTest, FusedAttentionDropoutIsTheCounterMask) {
                         for (int i = 0; i < S; ++i)
                             for (int j = 0; j < S; ++j) {
                                 const bool visible = !causal || j <= i;
-                                const uint64_t index = ((uint64_t{static_cast<uint64_t>(b)} * H + h) * S + i) * S + j;
+                                const uint64_t index =
+                                    attention_dropout_index((static_cast<uint64_t>(b) * H + h) * S + i, j, S);
                                 const bool keep = visible && dropout_keep(drawn, index, shape.dropout_p);
                                 const float o = out[static_cast<size_t>((int64_t{b} * S + i) * W + h * D + j)];
                                 const float dv =

@@ -186,21 +186,41 @@ TEST(TransformerOps, DropoutKeepsTheCounterMaskAndScales) {
         EXPECT_EQ(next[i] != 0.0f, dropout_keep(dropout_seed_at(77, 1), static_cast<uint64_t>(i), p)) << i;
 }
 
-// The integer threshold the kernels compare with is the definition r >= p * 2^32, r the
-// hash's high 32 bits: at the threshold's edges and on hashed indices, for several p.
+// The integer threshold the kernels compare with is the definition r >= p * 2^16, r element
+// i's 16 bits of the hash of i / 4: at the threshold's edges and on hashed indices, for
+// several p; the nibble the fused attention reads is the same four decisions.
 TEST(TransformerOps, DropoutThresholdIsTheDefinition) {
     const float ps[] = {0.0f, 1e-9f, 0.1f, 0.25f, 0.5f, 0.9f, 0.99999994f};
     for (float p : ps) {
-        const double x = static_cast<double>(p) * 4294967296.0;
-        const uint64_t t = dropout_threshold(p);
+        const double x = static_cast<double>(p) * 65536.0;
+        const uint32_t t = dropout_threshold(p);
         EXPECT_GE(static_cast<double>(t), x) << p;
         EXPECT_LT(static_cast<double>(t) - 1.0, x) << p;
         for (uint64_t i = 0; i < 20000; ++i) {
-            const uint32_t r = static_cast<uint32_t>(dropout_hash(99, i) >> 32);
+            const uint64_t r = (dropout_hash(99, i / 4) >> (16 * (i % 4))) & 0xffffu;
             ASSERT_EQ(dropout_keep(99, i, p), static_cast<double>(r) >= x) << p << " " << i;
+            ASSERT_EQ((dropout_keep_nibble(99, i / 4, t) >> (i % 4)) & 1u, dropout_keep(99, i, p) ? 1u : 0u) << p << " " << i;
         }
     }
-    EXPECT_EQ(dropout_threshold(0.5f), uint64_t{1} << 31);  // exact: kept iff r >= 2^31
+    EXPECT_EQ(dropout_threshold(0.5f), 1u << 15);  // exact: kept iff r >= 2^15
+}
+
+// The four elements one hash decides are independent draws: at p = 1/2 each of the four
+// elements of a quad, and each pair of them, is kept as often as independence says.
+TEST(TransformerOps, DropoutQuadsAreIndependentDraws) {
+    const int quads = 100000;
+    int kept[4] = {}, both[4][4] = {};
+    for (uint64_t q = 0; q < quads; ++q) {
+        const uint32_t bits = dropout_keep_nibble(5, q, dropout_threshold(0.5f));
+        for (int a = 0; a < 4; ++a) {
+            kept[a] += (bits >> a) & 1;
+            for (int b = a + 1; b < 4; ++b) both[a][b] += ((bits >> a) & (bits >> b)) & 1;
+        }
+    }
+    for (int a = 0; a < 4; ++a) {
+        EXPECT_NEAR(kept[a] / static_cast<double>(quads), 0.5, 0.01) << a;
+        for (int b = a + 1; b < 4; ++b) EXPECT_NEAR(both[a][b] / static_cast<double>(quads), 0.25, 0.01) << a << b;
+    }
 }
 
 // Attention straight from the definition, in double, with the dropout mask drawn per
@@ -226,7 +246,8 @@ std::vector<double> attention_reference(const Ops::AttentionShape& s, const std:
                 for (int j = 0; j < s.seq; ++j) z += std::exp(sc[j] - mx);
                 for (int j = 0; j < s.seq; ++j) {
                     double p = std::exp(sc[j] - mx) / z;
-                    const uint64_t idx = ((static_cast<uint64_t>(b) * s.heads + h) * s.seq + i) * s.seq + j;
+                    const uint64_t idx =
+                        attention_dropout_index((static_cast<uint64_t>(b) * s.heads + h) * s.seq + i, j, s.seq);
                     if (s.dropout_p > 0) p = dropout_keep(seed, idx, s.dropout_p) ? p / (1.0 - s.dropout_p) : 0.0;
                     for (int e = 0; e < s.head_dim; ++e)
                         out[(b * s.seq + i) * W + h * s.head_dim + e] +=
@@ -250,7 +271,7 @@ void check_attention(bool causal, float dropout_p) {
     if (causal) {  // the first query sees only itself: out = its own v (up to dropout)
         for (int h = 0; h < s.heads; ++h)
             for (int e = 0; e < s.head_dim; ++e) {
-                const uint64_t idx = static_cast<uint64_t>(h) * s.seq * s.seq;
+                const uint64_t idx = attention_dropout_index(static_cast<uint64_t>(h) * s.seq, 0, s.seq);
                 const float keep = dropout_p > 0 && !dropout_keep(seed, idx, dropout_p) ? 0.0f : 1.0f / (1.0f - dropout_p);
                 EXPECT_NEAR(out[h * s.head_dim + e], keep * qkv[2 * W + h * s.head_dim + e], 1e-5);
             }
