@@ -104,19 +104,33 @@ template <class T> __device__ __forceinline__ void load_b_trans(uint32_t (&r)[4]
                  : "r"(addr));
 }
 
-// Rows [r0, r0 + rows) of a head's D columns (row stride ld elements) into a shared tile of
-// row stride D + kPad; rows at or past `valid` are zero-filled (nothing read).
-template <class T, int D>
-__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t ld, int r0, int rows, int valid) {
-    constexpr int kChunks = D / 8;  // 16-byte chunks per row
-    for (int c = threadIdx.x; c < rows * kChunks; c += kWarps * 32) {
-        const int r = c / kChunks, col = (c % kChunks) * 8;
-        const bool in = r0 + r < valid;
-        const T* g = in ? src + (r0 + r) * ld + col : src;
-        const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(tile + r * (D + kPad) + col));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(in ? 16 : 0));
+// Rows [r0, r0 + kTileRows) of a head's D columns (row stride ld elements) into a shared tile
+// of row stride D + kPad; rows at or past `valid` are zero-filled (nothing read). Each thread
+// copies the same 16-byte column of every pass's rows, so its addresses step by a constant.
+template <class T, int D, int kTileRows>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t ld, int r0, int valid) {
+    constexpr int kChunks = D / 8;                         // 16-byte chunks per row
+    constexpr int kPassRows = kWarps * 32 / kChunks;       // rows one pass of the block copies
+    static_assert(kTileRows % kPassRows == 0, "a tile is whole passes");
+    const int r = static_cast<int>(threadIdx.x) / kChunks, col = (static_cast<int>(threadIdx.x) % kChunks) * 8;
+    const T* g = src + (r0 + r) * ld + col;
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(tile + r * (D + kPad) + col));
+#pragma unroll
+    for (int pass = 0; pass < kTileRows / kPassRows; ++pass) {
+        const bool in = r0 + r + pass * kPassRows < valid;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                         s + static_cast<unsigned>(pass * kPassRows * (D + kPad) * sizeof(T))),
+                     "l"(in ? g + pass * kPassRows * ld : src), "r"(in ? 16 : 0));
     }
     asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// 2^x on the multi-function unit alone (subnormal results flush to zero: a probability below
+// 2^-126 adds nothing a 16-bit P could hold).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 template <int N> __device__ __forceinline__ void wait_tiles() {
@@ -133,17 +147,18 @@ struct Geometry {
     uint32_t threshold;   // dropout_threshold(p); 0 without dropout (every element kept)
     float inv_keep;       // 1 / (1 - p)
     uint64_t seed;
+    uint64_t mask_stride;  // keys per dropout-mask row: seq rounded up to 4 (attention_dropout_index)
 };
 
 // Dropout's keep bits of one C fragment, bit e for c[e] (models/dropout.h: one hash decides
 // four consecutive keys of a query). Rows are queries (forward, dQ): lanes t and t^1 hold the
 // same four keys (col0 + 4 (t / 2) ..) of the rows g and g + 8; each hashes one of the rows
-// and they swap the nibbles. col0 is the fragment's first key, a multiple of 8.
-__device__ __forceinline__ uint32_t keep_query_rows(const Geometry& geo, uint64_t seed, int64_t mask_row0,
-                                                    int64_t mask_row1, int col0) {
+// and they swap the nibbles. base0/base1: the mask index of key 0 of the rows g and g + 8
+// (attention_dropout_index); col0 is the fragment's first key, a multiple of 8.
+__device__ __forceinline__ uint32_t keep_query_rows(const Geometry& geo, uint64_t seed, uint64_t base0,
+                                                    uint64_t base1, int col0) {
     const int t = threadIdx.x & 3, odd = t & 1;
-    const uint64_t quad =
-        attention_dropout_index(static_cast<uint64_t>(odd ? mask_row1 : mask_row0), col0 + 4 * (t >> 1), geo.seq) >> 2;
+    const uint64_t quad = ((odd ? base1 : base0) + static_cast<uint64_t>(col0 + 4 * (t >> 1))) >> 2;
     const uint32_t mine = dropout_keep_nibble(seed, quad, geo.threshold);
     const uint32_t other = __shfl_xor_sync(0xffffffffu, mine, 1);
     const uint32_t row0 = odd ? other : mine, row1 = odd ? mine : other;
@@ -152,13 +167,14 @@ __device__ __forceinline__ uint32_t keep_query_rows(const Geometry& geo, uint64_
 }
 
 // The same for the transposed fragment of the dK/dV kernel, whose rows are keys (key0 + g,
-// key0 + g + 8; key0 a multiple of 16) and columns queries (q0 + 2t, + 1). The four lanes
-// with the same t and g / 4 need the same four hashes (two queries x two key quads): lane
-// j = g % 4 computes hash j, and two butterflies give every lane all four nibbles.
-__device__ __forceinline__ uint32_t keep_key_rows(const Geometry& geo, uint64_t seed, int64_t mask_row_q0, int key0) {
+// key0 + g + 8; key0 a multiple of 16) and columns queries (q0 + 2t, + 1; base_q0 the mask
+// index of q0's key 0). The four lanes with the same t and g / 4 need the same four hashes
+// (two queries x two key quads): lane j = g % 4 computes hash j, and two butterflies give
+// every lane all four nibbles.
+__device__ __forceinline__ uint32_t keep_key_rows(const Geometry& geo, uint64_t seed, uint64_t base_q0, int key0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, j = g & 3;
     const int key = key0 + (g & ~3) + 8 * (j >> 1);  // the first key of hash j's quad
-    const uint64_t quad = attention_dropout_index(static_cast<uint64_t>(mask_row_q0 + (j & 1)), key, geo.seq) >> 2;
+    const uint64_t quad = (base_q0 + (j & 1) * geo.mask_stride + static_cast<uint64_t>(key)) >> 2;
     uint32_t v = dropout_keep_nibble(seed, quad, geo.threshold) << (4 * j);
     v |= __shfl_xor_sync(0xffffffffu, v, 4);
     v |= __shfl_xor_sync(0xffffffffu, v, 8);
@@ -215,15 +231,17 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
     const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    load_tile<T, D>(sq, qbase, ldg, q0, kRows, S);
+    load_tile<T, D, kRows>(sq, qbase, ldg, q0, S);
     const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const uint64_t mask_base[2] = {attention_dropout_index(uint64_t(bh) * S + rows[0], 0, S),
+                                   attention_dropout_index(uint64_t(bh) * S + rows[1], 0, S)};
     float o[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int kv_end = geo.causal ? min(S, q0 + kRows) : S;
     for (int n0 = 0; n0 < kv_end; n0 += kCols) {
         __syncthreads();  // the previous tile's readers are done
-        load_tile<T, D>(sk, qbase + width, ldg, n0, kCols, S);
-        load_tile<T, D>(sv, qbase + 2 * width, ldg, n0, kCols, S);
+        load_tile<T, D, kCols>(sk, qbase + width, ldg, n0, S);
+        load_tile<T, D, kCols>(sv, qbase + 2 * width, ldg, n0, S);
         wait_tiles<1>();  // Q and K landed; V may still be in flight
         float s[kCols / 8][4] = {};
 #pragma unroll
@@ -255,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            alpha[r] = exp2f(m[r] - mx[r]);  // m = -inf at the first tile: alpha 0 (mx is finite: key 0 is never masked)
+            alpha[r] = fast_exp2(m[r] - mx[r]);  // m = -inf at the first tile: alpha 0 (mx is finite: key 0 is never masked)
             m[r] = mx[r];
             l[r] *= alpha[r];
         }
@@ -271,14 +289,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
             const uint32_t kept = geo.threshold != 0
-                                      ? keep_query_rows(geo, seed, int64_t{bh} * S + rows[0], int64_t{bh} * S + rows[1],
-                                                        n0 + nt * 8)
+                                      ? keep_query_rows(geo, seed, mask_base[0], mask_base[1], n0 + nt * 8)
                                       : 0xfu;
             float p[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = e >> 1;
-                p[e] = exp2f(s[nt][e] - m[r]);
+                p[e] = fast_exp2(s[nt][e] - m[r]);
                 l[r] += p[e];
                 if (!((kept >> e) & 1u)) p[e] = 0.0f;
             }
@@ -358,9 +375,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
     const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    load_tile<T, D>(sq, qbase, ldg, q0, kRows, S);
-    load_tile<T, D>(sdo, grad_out + int64_t{b} * S * width + h * D, width, q0, kRows, S);
+    load_tile<T, D, kRows>(sq, qbase, ldg, q0, S);
+    load_tile<T, D, kRows>(sdo, grad_out + int64_t{b} * S * width + h * D, width, q0, S);
     const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const uint64_t mask_base[2] = {attention_dropout_index(uint64_t(bh) * S + rows[0], 0, S),
+                                   attention_dropout_index(uint64_t(bh) * S + rows[1], 0, S)};
     float row_lse[2], row_dsum[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -372,8 +391,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
     const int kv_end = geo.causal ? min(S, q0 + kRows) : S;
     for (int n0 = 0; n0 < kv_end; n0 += kCols) {
         __syncthreads();
-        load_tile<T, D>(sk, qbase + width, ldg, n0, kCols, S);
-        load_tile<T, D>(sv, qbase + 2 * width, ldg, n0, kCols, S);
+        load_tile<T, D, kCols>(sk, qbase + width, ldg, n0, S);
+        load_tile<T, D, kCols>(sv, qbase + 2 * width, ldg, n0, S);
         wait_tiles<0>();
         float s[kCols / 8][4] = {}, dp[kCols / 8][4] = {};
         recompute_scores<T, D, kCols>(s, dp, sq, sk, sdo, sv, warp * 16);
@@ -382,15 +401,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
             const uint32_t kept = geo.threshold != 0
-                                      ? keep_query_rows(geo, seed, int64_t{bh} * S + rows[0], int64_t{bh} * S + rows[1],
-                                                        n0 + nt * 8)
+                                      ? keep_query_rows(geo, seed, mask_base[0], mask_base[1], n0 + nt * 8)
                                       : 0xfu;
             float ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int col = n0 + nt * 8 + 2 * t + (e & 1), r = e >> 1;
                 const bool masked = edge && (col >= S || rows[r] >= S || (geo.causal && col > rows[r]));
-                const float p = masked ? 0.0f : exp2f(s[nt][e] * geo.scale_log2 - row_lse[r]);
+                const float p = masked ? 0.0f : fast_exp2(s[nt][e] * geo.scale_log2 - row_lse[r]);
                 float d = dp[nt][e];
                 if (geo.threshold != 0) d = (kept >> e) & 1u ? d * geo.inv_keep : 0.0f;
                 ds[e] = p * (d - row_dsum[r]);
@@ -441,15 +459,15 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
     const T* obase = grad_out + int64_t{b} * S * width + h * D;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    load_tile<T, D>(sk, qbase + width, ldg, k0, kRows, S);
-    load_tile<T, D>(sv, qbase + 2 * width, ldg, k0, kRows, S);
+    load_tile<T, D, kRows>(sk, qbase + width, ldg, k0, S);
+    load_tile<T, D, kRows>(sv, qbase + 2 * width, ldg, k0, S);
     const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
     float dk[D / 8][4] = {}, dv[D / 8][4] = {};
     const int q_begin = geo.causal ? k0 / kCols * kCols : 0;
     for (int i0 = q_begin; i0 < S; i0 += kCols) {
         __syncthreads();
-        load_tile<T, D>(sq, qbase, ldg, i0, kCols, S);
-        load_tile<T, D>(sdo, obase, width, i0, kCols, S);
+        load_tile<T, D, kCols>(sq, qbase, ldg, i0, S);
+        load_tile<T, D, kCols>(sdo, obase, width, i0, S);
         for (int c = threadIdx.x; c < kCols; c += kWarps * 32) {
             const bool in = i0 + c < S;
             slse[c] = in ? lse[int64_t{bh} * S + i0 + c] : 0.0f;
@@ -463,14 +481,15 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
             const uint32_t kept = geo.threshold != 0
-                                      ? keep_key_rows(geo, seed, int64_t{bh} * S + i0 + nt * 8 + 2 * t, k0 + warp * 16)
+                                      ? keep_key_rows(geo, seed, attention_dropout_index(uint64_t(bh) * S + i0 + nt * 8 + 2 * t, 0, S),
+                                                    k0 + warp * 16)
                                       : 0xfu;
             float pd[4], ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int c = nt * 8 + 2 * t + (e & 1), q = i0 + c, r = e >> 1;
                 const bool masked = edge && (q >= S || keys[r] >= S || (geo.causal && keys[r] > q));
-                const float p = masked ? 0.0f : exp2f(st[nt][e] * geo.scale_log2 - slse[c]);
+                const float p = masked ? 0.0f : fast_exp2(st[nt][e] * geo.scale_log2 - slse[c]);
                 float mask = 1.0f;
                 if (geo.threshold != 0) mask = (kept >> e) & 1u ? geo.inv_keep : 0.0f;
                 pd[e] = p * mask;
@@ -518,6 +537,7 @@ Geometry geometry(const Ops::AttentionShape& s, uint64_t seed) {
     g.threshold = s.dropout_p > 0.0f ? dropout_threshold(s.dropout_p) : 0;
     g.inv_keep = 1.0f / (1.0f - s.dropout_p);
     g.seed = seed;
+    g.mask_stride = attention_dropout_index(1, 0, s.seq);
     return g;
 }
 
