@@ -238,52 +238,21 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     });
 }
 
-// ---- max pool. Forward: an item is one channel vector of one output pixel, the maximum of
-// its window's in-bounds pixels. Backward as a gather: an item is one channel vector of an
-// input pixel, which takes grad_out of each covering window whose first maximum (ky, then
-// kx) it is: it equals the window's output and no earlier in-bounds position does.
+// ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of
+// its window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of
+// the first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x.
+// Backward as a gather: an item is one channel vector of an input pixel, which sums grad_out
+// over the covering windows whose recorded position it is; x is not read again.
+
+constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
 
 template <class T, int V>
-__global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, ConvDims d, RowItems items) {
-    using VT = VecN<T, V>;
-    const VT* xv = reinterpret_cast<const VT*>(x);
-    VT* ov = reinterpret_cast<VT*>(out);
-    for_each_item(items, [&](uint32_t orow, uint32_t c) {
-        uint32_t n, oy, ox;
-        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
-        float m[V];
-#pragma unroll
-        for (int e = 0; e < V; ++e) m[e] = -INFINITY;
-        const int y0 = static_cast<int>(oy) * d.stride - d.padding;
-        const int x0 = static_cast<int>(ox) * d.stride - d.padding;
-        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
-            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
-                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float v = to_f32(a.v[e]);
-                    m[e] = m[e] < v ? v : m[e];  // std::max(m, v), as the CPU: NaN never wins
-                }
-            }
-        VT r;
-#pragma unroll
-        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
-        ov[static_cast<int64_t>(orow) * d.cvecs + c] = r;
-    });
-}
-
-// Backward stage 1, per output element: the window position (ky * kernel + kx) of its first
-// maximum, as one byte (kNoArgmax when every in-bounds value is NaN). Stage 2, per input
-// element: the sum of grad_out over the covering windows whose recorded position it is.
-// x is read once (plus the windows' overlap, from cache) instead of once per comparison.
-constexpr uint8_t kNoArgmax = 255;
-
-template <class T, int V>
-__global__ void maxpool_argmax_kernel(const T* __restrict__ x, uint8_t* __restrict__ argmax, ConvDims d,
-                                      RowItems items) {
+__global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ argmax,
+                                       ConvDims d, RowItems items) {
     using VT = VecN<T, V>;
     using VI = VecN<uint8_t, V>;
     const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* ov = reinterpret_cast<VT*>(out);
     VI* av = reinterpret_cast<VI*>(argmax);
     for_each_item(items, [&](uint32_t orow, uint32_t c) {
         uint32_t n, oy, ox;
@@ -304,14 +273,19 @@ __global__ void maxpool_argmax_kernel(const T* __restrict__ x, uint8_t* __restri
 #pragma unroll
                 for (int e = 0; e < V; ++e) {
                     const float v = to_f32(a.v[e]);
-                    // The forward's max (NaN never wins); the first of equal maxima, -inf included.
+                    // A larger value, or the first non-NaN one (-inf included): NaN never wins, as the CPU.
                     if (m[e] < v || (best.v[e] == kNoArgmax && v == m[e])) {
                         m[e] = v;
                         best.v[e] = k;
                     }
                 }
             }
-        av[static_cast<int64_t>(orow) * d.cvecs + c] = best;
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
+        const int64_t o = static_cast<int64_t>(orow) * d.cvecs + c;
+        ov[o] = r;
+        av[o] = best;
     });
 }
 
@@ -349,35 +323,33 @@ __global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, cons
     });
 }
 
-void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out) {
+void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out,
+                     uint8_t* argmax) {
     require_conv(s, "maxpool_forward");
+    SB_REQUIRE(s.kernel * s.kernel < kNoArgmax, "maxpool_forward: a window of more than 254 positions");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, out}), [&](auto vec) {
+        // The byte vectors of argmax are V-aligned when the channel vectors are 16-byte aligned.
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, out, argmax}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.channels / V);
             maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), static_cast<T*>(out), d, items);
+                static_cast<const T*>(x), static_cast<T*>(out), argmax, d, items);
             SB_CHECK_LAUNCH();
         });
     });
 }
 
-void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, const void* grad_out,
-                      void* grad_x, uint8_t* argmax) {
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const uint8_t* argmax,
+                      const void* grad_out, void* grad_x) {
     require_conv(s, "maxpool_backward");
     SB_REQUIRE(s.kernel * s.kernel < kNoArgmax, "maxpool_backward: a window of more than 254 positions");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        // The byte vectors of argmax are V-aligned when the channel vectors are 16-byte aligned.
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, grad_out, grad_x, argmax}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {argmax, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems outs = row_items(s.out_rows(), s.channels / V);
-            maxpool_argmax_kernel<T, V><<<tile_grid(ctx, outs), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), argmax, d, outs);
-            SB_CHECK_LAUNCH();
             const RowItems ins = row_items(s.in_rows(), s.channels / V);
             maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(
                 argmax, static_cast<const T*>(grad_out), static_cast<T*>(grad_x), d, ins);
