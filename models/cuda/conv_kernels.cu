@@ -1,7 +1,9 @@
 // The convolutional-layer kernels of CudaOps (declared in kernels.cuh), each next to its
 // launcher: im2col/col2im, max and global average pooling, BatchNorm. Images are NHWC, so
 // a pixel's channels are contiguous: every kernel gives consecutive threads consecutive
-// channel vectors (16 bytes when the channel count and the pointers allow, else scalars).
+// channel vectors (16 bytes when the channel count and the pointers allow, else scalars),
+// except im2col on channels that do not vectorise, which writes the patch matrix as flat
+// 16-byte vectors.
 // Nothing scatters: col2im and the max-pool backward are gathers (each input element sums
 // what it fed, in a fixed order), and BatchNorm reduces over rows in fixed row chunks whose
 // partials are combined per channel in double. No float atomics, so results are bitwise
@@ -179,12 +181,91 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, Con
     });
 }
 
+// ---- im2col for channel counts that do not vectorise (the stem's 3): cols is one flat array
+// (out_rows x patch, contiguous), so a thread writes a 16-byte vector of consecutive elements,
+// crossing rows freely, gathering each from x (which is small beside cols and stays in cache).
+// The elements before cols' first 16-byte boundary (`head`) and after the last whole vector
+// are written one by one.
+
+// A flat index of cols as an output pixel (n, oy, ox) and a patch position (ky, kx, c):
+// split once, then stepped element by element.
+struct PatchCursor {
+    uint32_t n, oy, ox, ky, kx, c;
+    __device__ __forceinline__ PatchCursor(uint32_t flat, const ConvDims& d, const FastDivmod& div_patch) {
+        uint32_t orow, k, kyx;
+        div_patch.divmod(flat, orow, k);
+        d.div_cvecs.divmod(k, kyx, c);
+        d.div_kernel.divmod(kyx, ky, kx);
+        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+    }
+    template <class T> __device__ __forceinline__ T load(const T* __restrict__ x, const ConvDims& d) const {
+        const int y = static_cast<int>(oy) * d.stride - d.padding + static_cast<int>(ky);
+        const int xx = static_cast<int>(ox) * d.stride - d.padding + static_cast<int>(kx);
+        if (y < 0 || y >= d.height || xx < 0 || xx >= d.width) return from_f32<T>(0.0f);
+        return x[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+    }
+    __device__ __forceinline__ void next(const ConvDims& d) {
+        if (++c < d.cvecs) return;
+        c = 0;
+        if (++kx < static_cast<uint32_t>(d.kernel)) return;
+        kx = 0;
+        if (++ky < static_cast<uint32_t>(d.kernel)) return;
+        ky = 0;
+        if (++ox < static_cast<uint32_t>(d.out_w)) return;
+        ox = 0;
+        if (++oy < static_cast<uint32_t>(d.out_h)) return;
+        oy = 0;
+        ++n;
+    }
+};
+
+template <class T>
+__global__ void im2col_flat_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, FastDivmod div_patch,
+                                   uint32_t head, uint32_t vectors, uint32_t total) {
+    constexpr int E = kVec16<T>;
+    using VT = VecN<T, E>;
+    VT* cv = reinterpret_cast<VT*>(cols + head);
+    const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    for (uint32_t i = tid; i < vectors; i += gridDim.x * blockDim.x) {
+        PatchCursor p(head + i * E, d, div_patch);
+        VT v;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            v.v[e] = p.load(x, d);
+            p.next(d);
+        }
+        cv[i] = v;
+    }
+    const uint32_t tail = head + vectors * E;  // the first element after the last vector
+    if (tid < head + (total - tail)) {
+        const uint32_t flat = tid < head ? tid : tail + (tid - head);
+        cols[flat] = PatchCursor(flat, d, div_patch).load(x, d);
+    }
+}
+
+// One entry point: channel vectors where the channels vectorise, else the flat path (32-bit
+// flat indices: up to 2^32 - 1 patch elements; beyond that, scalar channel items).
 void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* cols) {
     require_conv(s, "im2col");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, cols}), [&](auto vec) {
-            constexpr int V = decltype(vec)::value;
+        const int vec = row_vec<T>(s.channels, {x, cols});
+        const int64_t total = s.out_rows() * s.patch();
+        if (vec == 1 && total <= int64_t{UINT32_MAX}) {
+            constexpr int E = kVec16<T>;
+            const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(cols) % 16 / sizeof(T));
+            const int64_t head = std::min<int64_t>(total, misaligned ? E - misaligned : 0);
+            const int64_t vectors = (total - head) / E;
+            const unsigned grid = grid_for(ctx, static_cast<size_t>(std::max<int64_t>(vectors, total - vectors * E)));
+            im2col_flat_kernel<T><<<grid, kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(cols), conv_dims(s, 1),
+                FastDivmod(static_cast<uint32_t>(s.patch())), static_cast<uint32_t>(head),
+                static_cast<uint32_t>(vectors), static_cast<uint32_t>(total));
+            SB_CHECK_LAUNCH();
+            return;
+        }
+        dispatch_vec<T>(vec, [&](auto v) {
+            constexpr int V = decltype(v)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.patch() / V);
             im2col_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(

@@ -77,6 +77,34 @@ TEST_F(ConvOpsTest, Im2colMatchesCpuExactly) {
             }
 }
 
+// Channel counts that do not vectorise (1, 3, 5) take the flat path: 16-byte vectors of
+// consecutive patch elements crossing rows. The stem at full size (224x224x3, 7x7/2 pad 3;
+// 1,843,968 elements), and totals of 324, 8820 (multiples of 4, not of 8), 1575 and 9 (odd:
+// a tail in every dtype; 9 is almost all head and tail) and 72; element offsets 0..7 put
+// cols at every misalignment (the scalar head) for every dtype (the full stem at 0 and 1).
+TEST_F(ConvOpsTest, Im2colOnFewChannelsMatchesCpuExactly) {
+    const Ops::ConvShape shapes[] = {
+        conv(1, 224, 224, 3, 7, 2, 3), conv(3, 5, 7, 1, 3, 2, 1), conv(2, 9, 11, 3, 7, 2, 3),
+        conv(1, 7, 5, 5, 3, 1, 1),     conv(1, 3, 3, 1, 3, 1, 0), conv(2, 6, 6, 1, 1, 1, 0),
+    };
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : shapes)
+            for (int64_t offset = 0; offset < 8; ++offset) {
+                if (s.in_rows() > 10000 && offset > 1) continue;  // the full stem: aligned and one misaligned
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                const size_t n = static_cast<size_t>(s.in_rows() * s.channels);
+                std::vector<float> x = rounded(values(n, -1.0f, 1.0f), dtype);
+                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
+                gx.set(x);
+                gpu_->im2col(s, gx.tensor, gcols.tensor);
+                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
+                cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
+                EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));
+                EXPECT_TRUE(gcols.guards_intact());
+            }
+}
+
 TEST_F(ConvOpsTest, Col2imMatchesCpu) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kConvShapes)
