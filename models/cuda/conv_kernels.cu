@@ -187,35 +187,48 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, Con
 // The elements before cols' first 16-byte boundary (`head`) and after the last whole vector
 // are written one by one.
 
-// A flat index of cols as an output pixel (n, oy, ox) and a patch position (ky, kx, c):
-// split once, then stepped element by element.
+// A flat index of cols as an output pixel (n, oy, ox) and a patch position (ky, kx, c), with
+// the input pixel (iy, ix) they read: split once, then stepped element by element.
 struct PatchCursor {
-    uint32_t n, oy, ox, ky, kx, c;
+    uint32_t c, kx, ky, ox, oy;
+    int ix, iy;     // outside the image where the window is in the padding
+    int64_t image;  // offset of image n in x
     __device__ __forceinline__ PatchCursor(uint32_t flat, const ConvDims& d, const FastDivmod& div_patch) {
-        uint32_t orow, k, kyx;
+        uint32_t orow, k, kyx, n;
         div_patch.divmod(flat, orow, k);
         d.div_cvecs.divmod(k, kyx, c);
         d.div_kernel.divmod(kyx, ky, kx);
         split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+        iy = static_cast<int>(oy) * d.stride - d.padding + static_cast<int>(ky);
+        ix = static_cast<int>(ox) * d.stride - d.padding + static_cast<int>(kx);
+        image = static_cast<int64_t>(n) * d.height * d.width * d.cvecs;
     }
     template <class T> __device__ __forceinline__ T load(const T* __restrict__ x, const ConvDims& d) const {
-        const int y = static_cast<int>(oy) * d.stride - d.padding + static_cast<int>(ky);
-        const int xx = static_cast<int>(ox) * d.stride - d.padding + static_cast<int>(kx);
-        if (y < 0 || y >= d.height || xx < 0 || xx >= d.width) return from_f32<T>(0.0f);
-        return x[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+        if (static_cast<unsigned>(iy) >= static_cast<unsigned>(d.height) ||
+            static_cast<unsigned>(ix) >= static_cast<unsigned>(d.width))
+            return from_f32<T>(0.0f);
+        return x[image + (static_cast<int64_t>(iy) * d.width + ix) * d.cvecs + c];
     }
     __device__ __forceinline__ void next(const ConvDims& d) {
         if (++c < d.cvecs) return;
         c = 0;
+        ++ix;
         if (++kx < static_cast<uint32_t>(d.kernel)) return;
         kx = 0;
+        ix -= d.kernel;
+        ++iy;
         if (++ky < static_cast<uint32_t>(d.kernel)) return;
         ky = 0;
+        iy -= d.kernel;
+        ix += d.stride;
         if (++ox < static_cast<uint32_t>(d.out_w)) return;
         ox = 0;
+        ix -= d.out_w * d.stride;
+        iy += d.stride;
         if (++oy < static_cast<uint32_t>(d.out_h)) return;
         oy = 0;
-        ++n;
+        iy -= d.out_h * d.stride;
+        image += static_cast<int64_t>(d.height) * d.width * d.cvecs;
     }
 };
 
