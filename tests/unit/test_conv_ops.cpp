@@ -89,6 +89,15 @@ TEST(ConvOps, ShapesThatDoNotFitAreRejected) {
     std::vector<float> x(32), cols(16 * 18);
     EXPECT_THROW(ops.im2col(s, view(x, 16, 2), view(cols, 16, 17)), std::exception);
     EXPECT_THROW(ops.im2col(conv_shape(1, 4, 4, 2, 3, 1, 3), view(x, 16, 2), view(cols, 16, 18)), std::exception);
+    // A max-pool window of 256 positions: its argmax does not fit a byte (255 means none).
+    std::vector<float> image(256), pooled(1);
+    std::vector<uint8_t> argmax(1);
+    const Ops::ConvShape wide = conv_shape(1, 16, 16, 1, 16, 1, 0);
+    EXPECT_THROW(ops.maxpool_forward(wide, view(image, 256, 1), view(pooled, 1, 1), argmax.data()), std::exception);
+    const Ops::ConvShape fits = conv_shape(1, 15, 15, 1, 15, 1, 0);
+    image.resize(225);
+    ops.maxpool_forward(fits, view(image, 225, 1), view(pooled, 1, 1), argmax.data());
+    EXPECT_EQ(argmax[0], 0);  // all zeros tie: the first position
 }
 
 struct BatchNormCase {
