@@ -514,6 +514,14 @@ TEST_F(ConvOpsTest, RejectsMismatchedShapesAndDtypes) {
                  std::exception);  // out aliases x
     GpuArray pooled(*gpu_, DType::f32, 2, 8);
     EXPECT_THROW(gpu_->avgpool_forward(7, x.tensor, pooled.tensor), std::exception);  // 16 rows != 2 * 7
+    // Max pool: no argmax buffer, grad_x aliasing grad_out, a 256-position window (no byte for it).
+    GpuArray pool_out(*gpu_, DType::f32, 16, 8);
+    GpuBytes argmax(*gpu_, 16 * 8, 0);
+    EXPECT_THROW(gpu_->maxpool_forward(s, x.tensor, pool_out.tensor, nullptr), std::exception);
+    EXPECT_THROW(gpu_->maxpool_backward(s, argmax.data(), x.tensor, x.tensor), std::exception);
+    GpuArray image(*gpu_, DType::f32, 256, 8), window_max(*gpu_, DType::f32, 1, 8);
+    EXPECT_THROW(gpu_->maxpool_forward(conv(1, 16, 16, 8, 16, 1, 0), image.tensor, window_max.tensor, argmax.data()),
+                 std::exception);
 }
 
 }  // namespace
