@@ -243,8 +243,9 @@ public:
     // a window of NaNs gives -inf). x: shape.in_rows() x channels, out: shape.out_rows() x
     // channels. argmax (backend memory of out.numel() bytes; 16-byte aligned for vectorised
     // access) gets, per output element, the window position ky * kernel + kx of the first
-    // maximum in window order (ky, then kx), as torch's max_pool2d_with_indices records it
-    // (one byte, so kernel * kernel < 255); kNoMaxpoolArgmax where every in-bounds value is NaN.
+    // maximum in window order (ky, then kx): the choice torch's max_pool2d_with_indices records
+    // as an input index (one byte, so kernel * kernel < 255); kNoMaxpoolArgmax where every
+    // in-bounds value is NaN.
     static constexpr uint8_t kNoMaxpoolArgmax = 255;
     virtual void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out, uint8_t* argmax) = 0;
     // grad_x[e] = the sum of grad_out over the windows whose recorded argmax is x[e]
