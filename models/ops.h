@@ -239,13 +239,19 @@ public:
     virtual void batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma,
                                     const float* mean, const float* rstd, const Tensor& grad_x,
                                     float* grad_gamma, float* grad_beta) = 0;
-    // Max over each kernel x kernel window (padding never wins). x: shape.in_rows() x channels,
-    // out: shape.out_rows() x channels.
-    virtual void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) = 0;
-    // grad_x[e] = the sum of grad_out over the windows whose maximum is x[e], the first in
-    // window order (ky, then kx) on ties, as torch (overwritten). x and out as the forward left them.
-    virtual void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out,
-                                  const Tensor& grad_out, const Tensor& grad_x) = 0;
+    // Max over each kernel x kernel window (padding never wins; NaN never wins, as std::max;
+    // a window of NaNs gives -inf). x: shape.in_rows() x channels, out: shape.out_rows() x
+    // channels. argmax (backend memory of out.numel() bytes; 16-byte aligned for vectorised
+    // access) gets, per output element, the window position ky * kernel + kx of the first
+    // maximum in window order (ky, then kx): the choice torch's max_pool2d_with_indices records
+    // as an input index (one byte, so kernel * kernel < 255); kNoMaxpoolArgmax where every
+    // in-bounds value is NaN.
+    static constexpr uint8_t kNoMaxpoolArgmax = 255;
+    virtual void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out, uint8_t* argmax) = 0;
+    // grad_x[e] = the sum of grad_out over the windows whose recorded argmax is x[e]
+    // (overwritten). argmax as the forward left it.
+    virtual void maxpool_backward(const ConvShape& shape, const uint8_t* argmax, const Tensor& grad_out,
+                                  const Tensor& grad_x) = 0;
     // Convolutions in one call each, as conv(x) = im2col(x) @ weight^T defines them, without the
     // patch matrix (cuDNN on CUDA where has_cudnn(); the CPU composes im2col and gemm: the
     // reference). x: in_rows() x channels, weight: out_channels x patch() ([out, ky, kx, in]),

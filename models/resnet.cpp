@@ -128,6 +128,7 @@ void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
     }
     pool_.batch = batch_rows;
     pool_out_ = DeviceBuffer(ops_, static_cast<size_t>(pool_.out_rows() * pool_.channels) * es);
+    pool_argmax_ = DeviceBuffer(ops_, static_cast<size_t>(pool_.out_rows() * pool_.channels));
     pooled_ = DeviceBuffer(ops_, static_cast<size_t>(batch_rows) * final_channels_ * es);
     logits_ = DeviceBuffer(ops_, static_cast<size_t>(batch_rows) * shape_.num_classes * es);
     cols_ = DeviceBuffer(ops_, static_cast<size_t>(max_cols) * es);
@@ -221,7 +222,7 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
     // ---- forward
     unit_forward(stem, image);
     const Tensor pool_out = act(pool_out_, pool_.out_rows(), pool_.channels);
-    ops_.maxpool_forward(pool_, unit_out(stem), pool_out);
+    ops_.maxpool_forward(pool_, unit_out(stem), pool_out, pool_argmax_.as<uint8_t>());
     std::vector<Tensor> block_in;  // each block's input, kept for the backward
     Tensor x = pool_out;
     for (Block& b : blocks_) {
@@ -284,7 +285,7 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
         if (b.downsample >= 0) g = free3;
     }
     const Tensor dstem = grad_buffer((g + 1) % 4, stem.out_rows(), stem.out_channels);
-    ops_.maxpool_backward(pool_, unit_out(stem), pool_out, grad_buffer(g, pool_out.rows, pool_out.cols), dstem);
+    ops_.maxpool_backward(pool_, pool_argmax_.as<uint8_t>(), grad_buffer(g, pool_out.rows, pool_out.cols), dstem);
     unit_backward(stem, image, dstem, dstem, Tensor{}, sink);
 }
 

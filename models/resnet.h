@@ -126,6 +126,7 @@ private:
     FlatBuffers buffers_;
     int batch_ = 0;
     DeviceBuffer pool_out_, pooled_, logits_;
+    DeviceBuffer pool_argmax_;  // the max pool's window position of each output's maximum, one byte each
     DeviceBuffer cols_;  // im2col engine: patches (forward, weight gradient) and their gradient, reused by every conv
     DeviceBuffer grad_[4];  // gradients of activations, each as large as the largest activation
 };

@@ -136,12 +136,12 @@ public:
                             const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override {
         timed(&Ops::batchnorm_backward, x, grad_out, gamma, mean, rstd, grad_x, grad_gamma, grad_beta);
     }
-    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) override {
-        timed(&Ops::maxpool_forward, shape, x, out);
+    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out, uint8_t* argmax) override {
+        timed(&Ops::maxpool_forward, shape, x, out, argmax);
     }
-    void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+    void maxpool_backward(const ConvShape& shape, const uint8_t* argmax, const Tensor& grad_out,
                           const Tensor& grad_x) override {
-        timed(&Ops::maxpool_backward, shape, x, out, grad_out, grad_x);
+        timed(&Ops::maxpool_backward, shape, argmax, grad_out, grad_x);
     }
     void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override {
         timed(&Ops::avgpool_forward, pixels, x, out);

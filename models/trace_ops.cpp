@@ -327,13 +327,15 @@ void TraceOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const
            static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) + fp32_bytes(5.0 * x.cols));
 }
 
-void TraceOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out) {
-    record("maxpool_forward", x, static_cast<double>(x.bytes() + out.bytes())).variant = window_variant(s);
+void TraceOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out, uint8_t*) {
+    // x in, out and one argmax byte per output element.
+    record("maxpool_forward", x, static_cast<double>(x.bytes() + out.bytes() + out.numel())).variant =
+        window_variant(s);
 }
 
-void TraceOps::maxpool_backward(const ConvShape& s, const Tensor& x, const Tensor& out, const Tensor& grad_out,
-                                const Tensor& grad_x) {
-    record("maxpool_backward", x, static_cast<double>(x.bytes() + out.bytes() + grad_out.bytes() + grad_x.bytes()))
+void TraceOps::maxpool_backward(const ConvShape& s, const uint8_t*, const Tensor& grad_out, const Tensor& grad_x) {
+    // The argmax bytes and grad_out in, grad_x out.
+    record("maxpool_backward", grad_x, static_cast<double>(grad_out.numel() + grad_out.bytes() + grad_x.bytes()))
         .variant = window_variant(s);
 }
 

@@ -104,8 +104,8 @@ public:
                            float* mean, float* rstd) override;
     void batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float* gamma, const float* mean,
                             const float* rstd, const Tensor& grad_x, float* grad_gamma, float* grad_beta) override;
-    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) override;
-    void maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+    void maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out, uint8_t* argmax) override;
+    void maxpool_backward(const ConvShape& shape, const uint8_t* argmax, const Tensor& grad_out,
                           const Tensor& grad_x) override;
     void avgpool_forward(int pixels, const Tensor& x, const Tensor& out) override;
     void avgpool_backward(int pixels, const Tensor& grad_out, const Tensor& grad_x) override;

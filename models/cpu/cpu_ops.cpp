@@ -750,49 +750,48 @@ void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const f
         }
 }
 
-void CpuOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out) {
+void CpuOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out, uint8_t* argmax) {
     expect_conv_shape(s, "maxpool_forward");
+    SB_CPU_EXPECT(s.kernel * s.kernel < kNoMaxpoolArgmax, "maxpool_forward",
+                  "a window of " + std::to_string(s.kernel * s.kernel) + " positions does not fit a byte");
+    SB_CPU_EXPECT(argmax != nullptr, "maxpool_forward", "argmax is null");
     expect_f32(x, "maxpool_forward", "x");
     expect_f32(out, "maxpool_forward", "out");
     expect_rows_cols(x, s.in_rows(), s.channels, "maxpool_forward", "x");
     expect_rows_cols(out, s.out_rows(), s.channels, "maxpool_forward", "out");
     const int64_t c = s.channels;
     std::fill_n(f32_mut(out), out.numel(), -std::numeric_limits<float>::infinity());
-    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t) {
+    std::fill_n(argmax, out.numel(), kNoMaxpoolArgmax);
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t col) {
         if (in_row < 0) return;
+        const uint8_t k = static_cast<uint8_t>(col / c);
         const float* src = f32(x) + in_row * c;
         float* dst = f32_mut(out) + out_row * c;
-        for (int64_t j = 0; j < c; ++j) dst[j] = std::max(dst[j], src[j]);
+        uint8_t* arg = argmax + out_row * c;
+        for (int64_t j = 0; j < c; ++j)
+            // A larger value, or the first non-NaN one (-inf included): NaN never wins.
+            if (dst[j] < src[j] || (arg[j] == kNoMaxpoolArgmax && src[j] == dst[j])) {
+                dst[j] = src[j];
+                arg[j] = k;
+            }
     });
 }
 
-void CpuOps::maxpool_backward(const ConvShape& s, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+void CpuOps::maxpool_backward(const ConvShape& s, const uint8_t* argmax, const Tensor& grad_out,
                               const Tensor& grad_x) {
     expect_conv_shape(s, "maxpool_backward");
-    expect_f32(x, "maxpool_backward", "x");
-    expect_f32(out, "maxpool_backward", "out");
+    SB_CPU_EXPECT(argmax != nullptr, "maxpool_backward", "argmax is null");
     expect_f32(grad_out, "maxpool_backward", "grad_out");
     expect_f32(grad_x, "maxpool_backward", "grad_x");
-    expect_rows_cols(x, s.in_rows(), s.channels, "maxpool_backward", "x");
     expect_rows_cols(grad_x, s.in_rows(), s.channels, "maxpool_backward", "grad_x");
-    expect_rows_cols(out, s.out_rows(), s.channels, "maxpool_backward", "out");
     expect_rows_cols(grad_out, s.out_rows(), s.channels, "maxpool_backward", "grad_out");
     const int64_t c = s.channels;
     std::fill_n(f32_mut(grad_x), grad_x.numel(), 0.0f);
-    // found[j]: window out_row's maximum of channel j was already routed (the first one wins).
-    std::vector<char> found(static_cast<size_t>(c));
-    int64_t current = -1;
-    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t) {
-        if (out_row != current) {
-            std::fill(found.begin(), found.end(), 0);
-            current = out_row;
-        }
+    for_each_window(s, [&](int64_t out_row, int64_t in_row, int64_t col) {
         if (in_row < 0) return;
+        const uint8_t k = static_cast<uint8_t>(col / c);
         for (int64_t j = 0; j < c; ++j)
-            if (!found[j] && f32(x)[in_row * c + j] == f32(out)[out_row * c + j]) {
-                found[j] = 1;
-                f32_mut(grad_x)[in_row * c + j] += f32(grad_out)[out_row * c + j];
-            }
+            if (argmax[out_row * c + j] == k) f32_mut(grad_x)[in_row * c + j] += f32(grad_out)[out_row * c + j];
     });
 }
 

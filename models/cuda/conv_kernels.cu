@@ -1,7 +1,9 @@
 // The convolutional-layer kernels of CudaOps (declared in kernels.cuh), each next to its
 // launcher: im2col/col2im, max and global average pooling, BatchNorm. Images are NHWC, so
 // a pixel's channels are contiguous: every kernel gives consecutive threads consecutive
-// channel vectors (16 bytes when the channel count and the pointers allow, else scalars).
+// channel vectors (16 bytes when the channel count and the pointers allow, else scalars),
+// except im2col on channels that do not vectorise, which writes the patch matrix as flat
+// 16-byte vectors.
 // Nothing scatters: col2im and the max-pool backward are gathers (each input element sums
 // what it fed, in a fixed order), and BatchNorm reduces over rows in fixed row chunks whose
 // partials are combined per channel in double. No float atomics, so results are bitwise
@@ -179,12 +181,104 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, Con
     });
 }
 
+// ---- im2col for channel counts that do not vectorise (the stem's 3): cols is one flat array
+// (out_rows x patch, contiguous), so a thread writes a 16-byte vector of consecutive elements,
+// crossing rows freely, gathering each from x (which is small beside cols and stays in cache).
+// The elements before cols' first 16-byte boundary (`head`) and after the last whole vector
+// are written one by one.
+
+// A flat index of cols as an output pixel (n, oy, ox) and a patch position (ky, kx, c), with
+// the input pixel (iy, ix) they read: split once, then stepped element by element.
+struct PatchCursor {
+    uint32_t c, kx, ky, ox, oy;
+    int ix, iy;     // outside the image where the window is in the padding
+    int64_t image;  // offset of image n in x
+    __device__ __forceinline__ PatchCursor(uint32_t flat, const ConvDims& d, const FastDivmod& div_patch) {
+        uint32_t orow, k, kyx, n;
+        div_patch.divmod(flat, orow, k);
+        d.div_cvecs.divmod(k, kyx, c);
+        d.div_kernel.divmod(kyx, ky, kx);
+        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
+        iy = static_cast<int>(oy) * d.stride - d.padding + static_cast<int>(ky);
+        ix = static_cast<int>(ox) * d.stride - d.padding + static_cast<int>(kx);
+        image = static_cast<int64_t>(n) * d.height * d.width * d.cvecs;
+    }
+    template <class T> __device__ __forceinline__ T load(const T* __restrict__ x, const ConvDims& d) const {
+        if (static_cast<unsigned>(iy) >= static_cast<unsigned>(d.height) ||
+            static_cast<unsigned>(ix) >= static_cast<unsigned>(d.width))
+            return from_f32<T>(0.0f);
+        return x[image + (static_cast<int64_t>(iy) * d.width + ix) * d.cvecs + c];
+    }
+    __device__ __forceinline__ void next(const ConvDims& d) {
+        if (++c < d.cvecs) return;
+        c = 0;
+        ++ix;
+        if (++kx < static_cast<uint32_t>(d.kernel)) return;
+        kx = 0;
+        ix -= d.kernel;
+        ++iy;
+        if (++ky < static_cast<uint32_t>(d.kernel)) return;
+        ky = 0;
+        iy -= d.kernel;
+        ix += d.stride;
+        if (++ox < static_cast<uint32_t>(d.out_w)) return;
+        ox = 0;
+        ix -= d.out_w * d.stride;
+        iy += d.stride;
+        if (++oy < static_cast<uint32_t>(d.out_h)) return;
+        oy = 0;
+        iy -= d.out_h * d.stride;
+        image += static_cast<int64_t>(d.height) * d.width * d.cvecs;
+    }
+};
+
+template <class T>
+__global__ void im2col_flat_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, FastDivmod div_patch,
+                                   uint32_t head, uint32_t vectors, uint32_t total) {
+    constexpr int E = kVec16<T>;
+    using VT = VecN<T, E>;
+    VT* cv = reinterpret_cast<VT*>(cols + head);
+    const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    for (uint32_t i = tid; i < vectors; i += gridDim.x * blockDim.x) {
+        PatchCursor p(head + i * E, d, div_patch);
+        VT v;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            v.v[e] = p.load(x, d);
+            p.next(d);
+        }
+        cv[i] = v;
+    }
+    const uint32_t tail = head + vectors * E;  // the first element after the last vector
+    if (tid < head + (total - tail)) {
+        const uint32_t flat = tid < head ? tid : tail + (tid - head);
+        cols[flat] = PatchCursor(flat, d, div_patch).load(x, d);
+    }
+}
+
+// One entry point: channel vectors where the channels vectorise, else the flat path (32-bit
+// flat indices: up to 2^32 - 1 patch elements; beyond that, scalar channel items).
 void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* cols) {
     require_conv(s, "im2col");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, cols}), [&](auto vec) {
-            constexpr int V = decltype(vec)::value;
+        const int vec = row_vec<T>(s.channels, {x, cols});
+        const int64_t total = s.out_rows() * s.patch();
+        if (vec == 1 && total <= int64_t{UINT32_MAX}) {
+            constexpr int E = kVec16<T>;
+            const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(cols) % 16 / sizeof(T));
+            const int64_t head = std::min<int64_t>(total, misaligned ? E - misaligned : 0);
+            const int64_t vectors = (total - head) / E;
+            const unsigned grid = grid_for(ctx, static_cast<size_t>(std::max<int64_t>(vectors, total - vectors * E)));
+            im2col_flat_kernel<T><<<grid, kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(cols), conv_dims(s, 1),
+                FastDivmod(static_cast<uint32_t>(s.patch())), static_cast<uint32_t>(head),
+                static_cast<uint32_t>(vectors), static_cast<uint32_t>(total));
+            SB_CHECK_LAUNCH();
+            return;
+        }
+        dispatch_vec<T>(vec, [&](auto v) {
+            constexpr int V = decltype(v)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.patch() / V);
             im2col_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
@@ -238,52 +332,21 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     });
 }
 
-// ---- max pool. Forward: an item is one channel vector of one output pixel, the maximum of
-// its window's in-bounds pixels. Backward as a gather: an item is one channel vector of an
-// input pixel, which takes grad_out of each covering window whose first maximum (ky, then
-// kx) it is: it equals the window's output and no earlier in-bounds position does.
+// ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of
+// its window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of
+// the first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x.
+// Backward as a gather: an item is one channel vector of an input pixel, which sums grad_out
+// over the covering windows whose recorded position it is; x is not read again.
+
+constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
 
 template <class T, int V>
-__global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, ConvDims d, RowItems items) {
-    using VT = VecN<T, V>;
-    const VT* xv = reinterpret_cast<const VT*>(x);
-    VT* ov = reinterpret_cast<VT*>(out);
-    for_each_item(items, [&](uint32_t orow, uint32_t c) {
-        uint32_t n, oy, ox;
-        split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
-        float m[V];
-#pragma unroll
-        for (int e = 0; e < V; ++e) m[e] = -INFINITY;
-        const int y0 = static_cast<int>(oy) * d.stride - d.padding;
-        const int x0 = static_cast<int>(ox) * d.stride - d.padding;
-        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
-            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
-                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-#pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float v = to_f32(a.v[e]);
-                    m[e] = m[e] < v ? v : m[e];  // std::max(m, v), as the CPU: NaN never wins
-                }
-            }
-        VT r;
-#pragma unroll
-        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
-        ov[static_cast<int64_t>(orow) * d.cvecs + c] = r;
-    });
-}
-
-// Backward stage 1, per output element: the window position (ky * kernel + kx) of its first
-// maximum, as one byte (kNoArgmax when every in-bounds value is NaN). Stage 2, per input
-// element: the sum of grad_out over the covering windows whose recorded position it is.
-// x is read once (plus the windows' overlap, from cache) instead of once per comparison.
-constexpr uint8_t kNoArgmax = 255;
-
-template <class T, int V>
-__global__ void maxpool_argmax_kernel(const T* __restrict__ x, uint8_t* __restrict__ argmax, ConvDims d,
-                                      RowItems items) {
+__global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ argmax,
+                                       ConvDims d, RowItems items) {
     using VT = VecN<T, V>;
     using VI = VecN<uint8_t, V>;
     const VT* xv = reinterpret_cast<const VT*>(x);
+    VT* ov = reinterpret_cast<VT*>(out);
     VI* av = reinterpret_cast<VI*>(argmax);
     for_each_item(items, [&](uint32_t orow, uint32_t c) {
         uint32_t n, oy, ox;
@@ -304,14 +367,19 @@ __global__ void maxpool_argmax_kernel(const T* __restrict__ x, uint8_t* __restri
 #pragma unroll
                 for (int e = 0; e < V; ++e) {
                     const float v = to_f32(a.v[e]);
-                    // The forward's max (NaN never wins); the first of equal maxima, -inf included.
+                    // A larger value, or the first non-NaN one (-inf included): NaN never wins, as the CPU.
                     if (m[e] < v || (best.v[e] == kNoArgmax && v == m[e])) {
                         m[e] = v;
                         best.v[e] = k;
                     }
                 }
             }
-        av[static_cast<int64_t>(orow) * d.cvecs + c] = best;
+        VT r;
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
+        const int64_t o = static_cast<int64_t>(orow) * d.cvecs + c;
+        ov[o] = r;
+        av[o] = best;
     });
 }
 
@@ -349,35 +417,33 @@ __global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, cons
     });
 }
 
-void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out) {
+void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out,
+                     uint8_t* argmax) {
     require_conv(s, "maxpool_forward");
+    SB_REQUIRE(s.kernel * s.kernel < kNoArgmax, "maxpool_forward: a window of more than 254 positions");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, out}), [&](auto vec) {
+        // The byte vectors of argmax are V-aligned when the channel vectors are 16-byte aligned.
+        dispatch_vec<T>(row_vec<T>(s.channels, {x, out, argmax}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
             const RowItems items = row_items(s.out_rows(), s.channels / V);
             maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), static_cast<T*>(out), d, items);
+                static_cast<const T*>(x), static_cast<T*>(out), argmax, d, items);
             SB_CHECK_LAUNCH();
         });
     });
 }
 
-void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, const void* grad_out,
-                      void* grad_x, uint8_t* argmax) {
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const uint8_t* argmax,
+                      const void* grad_out, void* grad_x) {
     require_conv(s, "maxpool_backward");
     SB_REQUIRE(s.kernel * s.kernel < kNoArgmax, "maxpool_backward: a window of more than 254 positions");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        // The byte vectors of argmax are V-aligned when the channel vectors are 16-byte aligned.
-        dispatch_vec<T>(row_vec<T>(s.channels, {x, grad_out, grad_x, argmax}), [&](auto vec) {
+        dispatch_vec<T>(row_vec<T>(s.channels, {argmax, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems outs = row_items(s.out_rows(), s.channels / V);
-            maxpool_argmax_kernel<T, V><<<tile_grid(ctx, outs), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), argmax, d, outs);
-            SB_CHECK_LAUNCH();
             const RowItems ins = row_items(s.in_rows(), s.channels / V);
             maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(
                 argmax, static_cast<const T*>(grad_out), static_cast<T*>(grad_x), d, ins);

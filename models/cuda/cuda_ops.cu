@@ -996,28 +996,24 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const 
                                 grad_x.data, grad_gamma, grad_beta, scratch);
 }
 
-void CudaOps::maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out) {
+void CudaOps::maxpool_forward(const ConvShape& shape, const Tensor& x, const Tensor& out, uint8_t* argmax) {
     check_conv_shape(shape, "maxpool_forward");
     check_matrix(x, shape.in_rows(), shape.channels, "maxpool_forward", "x");
     check_matrix(out, shape.out_rows(), shape.channels, "maxpool_forward", "out");
     check_same_dtype(x, out, "maxpool_forward");
-    kernels::maxpool_forward(impl_->ctx, x.dtype, shape, x.data, out.data);
+    SB_REQUIRE(argmax != nullptr, "maxpool_forward: argmax is null");
+    kernels::maxpool_forward(impl_->ctx, x.dtype, shape, x.data, out.data, argmax);
 }
 
-void CudaOps::maxpool_backward(const ConvShape& shape, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+void CudaOps::maxpool_backward(const ConvShape& shape, const uint8_t* argmax, const Tensor& grad_out,
                                const Tensor& grad_x) {
     check_conv_shape(shape, "maxpool_backward");
-    check_matrix(x, shape.in_rows(), shape.channels, "maxpool_backward", "x");
     check_matrix(grad_x, shape.in_rows(), shape.channels, "maxpool_backward", "grad_x");
-    check_matrix(out, shape.out_rows(), shape.channels, "maxpool_backward", "out");
     check_matrix(grad_out, shape.out_rows(), shape.channels, "maxpool_backward", "grad_out");
-    check_same_dtype(x, out, "maxpool_backward");
-    check_same_dtype(x, grad_out, "maxpool_backward");
-    check_same_dtype(x, grad_x, "maxpool_backward");
-    SB_REQUIRE(grad_x.data != grad_out.data && grad_x.data != x.data,
-               "maxpool_backward: grad_x must not alias its inputs");
-    auto* argmax = static_cast<uint8_t*>(impl_->scratch_space(static_cast<size_t>(out.numel())));
-    kernels::maxpool_backward(impl_->ctx, x.dtype, shape, x.data, grad_out.data, grad_x.data, argmax);
+    check_same_dtype(grad_out, grad_x, "maxpool_backward");
+    SB_REQUIRE(argmax != nullptr, "maxpool_backward: argmax is null");
+    SB_REQUIRE(grad_x.data != grad_out.data, "maxpool_backward: grad_x must not alias grad_out");
+    kernels::maxpool_backward(impl_->ctx, grad_out.dtype, shape, argmax, grad_out.data, grad_x.data);
 }
 
 void CudaOps::avgpool_forward(int pixels, const Tensor& x, const Tensor& out) {

@@ -123,11 +123,13 @@ void fused_attention_backward(const Context& ctx, DType dtype, const Ops::Attent
 void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* cols);
 // Ops::col2im: each input element sums, in fp32, the patch entries im2col copied it to.
 void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* grad_cols, void* grad_x);
-void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* out);
-// Each input element sums grad_out over the windows whose first maximum (ky, then kx) it is;
-// `argmax` (out_rows x channels bytes, 16-byte aligned) holds each window's, found from x.
-void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x,
-                      const void* grad_out, void* grad_x, uint8_t* argmax);
+// Ops::maxpool_forward: out and, per output element, the window position of its first maximum
+// as one byte (argmax: out_rows x channels bytes, vectorised when 16-byte aligned).
+void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const void* x, void* out,
+                     uint8_t* argmax);
+// Each input element sums grad_out over the windows whose recorded argmax position it is.
+void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& shape, const uint8_t* argmax,
+                      const void* grad_out, void* grad_x);
 // out[n, c] = mean of x over rows n*pixels .. n*pixels + pixels - 1; the backward spreads
 // grad_out[n, c] / pixels over those rows.
 void avgpool_forward(const Context& ctx, DType dtype, const void* x, int64_t batch, int pixels, int64_t cols,

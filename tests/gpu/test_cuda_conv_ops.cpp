@@ -1,7 +1,8 @@
 // CudaOps' convolutional-layer ops against the fp32 CPU backend (CpuOps) on fresh random
 // inputs, for f32, bf16 and f16: im2col and col2im (conv1's 3 channels, odd channel
-// counts, kernels 1/3/7, strides 1/2, paddings 0/1/3, batch > 1), max pool forward and
-// backward (ties routed to the first maximum in window order, exactly as the CPU does),
+// counts, kernels 1/3/7, strides 1/2, paddings 0/1/3, batch > 1), max pool forward (out
+// and the argmax bytes exactly as the CPU's: ties to the first maximum in window order,
+// NaN never wins, 255 for an all-NaN window) and backward (routing by those bytes),
 // global average pool, and BatchNorm forward and backward (in place too; a large ResNet
 // shape with a mean of 100 that a sum-of-squares variance would cancel). Outputs are
 // NaN-poisoned and guarded on both sides; an offset of one element takes the unvectorised
@@ -76,6 +77,34 @@ TEST_F(ConvOpsTest, Im2colMatchesCpuExactly) {
             }
 }
 
+// Channel counts that do not vectorise (1, 3, 5) take the flat path: 16-byte vectors of
+// consecutive patch elements crossing rows. The stem at full size (224x224x3, 7x7/2 pad 3;
+// 1,843,968 elements), and totals of 324, 8820 (multiples of 4, not of 8), 1575 and 9 (odd:
+// a tail in every dtype; 9 is almost all head and tail) and 72; element offsets 0..7 put
+// cols at every misalignment (the scalar head) for every dtype (the full stem at 0 and 1).
+TEST_F(ConvOpsTest, Im2colOnFewChannelsMatchesCpuExactly) {
+    const Ops::ConvShape shapes[] = {
+        conv(1, 224, 224, 3, 7, 2, 3), conv(3, 5, 7, 1, 3, 2, 1), conv(2, 9, 11, 3, 7, 2, 3),
+        conv(1, 7, 5, 5, 3, 1, 1),     conv(1, 3, 3, 1, 3, 1, 0), conv(2, 6, 6, 1, 1, 1, 0),
+    };
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : shapes)
+            for (int64_t offset = 0; offset < 8; ++offset) {
+                if (s.in_rows() > 10000 && offset > 1) continue;  // the full stem: aligned and one misaligned
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+                const size_t n = static_cast<size_t>(s.in_rows() * s.channels);
+                std::vector<float> x = rounded(values(n, -1.0f, 1.0f), dtype);
+                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
+                gx.set(x);
+                gpu_->im2col(s, gx.tensor, gcols.tensor);
+                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
+                cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
+                EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));
+                EXPECT_TRUE(gcols.guards_intact());
+            }
+}
+
 TEST_F(ConvOpsTest, Col2imMatchesCpu) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kConvShapes)
@@ -115,48 +144,80 @@ TEST_F(ConvOpsTest, Col2imIsTheAdjointOfIm2col) {
 
 // ---------------------------------------------------------------------------- max pool
 
-TEST_F(ConvOpsTest, MaxPoolForwardMatchesCpuExactly) {
-    for (DType dtype : kDTypes)
-        for (const Ops::ConvShape& s : kPoolShapes)
-            for (int64_t offset : {0, 1}) {
-                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
-                std::vector<float> x = rounded(values(static_cast<size_t>(s.in_rows() * s.channels)), dtype);
-                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
-                GpuArray gout(*gpu_, dtype, s.out_rows(), s.channels, offset);
-                gx.set(x);
-                gpu_->maxpool_forward(s, gx.tensor, gout.tensor);
-                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.channels));
-                cpu_.maxpool_forward(s, host_view(x, s.in_rows(), s.channels),
-                                     host_view(ref, s.out_rows(), s.channels));
-                EXPECT_EQ(gout.get_bytes(), encode(ref, dtype));
-                EXPECT_TRUE(gout.guards_intact());
-            }
-}
+// Device bytes (the max pool's argmax) at a byte offset, poisoned and guarded as GpuArray.
+class GpuBytes {
+public:
+    static constexpr uint8_t kPoison = 0xA5;
+    GpuBytes(CudaOps& ops, int64_t n, int64_t offset)
+        : ops_(&ops), n_(n), offset_(offset), buf_(ops, static_cast<size_t>(offset + n + GpuArray::kGuard)) {
+        const std::vector<uint8_t> poison(buf_.bytes(), kPoison);
+        ops_->upload(buf_.get(), poison.data(), poison.size());
+    }
+    uint8_t* data() const { return buf_.as<uint8_t>() + offset_; }
+    std::vector<uint8_t> get() const {
+        std::vector<uint8_t> out(static_cast<size_t>(n_));
+        ops_->download(out.data(), data(), out.size());
+        return out;
+    }
+    bool guards_intact() const {
+        std::vector<uint8_t> all(buf_.bytes());
+        ops_->download(all.data(), buf_.get(), all.size());
+        for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i)
+            if ((i < offset_ || i >= offset_ + n_) && all[static_cast<size_t>(i)] != kPoison) return false;
+        return true;
+    }
 
-// Runs the backward on x (as the dtype stores it) with the CPU's forward output and
-// small-integer gradients, so every sum is exact and the routing must match bit for bit.
-class ConvOpsMaxPoolBackward : public ConvOpsTest {
+private:
+    CudaOps* ops_;
+    int64_t n_, offset_;
+    DeviceBuffer buf_;
+};
+
+// Offsets (in elements of x and out, in bytes of argmax): all aligned (the 16-byte path),
+// all off by one, and aligned tensors with an unaligned argmax (which must fall back too).
+struct PoolOffsets {
+    int64_t tensors, argmax;
+};
+const PoolOffsets kPoolOffsets[] = {{0, 0}, {1, 1}, {0, 1}};
+
+// Runs the CUDA forward on x (as the dtype stores it) into `argmax` and checks out and the
+// argmax bytes against the CPU's exactly; returns the CPU's bytes.
+class ConvOpsMaxPool : public ConvOpsTest {
 protected:
-    void check(const Ops::ConvShape& s, DType dtype, const std::vector<float>& x_in, int64_t offset, bool exact) {
-        std::vector<float> x = rounded(x_in, dtype);
+    std::vector<uint8_t> forward(const Ops::ConvShape& s, DType dtype, std::vector<float> x, PoolOffsets off,
+                                 GpuBytes& argmax) {
         const int64_t in_rows = s.in_rows(), out_rows = s.out_rows(), c = s.channels;
-        std::vector<float> out(static_cast<size_t>(out_rows * c)), ref(x.size());
-        cpu_.maxpool_forward(s, host_view(x, in_rows, c), host_view(out, out_rows, c));
-        std::vector<float> g(out.size());
+        GpuArray gx(*gpu_, dtype, in_rows, c, off.tensors), gout(*gpu_, dtype, out_rows, c, off.tensors);
+        gx.set(x);
+        gpu_->maxpool_forward(s, gx.tensor, gout.tensor, argmax.data());
+        std::vector<float> ref(static_cast<size_t>(out_rows * c));
+        std::vector<uint8_t> ref_argmax(ref.size());
+        cpu_.maxpool_forward(s, host_view(x, in_rows, c), host_view(ref, out_rows, c), ref_argmax.data());
+        EXPECT_EQ(gout.get_bytes(), encode(ref, dtype));
+        EXPECT_EQ(argmax.get(), ref_argmax);
+        EXPECT_TRUE(gout.guards_intact());
+        EXPECT_TRUE(argmax.guards_intact());
+        return ref_argmax;
+    }
+
+    // Forward and backward on the GPU against the CPU's; small-integer gradients when
+    // `exact` (every sum exact: the routing must match bit for bit).
+    void check(const Ops::ConvShape& s, DType dtype, const std::vector<float>& x_in, PoolOffsets off, bool exact) {
+        const std::vector<float> x = rounded(x_in, dtype);
+        const int64_t in_rows = s.in_rows(), out_rows = s.out_rows(), c = s.channels;
+        GpuBytes argmax(*gpu_, out_rows * c, off.argmax);
+        const std::vector<uint8_t> bytes = forward(s, dtype, x, off, argmax);
+        std::vector<float> g(bytes.size()), ref(x.size());
         if (exact) {
             std::uniform_int_distribution<int> pick(1, 8);
             for (float& v : g) v = static_cast<float>(pick(rng_));
         } else {
-            g = rounded(values(out.size()), dtype);
+            g = rounded(values(g.size()), dtype);
         }
-        cpu_.maxpool_backward(s, host_view(x, in_rows, c), host_view(out, out_rows, c), host_view(g, out_rows, c),
-                              host_view(ref, in_rows, c));
-        GpuArray gx(*gpu_, dtype, in_rows, c, offset), gout(*gpu_, dtype, out_rows, c, offset);
-        GpuArray gg(*gpu_, dtype, out_rows, c, offset), gdx(*gpu_, dtype, in_rows, c, offset);
-        gx.set(x);
-        gout.set(out);
+        cpu_.maxpool_backward(s, bytes.data(), host_view(g, out_rows, c), host_view(ref, in_rows, c));
+        GpuArray gg(*gpu_, dtype, out_rows, c, off.tensors), gdx(*gpu_, dtype, in_rows, c, off.tensors);
         gg.set(g);
-        gpu_->maxpool_backward(s, gx.tensor, gout.tensor, gg.tensor, gdx.tensor);
+        gpu_->maxpool_backward(s, argmax.data(), gg.tensor, gdx.tensor);
         if (exact)
             EXPECT_EQ(gdx.get_bytes(), encode(ref, dtype));
         else
@@ -165,31 +226,71 @@ protected:
     }
 };
 
-TEST_F(ConvOpsMaxPoolBackward, MatchesCpu) {
+TEST_F(ConvOpsMaxPool, ForwardAndArgmaxMatchCpuExactly) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kPoolShapes)
-            for (int64_t offset : {0, 1}) {
-                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
-                check(s, dtype, values(static_cast<size_t>(s.in_rows() * s.channels)), offset, false);
+            for (PoolOffsets off : kPoolOffsets) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offsets="
+                                                << off.tensors << "/" << off.argmax);
+                GpuBytes argmax(*gpu_, s.out_rows() * s.channels, off.argmax);
+                forward(s, dtype, rounded(values(static_cast<size_t>(s.in_rows() * s.channels)), dtype), off, argmax);
+            }
+}
+
+TEST_F(ConvOpsMaxPool, BackwardMatchesCpu) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kPoolShapes)
+            for (PoolOffsets off : kPoolOffsets) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offsets="
+                                                << off.tensors << "/" << off.argmax);
+                check(s, dtype, values(static_cast<size_t>(s.in_rows() * s.channels)), off, false);
             }
 }
 
 // A constant image (every position ties: the first in-bounds one of each window wins),
 // and values drawn from {-1, 0, 1} (ties among a window's maxima everywhere), after a ReLU
 // as in ResNet (zeros tie).
-TEST_F(ConvOpsMaxPoolBackward, TiesGoToTheFirstMaximumInWindowOrder) {
+TEST_F(ConvOpsMaxPool, TiesGoToTheFirstMaximumInWindowOrder) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kPoolShapes)
-            for (int64_t offset : {0, 1}) {
-                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+            for (PoolOffsets off : kPoolOffsets) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offsets="
+                                                << off.tensors << "/" << off.argmax);
                 const size_t n = static_cast<size_t>(s.in_rows() * s.channels);
-                check(s, dtype, std::vector<float>(n, 0.5f), offset, true);
+                check(s, dtype, std::vector<float>(n, 0.5f), off, true);
                 std::vector<float> x(n);
                 std::uniform_int_distribution<int> pick(-1, 1);
                 for (float& v : x) v = static_cast<float>(pick(rng_));
-                check(s, dtype, x, offset, true);
+                check(s, dtype, x, off, true);
                 for (float& v : x) v = std::max(v, 0.0f);
-                check(s, dtype, x, offset, true);
+                check(s, dtype, x, off, true);
+            }
+}
+
+// NaN never wins: scattered NaNs among values from {-1, 0, 1}, -inf values, and the first
+// output pixel's window all NaN in every channel (out -inf, argmax 255, no gradient routed).
+TEST_F(ConvOpsMaxPool, NanNeverWinsAndAnAllNanWindowRecordsNoMaximum) {
+    for (DType dtype : kDTypes)
+        for (const Ops::ConvShape& s : kPoolShapes)
+            for (PoolOffsets off : kPoolOffsets) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offsets="
+                                                << off.tensors << "/" << off.argmax);
+                const int64_t c = s.channels;
+                std::vector<float> x(static_cast<size_t>(s.in_rows() * c));
+                std::uniform_int_distribution<int> pick(-1, 1);
+                for (float& v : x) v = static_cast<float>(pick(rng_));
+                for (size_t i = 1; i < x.size(); i += 5) x[i] = NAN;
+                for (size_t i = 2; i < x.size(); i += 13) x[i] = -INFINITY;
+                // Output (0, 0, 0)'s window: rows 0 .. kernel - padding - 1 of image 0, same columns.
+                const int reach = s.kernel - s.padding;
+                for (int y = 0; y < std::min(reach, s.height); ++y)
+                    for (int xx = 0; xx < std::min(reach, s.width); ++xx)
+                        for (int64_t ch = 0; ch < c; ++ch)
+                            x[static_cast<size_t>((static_cast<int64_t>(y) * s.width + xx) * c + ch)] = NAN;
+                check(s, dtype, x, off, true);
+                GpuBytes argmax(*gpu_, s.out_rows() * c, off.argmax);
+                const std::vector<uint8_t> bytes = forward(s, dtype, x, off, argmax);
+                for (int64_t ch = 0; ch < c; ++ch) EXPECT_EQ(bytes[static_cast<size_t>(ch)], 255) << ch;
             }
 }
 
@@ -358,6 +459,7 @@ TEST_F(ConvOpsTest, ReplayFromACudaGraphMatchesEagerRun) {
     GpuArray g(*gpu_, DType::f32, pool.out_rows(), cols), dbn(*gpu_, DType::f32, rows, cols);
     GpuArray gamma(*gpu_, DType::f32, 1, cols), beta(*gpu_, DType::f32, 1, cols), mean(*gpu_, DType::f32, 1, cols);
     GpuArray rstd(*gpu_, DType::f32, 1, cols), dgamma(*gpu_, DType::f32, 1, cols), dbeta(*gpu_, DType::f32, 1, cols);
+    DeviceBuffer argmax(*gpu_, static_cast<size_t>(pool.out_rows() * cols));
     x.set(values(static_cast<size_t>(c1.in_rows() * 3)));
     act.set(values(static_cast<size_t>(rows * cols)));
     g.set(values(static_cast<size_t>(pool.out_rows() * cols)));
@@ -366,8 +468,8 @@ TEST_F(ConvOpsTest, ReplayFromACudaGraphMatchesEagerRun) {
     auto step = [&] {
         gpu_->im2col(c1, x.tensor, patches.tensor);
         gpu_->batchnorm_forward(act.tensor, gamma.f32(), beta.f32(), kBnEps, bn.tensor, mean.f32(), rstd.f32());
-        gpu_->maxpool_forward(pool, bn.tensor, pooled.tensor);
-        gpu_->maxpool_backward(pool, bn.tensor, pooled.tensor, g.tensor, dpool.tensor);
+        gpu_->maxpool_forward(pool, bn.tensor, pooled.tensor, argmax.as<uint8_t>());
+        gpu_->maxpool_backward(pool, argmax.as<uint8_t>(), g.tensor, dpool.tensor);
         gpu_->batchnorm_backward(act.tensor, dpool.tensor, gamma.f32(), mean.f32(), rstd.f32(), dbn.tensor,
                                  dgamma.f32(), dbeta.f32());
     };
@@ -412,6 +514,14 @@ TEST_F(ConvOpsTest, RejectsMismatchedShapesAndDtypes) {
                  std::exception);  // out aliases x
     GpuArray pooled(*gpu_, DType::f32, 2, 8);
     EXPECT_THROW(gpu_->avgpool_forward(7, x.tensor, pooled.tensor), std::exception);  // 16 rows != 2 * 7
+    // Max pool: no argmax buffer, grad_x aliasing grad_out, a 256-position window (no byte for it).
+    GpuArray pool_out(*gpu_, DType::f32, 16, 8);
+    GpuBytes argmax(*gpu_, 16 * 8, 0);
+    EXPECT_THROW(gpu_->maxpool_forward(s, x.tensor, pool_out.tensor, nullptr), std::exception);
+    EXPECT_THROW(gpu_->maxpool_backward(s, argmax.data(), x.tensor, x.tensor), std::exception);
+    GpuArray image(*gpu_, DType::f32, 256, 8), window_max(*gpu_, DType::f32, 1, 8);
+    EXPECT_THROW(gpu_->maxpool_forward(conv(1, 16, 16, 8, 16, 1, 0), image.tensor, window_max.tensor, argmax.data()),
+                 std::exception);
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // The CPU backend's convolutional-layer ops (models/ops.h): im2col + GEMM against the
 // convolution's definition, col2im as im2col's adjoint, BatchNorm against its formula and
-// finite differences, max pooling (the first maximum of a window takes the gradient, as
-// torch) and global average pooling. The CUDA backend is checked against these
-// (tests/gpu/test_cuda_conv_ops.cpp).
+// finite differences, max pooling (the forward records each window's first maximum as a
+// byte, the backward routes the gradient by those bytes, as torch) and global average
+// pooling. The CUDA backend is checked against these (tests/gpu/test_cuda_conv_ops.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "models/cpu/cpu_ops.h"
@@ -88,6 +89,15 @@ TEST(ConvOps, ShapesThatDoNotFitAreRejected) {
     std::vector<float> x(32), cols(16 * 18);
     EXPECT_THROW(ops.im2col(s, view(x, 16, 2), view(cols, 16, 17)), std::exception);
     EXPECT_THROW(ops.im2col(conv_shape(1, 4, 4, 2, 3, 1, 3), view(x, 16, 2), view(cols, 16, 18)), std::exception);
+    // A max-pool window of 256 positions: its argmax does not fit a byte (255 means none).
+    std::vector<float> image(256), pooled(1);
+    std::vector<uint8_t> argmax(1);
+    const Ops::ConvShape wide = conv_shape(1, 16, 16, 1, 16, 1, 0);
+    EXPECT_THROW(ops.maxpool_forward(wide, view(image, 256, 1), view(pooled, 1, 1), argmax.data()), std::exception);
+    const Ops::ConvShape fits = conv_shape(1, 15, 15, 1, 15, 1, 0);
+    image.resize(225);
+    ops.maxpool_forward(fits, view(image, 225, 1), view(pooled, 1, 1), argmax.data());
+    EXPECT_EQ(argmax[0], 0);  // all zeros tie: the first position
 }
 
 struct BatchNormCase {
@@ -157,36 +167,112 @@ TEST(ConvOps, BatchNormBackwardMatchesFiniteDifferencesAlsoInPlace) {
     }
 }
 
-TEST(ConvOps, MaxPoolTakesTheWindowMaximumAndRoutesTheGradientToTheFirst) {
+// The reference the forward is held to, written out per window: the first non-NaN value in
+// window order (ky, then kx) and then only strictly larger ones, padding skipped. Calls
+// f(output index, maximum, window position or 255) for every output element.
+template <class F> void each_window_maximum(const Ops::ConvShape& s, const std::vector<float>& x, F&& f) {
+    const int oh = s.out_height(), ow = s.out_width(), c = s.channels;
+    for (int n = 0; n < s.batch; ++n)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox)
+                for (int ch = 0; ch < c; ++ch) {
+                    float best = -INFINITY;
+                    int arg = 255;
+                    for (int ky = 0; ky < s.kernel; ++ky)
+                        for (int kx = 0; kx < s.kernel; ++kx) {
+                            const int iy = oy * s.stride - s.padding + ky, ix = ox * s.stride - s.padding + kx;
+                            if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) continue;
+                            const float v = x[((static_cast<size_t>(n) * s.height + iy) * s.width + ix) * c + ch];
+                            if (std::isnan(v)) continue;
+                            if (arg == 255 || v > best) best = v, arg = ky * s.kernel + kx;
+                        }
+                    f(((static_cast<size_t>(n) * oh + oy) * ow + ox) * c + ch, best, arg);
+                }
+}
+
+// Index of the input element at window position k of output element o (-1 in the padding).
+int64_t window_input(const Ops::ConvShape& s, size_t o, int k) {
+    const int64_t c = s.channels, pixel = static_cast<int64_t>(o) / c, ch = static_cast<int64_t>(o) % c;
+    const int64_t ox = pixel % s.out_width(), oy = pixel / s.out_width() % s.out_height();
+    const int64_t n = pixel / (static_cast<int64_t>(s.out_width()) * s.out_height());
+    const int64_t iy = oy * s.stride - s.padding + k / s.kernel, ix = ox * s.stride - s.padding + k % s.kernel;
+    if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) return -1;
+    return ((n * s.height + iy) * s.width + ix) * c + ch;
+}
+
+// Window maxima with ties (0.25 every 7th element), NaNs (never win; one window of channel 0
+// all NaN: -inf and byte 255), a -inf (wins over nothing but NaN) and padded borders: out
+// and the argmax bytes against the written-out reference.
+TEST(ConvOps, MaxPoolRecordsEachWindowsFirstMaximum) {
+    CpuOps ops;
+    for (const Ops::ConvShape& s : {conv_shape(2, 5, 6, 3, 3, 2, 1), conv_shape(1, 6, 6, 2, 2, 2, 0),
+                                    conv_shape(2, 4, 5, 3, 3, 1, 1)}) {
+        SCOPED_TRACE(s.describe());
+        std::vector<float> x = random_vector(static_cast<size_t>(s.in_rows() * s.channels), 12);
+        for (size_t i = 0; i < x.size(); i += 7) x[i] = 0.25f;
+        for (size_t i = 3; i < x.size(); i += 11) x[i] = NAN;
+        x[5] = -INFINITY;
+        // Output (0, 0)'s window: channel 0 all NaN, channel 1 all one value above the rest
+        // (every position ties: the first in-bounds one wins).
+        int first_inside = -1;
+        for (int k = 0; k < s.kernel * s.kernel; ++k) {
+            const int64_t e = window_input(s, 0, k);
+            if (e < 0) continue;
+            if (first_inside < 0) first_inside = k;
+            x[static_cast<size_t>(e)] = NAN;
+            x[static_cast<size_t>(e) + 1] = 2.0f;
+        }
+        std::vector<float> out(static_cast<size_t>(s.out_rows() * s.channels), NAN);
+        std::vector<uint8_t> argmax(out.size(), 77);
+        ops.maxpool_forward(s, view(x, s.in_rows(), s.channels), view(out, s.out_rows(), s.channels), argmax.data());
+        each_window_maximum(s, x, [&](size_t o, float best, int arg) {
+            ASSERT_EQ(out[o], best) << o;
+            ASSERT_EQ(argmax[o], arg) << o;
+        });
+        EXPECT_EQ(out[0], -INFINITY);
+        EXPECT_EQ(argmax[0], 255);
+        EXPECT_EQ(out[1], 2.0f);
+        EXPECT_EQ(argmax[1], first_inside);
+    }
+}
+
+// The backward routes by the bytes alone: arbitrary positions (padding ones and 255 route
+// nowhere) gather into the input element at that position, summed over windows.
+TEST(ConvOps, MaxPoolBackwardRoutesByTheArgmaxBytes) {
+    CpuOps ops;
+    const Ops::ConvShape s = conv_shape(2, 5, 6, 3, 3, 2, 1);
+    const std::vector<float> g = random_vector(static_cast<size_t>(s.out_rows() * s.channels), 13);
+    std::vector<uint8_t> argmax(g.size());
+    std::vector<float> expected(static_cast<size_t>(s.in_rows() * s.channels), 0.0f);
+    for (size_t o = 0; o < argmax.size(); ++o) {
+        argmax[o] = o % 10 == 9 ? 255 : static_cast<uint8_t>((o * 5) % 9);
+        if (argmax[o] == 255) continue;
+        const int64_t e = window_input(s, o, argmax[o]);
+        if (e >= 0) expected[static_cast<size_t>(e)] += g[o];
+    }
+    std::vector<float> gx(expected.size(), NAN);
+    ops.maxpool_backward(s, argmax.data(), view(const_cast<std::vector<float>&>(g), s.out_rows(), s.channels),
+                         view(gx, s.in_rows(), s.channels));
+    for (size_t i = 0; i < gx.size(); ++i) EXPECT_FLOAT_EQ(gx[i], expected[i]) << i;
+}
+
+// Forward then backward: each window's gradient lands on its first maximum, as torch.
+TEST(ConvOps, MaxPoolRoutesTheGradientToTheFirstMaximum) {
     CpuOps ops;
     const Ops::ConvShape s = conv_shape(2, 5, 6, 3, 3, 2, 1);
     std::vector<float> x = random_vector(static_cast<size_t>(s.in_rows() * s.channels), 12);
     for (size_t i = 0; i < x.size(); i += 7) x[i] = 0.25f;  // ties
     std::vector<float> out(static_cast<size_t>(s.out_rows() * s.channels), NAN);
-    ops.maxpool_forward(s, view(x, s.in_rows(), s.channels), view(out, s.out_rows(), s.channels));
+    std::vector<uint8_t> argmax(out.size());
+    ops.maxpool_forward(s, view(x, s.in_rows(), s.channels), view(out, s.out_rows(), s.channels), argmax.data());
     const std::vector<float> g = random_vector(out.size(), 13);
     std::vector<float> gx(x.size(), NAN), expected(x.size(), 0.0f);
-    ops.maxpool_backward(s, view(x, s.in_rows(), s.channels), view(out, s.out_rows(), s.channels),
-                         view(const_cast<std::vector<float>&>(g), s.out_rows(), s.channels),
+    ops.maxpool_backward(s, argmax.data(), view(const_cast<std::vector<float>&>(g), s.out_rows(), s.channels),
                          view(gx, s.in_rows(), s.channels));
-    const int oh = s.out_height(), ow = s.out_width();
-    for (int n = 0; n < s.batch; ++n)
-        for (int oy = 0; oy < oh; ++oy)
-            for (int ox = 0; ox < ow; ++ox)
-                for (int c = 0; c < s.channels; ++c) {
-                    float best = -INFINITY;
-                    size_t arg = 0;
-                    for (int ky = 0; ky < 3; ++ky)
-                        for (int kx = 0; kx < 3; ++kx) {
-                            const int iy = oy * 2 - 1 + ky, ix = ox * 2 - 1 + kx;
-                            if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) continue;
-                            const size_t e = ((static_cast<size_t>(n) * s.height + iy) * s.width + ix) * 3 + c;
-                            if (x[e] > best) best = x[e], arg = e;  // strict: the first maximum stays
-                        }
-                    const size_t o = ((static_cast<size_t>(n) * oh + oy) * ow + ox) * 3 + c;
-                    ASSERT_EQ(out[o], best);
-                    expected[arg] += g[o];
-                }
+    each_window_maximum(s, x, [&](size_t o, float, int arg) {
+        ASSERT_NE(arg, 255);
+        expected[static_cast<size_t>(window_input(s, o, arg))] += g[o];
+    });
     for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(gx[i], expected[i]) << i;
 }
 
