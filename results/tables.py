@@ -129,13 +129,18 @@ FUSED = "results/h200-20261203-fused"
 CUDNN = "results/h200-20261203-cudnn"
 EPILOGUES = "results/h200-20261203-epilogues"
 SIDE = "results/h200-20261203-sidebyside"
+LARGE = "results/h200-20261203-large"
+FINAL = "results/h200-20261203-final"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
 TRANSFORMER_RUNS = [
-    (f"{SIDE}/bench", "bert-base", 32),
-    (f"{SIDE}/bench", "bert-base", 256),
-    (f"{SIDE}/bench", "gpt2-small", 8),
+    (f"{FINAL}/bench", "bert-base", 32),
+    (f"{FINAL}/bench", "bert-base", 256),
+    (f"{LARGE}/bench", "bert-large", 32),
+    (f"{LARGE}/bench", "bert-large", 256),
+    (f"{FINAL}/bench", "gpt2-small", 8),
+    (f"{FINAL}/bench", "gpt2-medium", 8),
 ]
 
 
@@ -357,10 +362,14 @@ TORCH_CHECKS = [
     ("bert-base", f"{FUSED}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{EPILOGUES}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{SIDE}/check/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{LARGE}/check/torch_check_bert-base_fp32.json"),
+    ("bert-base", f"{FINAL}/check/torch_check_bert-base_bf16.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{EPILOGUES}/check/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", f"{LARGE}/check/torch_check_gpt2-small_fp32.json"),
+    ("gpt2-small", f"{FINAL}/check/torch_check_gpt2-small_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
@@ -413,10 +422,12 @@ def table_softmax_backward_without_renormalising():
 
 
 # Op profiles (train --profile-ops) of the transformer step: (preset, batch, fused profile, unfused profile).
-# The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path.
+# The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path
+# (None: no such profile).
 TRANSFORMER_PROFILES = [
-    ("bert-base", 256, f"{EPILOGUES}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
+    ("bert-base", 256, f"{FINAL}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
     ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
+    ("gpt2-medium", 8, f"{FINAL}/check/opprof_gpt2-medium_b8.jsonl", None),
 ]
 
 
@@ -449,6 +460,8 @@ def table_attention_per_call():
     rows = []
     for preset, batch, fused, unfused in TRANSFORMER_PROFILES:
         for kernels, path in (("fused", fused), ("unfused", unfused)):
+            if path is None:
+                continue
             profile = _op_profile(path, preset, batch)
             total = sum(r["ms_per_step"] for _, r in profile)
             cells, per_step = [], 0.0
