@@ -301,30 +301,33 @@ void TraceOps::conv_backward_filter(const ConvShape& s, const Tensor& x, const T
                 static_cast<double>(x.bytes() + grad_out.bytes() + grad_weight.bytes()));
 }
 
+// BatchNorm's CUDA kernels (models/cuda/conv_kernels.cu) make two passes over the batch: the
+// statistics (forward) or the gradient sums (backward), then the elementwise pass. Each pass reads
+// x (and, backward, grad_out) again.
 void TraceOps::batchnorm_relu_forward(const Tensor& x, const float*, const float*, float, const Tensor& residual,
                                       const Tensor& out, float*, float*) {
     const double residual_bytes = residual.data ? static_cast<double>(residual.bytes()) : 0.0;
     record("batchnorm_relu_forward", x,
-           static_cast<double>(x.bytes() + out.bytes()) + residual_bytes + fp32_bytes(4.0 * x.cols))
+           static_cast<double>(2 * x.bytes() + out.bytes()) + residual_bytes + fp32_bytes(4.0 * x.cols))
         .variant = residual.data ? "residual" : "";
 }
 
 void TraceOps::batchnorm_relu_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*,
                                        const float*, const float*, const Tensor& grad_x, float*, float*) {
     record("batchnorm_relu_backward", x,
-           static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) + fp32_bytes(6.0 * x.cols));
+           static_cast<double>(2 * (x.bytes() + grad_out.bytes()) + grad_x.bytes()) + fp32_bytes(6.0 * x.cols));
 }
 
 void TraceOps::batchnorm_forward(const Tensor& x, const float*, const float*, float, const Tensor& out, float*,
                                  float*) {
-    // x in, out, gamma and beta, mean and rstd per column.
-    record("batchnorm_forward", x, static_cast<double>(x.bytes() + out.bytes()) + fp32_bytes(4.0 * x.cols));
+    // x twice, out, gamma and beta, mean and rstd per column.
+    record("batchnorm_forward", x, static_cast<double>(2 * x.bytes() + out.bytes()) + fp32_bytes(4.0 * x.cols));
 }
 
 void TraceOps::batchnorm_backward(const Tensor& x, const Tensor& grad_out, const float*, const float*, const float*,
                                   const Tensor& grad_x, float*, float*) {
     record("batchnorm_backward", x,
-           static_cast<double>(x.bytes() + grad_out.bytes() + grad_x.bytes()) + fp32_bytes(5.0 * x.cols));
+           static_cast<double>(2 * (x.bytes() + grad_out.bytes()) + grad_x.bytes()) + fp32_bytes(5.0 * x.cols));
 }
 
 void TraceOps::maxpool_forward(const ConvShape& s, const Tensor& x, const Tensor& out, uint8_t*) {

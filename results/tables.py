@@ -833,6 +833,17 @@ def table_projection_h200_cards():
     return header, "llrrrl", rows
 
 
+def table_projection_cudnn_convs():
+    """The H200's cuDNN convolutions (op profiles) against the GEMM of their implicit shape, per step."""
+    header = ["model, batch", "convolutions", "op", "measured ms per step", "projected", "error"]
+    rows = []
+    for n, r in _check("cudnn_conv_gemm_model")[0]:
+        rows.append([f"{r['model']}, {r['batch']}", r["convolutions"],
+                     r["op"] if r["op"] == "all" else f"`{r['op']}`", Fig(fmt(r["measured"], 2), r["record"]),
+                     _v(fmt(r["projection"], 2), n), _err(r, n)])
+    return header, "lllrrr", rows
+
+
 def table_projection_gemm_efficiency():
     """Each profile's large-shape GEMM efficiency by precision; profiles with the same list share a row."""
     precisions = ["fp32", "tf32", "bf16", "fp16"]

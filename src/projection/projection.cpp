@@ -198,10 +198,32 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+// An op by everything but its FLOPs and bytes: the kernel and shape a profile timed.
+std::string shape_key(const TracedOp& op) {
+    return fmt::format("{}|{}|{}|{}|{}x{}x{}x{}|{}{}", op.kind, op.variant, dtype_name(op.dtype), op.tensor_core, op.m,
+                       op.n, op.k, op.batch, op.trans_a, op.trans_b);
+}
+
+// The bytes the current trace gives each op of the run an op_profile record came from, by shape_key
+// (one trace per run, kept in `traces`). A record's bytes are those of the trace it was made with;
+// its time says what the op's bytes take under the current byte model.
+using TracedBytes = std::map<std::string, double>;
+const TracedBytes& current_bytes(std::map<std::string, TracedBytes>& traces, const nlohmann::json& r,
+                                 const std::string& where) {
+    const int batch = r.at("local_batch").get<int>();
+    const std::string run = r.at("config").dump() + "|" + std::to_string(batch);
+    if (auto it = traces.find(run); it != traces.end()) return it->second;
+    TracedBytes bytes;
+    for (const TracedOp& op : trace_step(config_of_record(r, where + " config"), batch).ops)
+        bytes.emplace(shape_key(op), op.bytes);
+    return traces.emplace(run, std::move(bytes)).first->second;
+}
+
 // An op_profile record: checked whatever GPU made it (a bad record is an error, not skipped),
-// kept when it is of this GPU. `where` is "FILE: record N".
-void add_profiled_op(Calibration& cal, const CostModel& shape_model, const nlohmann::json& r, bool this_gpu,
-                     const std::string& where) {
+// kept when it is of this GPU, with the bytes the current trace gives its op where the run's trace
+// still has it. `where` is "FILE: record N".
+void add_profiled_op(Calibration& cal, const CostModel& shape_model, std::map<std::string, TracedBytes>& traces,
+                     const nlohmann::json& r, bool this_gpu, const std::string& where) {
     ProfiledOp p;
     try {
         p = profiled_op_of_record(r);
@@ -211,6 +233,8 @@ void add_profiled_op(Calibration& cal, const CostModel& shape_model, const nlohm
         throw UserError(fmt::format("{}: not a scalebench op_profile record: {}", where, e.what()));
     }
     if (!this_gpu) return;  // per-op efficiencies are those of the GPU that ran them (README: Projection)
+    const TracedBytes& current = current_bytes(traces, r, where);
+    if (const auto it = current.find(shape_key(p.op)); it != current.end()) p.op.bytes = it->second;
     // No work in the unit its rate is measured in (an empty tensor): no rate.
     if (p.op.tensor_core ? p.op.flops <= 0 : p.op.bytes <= 0) return;
     // FLOPs are exact: a tensor-core op above the peak was not timed on this GPU.
@@ -262,6 +286,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
     CostModel shape_model(hw);
     std::vector<double> bases[4];
     std::vector<double> optimizer_fractions;
+    std::map<std::string, TracedBytes> traces;  // of the runs op_profile records came from
     for (const auto& file : files) {
         ReadResult read = read_records(file);
         if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
@@ -271,7 +296,8 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                 const std::string sub = r.value("subcommand", "");
                 const std::string gpu = record_gpu(r);
                 if (sub == "op_profile") {
-                    add_profiled_op(cal, shape_model, r, gpu == hw.device_name, fmt::format("{}: record {}", file, index + 1));
+                    add_profiled_op(cal, shape_model, traces, r, gpu == hw.device_name,
+                                    fmt::format("{}: record {}", file, index + 1));
                     continue;
                 }
                 if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one

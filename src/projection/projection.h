@@ -96,8 +96,9 @@ struct Calibration {
     // The optimizer step's fraction of memory bandwidth, from one-GPU `train` records of the
     // GPU (their optimizer_ms against the traced step's bytes); < 0 when none was given.
     double optimizer_memory_efficiency = -1;
-    // Ops timed on the GPU (`train --profile-ops`): CostModel::op_ms gives a traced op the
-    // efficiency of the nearest of them (see there).
+    // Ops timed on the GPU (`train --profile-ops`), with the bytes the current trace of their
+    // run gives them: CostModel::op_ms gives a traced op the efficiency of the nearest of them
+    // (see there).
     std::vector<ProfiledOp> profiled_ops;
     double collective_alpha_us = -1;  // fixed cost of one all-reduce call
     double ring_busbw_gbps = -1;      // large-message busbw of the intra-node fabric, when n > 1 was measured

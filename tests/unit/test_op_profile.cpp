@@ -154,12 +154,14 @@ TEST(OpProfile, OnTheCpuItHasExactlyTheOpsOfTheTrace) {
 
 // ---- calibration from op_profile records
 
-// Writes op_profile records of `ops` as measured on `gpu`, each taking `ms(op)`.
+// Writes op_profile records of `ops` as measured on `gpu` in a run of bert-base at batch 32, each
+// taking `ms(op)`.
 template <class Ms>
 std::string write_profile(const std::string& name, const std::vector<TracedOp>& ops, Ms ms,
                           const std::string& gpu = "NVIDIA H200", Precision precision = Precision::bf16) {
     OpProfile profile;
     profile.model = "bert";
+    profile.local_batch = 32;
     profile.measured_steps = 1;
     for (const TracedOp& op : ops) {
         const double t = ms(op);
@@ -228,6 +230,28 @@ TEST(OpProfileCalibration, AKindMeasuredAtHalfTheBandwidthDoublesItsOpsTime) {
     const Calibration none = calibrate(hw, {other});
     EXPECT_TRUE(none.profiled_ops.empty());
     EXPECT_TRUE(none.notes.empty());
+}
+
+// A record's bytes are those of the trace it was made with: calibration takes the bytes the current
+// trace of its run gives the op, so an op of the profiled shape takes the measured time whatever
+// byte count the record carries.
+TEST(OpProfileCalibration, AProfiledOpTakesTheBytesOfTheCurrentTrace) {
+    const HardwareProfile hw = h200();
+    const std::vector<TracedOp> layernorms = distinct(bert_base_trace(32).ops, "layernorm_forward");
+    ASSERT_GE(layernorms.size(), 1u);
+    std::vector<TracedOp> stale = layernorms;
+    for (TracedOp& op : stale) op.bytes *= 2;  // another byte model's count
+    const double measured_ms = 0.25;
+    const std::string file = write_profile("stale-bytes", stale, [&](const TracedOp&) { return measured_ms; });
+    const CostModel calibrated(hw, calibrate(hw, {file}));
+    ASSERT_EQ(calibrated.calibration.profiled_ops.size(), layernorms.size());
+    for (const TracedOp& op : layernorms) {
+        EXPECT_NEAR(calibrated.op_ms(op, Precision::bf16), measured_ms, 1e-9) << op_label(op);
+        bool found = false;
+        for (const ProfiledOp& p : calibrated.calibration.profiled_ops)
+            found = found || (p.op.m == op.m && p.op.n == op.n && p.op.bytes == op.bytes);
+        EXPECT_TRUE(found) << op_label(op);
+    }
 }
 
 TEST(OpProfileCalibration, AProfiledGemmShapeIsCarriedByTheShapeModelWithinFourTimes) {

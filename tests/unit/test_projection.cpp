@@ -109,6 +109,28 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
     EXPECT_EQ(ops.trace()[1].n, hidden);
 }
 
+// BatchNorm's kernels pass over the batch twice (sums, then the elementwise pass), each pass
+// reading x and, backward, grad_out: x twice, the residual and out once forward; x and grad_out
+// twice, grad_x once backward; plus the per-channel parameters and statistics.
+TEST(TraceOps, CountsBatchNormsTwoPassesOverItsInputs) {
+    TraceOps ops(Precision::bf16);
+    const int64_t rows = 512, channels = 64;
+    const double act = rows * channels * 2.0, per_channel = channels * 4.0;
+    const auto tensor = [&] { return Tensor{ops.alloc(rows * channels * 2), DType::bf16, rows, channels}; };
+    const Tensor x = tensor(), out = tensor(), residual = tensor(), grad = tensor();
+    float* f = static_cast<float*>(ops.alloc(channels * 4));
+    ops.batchnorm_forward(x, f, f, 1e-5f, out, f, f);
+    ops.batchnorm_relu_forward(x, f, f, 1e-5f, residual, out, f, f);
+    ops.batchnorm_backward(x, grad, f, f, f, out, f, f);
+    ops.batchnorm_relu_backward(x, grad, f, f, f, f, out, f, f);
+    ASSERT_EQ(ops.trace().size(), 4u);
+    EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 3 * act + 4 * per_channel);
+    EXPECT_EQ(ops.trace()[1].variant, "residual");
+    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, 4 * act + 4 * per_channel);
+    EXPECT_DOUBLE_EQ(ops.trace()[2].bytes, 5 * act + 5 * per_channel);
+    EXPECT_DOUBLE_EQ(ops.trace()[3].bytes, 5 * act + 6 * per_channel);
+}
+
 // The fused junction is one op each way (as CUDA runs it; the CPU composes three), its bytes
 // every operand once: forward branch, residual, sum, out; backward sum, grad_out, the residual
 // gradients given, grad_sum, grad_branch; plus gamma/beta and their gradients, mean and rstd.

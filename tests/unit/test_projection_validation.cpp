@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -635,6 +636,74 @@ TEST(ProjectionValidation, H200CardTests) {
                         {"error_pct", 100.0 * error}});
     }
     expect_recorded("h200_card_tests", rows);
+}
+
+// cuDNN's convolutions on a GPU without their op profile: each conv_* op is costed as the GEMM of its
+// implicit shape (m output pixels, n output channels, k = input channels x kernel^2) at that shape's
+// GEMM efficiency. The H200's op profiles of cuDNN ResNets are checked against that cost, taken from
+// the H200's profile alone (no --calibrate), per preset, convolution group and direction. The stem
+// (7x7/2 on 3 channels) is a row of its own: cuDNN's kernel for it is far below the GEMM of its shape.
+// Every other convolution together must stay within kConvModelBound of its measured time.
+constexpr double kConvModelBound = 0.15;
+
+TEST(ProjectionValidation, CudnnConvolutionsAgainstTheGemmModel) {
+    const HardwareProfile h200 = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
+    const CostModel model(h200);
+    const std::string folder = "results/h200-20261203-epilogues/check/";
+    auto group_of = [](const TracedOp& op) -> std::string {
+        if (op.variant.rfind("7x7/2", 0) == 0) return "the stem, 7x7/2";
+        if (op.variant.rfind("3x3", 0) == 0) return "3x3";
+        if (op.variant.rfind("1x1/2", 0) == 0) return "1x1 downsample, stride 2";
+        return op.variant;
+    };
+    std::vector<Row> rows;
+    for (const char* file : {"opprof_resnet50_b256.jsonl", "opprof_resnet152_b128.jsonl"}) {
+        const ReadResult read = read_records(kSource + "/" + folder + file);
+        std::map<std::pair<std::string, std::string>, std::pair<double, double>> ms;  // measured, projected per step
+        std::string preset;
+        int batch = 0;
+        for (const nlohmann::json& r : read.records) {
+            if (r.value("subcommand", "") != "op_profile") continue;
+            const ProfiledOp p = profiled_op_of_record(r);
+            if (p.op.kind.rfind("conv_", 0) != 0) continue;
+            preset = std::filesystem::path(r["config"]["source"].get<std::string>()).stem().string();
+            batch = r["local_batch"].get<int>();
+            auto& [measured, projected] = ms[{group_of(p.op), p.op.kind}];
+            measured += p.ms * p.calls_per_step;
+            projected += model.op_ms(p.op, p.precision) * p.calls_per_step;
+        }
+        ASSERT_FALSE(ms.empty()) << file << ": no cuDNN convolution profiled";
+        double measured_rest = 0, projected_rest = 0;
+        for (const auto& [key, figures] : ms) {
+            const auto& [group, kind] = key;
+            const auto& [measured, projected] = figures;
+            if (group != "the stem, 7x7/2") {
+                measured_rest += measured;
+                projected_rest += projected;
+            }
+            rows.push_back({{"record", folder + file},
+                            {"model", preset},
+                            {"batch", batch},
+                            {"convolutions", group},
+                            {"op", kind},
+                            {"unit", "ms per step"},
+                            {"measured", measured},
+                            {"projection", projected},
+                            {"error_pct", 100.0 * (projected - measured) / measured}});
+        }
+        const double error = (projected_rest - measured_rest) / measured_rest;
+        rows.push_back({{"record", folder + file},
+                        {"model", preset},
+                        {"batch", batch},
+                        {"convolutions", "every one but the stem"},
+                        {"op", "all"},
+                        {"unit", "ms per step"},
+                        {"measured", measured_rest},
+                        {"projection", projected_rest},
+                        {"error_pct", 100.0 * error}});
+        EXPECT_LT(std::abs(error), kConvModelBound) << file;
+    }
+    expect_recorded("cudnn_conv_gemm_model", rows);
 }
 
 // The large-shape GEMM efficiency each profile's published (or, for the H200, measured) GEMM rates
