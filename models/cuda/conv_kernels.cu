@@ -145,14 +145,18 @@ __device__ __forceinline__ void split_pixel(uint32_t row, const FastDivmod& div_
 }
 
 // The window positions k (0 <= k < kernel) and output coordinates o of the windows that
-// cover input coordinate i: i + padding = o * stride + k. Calls f(o, k) with k ascending.
+// cover input coordinate i: i + padding = o * stride + k. Calls f(o, k) with o ascending,
+// the order in which the CPU visits windows, so sums over them round as the CPU's.
 template <class F>
 __device__ __forceinline__ void for_each_cover(int i, int padding, int kernel, int out_n, const FastDivmod& div_s,
                                                F&& f) {
-    uint32_t q, k;
-    div_s.divmod(static_cast<uint32_t>(i + padding), q, k);
-    for (int o = static_cast<int>(q); static_cast<int>(k) < kernel && o >= 0; k += div_s.d, --o)
-        if (o < out_n) f(o, static_cast<int>(k));
+    uint32_t q, r;  // the last window covering i (o = q) takes i at position r
+    div_s.divmod(static_cast<uint32_t>(i + padding), q, r);
+    if (static_cast<int>(r) >= kernel) return;  // i falls between windows (stride > kernel)
+    const int earlier = static_cast<int>(div_s.div(static_cast<uint32_t>(kernel - 1) - r));
+    int k = static_cast<int>(r) + earlier * static_cast<int>(div_s.d);
+    for (int o = static_cast<int>(q) - earlier; o <= static_cast<int>(q); ++o, k -= static_cast<int>(div_s.d))
+        if (o >= 0 && o < out_n) f(o, k);
 }
 
 }  // namespace
@@ -335,8 +339,9 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
 // ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of
 // its window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of
 // the first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x.
-// Backward as a gather: an item is one channel vector of an input pixel, which sums grad_out
-// over the covering windows whose recorded position it is; x is not read again.
+// Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of
+// them for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
+// recorded position it is, in the CPU's window order; x is not read again.
 
 constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
 
@@ -417,6 +422,71 @@ __global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, cons
     });
 }
 
+// Backward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector
+// of a 2x2 block of input pixels, rows 2by-1, 2by and columns 2bx-1, 2bx (those inside the
+// image). Only the 2x2 windows (by-1 .. by) x (bx-1 .. bx) cover them, so a thread loads each
+// window's argmax and grad_out once for four pixels (the generic gather loads a window once
+// per pixel it covers) and splits its index once. Pixel (py, px) of the block is position
+// (py + 2 - 2wy, px + 2 - 2wx) of window (wy, wx), inside it where both are at most 2.
+// Windows are added in (wy, wx) order: output rows, then columns, ascending, as the CPU.
+template <class T, int V>
+__global__ void maxpool_backward_3x3s2_kernel(const uint8_t* __restrict__ argmax, const T* __restrict__ grad_out,
+                                              T* __restrict__ grad_x, ConvDims d, FastDivmod div_bw,
+                                              FastDivmod div_bh, RowItems blocks) {
+    using VT = VecN<T, V>;
+    using VI = VecN<uint8_t, V>;
+    const VI* av = reinterpret_cast<const VI*>(argmax);
+    const VT* gv = reinterpret_cast<const VT*>(grad_out);
+    VT* gx = reinterpret_cast<VT*>(grad_x);
+    for_each_item(blocks, [&](uint32_t block, uint32_t c) {
+        uint32_t n, by, bx;
+        split_pixel(block, div_bw, div_bh, n, by, bx);
+        float acc[2][2][V] = {};
+#pragma unroll
+        for (int wy = 0; wy < 2; ++wy)
+#pragma unroll
+            for (int wx = 0; wx < 2; ++wx) {
+                const int oy = static_cast<int>(by) - 1 + wy, ox = static_cast<int>(bx) - 1 + wx;
+                if (oy < 0 || oy >= d.out_h || ox < 0 || ox >= d.out_w) continue;
+                const int64_t o = ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c;
+                const VI a = av[o];
+                uint32_t in_block = 0;  // bit k: window position k is one of the block's pixels
+#pragma unroll
+                for (int py = 0; py < 2; ++py)
+#pragma unroll
+                    for (int px = 0; px < 2; ++px)
+                        if (py + 2 - 2 * wy <= 2 && px + 2 - 2 * wx <= 2)
+                            in_block |= 1u << ((py + 2 - 2 * wy) * 3 + (px + 2 - 2 * wx));
+                bool any = false;
+#pragma unroll
+                for (int e = 0; e < V; ++e) any |= a.v[e] < 9 && ((in_block >> a.v[e]) & 1u);
+                if (!any) continue;
+                const VT g = gv[o];
+#pragma unroll
+                for (int py = 0; py < 2; ++py)
+#pragma unroll
+                    for (int px = 0; px < 2; ++px) {
+                        if (py + 2 - 2 * wy > 2 || px + 2 - 2 * wx > 2) continue;
+                        const uint8_t k = static_cast<uint8_t>((py + 2 - 2 * wy) * 3 + (px + 2 - 2 * wx));
+#pragma unroll
+                        for (int e = 0; e < V; ++e)
+                            if (a.v[e] == k) acc[py][px][e] += to_f32(g.v[e]);
+                    }
+            }
+#pragma unroll
+        for (int py = 0; py < 2; ++py)
+#pragma unroll
+            for (int px = 0; px < 2; ++px) {
+                const int y = 2 * static_cast<int>(by) - 1 + py, xx = 2 * static_cast<int>(bx) - 1 + px;
+                if (y < 0 || y >= d.height || xx < 0 || xx >= d.width) continue;
+                VT r;
+#pragma unroll
+                for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(acc[py][px][e]);
+                gx[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c] = r;
+            }
+    });
+}
+
 void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out,
                      uint8_t* argmax) {
     require_conv(s, "maxpool_forward");
@@ -444,9 +514,19 @@ void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, 
         dispatch_vec<T>(row_vec<T>(s.channels, {argmax, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems ins = row_items(s.in_rows(), s.channels / V);
-            maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(
-                argmax, static_cast<const T*>(grad_out), static_cast<T*>(grad_x), d, ins);
+            const T* g = static_cast<const T*>(grad_out);
+            T* gx = static_cast<T*>(grad_x);
+            if (s.kernel == 3 && s.stride == 2 && s.padding == 1) {
+                // Blocks by = (y + 1) / 2 for y < height: height / 2 + 1 of them (likewise columns).
+                const int bh = s.height / 2 + 1, bw = s.width / 2 + 1;
+                const RowItems blocks = row_items(int64_t{s.batch} * bh * bw, s.channels / V);
+                maxpool_backward_3x3s2_kernel<T, V><<<tile_grid(ctx, blocks), kThreads, 0, ctx.stream>>>(
+                    argmax, g, gx, d, FastDivmod(static_cast<uint32_t>(bw)), FastDivmod(static_cast<uint32_t>(bh)),
+                    blocks);
+            } else {
+                const RowItems ins = row_items(s.in_rows(), s.channels / V);
+                maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(argmax, g, gx, d, ins);
+            }
             SB_CHECK_LAUNCH();
         });
     });
