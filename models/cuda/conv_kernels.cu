@@ -2,10 +2,10 @@
 // launcher: im2col/col2im, max and global average pooling, BatchNorm. Images are NHWC, so
 // a pixel's channels are contiguous: every kernel gives consecutive threads consecutive
 // channel vectors (16 bytes when the channel count and the pointers allow, else scalars),
-// except im2col on channels that do not vectorise, which writes the patch matrix as flat
-// 16-byte vectors.
+// except im2col on channels that do not vectorise, which writes the patch matrix as 16-byte
+// vectors of consecutive elements (from input rows staged in shared memory where they fit).
 // Nothing scatters: col2im and the max-pool backward are gathers (each input element sums
-// what it fed, in a fixed order), and BatchNorm reduces over rows in fixed row chunks whose
+// what it fed, in the CPU's order), and BatchNorm reduces over rows in fixed row chunks whose
 // partials are combined per channel in double. No float atomics, so results are bitwise
 // reproducible on a given GPU, and no allocation or host sync, so all of it captures into
 // CUDA graphs. Math is fp32 whatever the storage dtype.
@@ -260,8 +260,116 @@ __global__ void im2col_flat_kernel(const T* __restrict__ x, T* __restrict__ cols
     }
 }
 
-// One entry point: channel vectors where the channels vectorise, else the flat path (32-bit
-// flat indices: up to 2^32 - 1 patch elements; beyond that, scalar channel items).
+// ---- im2col for channels that do not vectorise, with the input rows a window reads staged in
+// shared memory where they fit (the stem's 7 rows of 229 3-channel pixels: 9.6 KB in bf16).
+// A block writes one output row (n, oy): its slice of cols, out_w x patch elements, contiguous.
+// It loads the kernel input rows once, coalesced, zeros standing in for the padding; then
+// writes the slice as 16-byte vectors (and the elements before the slice's first and after its
+// last whole vector one by one), each element read from shared memory. Staged row ky is input
+// row oy * stride - padding + ky over columns -padding .. (out_w - 1) * stride - padding +
+// kernel - 1, channels innermost, so patch element (ky, kx, c) of output column ox is
+// stage[ky * row_len + ox * stride * channels + kx * channels + c]: a window's row is `run`
+// consecutive elements, in the stage as in cols.
+
+namespace {
+
+constexpr int64_t kMaxStageBytes = 48 * 1024;  // dynamic shared memory without an opt-in
+
+struct StagedRows {
+    int row_len;  // elements of one staged row: ((out_w - 1) * stride + kernel) * channels
+    int run;      // kernel * channels: one window row
+    int step;     // stride * channels: between neighbouring windows of a staged row
+    FastDivmod div_patch, div_run;
+};
+
+StagedRows staged_rows(const Ops::ConvShape& s) {
+    StagedRows r;
+    r.row_len = ((s.out_width() - 1) * s.stride + s.kernel) * s.channels;
+    r.run = s.kernel * s.channels;
+    r.step = s.stride * s.channels;
+    r.div_patch = FastDivmod(static_cast<uint32_t>(s.patch()));
+    r.div_run = FastDivmod(static_cast<uint32_t>(r.run));
+    return r;
+}
+
+int64_t stage_bytes(const Ops::ConvShape& s, size_t elem) {
+    return int64_t{s.kernel} * ((int64_t{s.out_width()} - 1) * s.stride + s.kernel) * s.channels *
+           static_cast<int64_t>(elem);
+}
+
+// Element j of an output row's slice (j = ox * patch + ky * run + kx * channels + c) as a stage
+// index, stepped element by element.
+struct StageCursor {
+    int start, rem, ky;  // start: the stage index of the window row (ox, ky); rem < run
+    __device__ __forceinline__ StageCursor(uint32_t j, const StagedRows& st) {
+        uint32_t ox, k, q, r;
+        st.div_patch.divmod(j, ox, k);
+        st.div_run.divmod(k, q, r);
+        ky = static_cast<int>(q);
+        rem = static_cast<int>(r);
+        start = ky * st.row_len + static_cast<int>(ox) * st.step;
+    }
+    __device__ __forceinline__ int index() const { return start + rem; }
+    __device__ __forceinline__ void next(const StagedRows& st, int kernel) {
+        if (++rem < st.run) return;
+        rem = 0;
+        start += st.row_len;
+        if (++ky < kernel) return;
+        ky = 0;
+        start += st.step - kernel * st.row_len;
+    }
+};
+
+}  // namespace
+
+template <class T>
+__global__ void im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, StagedRows st,
+                                     uint32_t misaligned) {
+    constexpr int E = kVec16<T>;
+    using VT = VecN<T, E>;
+    extern __shared__ __align__(16) unsigned char stage_raw[];
+    T* stage = reinterpret_cast<T*>(stage_raw);
+    uint32_t n, oy;
+    d.div_oh.divmod(blockIdx.x, n, oy);
+    const int x_row = d.width * static_cast<int>(d.cvecs);  // elements of one input row
+    const int left = d.padding * static_cast<int>(d.cvecs);  // stage elements left of input column 0
+    for (int ky = 0; ky < d.kernel; ++ky) {
+        const int iy = static_cast<int>(oy) * d.stride - d.padding + ky;
+        const bool inside = iy >= 0 && iy < d.height;
+        const T* src = x + (static_cast<int64_t>(n) * d.height + (inside ? iy : 0)) * x_row;
+        for (int t = threadIdx.x; t < st.row_len; t += blockDim.x) {
+            const int j = t - left;
+            stage[ky * st.row_len + t] = inside && j >= 0 && j < x_row ? src[j] : from_f32<T>(0.0f);
+        }
+    }
+    __syncthreads();
+    // The slice [begin, end) of cols; cols + i is 16-byte aligned where (i + misaligned) % E == 0.
+    const int64_t slice = static_cast<int64_t>(d.out_w) * st.div_patch.d;
+    const int64_t begin = static_cast<int64_t>(blockIdx.x) * slice, end = begin + slice;
+    const int64_t vbegin = min(end, (begin + misaligned + E - 1) / E * E - misaligned);
+    const int64_t vend = max(vbegin, (end + misaligned) / E * E - misaligned);
+    const uint32_t vectors = static_cast<uint32_t>((vend - vbegin) / E);
+    VT* cv = reinterpret_cast<VT*>(cols + vbegin);
+    for (uint32_t i = threadIdx.x; i < vectors; i += blockDim.x) {
+        StageCursor p(static_cast<uint32_t>(vbegin - begin) + i * E, st);
+        VT v;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            v.v[e] = stage[p.index()];
+            p.next(st, d.kernel);
+        }
+        cv[i] = v;
+    }
+    const uint32_t head = static_cast<uint32_t>(vbegin - begin), tail = static_cast<uint32_t>(end - vend);
+    if (threadIdx.x < head + tail) {
+        const uint32_t j = threadIdx.x < head ? threadIdx.x : static_cast<uint32_t>(vend - begin) + (threadIdx.x - head);
+        cols[begin + j] = stage[StageCursor(j, st).index()];
+    }
+}
+
+// One entry point: channel vectors where the channels vectorise, else the staged path where
+// its rows fit in shared memory, else the flat path (both 32-bit flat indices: up to 2^32 - 1
+// patch elements; beyond that, scalar channel items).
 void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* cols) {
     require_conv(s, "im2col");
     dispatch(dtype, [&](auto tag) {
@@ -271,6 +379,15 @@ void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
         if (vec == 1 && total <= int64_t{UINT32_MAX}) {
             constexpr int E = kVec16<T>;
             const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(cols) % 16 / sizeof(T));
+            const int64_t staged = stage_bytes(s, sizeof(T));
+            if (staged <= kMaxStageBytes) {
+                im2col_staged_kernel<T><<<static_cast<unsigned>(s.out_rows() / s.out_width()), kThreads,
+                                          static_cast<size_t>(staged), ctx.stream>>>(
+                    static_cast<const T*>(x), static_cast<T*>(cols), conv_dims(s, 1), staged_rows(s),
+                    static_cast<uint32_t>(misaligned));
+                SB_CHECK_LAUNCH();
+                return;
+            }
             const int64_t head = std::min<int64_t>(total, misaligned ? E - misaligned : 0);
             const int64_t vectors = (total - head) / E;
             const unsigned grid = grid_for(ctx, static_cast<size_t>(std::max<int64_t>(vectors, total - vectors * E)));

@@ -83,15 +83,20 @@ TEST_F(ConvOpsTest, Im2colMatchesCpuExactly) {
             }
 }
 
-// Channel counts that do not vectorise (1, 3, 5) take the flat path: 16-byte vectors of
-// consecutive patch elements crossing rows. The stem at full size (224x224x3, 7x7/2 pad 3;
-// 1,843,968 elements), and totals of 324, 8820 (multiples of 4, not of 8), 1575 and 9 (odd:
-// a tail in every dtype; 9 is almost all head and tail) and 72; element offsets 0..7 put
-// cols at every misalignment (the scalar head) for every dtype (the full stem at 0 and 1).
+// Channel counts that do not vectorise (1, 3, 5) take the staged path where a window's input
+// rows fit in shared memory (each block writes one output row's slice of cols as 16-byte
+// vectors, with scalars before its first and after its last whole vector), else the flat path
+// (16-byte vectors of consecutive patch elements crossing rows). Staged: the stem at full size
+// at batch 1 and 2 (224x224x3, 7x7/2 pad 3; 1,843,968 elements per image), and totals of 324,
+// 8820 (multiples of 4, not of 8), 1575 and 9 (odd: a tail in every dtype; 9 is almost all head
+// and tail) and 72, odd widths, padding on every side. Flat: a stem 1200 pixels wide, whose 7
+// staged rows (50.6 KB in bf16) exceed 48 KB. Element offsets 0..7 put cols at every
+// misalignment for every dtype (the full stem at 0 and 1).
 TEST_F(ConvOpsTest, Im2colOnFewChannelsMatchesCpuExactly) {
     const Ops::ConvShape shapes[] = {
-        conv(1, 224, 224, 3, 7, 2, 3), conv(3, 5, 7, 1, 3, 2, 1), conv(2, 9, 11, 3, 7, 2, 3),
-        conv(1, 7, 5, 5, 3, 1, 1),     conv(1, 3, 3, 1, 3, 1, 0), conv(2, 6, 6, 1, 1, 1, 0),
+        conv(1, 224, 224, 3, 7, 2, 3), conv(2, 224, 224, 3, 7, 2, 3), conv(3, 5, 7, 1, 3, 2, 1),
+        conv(2, 9, 11, 3, 7, 2, 3),    conv(1, 7, 5, 5, 3, 1, 1),     conv(1, 3, 3, 1, 3, 1, 0),
+        conv(2, 6, 6, 1, 1, 1, 0),     conv(1, 8, 1200, 3, 7, 2, 3),
     };
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : shapes)
