@@ -274,12 +274,13 @@ __global__ void im2col_flat_kernel(const T* __restrict__ x, T* __restrict__ cols
 namespace {
 
 constexpr int64_t kMaxStageBytes = 48 * 1024;  // dynamic shared memory without an opt-in
+constexpr int kStageLoads = 4;                  // loads a thread has in flight while staging
 
 struct StagedRows {
     int row_len;  // elements of one staged row: ((out_w - 1) * stride + kernel) * channels
     int run;      // kernel * channels: one window row
     int step;     // stride * channels: between neighbouring windows of a staged row
-    FastDivmod div_patch, div_run;
+    FastDivmod div_patch, div_run, div_row_len;
 };
 
 StagedRows staged_rows(const Ops::ConvShape& s) {
@@ -289,6 +290,7 @@ StagedRows staged_rows(const Ops::ConvShape& s) {
     r.step = s.stride * s.channels;
     r.div_patch = FastDivmod(static_cast<uint32_t>(s.patch()));
     r.div_run = FastDivmod(static_cast<uint32_t>(r.run));
+    r.div_row_len = FastDivmod(static_cast<uint32_t>(r.row_len));
     return r;
 }
 
@@ -323,8 +325,9 @@ struct StageCursor {
 }  // namespace
 
 template <class T>
-__global__ void im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, StagedRows st,
-                                     uint32_t misaligned) {
+__global__ void __launch_bounds__(kThreads, 8)  // 32 registers: eight blocks (2048 threads) per SM
+    im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, StagedRows st,
+                         uint32_t misaligned) {
     constexpr int E = kVec16<T>;
     using VT = VecN<T, E>;
     extern __shared__ __align__(16) unsigned char stage_raw[];
@@ -333,14 +336,23 @@ __global__ void im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ co
     d.div_oh.divmod(blockIdx.x, n, oy);
     const int x_row = d.width * static_cast<int>(d.cvecs);  // elements of one input row
     const int left = d.padding * static_cast<int>(d.cvecs);  // stage elements left of input column 0
-    for (int ky = 0; ky < d.kernel; ++ky) {
-        const int iy = static_cast<int>(oy) * d.stride - d.padding + ky;
-        const bool inside = iy >= 0 && iy < d.height;
-        const T* src = x + (static_cast<int64_t>(n) * d.height + (inside ? iy : 0)) * x_row;
-        for (int t = threadIdx.x; t < st.row_len; t += blockDim.x) {
-            const int j = t - left;
-            stage[ky * st.row_len + t] = inside && j >= 0 && j < x_row ? src[j] : from_f32<T>(0.0f);
+    const int64_t image = static_cast<int64_t>(n) * d.height;
+    const int iy0 = static_cast<int>(oy) * d.stride - d.padding;  // the input row of staged row 0
+    const uint32_t staged = static_cast<uint32_t>(d.kernel * st.row_len);
+    // kStageLoads loads go out before their stores: a block waits a few latencies, not one per element.
+    for (uint32_t t0 = threadIdx.x; t0 < staged; t0 += kStageLoads * blockDim.x) {
+        T v[kStageLoads];
+#pragma unroll
+        for (int u = 0; u < kStageLoads; ++u) {
+            uint32_t ky, col;
+            st.div_row_len.divmod(t0 + u * blockDim.x, ky, col);
+            const int iy = iy0 + static_cast<int>(ky), j = static_cast<int>(col) - left;
+            const bool inside = t0 + u * blockDim.x < staged && iy >= 0 && iy < d.height && j >= 0 && j < x_row;
+            v[u] = inside ? x[(image + iy) * x_row + j] : from_f32<T>(0.0f);
         }
+#pragma unroll
+        for (int u = 0; u < kStageLoads; ++u)
+            if (t0 + u * blockDim.x < staged) stage[t0 + u * blockDim.x] = v[u];
     }
     __syncthreads();
     // The slice [begin, end) of cols; cols + i is 16-byte aligned where (i + misaligned) % E == 0.
@@ -362,7 +374,8 @@ __global__ void im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ co
     }
     const uint32_t head = static_cast<uint32_t>(vbegin - begin), tail = static_cast<uint32_t>(end - vend);
     if (threadIdx.x < head + tail) {
-        const uint32_t j = threadIdx.x < head ? threadIdx.x : static_cast<uint32_t>(vend - begin) + (threadIdx.x - head);
+        const uint32_t tid = threadIdx.x;
+        const uint32_t j = tid < head ? tid : static_cast<uint32_t>(vend - begin) + (tid - head);
         cols[begin + j] = stage[StageCursor(j, st).index()];
     }
 }
