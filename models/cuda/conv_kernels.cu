@@ -2,10 +2,10 @@
 // launcher: im2col/col2im, max and global average pooling, BatchNorm. Images are NHWC, so
 // a pixel's channels are contiguous: every kernel gives consecutive threads consecutive
 // channel vectors (16 bytes when the channel count and the pointers allow, else scalars),
-// except im2col on channels that do not vectorise, which writes the patch matrix as flat
-// 16-byte vectors.
+// except im2col on channels that do not vectorise, which writes the patch matrix as 16-byte
+// vectors of consecutive elements (from input rows staged in shared memory where they fit).
 // Nothing scatters: col2im and the max-pool backward are gathers (each input element sums
-// what it fed, in a fixed order), and BatchNorm reduces over rows in fixed row chunks whose
+// what it fed, in the CPU's order), and BatchNorm reduces over rows in fixed row chunks whose
 // partials are combined per channel in double. No float atomics, so results are bitwise
 // reproducible on a given GPU, and no allocation or host sync, so all of it captures into
 // CUDA graphs. Math is fp32 whatever the storage dtype.
@@ -145,14 +145,18 @@ __device__ __forceinline__ void split_pixel(uint32_t row, const FastDivmod& div_
 }
 
 // The window positions k (0 <= k < kernel) and output coordinates o of the windows that
-// cover input coordinate i: i + padding = o * stride + k. Calls f(o, k) with k ascending.
+// cover input coordinate i: i + padding = o * stride + k. Calls f(o, k) with o ascending,
+// the order in which the CPU visits windows, so sums over them round as the CPU's.
 template <class F>
 __device__ __forceinline__ void for_each_cover(int i, int padding, int kernel, int out_n, const FastDivmod& div_s,
                                                F&& f) {
-    uint32_t q, k;
-    div_s.divmod(static_cast<uint32_t>(i + padding), q, k);
-    for (int o = static_cast<int>(q); static_cast<int>(k) < kernel && o >= 0; k += div_s.d, --o)
-        if (o < out_n) f(o, static_cast<int>(k));
+    uint32_t q, r;  // the last window covering i (o = q) takes i at position r
+    div_s.divmod(static_cast<uint32_t>(i + padding), q, r);
+    if (static_cast<int>(r) >= kernel) return;  // i falls between windows (stride > kernel)
+    const int earlier = static_cast<int>(div_s.div(static_cast<uint32_t>(kernel - 1) - r));
+    int k = static_cast<int>(r) + earlier * static_cast<int>(div_s.d);
+    for (int o = static_cast<int>(q) - earlier; o <= static_cast<int>(q); ++o, k -= static_cast<int>(div_s.d))
+        if (o >= 0 && o < out_n) f(o, k);
 }
 
 }  // namespace
@@ -256,8 +260,129 @@ __global__ void im2col_flat_kernel(const T* __restrict__ x, T* __restrict__ cols
     }
 }
 
-// One entry point: channel vectors where the channels vectorise, else the flat path (32-bit
-// flat indices: up to 2^32 - 1 patch elements; beyond that, scalar channel items).
+// ---- im2col for channels that do not vectorise, with the input rows a window reads staged in
+// shared memory where they fit (the stem's 7 rows of 229 3-channel pixels: 9.6 KB in bf16).
+// A block writes one output row (n, oy): its slice of cols, out_w x patch elements, contiguous.
+// It loads the kernel input rows once, coalesced, zeros standing in for the padding; then
+// writes the slice as 16-byte vectors (and the elements before the slice's first and after its
+// last whole vector one by one), each element read from shared memory. Staged row ky is input
+// row oy * stride - padding + ky over columns -padding .. (out_w - 1) * stride - padding +
+// kernel - 1, channels innermost, so patch element (ky, kx, c) of output column ox is
+// stage[ky * row_len + ox * stride * channels + kx * channels + c]: a window's row is `run`
+// consecutive elements, in the stage as in cols.
+
+namespace {
+
+constexpr int64_t kMaxStageBytes = 48 * 1024;  // dynamic shared memory without an opt-in
+constexpr int kStageLoads = 4;                  // loads a thread has in flight while staging
+
+struct StagedRows {
+    int row_len;  // elements of one staged row: ((out_w - 1) * stride + kernel) * channels
+    int run;      // kernel * channels: one window row
+    int step;     // stride * channels: between neighbouring windows of a staged row
+    FastDivmod div_patch, div_run, div_row_len;
+};
+
+StagedRows staged_rows(const Ops::ConvShape& s) {
+    StagedRows r;
+    r.row_len = ((s.out_width() - 1) * s.stride + s.kernel) * s.channels;
+    r.run = s.kernel * s.channels;
+    r.step = s.stride * s.channels;
+    r.div_patch = FastDivmod(static_cast<uint32_t>(s.patch()));
+    r.div_run = FastDivmod(static_cast<uint32_t>(r.run));
+    r.div_row_len = FastDivmod(static_cast<uint32_t>(r.row_len));
+    return r;
+}
+
+int64_t stage_bytes(const Ops::ConvShape& s, size_t elem) {
+    return int64_t{s.kernel} * ((int64_t{s.out_width()} - 1) * s.stride + s.kernel) * s.channels *
+           static_cast<int64_t>(elem);
+}
+
+// Element j of an output row's slice (j = ox * patch + ky * run + kx * channels + c) as a stage
+// index, stepped element by element.
+struct StageCursor {
+    int start, rem, ky;  // start: the stage index of the window row (ox, ky); rem < run
+    __device__ __forceinline__ StageCursor(uint32_t j, const StagedRows& st) {
+        uint32_t ox, k, q, r;
+        st.div_patch.divmod(j, ox, k);
+        st.div_run.divmod(k, q, r);
+        ky = static_cast<int>(q);
+        rem = static_cast<int>(r);
+        start = ky * st.row_len + static_cast<int>(ox) * st.step;
+    }
+    __device__ __forceinline__ int index() const { return start + rem; }
+    __device__ __forceinline__ void next(const StagedRows& st, int kernel) {
+        if (++rem < st.run) return;
+        rem = 0;
+        start += st.row_len;
+        if (++ky < kernel) return;
+        ky = 0;
+        start += st.step - kernel * st.row_len;
+    }
+};
+
+}  // namespace
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 8)  // 32 registers: eight blocks (2048 threads) per SM
+    im2col_staged_kernel(const T* __restrict__ x, T* __restrict__ cols, ConvDims d, StagedRows st,
+                         uint32_t misaligned) {
+    constexpr int E = kVec16<T>;
+    using VT = VecN<T, E>;
+    extern __shared__ __align__(16) unsigned char stage_raw[];
+    T* stage = reinterpret_cast<T*>(stage_raw);
+    uint32_t n, oy;
+    d.div_oh.divmod(blockIdx.x, n, oy);
+    const int x_row = d.width * static_cast<int>(d.cvecs);  // elements of one input row
+    const int left = d.padding * static_cast<int>(d.cvecs);  // stage elements left of input column 0
+    const int64_t image = static_cast<int64_t>(n) * d.height;
+    const int iy0 = static_cast<int>(oy) * d.stride - d.padding;  // the input row of staged row 0
+    const uint32_t staged = static_cast<uint32_t>(d.kernel * st.row_len);
+    // kStageLoads loads go out before their stores: a block waits a few latencies, not one per element.
+    for (uint32_t t0 = threadIdx.x; t0 < staged; t0 += kStageLoads * blockDim.x) {
+        T v[kStageLoads];
+#pragma unroll
+        for (int u = 0; u < kStageLoads; ++u) {
+            uint32_t ky, col;
+            st.div_row_len.divmod(t0 + u * blockDim.x, ky, col);
+            const int iy = iy0 + static_cast<int>(ky), j = static_cast<int>(col) - left;
+            const bool inside = t0 + u * blockDim.x < staged && iy >= 0 && iy < d.height && j >= 0 && j < x_row;
+            v[u] = inside ? x[(image + iy) * x_row + j] : from_f32<T>(0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < kStageLoads; ++u)
+            if (t0 + u * blockDim.x < staged) stage[t0 + u * blockDim.x] = v[u];
+    }
+    __syncthreads();
+    // The slice [begin, end) of cols; cols + i is 16-byte aligned where (i + misaligned) % E == 0.
+    const int64_t slice = static_cast<int64_t>(d.out_w) * st.div_patch.d;
+    const int64_t begin = static_cast<int64_t>(blockIdx.x) * slice, end = begin + slice;
+    const int64_t vbegin = min(end, (begin + misaligned + E - 1) / E * E - misaligned);
+    const int64_t vend = max(vbegin, (end + misaligned) / E * E - misaligned);
+    const uint32_t vectors = static_cast<uint32_t>((vend - vbegin) / E);
+    VT* cv = reinterpret_cast<VT*>(cols + vbegin);
+    for (uint32_t i = threadIdx.x; i < vectors; i += blockDim.x) {
+        StageCursor p(static_cast<uint32_t>(vbegin - begin) + i * E, st);
+        VT v;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            v.v[e] = stage[p.index()];
+            p.next(st, d.kernel);
+        }
+        cv[i] = v;
+    }
+    const uint32_t head = static_cast<uint32_t>(vbegin - begin), tail = static_cast<uint32_t>(end - vend);
+    if (threadIdx.x < head + tail) {
+        const uint32_t tid = threadIdx.x;
+        const uint32_t j = tid < head ? tid : static_cast<uint32_t>(vend - begin) + (tid - head);
+        cols[begin + j] = stage[StageCursor(j, st).index()];
+    }
+}
+
+// One entry point: channel vectors where the channels vectorise, else the staged path where
+// its rows fit in shared memory, else the flat path (both 32-bit flat indices: up to 2^32 - 1
+// patch elements; beyond that, scalar channel items).
 void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* cols) {
     require_conv(s, "im2col");
     dispatch(dtype, [&](auto tag) {
@@ -267,6 +392,15 @@ void im2col(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
         if (vec == 1 && total <= int64_t{UINT32_MAX}) {
             constexpr int E = kVec16<T>;
             const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(cols) % 16 / sizeof(T));
+            const int64_t staged = stage_bytes(s, sizeof(T));
+            if (staged <= kMaxStageBytes) {
+                im2col_staged_kernel<T><<<static_cast<unsigned>(s.out_rows() / s.out_width()), kThreads,
+                                          static_cast<size_t>(staged), ctx.stream>>>(
+                    static_cast<const T*>(x), static_cast<T*>(cols), conv_dims(s, 1), staged_rows(s),
+                    static_cast<uint32_t>(misaligned));
+                SB_CHECK_LAUNCH();
+                return;
+            }
             const int64_t head = std::min<int64_t>(total, misaligned ? E - misaligned : 0);
             const int64_t vectors = (total - head) / E;
             const unsigned grid = grid_for(ctx, static_cast<size_t>(std::max<int64_t>(vectors, total - vectors * E)));
@@ -335,8 +469,9 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
 // ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of
 // its window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of
 // the first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x.
-// Backward as a gather: an item is one channel vector of an input pixel, which sums grad_out
-// over the covering windows whose recorded position it is; x is not read again.
+// Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of
+// them for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
+// recorded position it is, in the CPU's window order; x is not read again.
 
 constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
 
@@ -417,6 +552,71 @@ __global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, cons
     });
 }
 
+// Backward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector
+// of a 2x2 block of input pixels, rows 2by-1, 2by and columns 2bx-1, 2bx (those inside the
+// image). Only the 2x2 windows (by-1 .. by) x (bx-1 .. bx) cover them, so a thread loads each
+// window's argmax and grad_out once for four pixels (the generic gather loads a window once
+// per pixel it covers) and splits its index once. Pixel (py, px) of the block is position
+// (py + 2 - 2wy, px + 2 - 2wx) of window (wy, wx), inside it where both are at most 2.
+// Windows are added in (wy, wx) order: output rows, then columns, ascending, as the CPU.
+template <class T, int V>
+__global__ void maxpool_backward_3x3s2_kernel(const uint8_t* __restrict__ argmax, const T* __restrict__ grad_out,
+                                              T* __restrict__ grad_x, ConvDims d, FastDivmod div_bw,
+                                              FastDivmod div_bh, RowItems blocks) {
+    using VT = VecN<T, V>;
+    using VI = VecN<uint8_t, V>;
+    const VI* av = reinterpret_cast<const VI*>(argmax);
+    const VT* gv = reinterpret_cast<const VT*>(grad_out);
+    VT* gx = reinterpret_cast<VT*>(grad_x);
+    for_each_item(blocks, [&](uint32_t block, uint32_t c) {
+        uint32_t n, by, bx;
+        split_pixel(block, div_bw, div_bh, n, by, bx);
+        float acc[2][2][V] = {};
+#pragma unroll
+        for (int wy = 0; wy < 2; ++wy)
+#pragma unroll
+            for (int wx = 0; wx < 2; ++wx) {
+                const int oy = static_cast<int>(by) - 1 + wy, ox = static_cast<int>(bx) - 1 + wx;
+                if (oy < 0 || oy >= d.out_h || ox < 0 || ox >= d.out_w) continue;
+                const int64_t o = ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c;
+                const VI a = av[o];
+                uint32_t in_block = 0;  // bit k: window position k is one of the block's pixels
+#pragma unroll
+                for (int py = 0; py < 2; ++py)
+#pragma unroll
+                    for (int px = 0; px < 2; ++px)
+                        if (py + 2 - 2 * wy <= 2 && px + 2 - 2 * wx <= 2)
+                            in_block |= 1u << ((py + 2 - 2 * wy) * 3 + (px + 2 - 2 * wx));
+                bool any = false;
+#pragma unroll
+                for (int e = 0; e < V; ++e) any |= a.v[e] < 9 && ((in_block >> a.v[e]) & 1u);
+                if (!any) continue;
+                const VT g = gv[o];
+#pragma unroll
+                for (int py = 0; py < 2; ++py)
+#pragma unroll
+                    for (int px = 0; px < 2; ++px) {
+                        if (py + 2 - 2 * wy > 2 || px + 2 - 2 * wx > 2) continue;
+                        const uint8_t k = static_cast<uint8_t>((py + 2 - 2 * wy) * 3 + (px + 2 - 2 * wx));
+#pragma unroll
+                        for (int e = 0; e < V; ++e)
+                            if (a.v[e] == k) acc[py][px][e] += to_f32(g.v[e]);
+                    }
+            }
+#pragma unroll
+        for (int py = 0; py < 2; ++py)
+#pragma unroll
+            for (int px = 0; px < 2; ++px) {
+                const int y = 2 * static_cast<int>(by) - 1 + py, xx = 2 * static_cast<int>(bx) - 1 + px;
+                if (y < 0 || y >= d.height || xx < 0 || xx >= d.width) continue;
+                VT r;
+#pragma unroll
+                for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(acc[py][px][e]);
+                gx[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c] = r;
+            }
+    });
+}
+
 void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void* x, void* out,
                      uint8_t* argmax) {
     require_conv(s, "maxpool_forward");
@@ -444,9 +644,19 @@ void maxpool_backward(const Context& ctx, DType dtype, const Ops::ConvShape& s, 
         dispatch_vec<T>(row_vec<T>(s.channels, {argmax, grad_out, grad_x}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems ins = row_items(s.in_rows(), s.channels / V);
-            maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(
-                argmax, static_cast<const T*>(grad_out), static_cast<T*>(grad_x), d, ins);
+            const T* g = static_cast<const T*>(grad_out);
+            T* gx = static_cast<T*>(grad_x);
+            if (s.kernel == 3 && s.stride == 2 && s.padding == 1) {
+                // Blocks by = (y + 1) / 2 for y < height: height / 2 + 1 of them (likewise columns).
+                const int bh = s.height / 2 + 1, bw = s.width / 2 + 1;
+                const RowItems blocks = row_items(int64_t{s.batch} * bh * bw, s.channels / V);
+                maxpool_backward_3x3s2_kernel<T, V><<<tile_grid(ctx, blocks), kThreads, 0, ctx.stream>>>(
+                    argmax, g, gx, d, FastDivmod(static_cast<uint32_t>(bw)), FastDivmod(static_cast<uint32_t>(bh)),
+                    blocks);
+            } else {
+                const RowItems ins = row_items(s.in_rows(), s.channels / V);
+                maxpool_backward_kernel<T, V><<<tile_grid(ctx, ins), kThreads, 0, ctx.stream>>>(argmax, g, gx, d, ins);
+            }
             SB_CHECK_LAUNCH();
         });
     });
