@@ -131,6 +131,7 @@ EPILOGUES = "results/h200-20261203-epilogues"
 SIDE = "results/h200-20261203-sidebyside"
 LARGE = "results/h200-20261203-large"
 FINAL = "results/h200-20261203-final"
+POOLS = "results/h200-20261203-pools"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
@@ -334,11 +335,26 @@ def table_resnet_engines_vs_torch():
     return header, "lrlrrrrr", rows
 
 
+def table_resnet_memory_passes():
+    """The ResNet's memory-bound passes around the stem, per call, from ResNet-50's im2col-engine op profile
+    (batch 256, bf16): time and the bytes of the op's byte model over it."""
+    path = f"{POOLS}/check/opprof_opprof_resnet50_im2col_b256.jsonl"
+    profile = _op_profile(path, "resnet50", 256, "/root/out/check/resnet50_im2col.yaml")
+    header = ["op", "shape", "ms per call", "MB moved", "TB/s"]
+    rows = []
+    for kind, variant in (("im2col", "7x7/2 pad 3"), ("maxpool_forward", "3x3/2 pad 1"), ("maxpool_backward", "3x3/2 pad 1")):
+        (line, r), = [(n, r) for n, r in profile if r["op"]["kind"] == kind and r["op"]["variant"] == variant]
+        rows.append([f"`{kind}` {variant}", f"{r['op']['m']:,} x {r['op']['n']:,}", Fig(fmt(r["ms"]["median"], 3), path, line),
+                     Fig(fmt(r["op"]["bytes"] / 1e6, 0), path, line), Fig(fmt(r["achieved_gbps"] / 1000, 2), path, line)])
+    return header, "llrrr", rows
+
+
 def table_resnet_im2col_cost():
     """What the im2col engine spends on patch matrices per ResNet-50 step (batch 256, bf16), by convolution,
     from its op profile: the work the cuDNN engine does not do."""
-    path = f"{H200}/opprof/ops.jsonl"
-    ops = [(n, r) for n, r in _op_profile(path, "resnet50", 256) if r["op"]["kind"] in ("im2col", "col2im")]
+    path = f"{POOLS}/check/opprof_opprof_resnet50_im2col_b256.jsonl"
+    ops = [(n, r) for n, r in _op_profile(path, "resnet50", 256, "/root/out/check/resnet50_im2col.yaml")
+           if r["op"]["kind"] in ("im2col", "col2im")]
     convolutions = [("7x7/2 pad 3", "the stem, 7x7 stride 2 on 3 channels"), ("3x3/1 pad 1", "3x3, stride 1"),
                     ("3x3/2 pad 1", "3x3, stride 2"), ("1x1/2 pad 0", "1x1 downsample, stride 2")]
     header = ["convolutions", "patch matrix: rows x columns", "im2col ms per step", "col2im ms per step", "both"]
@@ -431,17 +447,19 @@ TRANSFORMER_PROFILES = [
 ]
 
 
-def _op_profile(path, preset, batch):
-    """The op_profile records of one preset and batch in a file: [(line, record)]."""
+def _op_profile(path, preset, batch, source=None):
+    """The op_profile records of one preset and batch in a file: [(line, record)]. source: the config file the
+    run read, where it is not the preset's own (a copy with one key changed)."""
+    source = source or f"configs/{preset}.yaml"
     found = []
     for number, line in enumerate(_read(path).splitlines(), start=1):
         if line.strip():
             r = json.loads(line)
-            if r.get("subcommand") == "op_profile" and _field(r, "config.source") == f"configs/{preset}.yaml" \
+            if r.get("subcommand") == "op_profile" and _field(r, "config.source") == source \
                     and r["local_batch"] == batch:
                 found.append((number, r))
     if not found:
-        raise TableError(f"{path}: no op_profile records of configs/{preset}.yaml at batch {batch}")
+        raise TableError(f"{path}: no op_profile records of {source} at batch {batch}")
     return found
 
 
