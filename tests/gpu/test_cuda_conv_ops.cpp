@@ -62,25 +62,30 @@ const Ops::ConvShape kPoolShapes[] = {
     conv(2, 5, 5, 16, 3, 1, 1),   conv(2, 9, 9, 8, 3, 2, 0),
 };
 
-class ConvOpsTest : public gpu_test::CudaOpsFixture {};
+class ConvOpsTest : public gpu_test::CudaOpsFixture {
+protected:
+    // CUDA's im2col of random x against the CPU's, byte for byte (a copy with zeros: exact), the
+    // tensors `offset` elements past an aligned address.
+    void expect_im2col_matches_cpu(DType dtype, const Ops::ConvShape& s, int64_t offset) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
+        std::vector<float> x = rounded(values(static_cast<size_t>(s.in_rows() * s.channels), -1.0f, 1.0f), dtype);
+        GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
+        GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
+        gx.set(x);
+        gpu_->im2col(s, gx.tensor, gcols.tensor);
+        std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
+        cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
+        EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));
+        EXPECT_TRUE(gcols.guards_intact());
+    }
+};
 
 // ---------------------------------------------------------------------------- im2col / col2im
 
 TEST_F(ConvOpsTest, Im2colMatchesCpuExactly) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kConvShapes)
-            for (int64_t offset : {0, 1}) {
-                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
-                std::vector<float> x = rounded(values(static_cast<size_t>(s.in_rows() * s.channels)), dtype);
-                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
-                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
-                gx.set(x);
-                gpu_->im2col(s, gx.tensor, gcols.tensor);
-                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
-                cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
-                EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));  // a copy with zeros: exact
-                EXPECT_TRUE(gcols.guards_intact());
-            }
+            for (int64_t offset : {0, 1}) expect_im2col_matches_cpu(dtype, s, offset);
 }
 
 // Channel counts that do not vectorise (1, 3, 5) take the staged path where a window's input
@@ -100,20 +105,9 @@ TEST_F(ConvOpsTest, Im2colOnFewChannelsMatchesCpuExactly) {
     };
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : shapes)
-            for (int64_t offset = 0; offset < 8; ++offset) {
-                if (s.in_rows() > 10000 && offset > 1) continue;  // the full stem: aligned and one misaligned
-                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << describe(s) << " offset=" << offset);
-                const size_t n = static_cast<size_t>(s.in_rows() * s.channels);
-                std::vector<float> x = rounded(values(n, -1.0f, 1.0f), dtype);
-                GpuArray gx(*gpu_, dtype, s.in_rows(), s.channels, offset);
-                GpuArray gcols(*gpu_, dtype, s.out_rows(), s.patch(), offset);
-                gx.set(x);
-                gpu_->im2col(s, gx.tensor, gcols.tensor);
-                std::vector<float> ref(static_cast<size_t>(s.out_rows() * s.patch()));
-                cpu_.im2col(s, host_view(x, s.in_rows(), s.channels), host_view(ref, s.out_rows(), s.patch()));
-                EXPECT_EQ(gcols.get_bytes(), encode(ref, dtype));
-                EXPECT_TRUE(gcols.guards_intact());
-            }
+            for (int64_t offset = 0; offset < 8; ++offset)
+                if (s.in_rows() <= 10000 || offset <= 1)  // the full stem: aligned and one misaligned
+                    expect_im2col_matches_cpu(dtype, s, offset);
 }
 
 TEST_F(ConvOpsTest, Col2imMatchesCpu) {
