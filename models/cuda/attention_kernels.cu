@@ -2,7 +2,8 @@
 // tensor cores (mma.sync m16n8k16), reading Q, K, V straight from the packed QKV rows and
 // writing heads-concatenated rows: the seq x seq scores and probabilities never reach
 // device memory. The math is CpuOps::attention_* (models/cpu/cpu_ops.cpp), the dropout
-// mask models/dropout.h's at index ((b*heads + h)*seq + i)*seq + j, i the query, j the key.
+// mask models/dropout.h's at attention_dropout_index((b*heads + h)*seq + i, j, seq), i the
+// query, j the key.
 //
 // Three kernels share one skeleton: a block of 4 warps owns 64 rows of one (batch, head),
 // each warp 16 rows held in the mma accumulator layout, and walks tiles of the other side
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
 
     load_tile<T, D, kRows>(sq, qbase, ldg, q0, S);
     const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    const uint64_t mask_base[2] = {attention_dropout_index(uint64_t(bh) * S + rows[0], 0, S),
-                                   attention_dropout_index(uint64_t(bh) * S + rows[1], 0, S)};
+    const uint64_t mask_base[2] = {attention_dropout_index(static_cast<uint64_t>(bh) * S + rows[0], 0, S),
+                                   attention_dropout_index(static_cast<uint64_t>(bh) * S + rows[1], 0, S)};
     float o[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const int kv_end = geo.causal ? min(S, q0 + kRows) : S;
@@ -273,7 +274,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(Geometry
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            alpha[r] = fast_exp2(m[r] - mx[r]);  // m = -inf at the first tile: alpha 0 (mx is finite: key 0 is never masked)
+            // m = -inf at the first tile: alpha 0 (mx is finite: key 0 is never masked).
+            alpha[r] = fast_exp2(m[r] - mx[r]);
             m[r] = mx[r];
             l[r] *= alpha[r];
         }
@@ -378,8 +380,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(
     load_tile<T, D, kRows>(sq, qbase, ldg, q0, S);
     load_tile<T, D, kRows>(sdo, grad_out + int64_t{b} * S * width + h * D, width, q0, S);
     const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    const uint64_t mask_base[2] = {attention_dropout_index(uint64_t(bh) * S + rows[0], 0, S),
-                                   attention_dropout_index(uint64_t(bh) * S + rows[1], 0, S)};
+    const uint64_t mask_base[2] = {attention_dropout_index(static_cast<uint64_t>(bh) * S + rows[0], 0, S),
+                                   attention_dropout_index(static_cast<uint64_t>(bh) * S + rows[1], 0, S)};
     float row_lse[2], row_dsum[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -480,10 +482,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
         uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
 #pragma unroll
         for (int nt = 0; nt < kCols / 8; ++nt) {
-            const uint32_t kept = geo.threshold != 0
-                                      ? keep_key_rows(geo, seed, attention_dropout_index(uint64_t(bh) * S + i0 + nt * 8 + 2 * t, 0, S),
-                                                    k0 + warp * 16)
-                                      : 0xfu;
+            const uint64_t q_base = attention_dropout_index(static_cast<uint64_t>(bh) * S + i0 + nt * 8 + 2 * t, 0, S);
+            const uint32_t kept = geo.threshold != 0 ? keep_key_rows(geo, seed, q_base, k0 + warp * 16) : 0xfu;
             float pd[4], ds[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {

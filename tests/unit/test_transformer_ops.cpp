@@ -199,7 +199,8 @@ TEST(TransformerOps, DropoutThresholdIsTheDefinition) {
         for (uint64_t i = 0; i < 20000; ++i) {
             const uint64_t r = (dropout_hash(99, i / 4) >> (16 * (i % 4))) & 0xffffu;
             ASSERT_EQ(dropout_keep(99, i, p), static_cast<double>(r) >= x) << p << " " << i;
-            ASSERT_EQ((dropout_keep_nibble(99, i / 4, t) >> (i % 4)) & 1u, dropout_keep(99, i, p) ? 1u : 0u) << p << " " << i;
+            ASSERT_EQ((dropout_keep_nibble(99, i / 4, t) >> (i % 4)) & 1u, dropout_keep(99, i, p) ? 1u : 0u)
+                << p << " " << i;
         }
     }
     EXPECT_EQ(dropout_threshold(0.5f), 1u << 15);  // exact: kept iff r >= 2^15
