@@ -15,9 +15,13 @@ double fp32_bytes(double elements) { return elements * 4.0; }
 Tensor flat(size_t n) { return Tensor{nullptr, DType::f32, 1, static_cast<int64_t>(n)}; }
 }  // namespace
 
+std::string op_shape_key(const TracedOp& op) {
+    return fmt::format("{}|{}|{}|{}|{}x{}x{}x{}|{}{}", op.kind, op.variant, dtype_name(op.dtype), op.tensor_core, op.m,
+                       op.n, op.k, op.batch, op.trans_a, op.trans_b);
+}
+
 std::string op_key(const TracedOp& op) {
-    return fmt::format("{}|{}|{}|{}|{}x{}x{}x{}|{}{}|{:.17g}|{:.17g}", op.kind, op.variant, dtype_name(op.dtype),
-                       op.tensor_core, op.m, op.n, op.k, op.batch, op.trans_a, op.trans_b, op.flops, op.bytes);
+    return fmt::format("{}|{:.17g}|{:.17g}", op_shape_key(op), op.flops, op.bytes);
 }
 
 std::string op_label(const TracedOp& op) {

@@ -33,6 +33,8 @@ struct TracedOp {
 
 // Two calls are the same op when everything above is equal: one key for both.
 std::string op_key(const TracedOp& op);
+// The same without FLOPs and bytes: the kernel and shape a profile timed, whatever byte model counted it.
+std::string op_shape_key(const TracedOp& op);
 // "gemm 4096x2304x768 NT", "layernorm_forward 4096x768", "attention_forward 128x128x64 x384 causal".
 std::string op_label(const TracedOp& op);
 

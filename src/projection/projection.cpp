@@ -198,13 +198,7 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
-// An op by everything but its FLOPs and bytes: the kernel and shape a profile timed.
-std::string shape_key(const TracedOp& op) {
-    return fmt::format("{}|{}|{}|{}|{}x{}x{}x{}|{}{}", op.kind, op.variant, dtype_name(op.dtype), op.tensor_core, op.m,
-                       op.n, op.k, op.batch, op.trans_a, op.trans_b);
-}
-
-// The bytes the current trace gives each op of the run an op_profile record came from, by shape_key
+// The bytes the current trace gives each op of the run an op_profile record came from, by op_shape_key
 // (one trace per run, kept in `traces`). A record's bytes are those of the trace it was made with;
 // its time says what the op's bytes take under the current byte model.
 using TracedBytes = std::map<std::string, double>;
@@ -215,7 +209,7 @@ const TracedBytes& current_bytes(std::map<std::string, TracedBytes>& traces, con
     if (auto it = traces.find(run); it != traces.end()) return it->second;
     TracedBytes bytes;
     for (const TracedOp& op : trace_step(config_of_record(r, where + " config"), batch).ops)
-        bytes.emplace(shape_key(op), op.bytes);
+        bytes.emplace(op_shape_key(op), op.bytes);
     return traces.emplace(run, std::move(bytes)).first->second;
 }
 
@@ -234,7 +228,7 @@ void add_profiled_op(Calibration& cal, const CostModel& shape_model, std::map<st
     }
     if (!this_gpu) return;  // per-op efficiencies are those of the GPU that ran them (README: Projection)
     const TracedBytes& current = current_bytes(traces, r, where);
-    if (const auto it = current.find(shape_key(p.op)); it != current.end()) p.op.bytes = it->second;
+    if (const auto it = current.find(op_shape_key(p.op)); it != current.end()) p.op.bytes = it->second;
     // No work in the unit its rate is measured in (an empty tensor): no rate.
     if (p.op.tensor_core ? p.op.flops <= 0 : p.op.bytes <= 0) return;
     // FLOPs are exact: a tensor-core op above the peak was not timed on this GPU.
