@@ -471,27 +471,38 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
 // ---- max pool. Forward: an item is one channel vector of one output pixel (of a 2x2 block of
 // them for kernel 3, stride 2, padding 1): the maximum of its window's in-bounds pixels and, as
 // one byte, the window position (ky * kernel + kx) of the first maximum (kNoMaxpoolArgmax when
-// every in-bounds value is NaN), in one pass over x. Backward as a gather: an item is one channel
-// vector of an input pixel (of a 2x2 block of them for kernel 3, stride 2, padding 1), which sums
-// grad_out over the covering windows whose recorded position it is, in the CPU's window order;
-// x is not read again.
+// every in-bounds value is NaN), in one pass over x (two for a window of only -inf and NaN).
+// Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of them
+// for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
+// recorded position it is, in the CPU's window order; x is not read again.
 
 constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
 
-// One element's maximum over a window fed in window order (ky, then kx): the first non-NaN
-// value, then each strictly larger one, so NaN never wins and ties keep the first maximum (its
-// bits too: -0 before +0 stays -0), as the CPU. m is NaN until a value is taken.
+// One element's maximum over a window fed in window order (ky, then kx), as the CPU's: the
+// first non-NaN value, then each strictly larger one, so NaN never wins and ties keep the first
+// maximum (its bits too: -0 before +0 stays -0). add() takes only values above -inf (one compare
+// per value); a window whose values are all -inf or NaN is then left without a position, and
+// settle(), fed the window again, gives it the CPU's: its first -inf (kNoArgmax if all NaN).
 struct FirstMax {
-    float m = NAN;
+    float m = -INFINITY;
     uint32_t k = kNoArgmax;
     __device__ __forceinline__ void add(float v, uint32_t position) {
-        if (v == v && !(v <= m)) {
+        if (v > m) {
             m = v;
             k = position;
         }
     }
-    __device__ __forceinline__ float value() const { return m == m ? m : -INFINITY; }  // -inf: all NaN
+    __device__ __forceinline__ void settle(float v, uint32_t position) {
+        if (k == kNoArgmax && v == -INFINITY) k = position;
+    }
 };
+
+template <int V> __device__ __forceinline__ bool unsettled(const FirstMax (&w)[V]) {
+    bool any = false;
+#pragma unroll
+    for (int e = 0; e < V; ++e) any |= w[e].k == kNoArgmax;
+    return any;
+}
 
 template <class T, int V>
 __device__ __forceinline__ void store_max(const FirstMax (&w)[V], int64_t o, VecN<T, V>* ov, VecN<uint8_t, V>* av) {
@@ -499,7 +510,7 @@ __device__ __forceinline__ void store_max(const FirstMax (&w)[V], int64_t o, Vec
     VecN<uint8_t, V> best;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-        r.v[e] = from_f32<T>(w[e].value());
+        r.v[e] = from_f32<T>(w[e].m);
         best.v[e] = static_cast<uint8_t>(w[e].k);
     }
     ov[o] = r;
@@ -517,13 +528,21 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
         FirstMax w[V];
         const int y0 = static_cast<int>(oy) * d.stride - d.padding;
         const int x0 = static_cast<int>(ox) * d.stride - d.padding;
-        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
-            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
-                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-                const uint32_t k = static_cast<uint32_t>((y - y0) * d.kernel + (xx - x0));
+        const auto for_each_position = [&](auto&& f) {  // f(element vector, window position), in window order
+            for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
+                for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx)
+                    f(xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c],
+                      static_cast<uint32_t>((y - y0) * d.kernel + (xx - x0)));
+        };
+        for_each_position([&](const VT& a, uint32_t k) {
 #pragma unroll
-                for (int e = 0; e < V; ++e) w[e].add(to_f32(a.v[e]), k);
-            }
+            for (int e = 0; e < V; ++e) w[e].add(to_f32(a.v[e]), k);
+        });
+        if (unsettled(w))
+            for_each_position([&](const VT& a, uint32_t k) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) w[e].settle(to_f32(a.v[e]), k);
+            });
         store_max<T, V>(w, static_cast<int64_t>(orow) * d.cvecs + c, reinterpret_cast<VT*>(out),
                         reinterpret_cast<VecN<uint8_t, V>*>(argmax));
     });
@@ -536,7 +555,7 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 // window loads 36. Positions outside the image load as NaN, which never wins. Patch (r, q) is
 // position (r - 2dy, q - 2dx) of output (dy, dx) where both are in 0 .. 2; rows, then columns,
 // ascending feed each window in its order. Row 2 completes the top outputs, which are stored
-// then. The loads are unrolled, free to be in flight together (151 registers for bf16's
+// then. The loads are unrolled, free to be in flight together (140 registers for bf16's
 // 8-channel items, no spills), so blocks are small: three of 128 threads per SM.
 constexpr int kPoolThreads = 128;
 
@@ -550,6 +569,17 @@ __global__ void __launch_bounds__(kPoolThreads, 3)
         uint32_t n, by, bx;
         split_pixel(block, div_bw, div_bh, n, by, bx);
         const int y0 = 4 * static_cast<int>(by) - 1, x0 = 4 * static_cast<int>(bx) - 1;
+        const auto load = [&](int r, int q) {  // patch position (r, q); NaN outside the image
+            const int y = y0 + r, xx = x0 + q;
+            VT a;
+            if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
+                a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e) a.v[e] = from_f32<T>(NAN);
+            }
+            return a;
+        };
         FirstMax w[2][2][V];
         const auto store_row = [&](int dy) {
             const int oy = 2 * static_cast<int>(by) + dy;
@@ -558,25 +588,24 @@ __global__ void __launch_bounds__(kPoolThreads, 3)
             for (int dx = 0; dx < 2; ++dx) {
                 const int ox = 2 * static_cast<int>(bx) + dx;
                 if (ox >= d.out_w) continue;
+                if (unsettled(w[dy][dx]))
+#pragma unroll 1
+                    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll 1
+                        for (int kx = 0; kx < 3; ++kx) {
+                            const VT a = load(2 * dy + ky, 2 * dx + kx);
+#pragma unroll
+                            for (int e = 0; e < V; ++e) w[dy][dx][e].settle(to_f32(a.v[e]), ky * 3 + kx);
+                        }
                 store_max<T, V>(w[dy][dx], ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
                                 reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
             }
         };
 #pragma unroll
         for (int r = 0; r < 5; ++r) {
-            const int y = y0 + r;
-            const int64_t row = (static_cast<int64_t>(n) * d.height + y) * d.width;
             VT a[5];
 #pragma unroll
-            for (int q = 0; q < 5; ++q) {
-                const int xx = x0 + q;
-                if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
-                    a[q] = xv[(row + xx) * d.cvecs + c];
-                } else {
-#pragma unroll
-                    for (int e = 0; e < V; ++e) a[q].v[e] = from_f32<T>(NAN);
-                }
-            }
+            for (int q = 0; q < 5; ++q) a[q] = load(r, q);
 #pragma unroll
             for (int dy = 0; dy < 2; ++dy) {
                 const int ky = r - 2 * dy;

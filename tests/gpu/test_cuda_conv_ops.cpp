@@ -283,7 +283,9 @@ TEST_F(ConvOpsMaxPool, TiesGoToTheFirstMaximumInWindowOrder) {
 }
 
 // NaN never wins: scattered NaNs among values from {-1, 0, 1}, -inf values, and the first
-// output pixel's window all NaN in every channel (out -inf, argmax 255, no gradient routed).
+// output pixel's window all NaN in every channel (out -inf, argmax 255, no gradient routed);
+// then mostly NaN and -inf (a window of only -inf and NaN records its first -inf, which the
+// kernels find in a second pass over such windows).
 TEST_F(ConvOpsMaxPool, NanNeverWinsAndAnAllNanWindowRecordsNoMaximum) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kPoolShapes)
@@ -306,6 +308,12 @@ TEST_F(ConvOpsMaxPool, NanNeverWinsAndAnAllNanWindowRecordsNoMaximum) {
                 GpuBytes argmax(*gpu_, s.out_rows() * c, off.argmax);
                 const std::vector<uint8_t> bytes = forward(s, dtype, x, off, argmax);
                 for (int64_t ch = 0; ch < c; ++ch) EXPECT_EQ(bytes[static_cast<size_t>(ch)], 255) << ch;
+                std::uniform_int_distribution<int> eighths(0, 7);
+                for (float& v : x) {
+                    const int r = eighths(rng_);
+                    v = r < 4 ? NAN : r < 7 ? -INFINITY : -1.0f;
+                }
+                check(s, dtype, x, off, true);
             }
 }
 
