@@ -59,17 +59,19 @@ struct RowItems {
 
 constexpr uint32_t kTileItems = 8 * kThreads;  // items of one tile: 8 per thread
 
-RowItems row_items(int64_t rows, int64_t items_per_row) {
+RowItems row_items(int64_t rows, int64_t items_per_row, uint32_t tile_items = kTileItems) {
     RowItems r;
     r.rows = rows;
     r.per_row = FastDivmod(static_cast<uint32_t>(items_per_row));
-    r.tile_rows = static_cast<uint32_t>(std::max<int64_t>(1, kTileItems / items_per_row));
+    r.tile_rows = static_cast<uint32_t>(std::max<int64_t>(1, tile_items / items_per_row));
     return r;
 }
 
+int64_t tiles(const RowItems& r) { return (r.rows + r.tile_rows - 1) / r.tile_rows; }
+
+// A grid-stride grid: at most 8 blocks per SM.
 unsigned tile_grid(const Context& ctx, const RowItems& r) {
-    const int64_t tiles = (r.rows + r.tile_rows - 1) / r.tile_rows;
-    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles, int64_t{ctx.sm_count} * 8)));
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles(r), int64_t{ctx.sm_count} * 8)));
 }
 
 // Calls f(row, item) for every item of every row this thread owns (row < 2^31).
@@ -466,55 +468,157 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     });
 }
 
-// ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of
-// its window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of
-// the first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x.
-// Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of
-// them for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
+// ---- max pool. Forward: an item is one channel vector of one output pixel (of a 2x2 block of
+// them for kernel 3, stride 2, padding 1): the maximum of its window's in-bounds pixels and, as
+// one byte, the window position (ky * kernel + kx) of the first maximum (kNoMaxpoolArgmax when
+// every in-bounds value is NaN), in one pass over x (two for a window of only -inf and NaN).
+// Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of them
+// for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
 // recorded position it is, in the CPU's window order; x is not read again.
 
 constexpr uint8_t kNoArgmax = Ops::kNoMaxpoolArgmax;
+
+// One element's maximum over a window fed in window order (ky, then kx), as the CPU's: the
+// first non-NaN value, then each strictly larger one, so NaN never wins and ties keep the first
+// maximum (its bits too: -0 before +0 stays -0). add() takes only values above -inf (one compare
+// per value); a window whose values are all -inf or NaN is then left without a position, and
+// settle(), fed the window again, gives it the CPU's: its first -inf (kNoArgmax if all NaN).
+struct FirstMax {
+    float m = -INFINITY;
+    uint32_t k = kNoArgmax;
+    __device__ __forceinline__ void add(float v, uint32_t position) {
+        if (v > m) {
+            m = v;
+            k = position;
+        }
+    }
+    __device__ __forceinline__ void settle(float v, uint32_t position) {
+        if (k == kNoArgmax && v == -INFINITY) k = position;
+    }
+};
+
+template <int V> __device__ __forceinline__ bool unsettled(const FirstMax (&w)[V]) {
+    bool any = false;
+#pragma unroll
+    for (int e = 0; e < V; ++e) any |= w[e].k == kNoArgmax;
+    return any;
+}
+
+template <class T, int V>
+__device__ __forceinline__ void store_max(const FirstMax (&w)[V], int64_t o, VecN<T, V>* ov, VecN<uint8_t, V>* av) {
+    VecN<T, V> r;
+    VecN<uint8_t, V> best;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+        r.v[e] = from_f32<T>(w[e].m);
+        best.v[e] = static_cast<uint8_t>(w[e].k);
+    }
+    ov[o] = r;
+    av[o] = best;
+}
 
 template <class T, int V>
 __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ argmax,
                                        ConvDims d, RowItems items) {
     using VT = VecN<T, V>;
-    using VI = VecN<uint8_t, V>;
     const VT* xv = reinterpret_cast<const VT*>(x);
-    VT* ov = reinterpret_cast<VT*>(out);
-    VI* av = reinterpret_cast<VI*>(argmax);
     for_each_item(items, [&](uint32_t orow, uint32_t c) {
         uint32_t n, oy, ox;
         split_pixel(orow, d.div_ow, d.div_oh, n, oy, ox);
-        float m[V];
-        VI best;
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-            m[e] = -INFINITY;
-            best.v[e] = kNoArgmax;
-        }
+        FirstMax w[V];
         const int y0 = static_cast<int>(oy) * d.stride - d.padding;
         const int x0 = static_cast<int>(ox) * d.stride - d.padding;
-        for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
-            for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx) {
-                const VT a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-                const uint8_t k = static_cast<uint8_t>((y - y0) * d.kernel + (xx - x0));
+        const auto for_each_position = [&](auto&& f) {  // f(element vector, window position), in window order
+            for (int y = max(y0, 0); y < min(y0 + d.kernel, d.height); ++y)
+                for (int xx = max(x0, 0); xx < min(x0 + d.kernel, d.width); ++xx)
+                    f(xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c],
+                      static_cast<uint32_t>((y - y0) * d.kernel + (xx - x0)));
+        };
+        for_each_position([&](const VT& a, uint32_t k) {
 #pragma unroll
-                for (int e = 0; e < V; ++e) {
-                    const float v = to_f32(a.v[e]);
-                    // A larger value, or the first non-NaN one (-inf included): NaN never wins, as the CPU.
-                    if (m[e] < v || (best.v[e] == kNoArgmax && v == m[e])) {
-                        m[e] = v;
-                        best.v[e] = k;
-                    }
-                }
+            for (int e = 0; e < V; ++e) w[e].add(to_f32(a.v[e]), k);
+        });
+        if (unsettled(w))
+            for_each_position([&](const VT& a, uint32_t k) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) w[e].settle(to_f32(a.v[e]), k);
+            });
+        store_max<T, V>(w, static_cast<int64_t>(orow) * d.cvecs + c, reinterpret_cast<VT*>(out),
+                        reinterpret_cast<VecN<uint8_t, V>*>(argmax));
+    });
+}
+
+// Forward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector of
+// a 2x2 block of output pixels, rows 2by, 2by+1 and columns 2bx, 2bx+1 (those inside the
+// output). Their windows tile the 5x5 input patch of rows 4by-1 .. 4by+3 and columns
+// 4bx-1 .. 4bx+3, which a thread loads once: 25 loads for four windows, where a thread per
+// window loads 36. Positions outside the image load as NaN, which never wins. Patch (r, q) is
+// position (r - 2dy, q - 2dx) of output (dy, dx) where both are in 0 .. 2; rows, then columns,
+// ascending feed each window in its order. Row 2 completes the top outputs, which are stored
+// then. The loads are unrolled, free to be in flight together (140 registers for bf16's
+// 8-channel items, no spills), so blocks are small: three of 128 threads per SM.
+constexpr int kPoolThreads = 128;
+
+template <class T, int V>
+__global__ void __launch_bounds__(kPoolThreads, 3)
+    maxpool_forward_3x3s2_kernel(const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ argmax,
+                                 ConvDims d, FastDivmod div_bw, FastDivmod div_bh, RowItems blocks) {
+    using VT = VecN<T, V>;
+    const VT* xv = reinterpret_cast<const VT*>(x);
+    for_each_item(blocks, [&](uint32_t block, uint32_t c) {
+        uint32_t n, by, bx;
+        split_pixel(block, div_bw, div_bh, n, by, bx);
+        const int y0 = 4 * static_cast<int>(by) - 1, x0 = 4 * static_cast<int>(bx) - 1;
+        const auto load = [&](int r, int q) {  // patch position (r, q); NaN outside the image
+            const int y = y0 + r, xx = x0 + q;
+            VT a;
+            if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
+                a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e) a.v[e] = from_f32<T>(NAN);
             }
-        VT r;
+            return a;
+        };
+        FirstMax w[2][2][V];
+        const auto store_row = [&](int dy) {
+            const int oy = 2 * static_cast<int>(by) + dy;
+            if (oy >= d.out_h) return;
 #pragma unroll
-        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>(m[e]);
-        const int64_t o = static_cast<int64_t>(orow) * d.cvecs + c;
-        ov[o] = r;
-        av[o] = best;
+            for (int dx = 0; dx < 2; ++dx) {
+                const int ox = 2 * static_cast<int>(bx) + dx;
+                if (ox >= d.out_w) continue;
+                if (unsettled(w[dy][dx]))
+#pragma unroll 1
+                    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll 1
+                        for (int kx = 0; kx < 3; ++kx) {
+                            const VT a = load(2 * dy + ky, 2 * dx + kx);
+#pragma unroll
+                            for (int e = 0; e < V; ++e) w[dy][dx][e].settle(to_f32(a.v[e]), ky * 3 + kx);
+                        }
+                store_max<T, V>(w[dy][dx], ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
+                                reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
+            }
+        };
+#pragma unroll
+        for (int r = 0; r < 5; ++r) {
+            VT a[5];
+#pragma unroll
+            for (int q = 0; q < 5; ++q) a[q] = load(r, q);
+#pragma unroll
+            for (int dy = 0; dy < 2; ++dy) {
+                const int ky = r - 2 * dy;
+                if (ky < 0 || ky > 2) continue;
+#pragma unroll
+                for (int dx = 0; dx < 2; ++dx)
+#pragma unroll
+                    for (int kx = 0; kx < 3; ++kx)
+#pragma unroll
+                        for (int e = 0; e < V; ++e) w[dy][dx][e].add(to_f32(a[2 * dx + kx].v[e]), ky * 3 + kx);
+                if (ky == 2) store_row(dy);
+            }
+        }
     });
 }
 
@@ -627,9 +731,22 @@ void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, c
         dispatch_vec<T>(row_vec<T>(s.channels, {x, out, argmax}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const RowItems items = row_items(s.out_rows(), s.channels / V);
-            maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
-                static_cast<const T*>(x), static_cast<T*>(out), argmax, d, items);
+            const T* xt = static_cast<const T*>(x);
+            T* o = static_cast<T*>(out);
+            if (s.kernel == 3 && s.stride == 2 && s.padding == 1) {
+                // Blocks by = oy / 2 for oy < out_h: (out_h + 1) / 2 of them (likewise columns). One
+                // item per thread and a block per tile: thousands of short blocks, so no SM is left
+                // a tail of whole tiles.
+                const int bh = (d.out_h + 1) / 2, bw = (d.out_w + 1) / 2;
+                const RowItems blocks = row_items(int64_t{s.batch} * bh * bw, s.channels / V, kPoolThreads);
+                maxpool_forward_3x3s2_kernel<T, V><<<static_cast<unsigned>(tiles(blocks)), kPoolThreads, 0, ctx.stream>>>(
+                    xt, o, argmax, d, FastDivmod(static_cast<uint32_t>(bw)), FastDivmod(static_cast<uint32_t>(bh)),
+                    blocks);
+            } else {
+                const RowItems items = row_items(s.out_rows(), s.channels / V);
+                maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(xt, o, argmax, d,
+                                                                                                 items);
+            }
             SB_CHECK_LAUNCH();
         });
     });

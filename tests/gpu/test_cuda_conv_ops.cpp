@@ -51,15 +51,20 @@ const Ops::ConvShape kConvShapes[] = {
     conv(2, 12, 12, 24, 7, 2, 3), conv(1, 1, 1, 3, 1, 1, 0),
 };
 
-// Max pools. ResNet's 3x3/2 pad 1 (the backward's 2x2-block path): even, odd and non-square
-// sizes (ResNet's 112x112 and 113x113, whose last block row and column hold one input pixel or
-// two), 1x1 and one-column images, odd channels (scalar items), 2048 channels. The generic
-// gather: 2x2/2 without padding, stride 1, 3x3/2 without padding.
+// Max pools. ResNet's 3x3/2 pad 1 takes the forward's 2x2-output-block path (a 5x5 input patch
+// per thread) and the backward's 2x2-input-block path; their edges: an odd output height or width
+// (10x10, 9x7, 113x113, 6x1, 8x9, 2x3: the last block row or column holds one output), a patch
+// whose last row or column falls outside the image while its outputs are inside (7x7, 113x113,
+// 3-wide), ResNet's 112x112 and 113x113, 1x1 and one-column images, batch > 1 (blocks of the
+// next image), 5 and 3 channels (scalar items), 24 channels (3 bf16 vectors a pixel: a warp's
+// items straddle blocks), 2048 channels. The generic kernels: 2x2/2 without padding, stride 1,
+// 3x3/2 without padding. Each test below runs every shape at every offset (kPoolOffsets).
 const Ops::ConvShape kPoolShapes[] = {
     conv(2, 10, 10, 64, 3, 2, 1), conv(2, 9, 7, 5, 3, 2, 1),  conv(1, 4, 4, 2048, 3, 2, 1),
     conv(2, 7, 7, 8, 3, 2, 1),    conv(1, 112, 112, 64, 3, 2, 1), conv(1, 113, 113, 8, 3, 2, 1),
-    conv(2, 1, 1, 8, 3, 2, 1),    conv(2, 6, 1, 16, 3, 2, 1), conv(1, 6, 6, 3, 2, 2, 0),
-    conv(2, 5, 5, 16, 3, 1, 1),   conv(2, 9, 9, 8, 3, 2, 0),
+    conv(2, 1, 1, 8, 3, 2, 1),    conv(2, 6, 1, 16, 3, 2, 1), conv(3, 8, 9, 24, 3, 2, 1),
+    conv(2, 2, 3, 3, 3, 2, 1),    conv(1, 6, 6, 3, 2, 2, 0),  conv(2, 5, 5, 16, 3, 1, 1),
+    conv(2, 9, 9, 8, 3, 2, 0),
 };
 
 class ConvOpsTest : public gpu_test::CudaOpsFixture {
@@ -179,7 +184,8 @@ private:
 };
 
 // Offsets (in elements of x and out, in bytes of argmax): all aligned (the 16-byte path),
-// all off by one, and aligned tensors with an unaligned argmax (which must fall back too).
+// all off by one, and aligned tensors with an unaligned argmax (which must fall back too): each
+// kernel runs with 16-byte items and with scalar ones.
 struct PoolOffsets {
     int64_t tensors, argmax;
 };
@@ -253,7 +259,8 @@ TEST_F(ConvOpsMaxPool, BackwardMatchesCpu) {
 
 // A constant image (every position ties: the first in-bounds one of each window wins),
 // and values drawn from {-1, 0, 1} (ties among a window's maxima everywhere), after a ReLU
-// as in ResNet (zeros tie).
+// as in ResNet (zeros tie), and with each zero's sign drawn (-0 and +0 tie: out keeps the
+// first one's bits).
 TEST_F(ConvOpsMaxPool, TiesGoToTheFirstMaximumInWindowOrder) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kPoolShapes)
@@ -268,11 +275,17 @@ TEST_F(ConvOpsMaxPool, TiesGoToTheFirstMaximumInWindowOrder) {
                 check(s, dtype, x, off, true);
                 for (float& v : x) v = std::max(v, 0.0f);
                 check(s, dtype, x, off, true);
+                std::bernoulli_distribution negative(0.5);
+                for (float& v : x)
+                    if (v == 0.0f && negative(rng_)) v = -0.0f;
+                check(s, dtype, x, off, true);
             }
 }
 
 // NaN never wins: scattered NaNs among values from {-1, 0, 1}, -inf values, and the first
-// output pixel's window all NaN in every channel (out -inf, argmax 255, no gradient routed).
+// output pixel's window all NaN in every channel (out -inf, argmax 255, no gradient routed);
+// then mostly NaN and -inf (a window of only -inf and NaN records its first -inf, which the
+// kernels find in a second pass over such windows).
 TEST_F(ConvOpsMaxPool, NanNeverWinsAndAnAllNanWindowRecordsNoMaximum) {
     for (DType dtype : kDTypes)
         for (const Ops::ConvShape& s : kPoolShapes)
@@ -295,6 +308,12 @@ TEST_F(ConvOpsMaxPool, NanNeverWinsAndAnAllNanWindowRecordsNoMaximum) {
                 GpuBytes argmax(*gpu_, s.out_rows() * c, off.argmax);
                 const std::vector<uint8_t> bytes = forward(s, dtype, x, off, argmax);
                 for (int64_t ch = 0; ch < c; ++ch) EXPECT_EQ(bytes[static_cast<size_t>(ch)], 255) << ch;
+                std::uniform_int_distribution<int> eighths(0, 7);
+                for (float& v : x) {
+                    const int r = eighths(rng_);
+                    v = r < 4 ? NAN : r < 7 ? -INFINITY : -1.0f;
+                }
+                check(s, dtype, x, off, true);
             }
 }
 
