@@ -188,9 +188,10 @@ __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, i
     const int64_t col = static_cast<int64_t>(blockIdx.x) * kLnCols + tx;
     const float* part = partials + static_cast<int64_t>(blockIdx.y) * blocks * cols;
     float acc = 0.0f;
-    if (col < cols)
+    if (col < cols) {
 #pragma unroll 4
         for (int64_t b = ty; b < blocks; b += kLnRows) acc += part[b * cols + col];
+    }
     s[ty][tx] = acc;
     add_block_rows(s);
     if (ty == 0 && col < cols) (blockIdx.y == 0 ? grad_gamma : grad_beta)[col] = s[0][tx];
@@ -198,7 +199,7 @@ __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, i
 
 // Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
 // (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
-// registers; with 0 a loop over any row length (j = 0).
+// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
 template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
     const int lane = threadIdx.x & 31;
     if constexpr (kLaneVecs > 0) {
@@ -211,10 +212,11 @@ template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vecto
     }
 }
 
-// Launch bounds: the fused path within 128 registers (2 blocks of 8 warps per SM), the other
-// within 64 (4 blocks). kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
+// kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
 // column sums of g*xhat and g to part_gamma and part_beta + b * cols (the outputs themselves
 // when the grid is one block). kLaneVecs == 0: any row length, no parameter gradients.
+// Launch bounds: the fused path within 128 registers (2 blocks of 8 warps per SM), the other
+// within 64 (4 blocks).
 // No __restrict__ on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum
 // either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, and in
 // pass 2 each lane reads a vector of all of them before it writes that vector.
