@@ -617,11 +617,10 @@ void CudaOps::layernorm_backward(const Tensor& x, const Tensor& grad_out, const 
                "layernorm_backward: shapes differ");
     SB_REQUIRE(x.dtype == grad_out.dtype && x.dtype == grad_x.dtype, "layernorm_backward: dtypes differ");
     SB_REQUIRE(gamma && mean && rstd && grad_gamma && grad_beta, "layernorm_backward: missing buffer");
-    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, x.rows, x.cols);
-    float* partials = nullptr;
-    if (chunks > 1)
-        partials = static_cast<float*>(
-            impl_->scratch_space(static_cast<size_t>(2 * chunks * x.cols) * sizeof(float)));
+    const int64_t partial_floats = kernels::layernorm_partials_floats(impl_->ctx, x.rows, x.cols);
+    float* partials = partial_floats > 0 ? static_cast<float*>(impl_->scratch_space(
+                                               static_cast<size_t>(partial_floats) * sizeof(float)))
+                                         : nullptr;
     kernels::layernorm_backward(impl_->ctx, x.dtype, x.data, grad_out.data, gamma, mean, rstd, x.rows, x.cols,
                                 grad_x.data, grad_gamma, grad_beta, partials);
 }
@@ -677,11 +676,10 @@ void CudaOps::residual_layernorm_backward(const Tensor& sum, const Tensor& grad_
                    grad_branch.data != grad_sum_residual.data,
                "residual_layernorm_backward: grad_branch must not alias grad_sum or a residual gradient");
     SB_REQUIRE(gamma && mean && rstd && grad_gamma && grad_beta, "residual_layernorm_backward: missing buffer");
-    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, sum.rows, sum.cols);
-    float* partials = nullptr;
-    if (chunks > 1)
-        partials = static_cast<float*>(
-            impl_->scratch_space(static_cast<size_t>(2 * chunks * sum.cols) * sizeof(float)));
+    const int64_t partial_floats = kernels::layernorm_partials_floats(impl_->ctx, sum.rows, sum.cols);
+    float* partials = partial_floats > 0 ? static_cast<float*>(impl_->scratch_space(
+                                               static_cast<size_t>(partial_floats) * sizeof(float)))
+                                         : nullptr;
     kernels::residual_layernorm_backward(impl_->ctx, sum.dtype, sum.data, grad_out.data, grad_out_residual.data,
                                          grad_sum_residual.data, gamma, mean, rstd, sum.rows, sum.cols, p, seed,
                                          grad_sum.data, grad_branch.data, grad_gamma, grad_beta, partials);

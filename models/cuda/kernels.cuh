@@ -62,8 +62,11 @@ void add(const Context& ctx, DType dtype, const void* a, const void* b, void* ou
 // Row-wise LayerNorm, one warp per row; mean and rstd (fp32, per row) saved.
 void layernorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
                        float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd);
-// grad_x (may alias grad_out) and the fp32 grad_gamma/grad_beta, split over rows as
-// bias_grad: when bias_grad_chunks() > 1, `partials` must hold 2 * chunks * cols floats.
+// Floats the `partials` buffer of layernorm_backward and residual_layernorm_backward must hold
+// for rows x cols (0: none is needed); it depends only on (rows, cols, sm_count).
+int64_t layernorm_partials_floats(const Context& ctx, int64_t rows, int64_t cols);
+// grad_x (may alias grad_out) and the fp32 grad_gamma/grad_beta (fixed-order row sums, no
+// atomics); partials as layernorm_partials_floats says.
 void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
                         const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
                         float* grad_gamma, float* grad_beta, float* partials);
@@ -73,8 +76,8 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
 void residual_layernorm_forward(const Context& ctx, DType dtype, const void* branch, const void* residual, float p,
                                 uint64_t seed, const float* gamma, const float* beta, float eps, int64_t rows,
                                 int64_t cols, void* sum, void* out, float* mean, float* rstd);
-// Ops::residual_layernorm_backward; the residual gradients may be nullptr; partials as
-// layernorm_backward's.
+// Ops::residual_layernorm_backward, one kernel with the LayerNorm backward; the residual
+// gradients may be nullptr; partials as layernorm_backward's.
 void residual_layernorm_backward(const Context& ctx, DType dtype, const void* sum, const void* grad_out,
                                  const void* grad_out_residual, const void* grad_sum_residual, const float* gamma,
                                  const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,

@@ -109,15 +109,41 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
     });
 }
 
-// ---- LayerNorm backward. grad_gamma = sum_rows g * xhat and grad_beta = sum_rows g in two
-// stages, as bias_grad: a 32 x 16 block owns 32 columns (coalesced reads of x and g) and a
-// chunk of rows, a fixed tree adds the 16 partial sums, and sum_partials adds the chunks
-// in order (bitwise reproducible). It runs first, because grad_x may overwrite grad_out.
-// grad_x: a warp per row, pass 1 the row sums of g*gamma and g*gamma*xhat, pass 2
-// grad_x = rstd * (g*gamma - mean(g*gamma) - xhat * mean(g*gamma*xhat)).
+// ---- LayerNorm backward, plain (layernorm_backward) and after the residual junction
+// (residual_layernorm_backward), one kernel for both: a warp per row, with g = grad_out
+// (+ grad_out_residual, rounded to T as add() rounds), pass 1 the row sums of g*gamma and
+// g*gamma*xhat, pass 2 grad_x = rstd * (g*gamma - mean(g*gamma) - xhat * mean(g*gamma*xhat))
+// (+ grad_sum_residual, rounded again) into grad_sum and, through the forward's dropout mask,
+// into grad_branch when there is one. grad_gamma = sum_rows g*xhat and grad_beta = sum_rows g
+// come in fixed-order sums (no float atomics: bitwise reproducible for a given GPU), one of
+// two ways:
+// - fused, rows of at most 32 * kMaxLaneElems elements read as 16-byte vectors: lane l owns
+//   the vectors l + 32 j of every row, so pass 1 adds its rows' g*xhat and g into registers;
+//   the 8 warps of a block add theirs by a fixed tree in shared memory, each block writes one
+//   row of partials and layernorm_param_sum_kernel adds the blocks' rows. The rows come from
+//   DRAM once (pass 2 reads them again from L1).
+// - otherwise layernorm_param_grad_kernel first, which reads the rows once more (it must run
+//   before grad_x overwrites grad_out): a 32 x 16 block owns 32 columns (coalesced reads) and
+//   a chunk of rows as bias_grad, a fixed tree adds the 16 partial sums, and sum_partials
+//   adds the chunks in order.
 
 constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
+constexpr int kMaxLaneElems = 32;     // fused path: 1024-element rows at most
+constexpr int kFusedBlocksPerSm = 2;  // the fused grid: one wave of 2 blocks per SM at most,
+constexpr int64_t kFusedMinWarpRows = 8;  // fewer when a warp would get under 8 rows
+
+// Adds the kLnRows rows of s column by column by a fixed tree into row 0 (all threads of the
+// kLnCols x kLnRows block call it).
+__device__ __forceinline__ void add_block_rows(float (*s)[kLnCols + 1]) {
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    __syncthreads();
+#pragma unroll
+    for (int half = kLnRows / 2; half > 0; half /= 2) {
+        if (ty < half) s[ty][tx] += s[ty + half][tx];
+        __syncthreads();
+    }
+}
 
 // g2 (may be nullptr) is added to g, rounded to T as add() rounds: the residual gradient
 // that residual_layernorm_backward folds in.
@@ -143,58 +169,152 @@ __global__ void layernorm_param_grad_kernel(const T* __restrict__ x, const T* __
         }
     sg[ty][tx] = acc_g;
     sb[ty][tx] = acc_b;
-    __syncthreads();
-#pragma unroll
-    for (int half = kLnRows / 2; half > 0; half /= 2) {
-        if (ty < half) {
-            sg[ty][tx] += sg[ty + half][tx];
-            sb[ty][tx] += sb[ty + half][tx];
-        }
-        __syncthreads();
-    }
+    add_block_rows(sg);
+    add_block_rows(sb);
     if (ty == 0 && col < cols) {
         out_gamma[static_cast<int64_t>(blockIdx.y) * cols + col] = sg[0][tx];
         out_beta[static_cast<int64_t>(blockIdx.y) * cols + col] = sb[0][tx];
     }
 }
 
-// No __restrict__ on g / gx: they may alias. Each lane reads a vector of g before it
-// writes the same vector of gx, and pass 1 (ending in a shuffle) precedes every write.
-template <class T, int V>
-__global__ void layernorm_grad_x_kernel(const T* __restrict__ x, const T* g, const float* __restrict__ gamma,
-                                        const float* __restrict__ mean, const float* __restrict__ rstd, int64_t rows,
-                                        int64_t cols, T* gx) {
+// The fused path's second stage: grad_gamma (blockIdx.y 0) or grad_beta (1) = the column sums
+// of its `blocks` x cols matrix of partials, a 32 x 16 block per 32 columns, each thread adding
+// every 16th row in order and add_block_rows the 16 sums. (sum_partials' thread per column
+// would add a few hundred rows one L2 round trip after another.)
+__global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, int64_t blocks, int64_t cols,
+                                           float* __restrict__ grad_gamma, float* __restrict__ grad_beta) {
+    __shared__ float s[kLnRows][kLnCols + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kLnCols + tx;
+    const float* part = partials + static_cast<int64_t>(blockIdx.y) * blocks * cols;
+    float acc = 0.0f;
+    if (col < cols) {
+#pragma unroll 4
+        for (int64_t b = ty; b < blocks; b += kLnRows) acc += part[b * cols + col];
+    }
+    s[ty][tx] = acc;
+    add_block_rows(s);
+    if (ty == 0 && col < cols) (blockIdx.y == 0 ? grad_gamma : grad_beta)[col] = s[0][tx];
+}
+
+// Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
+// (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
+// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
+template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
+    const int lane = threadIdx.x & 31;
+    if constexpr (kLaneVecs > 0) {
+#pragma unroll
+        for (int j = 0; j < kLaneVecs; ++j)
+            if (lane + 32 * j < nv) f(j, static_cast<int64_t>(lane + 32 * j));
+    } else {
+#pragma unroll 1
+        for (int64_t k = lane; k < nv; k += 32) f(0, k);
+    }
+}
+
+// kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
+// column sums of g*xhat and g to part_gamma and part_beta + b * cols (the outputs themselves
+// when the grid is one block). kLaneVecs == 0: any row length, no parameter gradients.
+// Launch bounds: the fused path within 128 registers (2 blocks of 8 warps per SM), the other
+// within 64 (4 blocks).
+// No __restrict__ on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum
+// either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, and in
+// pass 2 each lane reads a vector of all of them before it writes that vector.
+template <class T, int V, int kLaneVecs>
+__global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPerSm : 4)
+    layernorm_grad_kernel(const T* __restrict__ x, const T* g, const T* g_out_res, const T* g_sum_res,
+                          const float* __restrict__ gamma, const float* __restrict__ mean,
+                          const float* __restrict__ rstd, int64_t rows, int64_t cols, float scale,
+                          uint32_t threshold, uint64_t seed, const uint64_t* __restrict__ generation, T* grad_sum,
+                          T* grad_branch, float* __restrict__ part_gamma, float* __restrict__ part_beta) {
     using VT = VecN<T, V>;
+    constexpr int kAccs = kLaneVecs > 0 ? kLaneVecs * V : 1;
+    seed = dropout_seed_at(seed, *generation);
     const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
     const float inv_cols = 1.0f / static_cast<float>(cols);
+    float acc_g[kAccs] = {}, acc_b[kAccs] = {};  // fused: this lane's columns' sums of g*xhat and g
     for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const VT* xr = reinterpret_cast<const VT*>(x + row * cols);
-        const VT* gr = reinterpret_cast<const VT*>(g + row * cols);
+        const int64_t base = row * cols;
+        const VT* xr = reinterpret_cast<const VT*>(x + base);
+        const VT* gr = reinterpret_cast<const VT*>(g + base);
+        const VT* gor = reinterpret_cast<const VT*>(g_out_res + base);  // dereferenced only when given
         const float mu = mean[row], rs = rstd[row];
+        // grad_out + grad_out_residual, rounded as add() stores it.
+        auto g_at = [&](const VT& a, const VT& b, int e) {
+            const float v = to_f32(a.v[e]);
+            return g_out_res ? to_f32(from_f32<T>(v + to_f32(b.v[e]))) : v;
+        };
         float s1 = 0.0f, s2 = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k];
+        for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{};
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gg = to_f32(b.v[e]) * gamma[k * V + e];
+                const float gv = g_at(b, c, e), d = to_f32(a.v[e]) - mu;
+                const float gg = gv * gamma[k * V + e];
                 s1 += gg;
-                s2 += gg * (to_f32(a.v[e]) - mu) * rs;
+                s2 += gg * d * rs;
+                if constexpr (kLaneVecs > 0) {
+                    acc_g[j * V + e] += gv * d * rs;
+                    acc_b[j * V + e] += gv;
+                }
             }
-        }
+        });
         s1 = warp_reduce(s1, SumOp{}) * inv_cols;
         s2 = warp_reduce(s2, SumOp{}) * inv_cols;
-        VT* out = reinterpret_cast<VT*>(gx + row * cols);
+        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        VT* out_sum = reinterpret_cast<VT*>(grad_sum + base);
+        VT* out_branch = reinterpret_cast<VT*>(grad_branch + base);
+        // A loop, not unrolled as pass 1: unrolled, 1024 columns of bf16 spilled registers.
         for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k];
-            VT r;
+            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{}, d = g_sum_res ? gsr[k] : VT{};
+            VT rsum, rbranch;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gg = to_f32(b.v[e]) * gamma[k * V + e];
+                const float gg = g_at(b, c, e) * gamma[k * V + e];
                 const float xhat = (to_f32(a.v[e]) - mu) * rs;
-                r.v[e] = from_f32<T>(rs * (gg - s1 - xhat * s2));
+                float dx = to_f32(from_f32<T>(rs * (gg - s1 - xhat * s2)));
+                if (g_sum_res) dx = to_f32(from_f32<T>(dx + to_f32(d.v[e])));
+                rsum.v[e] = from_f32<T>(dx);
+                const uint64_t index = static_cast<uint64_t>(base + k * V + e);
+                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
+                rbranch.v[e] = from_f32<T>(keep ? dx * scale : 0.0f);
             }
-            out[k] = r;
+            out_sum[k] = rsum;
+            if (grad_branch) out_branch[k] = rbranch;
+        }
+    }
+    if constexpr (kLaneVecs > 0) {
+        // Warps [half, 2 half) hand their sums to warps [0, half) through slot (warp - half);
+        // warp 0 ends with ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
+        __shared__ float slots[kRowWarps / 2][2][kAccs][32];
+        const int warp = threadIdx.x >> 5;
+#pragma unroll
+        for (int half = kRowWarps / 2; half > 0; half /= 2) {
+            if (warp >= half && warp < 2 * half)
+#pragma unroll
+                for (int i = 0; i < kAccs; ++i) {
+                    slots[warp - half][0][i][lane] = acc_g[i];
+                    slots[warp - half][1][i][lane] = acc_b[i];
+                }
+            __syncthreads();
+            if (warp < half)
+#pragma unroll
+                for (int i = 0; i < kAccs; ++i) {
+                    acc_g[i] += slots[warp][0][i][lane];
+                    acc_b[i] += slots[warp][1][i][lane];
+                }
+            __syncthreads();  // before the next level writes slots this one read
+        }
+        if (warp == 0) {
+            const int64_t out = static_cast<int64_t>(blockIdx.x) * cols;
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    part_gamma[out + k * V + e] = acc_g[j * V + e];
+                    part_beta[out + k * V + e] = acc_b[j * V + e];
+                }
+            });
         }
     }
 }
@@ -221,6 +341,67 @@ void layernorm_param_grads(const Context& ctx, const T* x, const T* g, const T* 
     }
 }
 
+// Blocks of the fused path for `rows` rows (each writes a row of partials).
+int64_t fused_blocks(const Context& ctx, int64_t rows) {
+    const int64_t by_rows = (rows + kRowWarps * kFusedMinWarpRows - 1) / (kRowWarps * kFusedMinWarpRows);
+    return std::max<int64_t>(1, std::min<int64_t>(by_rows, int64_t{std::max(ctx.sm_count, 1)} * kFusedBlocksPerSm));
+}
+
+// When rows of nv 16-byte vectors of T fit the fused path, calls f(integral_constant<int, N>)
+// with N the vectors per lane (N * V = 8, 16, 24 or 32 elements: few kernels, registers
+// bounded) and returns true.
+template <class T, class F> bool dispatch_lane_vectors(int64_t nv, F&& f) {
+    constexpr int V = kVec16<T>;
+    static_assert(kMaxLaneElems == 32 && 8 % V == 0, "the cases below");
+    const int64_t elems = (nv + 31) / 32 * V;
+    if (elems <= 8)
+        f(std::integral_constant<int, 8 / V>{});
+    else if (elems <= 16)
+        f(std::integral_constant<int, 16 / V>{});
+    else if (elems <= 24)
+        f(std::integral_constant<int, 24 / V>{});
+    else if (elems <= 32)
+        f(std::integral_constant<int, 32 / V>{});
+    else
+        return false;
+    return true;
+}
+
+// The backward of both ops over rows > 0 (residual gradients and grad_branch may be nullptr).
+template <class T>
+void layernorm_grads(const Context& ctx, const T* x, const T* g, const T* g_out_res, const T* g_sum_res,
+                     const float* gamma, const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
+                     uint64_t seed, T* grad_sum, T* grad_branch, float* grad_gamma, float* grad_beta,
+                     float* partials) {
+    const int vec = row_vec<T>(cols, {x, g, g_out_res, g_sum_res, grad_sum, grad_branch});
+    const auto launch = [&](auto v, auto lane_vecs, int64_t blocks, float* part_gamma, float* part_beta) {
+        layernorm_grad_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
+            <<<static_cast<unsigned>(blocks), kRowWarps * 32, 0, ctx.stream>>>(
+                x, g, g_out_res, g_sum_res, gamma, mean, rstd, rows, cols, 1.0f / (1.0f - p), dropout_threshold(p),
+                seed, ctx.dropout_generation, grad_sum, grad_branch, part_gamma, part_beta);
+        SB_CHECK_LAUNCH();
+    };
+    const auto fused = [&](auto lane_vecs) {
+        const int64_t blocks = fused_blocks(ctx, rows);
+        SB_REQUIRE(blocks == 1 || partials != nullptr, "layernorm_backward needs a partials buffer");
+        const auto v = std::integral_constant<int, kVec16<T>>{};
+        if (blocks == 1) {
+            launch(v, lane_vecs, 1, grad_gamma, grad_beta);
+            return;
+        }
+        launch(v, lane_vecs, blocks, partials, partials + blocks * cols);
+        layernorm_param_sum_kernel<<<dim3(static_cast<unsigned>((cols + kLnCols - 1) / kLnCols), 2),
+                                     dim3(kLnCols, kLnRows), 0, ctx.stream>>>(partials, blocks, cols, grad_gamma,
+                                                                              grad_beta);
+        SB_CHECK_LAUNCH();
+    };
+    if (vec == kVec16<T> && dispatch_lane_vectors<T>(cols / vec, fused)) return;
+    layernorm_param_grads<T>(ctx, x, g, g_out_res, mean, rstd, rows, cols, grad_gamma, grad_beta, partials);
+    dispatch_vec<T>(vec, [&](auto v) {
+        launch(v, std::integral_constant<int, 0>{}, row_grid(ctx, rows), nullptr, nullptr);
+    });
+}
+
 // Zero parameter gradients of an empty batch; true when rows <= 0.
 bool no_rows(const Context& ctx, int64_t rows, int64_t cols, float* grad_gamma, float* grad_beta) {
     if (rows > 0) return false;
@@ -231,6 +412,11 @@ bool no_rows(const Context& ctx, int64_t rows, int64_t cols, float* grad_gamma, 
 
 }  // namespace
 
+int64_t layernorm_partials_floats(const Context& ctx, int64_t rows, int64_t cols) {
+    const int64_t rows_of_partials = std::max(bias_grad_chunks(ctx, rows, cols), fused_blocks(ctx, rows));
+    return rows_of_partials > 1 ? 2 * rows_of_partials * cols : 0;
+}
+
 void layernorm_backward(const Context& ctx, DType dtype, const void* x, const void* grad_out, const float* gamma,
                         const float* mean, const float* rstd, int64_t rows, int64_t cols, void* grad_x,
                         float* grad_gamma, float* grad_beta, float* partials) {
@@ -238,14 +424,9 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
     if (no_rows(ctx, rows, cols, grad_gamma, grad_beta)) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        const T* xt = static_cast<const T*>(x);
-        const T* gt = static_cast<const T*>(grad_out);
-        layernorm_param_grads<T>(ctx, xt, gt, nullptr, mean, rstd, rows, cols, grad_gamma, grad_beta, partials);
-        dispatch_vec<T>(row_vec<T>(cols, {x, grad_out, grad_x}), [&](auto vec) {
-            layernorm_grad_x_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
-                xt, gt, gamma, mean, rstd, rows, cols, static_cast<T*>(grad_x));
-            SB_CHECK_LAUNCH();
-        });
+        layernorm_grads<T>(ctx, static_cast<const T*>(x), static_cast<const T*>(grad_out), nullptr, nullptr, gamma,
+                           mean, rstd, rows, cols, 0.0f, 0, static_cast<T*>(grad_x), nullptr, grad_gamma, grad_beta,
+                           partials);
     });
 }
 
@@ -312,69 +493,7 @@ void residual_layernorm_forward(const Context& ctx, DType dtype, const void* bra
     });
 }
 
-// Backward, grad_x part (layernorm_param_grads runs first, as in layernorm_backward): pass 1
-// the row sums over g = grad_out (+ grad_out_residual), pass 2 grad_x as layernorm_grad_x_kernel,
-// then (+ grad_sum_residual) into grad_sum and its dropout into grad_branch. No __restrict__
-// on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum either residual;
-// each lane reads a vector of all of them before it writes that vector.
-template <class T, int V>
-__global__ void residual_layernorm_grad_kernel(const T* __restrict__ sum, const T* g, const T* g_out_res,
-                                               const T* g_sum_res, const float* __restrict__ gamma,
-                                               const float* __restrict__ mean, const float* __restrict__ rstd,
-                                               int64_t rows, int64_t cols, float scale, uint32_t threshold,
-                                               uint64_t seed, const uint64_t* __restrict__ generation, T* grad_sum,
-                                               T* grad_branch) {
-    using VT = VecN<T, V>;
-    seed = dropout_seed_at(seed, *generation);
-    const int lane = threadIdx.x & 31;
-    const int64_t nv = cols / V;
-    const float inv_cols = 1.0f / static_cast<float>(cols);
-    for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const int64_t base = row * cols;
-        const VT* xr = reinterpret_cast<const VT*>(sum + base);
-        const VT* gr = reinterpret_cast<const VT*>(g + base);
-        const VT* gor = reinterpret_cast<const VT*>(g_out_res + base);  // dereferenced only when given
-        const float mu = mean[row], rs = rstd[row];
-        // grad_out + grad_out_residual, rounded as add() stores it.
-        auto g_at = [&](const VT& a, const VT& b, int e) {
-            const float v = to_f32(a.v[e]);
-            return g_out_res ? to_f32(from_f32<T>(v + to_f32(b.v[e]))) : v;
-        };
-        float s1 = 0.0f, s2 = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{};
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const float gg = g_at(b, c, e) * gamma[k * V + e];
-                s1 += gg;
-                s2 += gg * (to_f32(a.v[e]) - mu) * rs;
-            }
-        }
-        s1 = warp_reduce(s1, SumOp{}) * inv_cols;
-        s2 = warp_reduce(s2, SumOp{}) * inv_cols;
-        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
-        VT* out_sum = reinterpret_cast<VT*>(grad_sum + base);
-        VT* out_branch = reinterpret_cast<VT*>(grad_branch + base);
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{}, d = g_sum_res ? gsr[k] : VT{};
-            VT rsum, rbranch;
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const float gg = g_at(b, c, e) * gamma[k * V + e];
-                const float xhat = (to_f32(a.v[e]) - mu) * rs;
-                float dx = to_f32(from_f32<T>(rs * (gg - s1 - xhat * s2)));
-                if (g_sum_res) dx = to_f32(from_f32<T>(dx + to_f32(d.v[e])));
-                rsum.v[e] = from_f32<T>(dx);
-                const uint64_t index = static_cast<uint64_t>(base + k * V + e);
-                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
-                rbranch.v[e] = from_f32<T>(keep ? dx * scale : 0.0f);
-            }
-            out_sum[k] = rsum;
-            out_branch[k] = rbranch;
-        }
-    }
-}
-
+// Backward: layernorm_grads with the residual gradients, the dropout and grad_branch.
 void residual_layernorm_backward(const Context& ctx, DType dtype, const void* sum, const void* grad_out,
                                  const void* grad_out_residual, const void* grad_sum_residual, const float* gamma,
                                  const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
@@ -385,19 +504,10 @@ void residual_layernorm_backward(const Context& ctx, DType dtype, const void* su
     if (no_rows(ctx, rows, cols, grad_gamma, grad_beta)) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        const T* xt = static_cast<const T*>(sum);
-        const T* gt = static_cast<const T*>(grad_out);
-        const T* gort = static_cast<const T*>(grad_out_residual);
-        layernorm_param_grads<T>(ctx, xt, gt, gort, mean, rstd, rows, cols, grad_gamma, grad_beta, partials);
-        dispatch_vec<T>(row_vec<T>(cols, {sum, grad_out, grad_out_residual, grad_sum_residual, grad_sum, grad_branch}),
-                        [&](auto vec) {
-                            residual_layernorm_grad_kernel<T, decltype(vec)::value>
-                                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
-                                    xt, gt, gort, static_cast<const T*>(grad_sum_residual), gamma, mean, rstd, rows,
-                                    cols, 1.0f / (1.0f - p), dropout_threshold(p), seed, ctx.dropout_generation,
-                                    static_cast<T*>(grad_sum), static_cast<T*>(grad_branch));
-                            SB_CHECK_LAUNCH();
-                        });
+        layernorm_grads<T>(ctx, static_cast<const T*>(sum), static_cast<const T*>(grad_out),
+                           static_cast<const T*>(grad_out_residual), static_cast<const T*>(grad_sum_residual), gamma,
+                           mean, rstd, rows, cols, p, seed, static_cast<T*>(grad_sum), static_cast<T*>(grad_branch),
+                           grad_gamma, grad_beta, partials);
     });
 }
 

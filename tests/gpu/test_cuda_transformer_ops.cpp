@@ -69,7 +69,8 @@ TEST_F(TransformerOpsTest, AddMatchesCpuAlsoInPlace) {
 
 // ---------------------------------------------------------------------------- LayerNorm
 
-// Odd widths take the scalar path, multiples of 8 the 16-byte one; 4100 > any register tile.
+// Odd widths take the scalar path, multiples of 8 the 16-byte one (the backward fused up to
+// 1024 columns); 4100 > any register tile.
 const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1}, {37, 129}, {64, 768}, {300, 1024}, {5, 4100}};
 constexpr float kLnEps = 1e-5f;
 
@@ -159,11 +160,19 @@ TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
 // grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the residual gradient
 // of sum) and with every buffer apart and both residual gradients. The dropout mask is the
 // CPU's element for element: a dropped element leaves sum equal to the residual and a zero
-// in grad_branch, on both backends. 4096 rows split the parameter gradients into chunks.
+// in grad_branch, on both backends. The backward's paths: rows of up to 1024 elements in
+// 16-byte vectors are fused, one block (3 x 768, 37 x 100 in fp32) writing the parameter
+// gradients itself, several (300 x 1024, 4096 x 64: 5 and 64 on an H200) a row of partials
+// each; 100 columns of 16 bits (scalar loads) and 1536 columns take the separate
+// parameter-gradient kernel, in one row chunk and in several (8 on an H200). With every buffer
+// apart, a second run must give the same bits (fixed-order sums, no atomics).
 TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
-    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}};
+    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}, {512, 1536}};
     enum Variant { kTop, kPostLn, kPreLn, kApart };
     const uint64_t seed = 0x5eed;
+    const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+        return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    };
     for (DType dtype : kDTypes)
         for (auto [rows, cols] : shapes)
             for (float p : {0.0f, 0.1f}) {
@@ -259,6 +268,17 @@ TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
                     }
                     EXPECT_EQ(zeros_differ, 0u) << "backward dropout mask";
                     for (GpuArray* g : dev) EXPECT_TRUE(g->guards_intact());
+                    if (v == kApart) {  // inputs untouched: a second run gives the same bits
+                        const std::vector<float> dgamma1 = gdgamma.get(), dbeta1 = gdbeta.get();
+                        gpu_->residual_layernorm_backward(gs.tensor, gpu_t(r.out), gpu_t(r.out_res),
+                                                          gpu_t(r.sum_res), ggamma.f32(), gm.f32(), gr.f32(), p, seed,
+                                                          gpu_t(r.grad_sum), gpu_t(r.branch), gdgamma.f32(),
+                                                          gdbeta.f32());
+                        EXPECT_TRUE(same_bits(gdgamma.get(), dgamma1)) << "grad_gamma rerun";
+                        EXPECT_TRUE(same_bits(gdbeta.get(), dbeta1)) << "grad_beta rerun";
+                        EXPECT_TRUE(same_bits(dev[r.grad_sum]->get(), got_sum_grad)) << "grad_sum rerun";
+                        EXPECT_TRUE(same_bits(dev[r.branch]->get(), got_branch)) << "grad_branch rerun";
+                    }
                 }
             }
 }
