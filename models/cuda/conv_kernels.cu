@@ -551,12 +551,11 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 // Forward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector of
 // a 2x2 block of output pixels, rows 2by, 2by+1 and columns 2bx, 2bx+1 (those inside the
 // output). Their windows tile the 5x5 input patch of rows 4by-1 .. 4by+3 and columns
-// 4bx-1 .. 4bx+3, which a thread loads once: 25 loads for four windows, where a thread per
-// window loads 36. Positions outside the image load as NaN, which never wins. Patch (r, q) is
-// position (r - 2dy, q - 2dx) of output (dy, dx) where both are in 0 .. 2; rows, then columns,
-// ascending feed each window in its order. Row 2 completes the top outputs, which are stored
-// then. The loads are unrolled, free to be in flight together (140 registers for bf16's
-// 8-channel items, no spills), so blocks are small: three of 128 threads per SM.
+// 4bx-1 .. 4bx+3, which a thread loads once into registers: 25 loads for four windows, where a
+// thread per window loads 36. Positions outside the image load as NaN, which never wins.
+// Output (dy, dx)'s window is the patch's rows 2dy .. 2dy+2 and columns 2dx .. 2dx+2, fed in
+// window order. The loads are unrolled, free to be in flight together, so blocks are small:
+// three of 128 threads per SM.
 constexpr int kPoolThreads = 128;
 
 template <class T, int V>
@@ -569,56 +568,44 @@ __global__ void __launch_bounds__(kPoolThreads, 3)
         uint32_t n, by, bx;
         split_pixel(block, div_bw, div_bh, n, by, bx);
         const int y0 = 4 * static_cast<int>(by) - 1, x0 = 4 * static_cast<int>(bx) - 1;
-        const auto load = [&](int r, int q) {  // patch position (r, q); NaN outside the image
-            const int y = y0 + r, xx = x0 + q;
-            VT a;
-            if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
-                a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-            } else {
+        VT patch[5][5];
 #pragma unroll
-                for (int e = 0; e < V; ++e) a.v[e] = from_f32<T>(NAN);
+        for (int r = 0; r < 5; ++r)
+#pragma unroll
+            for (int q = 0; q < 5; ++q) {
+                const int y = y0 + r, xx = x0 + q;
+                if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
+                    patch[r][q] = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+                } else {
+#pragma unroll
+                    for (int e = 0; e < V; ++e) patch[r][q].v[e] = from_f32<T>(NAN);
+                }
             }
-            return a;
-        };
-        FirstMax w[2][2][V];
-        const auto store_row = [&](int dy) {
-            const int oy = 2 * static_cast<int>(by) + dy;
-            if (oy >= d.out_h) return;
+#pragma unroll
+        for (int dy = 0; dy < 2; ++dy)
 #pragma unroll
             for (int dx = 0; dx < 2; ++dx) {
-                const int ox = 2 * static_cast<int>(bx) + dx;
-                if (ox >= d.out_w) continue;
-                if (unsettled(w[dy][dx]))
-#pragma unroll 1
-                    for (int ky = 0; ky < 3; ++ky)
-#pragma unroll 1
-                        for (int kx = 0; kx < 3; ++kx) {
-                            const VT a = load(2 * dy + ky, 2 * dx + kx);
+                const int oy = 2 * static_cast<int>(by) + dy, ox = 2 * static_cast<int>(bx) + dx;
+                if (oy >= d.out_h || ox >= d.out_w) continue;
+                FirstMax w[V];
 #pragma unroll
-                            for (int e = 0; e < V; ++e) w[dy][dx][e].settle(to_f32(a.v[e]), ky * 3 + kx);
-                        }
-                store_max<T, V>(w[dy][dx], ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
-                                reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
-            }
-        };
-#pragma unroll
-        for (int r = 0; r < 5; ++r) {
-            VT a[5];
-#pragma unroll
-            for (int q = 0; q < 5; ++q) a[q] = load(r, q);
-#pragma unroll
-            for (int dy = 0; dy < 2; ++dy) {
-                const int ky = r - 2 * dy;
-                if (ky < 0 || ky > 2) continue;
-#pragma unroll
-                for (int dx = 0; dx < 2; ++dx)
+                for (int ky = 0; ky < 3; ++ky)
 #pragma unroll
                     for (int kx = 0; kx < 3; ++kx)
 #pragma unroll
-                        for (int e = 0; e < V; ++e) w[dy][dx][e].add(to_f32(a[2 * dx + kx].v[e]), ky * 3 + kx);
-                if (ky == 2) store_row(dy);
+                        for (int e = 0; e < V; ++e)
+                            w[e].add(to_f32(patch[2 * dy + ky][2 * dx + kx].v[e]), ky * 3 + kx);
+                if (unsettled(w))
+#pragma unroll
+                    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+                        for (int kx = 0; kx < 3; ++kx)
+#pragma unroll
+                            for (int e = 0; e < V; ++e)
+                                w[e].settle(to_f32(patch[2 * dy + ky][2 * dx + kx].v[e]), ky * 3 + kx);
+                store_max<T, V>(w, ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
+                                reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
             }
-        }
     });
 }
 

@@ -81,7 +81,9 @@ std::vector<float> check_gemm(CudaOps& gpu, CpuOps& cpu, std::mt19937_64& rng, c
     const int64_t b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
     std::vector<float> a = gemm_inputs(rng, static_cast<size_t>(s.m * s.k), d);
     std::vector<float> b = gemm_inputs(rng, static_cast<size_t>(s.k * s.n), d);
-    std::vector<float> bias = random_values(rng, static_cast<size_t>(s.n));
+    // The fused bias is added in C's dtype (cuda_ops.cu: rounded_bias), so the bias is drawn in
+    // it: a 1x1 product whose terms cancel would otherwise show the bias's rounding as its error.
+    std::vector<float> bias = rounded(random_values(rng, static_cast<size_t>(s.n)), d.c);
     // beta == 0: C starts as NaN on both sides; a GEMM that reads it fails.
     std::vector<float> c0 = beta != 0.0f ? rounded(random_values(rng, static_cast<size_t>(s.m * s.n)), d.c)
                                          : std::vector<float>(static_cast<size_t>(s.m * s.n),
