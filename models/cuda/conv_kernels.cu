@@ -551,11 +551,13 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 // Forward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector of
 // a 2x2 block of output pixels, rows 2by, 2by+1 and columns 2bx, 2bx+1 (those inside the
 // output). Their windows tile the 5x5 input patch of rows 4by-1 .. 4by+3 and columns
-// 4bx-1 .. 4bx+3, which a thread loads once into registers: 25 loads for four windows, where a
-// thread per window loads 36. Positions outside the image load as NaN, which never wins.
-// Output (dy, dx)'s window is the patch's rows 2dy .. 2dy+2 and columns 2dx .. 2dx+2, fed in
-// window order. The loads are unrolled, free to be in flight together, so blocks are small:
-// three of 128 threads per SM.
+// 4bx-1 .. 4bx+3, which a thread loads once: 25 loads for four windows, where a thread per
+// window loads 36. Positions outside the image load as NaN, which never wins. Output (dy, dx)'s
+// window is the patch's rows 2dy .. 2dy+2 and columns 2dx .. 2dx+2, fed in window order. Three
+// patch rows are held at a time (the whole patch spills bf16's 8-channel items): rows 0-2 give
+// the top outputs, then rows 3 and 4 replace rows 0 and 1 for the bottom ones. Each stage's
+// loads are unrolled, free to be in flight together, so blocks are small: three of 128 threads
+// per SM.
 constexpr int kPoolThreads = 128;
 
 template <class T, int V>
@@ -568,44 +570,55 @@ __global__ void __launch_bounds__(kPoolThreads, 3)
         uint32_t n, by, bx;
         split_pixel(block, div_bw, div_bh, n, by, bx);
         const int y0 = 4 * static_cast<int>(by) - 1, x0 = 4 * static_cast<int>(bx) - 1;
-        VT patch[5][5];
+        VT rows[3][5];  // patch row r in rows[r % 3]
+        const auto load = [&](int r, int q) {  // patch position (r, q); NaN outside the image
+            const int y = y0 + r, xx = x0 + q;
+            VT a;
+            if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
+                a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
+            } else {
 #pragma unroll
-        for (int r = 0; r < 5; ++r)
-#pragma unroll
-            for (int q = 0; q < 5; ++q) {
-                const int y = y0 + r, xx = x0 + q;
-                if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
-                    patch[r][q] = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-                } else {
-#pragma unroll
-                    for (int e = 0; e < V; ++e) patch[r][q].v[e] = from_f32<T>(NAN);
-                }
+                for (int e = 0; e < V; ++e) a.v[e] = from_f32<T>(NAN);
             }
+            return a;
+        };
+        const auto load_row = [&](int r) {
 #pragma unroll
-        for (int dy = 0; dy < 2; ++dy)
+            for (int q = 0; q < 5; ++q) rows[r % 3][q] = load(r, q);
+        };
+        // Output (dy, dx) from patch rows 2dy .. 2dy+2, held in rows[].
+        const auto pool = [&](int dy, int dx) {
+            const int oy = 2 * static_cast<int>(by) + dy, ox = 2 * static_cast<int>(bx) + dx;
+            if (oy >= d.out_h || ox >= d.out_w) return;
+            FirstMax w[V];
 #pragma unroll
-            for (int dx = 0; dx < 2; ++dx) {
-                const int oy = 2 * static_cast<int>(by) + dy, ox = 2 * static_cast<int>(bx) + dx;
-                if (oy >= d.out_h || ox >= d.out_w) continue;
-                FirstMax w[V];
+            for (int ky = 0; ky < 3; ++ky)
 #pragma unroll
+                for (int kx = 0; kx < 3; ++kx)
+#pragma unroll
+                    for (int e = 0; e < V; ++e)
+                        w[e].add(to_f32(rows[(2 * dy + ky) % 3][2 * dx + kx].v[e]), ky * 3 + kx);
+            if (unsettled(w))  // rare: read the window again rather than hold registers for it
+#pragma unroll 1
                 for (int ky = 0; ky < 3; ++ky)
+#pragma unroll 1
+                    for (int kx = 0; kx < 3; ++kx) {
+                        const VT a = load(2 * dy + ky, 2 * dx + kx);
 #pragma unroll
-                    for (int kx = 0; kx < 3; ++kx)
-#pragma unroll
-                        for (int e = 0; e < V; ++e)
-                            w[e].add(to_f32(patch[2 * dy + ky][2 * dx + kx].v[e]), ky * 3 + kx);
-                if (unsettled(w))
-#pragma unroll
-                    for (int ky = 0; ky < 3; ++ky)
-#pragma unroll
-                        for (int kx = 0; kx < 3; ++kx)
-#pragma unroll
-                            for (int e = 0; e < V; ++e)
-                                w[e].settle(to_f32(patch[2 * dy + ky][2 * dx + kx].v[e]), ky * 3 + kx);
-                store_max<T, V>(w, ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
-                                reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
-            }
+                        for (int e = 0; e < V; ++e) w[e].settle(to_f32(a.v[e]), ky * 3 + kx);
+                    }
+            store_max<T, V>(w, ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
+                            reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
+        };
+        load_row(0);
+        load_row(1);
+        load_row(2);
+        pool(0, 0);
+        pool(0, 1);
+        load_row(3);
+        load_row(4);
+        pool(1, 0);
+        pool(1, 1);
     });
 }
 
@@ -895,9 +908,11 @@ size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols) 
 }
 
 // The forward's output before any residual and ReLU; the ReLU backward recomputes it with
-// the same operations, so its mask is the forward's bit for bit.
+// the same operations, so its mask is the forward's bit for bit. Rounded after each operation
+// (no FMA contraction), as the CPU reference evaluates it: a y within an ulp of zero then has
+// the CPU's sign, and so the ReLU mask is the CPU's.
 __device__ __forceinline__ float bn_apply(float x, float mu, float rs, float ga, float be) {
-    return (x - mu) * rs * ga + be;
+    return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x, mu), rs), ga), be);
 }
 
 // Stage 1 of both directions. Forward (dy null): s1 = sum (x - x[0]), s2 = sum (x - x[0])^2.
