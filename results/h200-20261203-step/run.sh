@@ -8,7 +8,8 @@
 # pass (used.txt says which). Then the op profiles (device time of each op alone) of ResNet-50
 # b256 (cuDNN engine), gpt2-medium b8 and bert-base b256; when the caches are warm, nothing else
 # running: the transformer presets beside PyTorch eager and torch.compile
-# (launch/bench_transformer.sh); the bf16 PyTorch checks; ResNet-50 beside PyTorch while time is left.
+# (launch/bench_transformer.sh); the PyTorch checks (ResNet-50 fp32/bf16/fp16, bert-base and gpt2-small
+# bf16); ResNet-50 beside PyTorch while time is left.
 set -uo pipefail
 O=${1:?output folder}
 CAND=${2:-}
@@ -62,14 +63,18 @@ el "transformers beside PyTorch"
 (cd "$S" && RUNS="bert-base:32,256 gpt2-small:8 gpt2-medium:8" STEPS=15 WARMUP=5 timeout "$(left 240)" \
     launch/bench_transformer.sh "$O/bench" 2>&1 | tail -10)
 cp "$O/bench/table.md" "$O/table.md" 2>/dev/null
-for p in bert-base gpt2-small; do
-  el "PyTorch check $p bf16"
-  timeout "$(left 40)" "$S/$B/tests/scalebench_export_step" --config "configs/$p.yaml" --backend cuda --precision bf16 \
-      --batch 8 --dir "/tmp/ref-$p-bf16" >"$O/check/export_${p}_bf16.log" 2>&1 &&
-    timeout "$(left 90)" python3 tests/reference/torch_transformer_check.py "/tmp/ref-$p-bf16" \
-      --json "$O/check/torch_check_${p}_bf16.json" >"$O/check/torch_check_${p}_bf16.txt" 2>&1
-  echo "   exit $?"; tail -1 "$O/check/torch_check_${p}_bf16.txt"
-done
+check() {  # preset precision batch [export flags]
+  local p=$1 prec=$2 b=$3; shift 3
+  el "PyTorch check $p $prec"
+  timeout "$(left 40)" "$S/$B/tests/scalebench_export_step" --config "configs/$p.yaml" --backend cuda --precision "$prec" \
+      --batch "$b" "$@" --dir "/tmp/ref-$p-$prec" >"$O/check/export_${p}_$prec.log" 2>&1 &&
+    timeout "$(left 90)" python3 tests/reference/torch_transformer_check.py "/tmp/ref-$p-$prec" \
+      --json "$O/check/torch_check_${p}_$prec.json" >"$O/check/torch_check_${p}_$prec.txt" 2>&1
+  echo "   exit $?"; tail -1 "$O/check/torch_check_${p}_$prec.txt"
+}
+for prec in fp32 bf16 fp16; do check resnet50 "$prec" 16 --perturb 0.05; done
+check bert-base bf16 8
+check gpt2-small bf16 8
 if (( $(left 200) > 150 )); then
   el "ResNet-50 beside PyTorch"
   mkdir -p "$O/bench_resnet"
