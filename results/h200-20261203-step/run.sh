@@ -57,7 +57,7 @@ opprof() {  # tag config batch
   timeout "$(left 45)" mpirun "${root[@]}" -np 1 "$S/$B/scalebench" train --config "$2" --backend cuda --precision bf16 \
       --batch-size "$3" --steps 5 --warmup 2 --scaling 1 --profile-ops "$O/check/opprof_$1.jsonl" \
       --out "$O/check/train_$1.jsonl" >"$O/check/opprof_$1.txt" 2>&1 || tail -5 "$O/check/opprof_$1.txt"
-  sed -n 4p "$O/check/opprof_$1.txt"; grep -E '^(maxpool|residual_layernorm_backward)' "$O/check/opprof_$1.txt"
+  sed -n 4p "$O/check/opprof_$1.txt"; grep -E '^(maxpool|residual_layernorm|attention_backward|labelled_bias_grad|activation_backward 32768x3072)' "$O/check/opprof_$1.txt"
 }
 opprof resnet50_cudnn_b256 configs/resnet50.yaml 256
 opprof gpt2-medium_b8 configs/gpt2-medium.yaml 8
