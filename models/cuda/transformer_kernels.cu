@@ -212,14 +212,52 @@ template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vecto
     }
 }
 
+// gamma[0, V) into out: as float4 loads when V is a multiple of 4 (gamma then 16-byte aligned).
+template <int V> __device__ __forceinline__ void load_gamma(const float* __restrict__ gamma, float (&out)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = reinterpret_cast<const float4*>(gamma)[q];
+            out[4 * q] = f.x;
+            out[4 * q + 1] = f.y;
+            out[4 * q + 2] = f.z;
+            out[4 * q + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = gamma[e];
+    }
+}
+
+// Bit e says element first + e survives dropout (threshold 0: all do). With V a multiple of 4
+// (first is then too) one hash decides four elements, as models/dropout.h lays the mask out.
+template <int V>
+__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, uint64_t first, uint32_t threshold) {
+    static_assert(V <= 8, "one bit per element of a 16-byte vector");
+    if (threshold == 0) return (1u << V) - 1;
+    uint32_t bits = 0;
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) bits |= dropout_keep_nibble(seed, (first >> 2) + q, threshold) << (4 * q);
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) bits |= static_cast<uint32_t>(dropout_keep_above(seed, first + e, threshold)) << e;
+    }
+    return bits;
+}
+
 // kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
 // column sums of g*xhat and g to part_gamma and part_beta + b * cols (the outputs themselves
 // when the grid is one block). kLaneVecs == 0: any row length, no parameter gradients.
 // Launch bounds: the fused path within 128 registers (2 blocks of 8 warps per SM), the other
-// within 64 (4 blocks).
+// within 64 (4 blocks). The fused path's 2 * kLaneVecs * V accumulators (64 registers at 1024
+// columns) leave no room to hold the row between the passes, so pass 2 reads x and g again
+// from L1; g_sum_res, which pass 1 does not read, is copied to shared memory by cp.async as
+// pass 1 loads (no registers), so a row costs one DRAM round trip, not one per vector.
 // No __restrict__ on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum
-// either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, and in
-// pass 2 each lane reads a vector of all of them before it writes that vector.
+// either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, g_sum_res
+// is copied before pass 2 writes, and in pass 2 each lane reads a vector of all of them before
+// it writes that vector.
 template <class T, int V, int kLaneVecs>
 __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPerSm : 4)
     layernorm_grad_kernel(const T* __restrict__ x, const T* g, const T* g_out_res, const T* g_sum_res,
@@ -229,6 +267,16 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
                           T* grad_branch, float* __restrict__ part_gamma, float* __restrict__ part_beta) {
     using VT = VecN<T, V>;
     constexpr int kAccs = kLaneVecs > 0 ? kLaneVecs * V : 1;
+    // Fused: while rows are processed, each warp's staged g_sum_res row (vector lane + 32 j at
+    // [warp][j][lane]); after them, the block tree's slots (warps [half, 2 half) hand their
+    // sums to warps [0, half) through slot warp - half).
+    constexpr int kStageVecs = kRowWarps * kLaneVecs * 32;
+    constexpr int kSlotFloats = kRowWarps / 2 * 2 * kAccs * 32;
+    constexpr int kSharedVecs = kLaneVecs > 0 ? std::max<int>(kStageVecs, kSlotFloats / 4) : 1;
+    __shared__ float4 shared[kSharedVecs];
+    VT* stage = nullptr;  // this lane's first staged vector
+    if constexpr (kLaneVecs > 0)
+        stage = reinterpret_cast<VT*>(shared) + (threadIdx.x >> 5) * kLaneVecs * 32 + (threadIdx.x & 31);
     seed = dropout_seed_at(seed, *generation);
     const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
@@ -239,19 +287,36 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
         const VT* xr = reinterpret_cast<const VT*>(x + base);
         const VT* gr = reinterpret_cast<const VT*>(g + base);
         const VT* gor = reinterpret_cast<const VT*>(g_out_res + base);  // dereferenced only when given
+        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        if constexpr (kLaneVecs > 0) {
+            if (g_sum_res) {
+                for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(stage + 32 * j));
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gsr + k) : "memory");
+                });
+                asm volatile("cp.async.commit_group;\n" ::: "memory");
+            }
+        }
         const float mu = mean[row], rs = rstd[row];
         // grad_out + grad_out_residual, rounded as add() stores it.
-        auto g_at = [&](const VT& a, const VT& b, int e) {
-            const float v = to_f32(a.v[e]);
-            return g_out_res ? to_f32(from_f32<T>(v + to_f32(b.v[e]))) : v;
+        const auto load_g = [&](int64_t k) {
+            VT b = gr[k];
+            if (g_out_res) {
+                const VT c = gor[k];
+#pragma unroll
+                for (int e = 0; e < V; ++e) b.v[e] = from_f32<T>(to_f32(b.v[e]) + to_f32(c.v[e]));
+            }
+            return b;
         };
         float s1 = 0.0f, s2 = 0.0f;
         for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{};
+            const VT a = xr[k], b = load_g(k);
+            float gam[V];
+            load_gamma<V>(gamma + k * V, gam);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gv = g_at(b, c, e), d = to_f32(a.v[e]) - mu;
-                const float gg = gv * gamma[k * V + e];
+                const float gv = to_f32(b.v[e]), d = to_f32(a.v[e]) - mu;
+                const float gg = gv * gam[e];
                 s1 += gg;
                 s2 += gg * d * rs;
                 if constexpr (kLaneVecs > 0) {
@@ -262,33 +327,43 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
         });
         s1 = warp_reduce(s1, SumOp{}) * inv_cols;
         s2 = warp_reduce(s2, SumOp{}) * inv_cols;
-        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        if constexpr (kLaneVecs > 0)
+            if (g_sum_res) asm volatile("cp.async.wait_all;\n" ::: "memory");  // this lane's copies, read by it
         VT* out_sum = reinterpret_cast<VT*>(grad_sum + base);
         VT* out_branch = reinterpret_cast<VT*>(grad_branch + base);
-        // A loop, not unrolled as pass 1: unrolled, 1024 columns of bf16 spilled registers.
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{}, d = g_sum_res ? gsr[k] : VT{};
+        // A loop, not unrolled as pass 1: unrolled, 1024 columns of 16 bits spilled registers.
+#pragma unroll 1
+        for (int64_t k = lane, j = 0; k < nv; k += 32, ++j) {
+            const VT a = xr[k], b = load_g(k);
+            VT d{};
+            if (g_sum_res) {
+                if constexpr (kLaneVecs > 0)
+                    d = stage[32 * j];
+                else
+                    d = gsr[k];
+            }
+            float gam[V];
+            load_gamma<V>(gamma + k * V, gam);
+            const uint32_t keep = dropout_keep_bits<V>(seed, static_cast<uint64_t>(base + k * V), threshold);
             VT rsum, rbranch;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gg = g_at(b, c, e) * gamma[k * V + e];
+                const float gg = to_f32(b.v[e]) * gam[e];
                 const float xhat = (to_f32(a.v[e]) - mu) * rs;
                 float dx = to_f32(from_f32<T>(rs * (gg - s1 - xhat * s2)));
                 if (g_sum_res) dx = to_f32(from_f32<T>(dx + to_f32(d.v[e])));
                 rsum.v[e] = from_f32<T>(dx);
-                const uint64_t index = static_cast<uint64_t>(base + k * V + e);
-                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
-                rbranch.v[e] = from_f32<T>(keep ? dx * scale : 0.0f);
+                rbranch.v[e] = from_f32<T>((keep >> e) & 1u ? dx * scale : 0.0f);
             }
             out_sum[k] = rsum;
             if (grad_branch) out_branch[k] = rbranch;
         }
     }
     if constexpr (kLaneVecs > 0) {
-        // Warps [half, 2 half) hand their sums to warps [0, half) through slot (warp - half);
-        // warp 0 ends with ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
-        __shared__ float slots[kRowWarps / 2][2][kAccs][32];
+        // Warp 0 ends with ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
+        auto slots = reinterpret_cast<float (*)[2][kAccs][32]>(shared);
         const int warp = threadIdx.x >> 5;
+        __syncthreads();  // every warp is done with its staged rows
 #pragma unroll
         for (int half = kRowWarps / 2; half > 0; half /= 2) {
             if (warp >= half && warp < 2 * half)
@@ -373,7 +448,7 @@ void layernorm_grads(const Context& ctx, const T* x, const T* g, const T* g_out_
                      const float* gamma, const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
                      uint64_t seed, T* grad_sum, T* grad_branch, float* grad_gamma, float* grad_beta,
                      float* partials) {
-    const int vec = row_vec<T>(cols, {x, g, g_out_res, g_sum_res, grad_sum, grad_branch});
+    const int vec = row_vec<T>(cols, {x, g, g_out_res, g_sum_res, grad_sum, grad_branch, gamma});
     const auto launch = [&](auto v, auto lane_vecs, int64_t blocks, float* part_gamma, float* part_beta) {
         layernorm_grad_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
             <<<static_cast<unsigned>(blocks), kRowWarps * 32, 0, ctx.stream>>>(
