@@ -131,7 +131,7 @@ constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
 constexpr int kMaxLaneElems = 32;     // fused path: 1024-element rows at most
 constexpr int kFusedBlocksPerSm = 2;  // the fused grid: one wave of 2 blocks per SM at most,
-constexpr int64_t kFusedMinWarpRows = 8;  // fewer when a warp would get under 8 rows
+constexpr int64_t kFusedMinWarpRows = 2;  // fewer when a warp would get under 2 rows
 
 // Adds the kLnRows rows of s column by column by a fixed tree into row 0 (all threads of the
 // kLnCols x kLnRows block call it).

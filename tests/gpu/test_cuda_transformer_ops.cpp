@@ -70,8 +70,10 @@ TEST_F(TransformerOpsTest, AddMatchesCpuAlsoInPlace) {
 // ---------------------------------------------------------------------------- LayerNorm
 
 // Odd widths take the scalar path, multiples of 8 the 16-byte one (the backward fused up to
-// 1024 columns); 4100 > any register tile.
-const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1}, {37, 129}, {64, 768}, {300, 1024}, {5, 4100}};
+// 1024 columns); 4100 > any register tile. 4103 x 768: the fused backward's warps own one
+// row or two (257 blocks of 8 warps on an H200).
+const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1},      {37, 129}, {64, 768}, {300, 1024},
+                                                 {4103, 768}, {5, 4100}};
 constexpr float kLnEps = 1e-5f;
 
 TEST_F(TransformerOpsTest, LayerNormForwardMatchesCpu) {
@@ -161,13 +163,16 @@ TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
 // of sum) and with every buffer apart and both residual gradients. The dropout mask is the
 // CPU's element for element: a dropped element leaves sum equal to the residual and a zero
 // in grad_branch, on both backends. The backward's paths: rows of up to 1024 elements in
-// 16-byte vectors are fused, one block (3 x 768, 37 x 100 in fp32) writing the parameter
-// gradients itself, several (300 x 1024, 4096 x 64: 5 and 64 on an H200) a row of partials
-// each; 100 columns of 16 bits (scalar loads) and 1536 columns take the separate
-// parameter-gradient kernel, in one row chunk and in several (8 on an H200). With every buffer
-// apart, a second run must give the same bits (fixed-order sums, no atomics).
+// 16-byte vectors are fused, one block (3 x 768) writing the parameter gradients itself,
+// several (37 x 100 in fp32, 300 x 1024, 4096 x 64, 4103 x 768, 5000 x 1024: 3, 19, 256, 257
+// and 264 on an H200) a row of partials each, the last two with warps that own different
+// counts of rows (1 or 2, 2 or 3); 100 columns of 16 bits (scalar loads) and 1536 columns
+// take the separate parameter-gradient kernel, in one row chunk and in several (8 on an
+// H200). With every buffer apart, a second run must give the same bits (fixed-order sums, no
+// atomics).
 TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
-    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}, {512, 1536}};
+    const std::pair<int64_t, int64_t> shapes[] = {{3, 768},    {37, 100},    {300, 1024}, {4096, 64},
+                                                  {4103, 768}, {5000, 1024}, {512, 1536}};
     enum Variant { kTop, kPostLn, kPreLn, kApart };
     const uint64_t seed = 0x5eed;
     const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
