@@ -1,13 +1,16 @@
 // The transformer kernels of CudaOps (declared in kernels.cuh), each next to its launcher.
 // Row kernels (LayerNorm, attention softmax) give one warp a row: lanes read it in
-// 16-byte vectors when the row length and the pointers allow (else scalars), reduce with
-// shuffles, and read the row again from L1/L2 for the next pass instead of holding it in
-// registers, so any row length works with one kernel. Math is fp32 whatever the storage.
+// 16-byte vectors when the row length and the pointers allow (else scalars) and reduce with
+// shuffles. Rows of up to 1024 elements in vectors are held in registers where a kernel
+// needs them again (the LayerNorm forward) or add into per-column registers (the backward);
+// longer rows are read again from L1/L2 for each pass, so any row length works. Math is
+// fp32 whatever the storage.
 #include "models/cuda/kernels.cuh"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -34,66 +37,205 @@ __device__ __forceinline__ int64_t warp_row() {
 }
 __device__ __forceinline__ int64_t warp_row_stride() { return static_cast<int64_t>(gridDim.x) * kRowWarps; }
 
+// Rows of at most 32 * kMaxLaneElems elements in 16-byte vectors take the fused paths: a lane
+// owns kLaneVecs vectors of a row (kLaneVecs * V <= kMaxLaneElems) and keeps them in registers.
+constexpr int kMaxLaneElems = 32;
+
+// When rows of nv 16-byte vectors of T fit the fused paths, calls f(integral_constant<int, N>)
+// with N the vectors per lane (N * V = 8, 16, 24 or 32 elements: few kernels, registers
+// bounded) and returns true.
+template <class T, class F> bool dispatch_lane_vectors(int64_t nv, F&& f) {
+    constexpr int V = kVec16<T>;
+    static_assert(kMaxLaneElems == 32 && 8 % V == 0, "the cases below");
+    const int64_t elems = (nv + 31) / 32 * V;
+    if (elems <= 8)
+        f(std::integral_constant<int, 8 / V>{});
+    else if (elems <= 16)
+        f(std::integral_constant<int, 16 / V>{});
+    else if (elems <= 24)
+        f(std::integral_constant<int, 24 / V>{});
+    else if (elems <= 32)
+        f(std::integral_constant<int, 32 / V>{});
+    else
+        return false;
+    return true;
+}
+
 }  // namespace
+
+// Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
+// (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
+// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
+template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
+    const int lane = threadIdx.x & 31;
+    if constexpr (kLaneVecs > 0) {
+#pragma unroll
+        for (int j = 0; j < kLaneVecs; ++j)
+            if (lane + 32 * j < nv) f(j, static_cast<int64_t>(lane + 32 * j));
+    } else {
+#pragma unroll 1
+        for (int64_t k = lane; k < nv; k += 32) f(0, k);
+    }
+}
+
+// p[0, V) into out (gamma, beta): as float4 loads when V is a multiple of 4 (p then 16-byte aligned).
+template <int V> __device__ __forceinline__ void load_floats(const float* __restrict__ p, float (&out)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = reinterpret_cast<const float4*>(p)[q];
+            out[4 * q] = f.x;
+            out[4 * q + 1] = f.y;
+            out[4 * q + 2] = f.z;
+            out[4 * q + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = p[e];
+    }
+}
+
+// Bit e says element first + e survives dropout (threshold 0: all do). With V a multiple of 4
+// (first is then too) one hash decides four elements, as models/dropout.h lays the mask out.
+template <int V>
+__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, uint64_t first, uint32_t threshold) {
+    static_assert(V <= 8, "one bit per element of a 16-byte vector");
+    if (threshold == 0) return (1u << V) - 1;
+    uint32_t bits = 0;
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) bits |= dropout_keep_nibble(seed, (first >> 2) + q, threshold) << (4 * q);
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) bits |= static_cast<uint32_t>(dropout_keep_above(seed, first + e, threshold)) << e;
+    }
+    return bits;
+}
 
 // ---- LayerNorm forward: a warp per row; pass 1 the mean, pass 2 the variance around it
 // (two-pass: no cancellation of E[x^2] - E[x]^2), pass 3 normalizes with fp32 gamma/beta.
+// Rows that fit (kLaneVecs > 0) are loaded into registers at once, so a warp waits on DRAM
+// once per row and the passes read registers; longer rows are read again from L1/L2 for each
+// pass. Either way a lane adds its vectors k = lane + 32 j in order, then warp_reduce's tree.
 
-// One warp's row of a LayerNorm whose mean is known: the variance in a second pass over
-// the row (no cancellation of E[x^2] - E[x]^2), out = (x - mean) * rstd * gamma + beta with
-// fp32 gamma/beta, and lane 0 saves mean and rstd.
-template <class T, int V>
-__device__ __forceinline__ void normalize_row(const VecN<T, V>* xr, int64_t nv, float mu, float inv_cols, float eps,
-                                              const float* __restrict__ gamma, const float* __restrict__ beta,
-                                              VecN<T, V>* orow, float* mean, float* rstd) {
+// A 16-byte vector held as four 32-bit words: 16-bit elements stay two to a register (a VecN
+// of them is unpacked into a register per element, which doubles a held row's registers).
+// Element e lies where memory has it: word e / 2, the low half first.
+template <class T> __device__ __forceinline__ float elem_f32(const uint4& a, int e) {
+    constexpr int kPerWord = 4 / sizeof(T);
+    const int i = e / kPerWord;
+    const uint32_t w = i == 0 ? a.x : i == 1 ? a.y : i == 2 ? a.z : a.w;
+    if constexpr (std::is_same_v<T, float>) {
+        return __uint_as_float(w);
+    } else {
+        const auto h = static_cast<unsigned short>(w >> (16 * (e % kPerWord)));
+        if constexpr (std::is_same_v<T, __half>)
+            return to_f32(__ushort_as_half(h));
+        else
+            return to_f32(__ushort_as_bfloat16(h));
+    }
+}
+template <class T, int V> __device__ __forceinline__ float elem_f32(const VecN<T, V>& a, int e) {
+    return to_f32(a.v[e]);
+}
+
+template <class T, int V> __device__ __forceinline__ uint4 as_words(const VecN<T, V>& a) {
+    static_assert(sizeof(a) == sizeof(uint4), "a 16-byte vector");
+    uint4 w;
+    memcpy(&w, &a, sizeof(w));
+    return w;
+}
+
+// This lane's vectors of a row: held in registers (kLaneVecs > 0, vector lane + 32 j at j, as
+// words) or read from mem for each walk.
+template <class T, int V, int kLaneVecs> struct LaneRow {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
+    const VT* mem;
+    int64_t nv;
+    uint4 held[kLaneVecs > 0 ? kLaneVecs : 1];
+
+    // Calls f(k, vector k) for this lane's vectors in order (read its elements with elem_f32<T>).
+    template <class F> __device__ __forceinline__ void walk(F&& f) const {
+        if constexpr (kLaneVecs > 0) {
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) { f(k, held[j]); });
+        } else {
+            for (int64_t k = threadIdx.x & 31; k < nv; k += 32) f(k, mem[k]);
+        }
+    }
+};
+
+// One warp's row of a LayerNorm given this lane's sum of its elements (in walk order): the
+// mean, the variance around it in a second walk, out = (x - mean) * rstd * gamma + beta with
+// fp32 gamma/beta, and lane 0 saves mean and rstd.
+template <class T, int V, int kLaneVecs>
+__device__ __forceinline__ void normalize_row(const LaneRow<T, V, kLaneVecs>& x, float lane_sum, float inv_cols,
+                                              float eps, const float* __restrict__ gamma,
+                                              const float* __restrict__ beta, VecN<T, V>* orow, float* mean,
+                                              float* rstd) {
+    using VT = VecN<T, V>;
+    const float mu = warp_reduce(lane_sum, SumOp{}) * inv_cols;
     float sq = 0.0f;
-    for (int64_t k = lane; k < nv; k += 32) {
-        const VT a = xr[k];
+    x.walk([&](int64_t, const auto& a) {
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-            const float d = to_f32(a.v[e]) - mu;
+            const float d = elem_f32<T>(a, e) - mu;
             sq += d * d;
         }
-    }
+    });
     const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
-    for (int64_t k = lane; k < nv; k += 32) {
-        const VT a = xr[k];
+    x.walk([&](int64_t k, const auto& a) {
+        float gam[V], bet[V];
+        load_floats<V>(gamma + k * V, gam);
+        load_floats<V>(beta + k * V, bet);
         VT r;
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int64_t c = k * V + e;
-            r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
-        }
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>((elem_f32<T>(a, e) - mu) * rs * gam[e] + bet[e]);
         orow[k] = r;
-    }
-    if (lane == 0) {
+    });
+    if ((threadIdx.x & 31) == 0) {
         *mean = mu;
         *rstd = rs;
     }
 }
 
-template <class T, int V>
-__global__ void layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
-                                         const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
-                                         T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd) {
+// Launch bounds: 4 blocks of 8 warps per SM (64 registers) hold a row of up to 1024
+// elements without spilling.
+template <class T, int V, int kLaneVecs>
+__global__ void __launch_bounds__(kRowWarps * 32, 4)
+    layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
+                             const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
+                             T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd) {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
     const float inv_cols = 1.0f / static_cast<float>(cols);
     for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const VT* xr = reinterpret_cast<const VT*>(x + row * cols);
+        LaneRow<T, V, kLaneVecs> xr{reinterpret_cast<const VT*>(x + row * cols), nv};
+        if constexpr (kLaneVecs > 0)
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                xr.held[j] = reinterpret_cast<const uint4*>(xr.mem)[k];
+            });
         float sum = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k];
+        xr.walk([&](int64_t, const auto& a) {
 #pragma unroll
-            for (int e = 0; e < V; ++e) sum += to_f32(a.v[e]);
-        }
-        normalize_row<T, V>(xr, nv, warp_reduce(sum, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
-                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
+            for (int e = 0; e < V; ++e) sum += elem_f32<T>(a, e);
+        });
+        normalize_row(xr, sum, inv_cols, eps, gamma, beta, reinterpret_cast<VT*>(out + row * cols), mean + row,
+                      rstd + row);
     }
 }
+
+namespace {
+
+// Calls launch(V, kLaneVecs) as integral constants: the register-held kernel when rows of cols
+// elements come in 16-byte vectors (vec, as row_vec chose) and fit, else the loop with V = vec.
+template <class T, class Launch> void launch_row_forward(int64_t cols, int vec, Launch&& launch) {
+    const auto v16 = std::integral_constant<int, kVec16<T>>{};
+    if (vec == kVec16<T> && dispatch_lane_vectors<T>(cols / vec, [&](auto lane_vecs) { launch(v16, lane_vecs); }))
+        return;
+    dispatch_vec<T>(vec, [&](auto v) { launch(v, std::integral_constant<int, 0>{}); });
+}
+
+}  // namespace
 
 void layernorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
                        float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd) {
@@ -101,9 +243,10 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
     SB_REQUIRE(cols > 0, "layernorm_forward: empty rows");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
-            layernorm_forward_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
-                static_cast<const T*>(x), gamma, beta, eps, rows, cols, static_cast<T*>(out), mean, rstd);
+        launch_row_forward<T>(cols, row_vec<T>(cols, {x, out, gamma, beta}), [&](auto v, auto lane_vecs) {
+            layernorm_forward_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
+                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(static_cast<const T*>(x), gamma, beta, eps,
+                                                                         rows, cols, static_cast<T*>(out), mean, rstd);
             SB_CHECK_LAUNCH();
         });
     });
@@ -129,7 +272,6 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
 
 constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
-constexpr int kMaxLaneElems = 32;     // fused path: 1024-element rows at most
 constexpr int kFusedBlocksPerSm = 2;  // the fused grid: one wave of 2 blocks per SM at most,
 constexpr int64_t kFusedMinWarpRows = 2;  // fewer when a warp would get under 2 rows
 
@@ -195,55 +337,6 @@ __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, i
     s[ty][tx] = acc;
     add_block_rows(s);
     if (ty == 0 && col < cols) (blockIdx.y == 0 ? grad_gamma : grad_beta)[col] = s[0][tx];
-}
-
-// Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
-// (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
-// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
-template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
-    const int lane = threadIdx.x & 31;
-    if constexpr (kLaneVecs > 0) {
-#pragma unroll
-        for (int j = 0; j < kLaneVecs; ++j)
-            if (lane + 32 * j < nv) f(j, static_cast<int64_t>(lane + 32 * j));
-    } else {
-#pragma unroll 1
-        for (int64_t k = lane; k < nv; k += 32) f(0, k);
-    }
-}
-
-// gamma[0, V) into out: as float4 loads when V is a multiple of 4 (gamma then 16-byte aligned).
-template <int V> __device__ __forceinline__ void load_gamma(const float* __restrict__ gamma, float (&out)[V]) {
-    if constexpr (V % 4 == 0) {
-#pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-            const float4 f = reinterpret_cast<const float4*>(gamma)[q];
-            out[4 * q] = f.x;
-            out[4 * q + 1] = f.y;
-            out[4 * q + 2] = f.z;
-            out[4 * q + 3] = f.w;
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) out[e] = gamma[e];
-    }
-}
-
-// Bit e says element first + e survives dropout (threshold 0: all do). With V a multiple of 4
-// (first is then too) one hash decides four elements, as models/dropout.h lays the mask out.
-template <int V>
-__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, uint64_t first, uint32_t threshold) {
-    static_assert(V <= 8, "one bit per element of a 16-byte vector");
-    if (threshold == 0) return (1u << V) - 1;
-    uint32_t bits = 0;
-    if constexpr (V % 4 == 0) {
-#pragma unroll
-        for (int q = 0; q < V / 4; ++q) bits |= dropout_keep_nibble(seed, (first >> 2) + q, threshold) << (4 * q);
-    } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) bits |= static_cast<uint32_t>(dropout_keep_above(seed, first + e, threshold)) << e;
-    }
-    return bits;
 }
 
 // kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
@@ -312,7 +405,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
         for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
             const VT a = xr[k], b = load_g(k);
             float gam[V];
-            load_gamma<V>(gamma + k * V, gam);
+            load_floats<V>(gamma + k * V, gam);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const float gv = to_f32(b.v[e]), d = to_f32(a.v[e]) - mu;
@@ -343,7 +436,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
                     d = gsr[k];
             }
             float gam[V];
-            load_gamma<V>(gamma + k * V, gam);
+            load_floats<V>(gamma + k * V, gam);
             const uint32_t keep = dropout_keep_bits<V>(seed, static_cast<uint64_t>(base + k * V), threshold);
             VT rsum, rbranch;
 #pragma unroll
@@ -422,26 +515,6 @@ int64_t fused_blocks(const Context& ctx, int64_t rows) {
     return std::max<int64_t>(1, std::min<int64_t>(by_rows, int64_t{std::max(ctx.sm_count, 1)} * kFusedBlocksPerSm));
 }
 
-// When rows of nv 16-byte vectors of T fit the fused path, calls f(integral_constant<int, N>)
-// with N the vectors per lane (N * V = 8, 16, 24 or 32 elements: few kernels, registers
-// bounded) and returns true.
-template <class T, class F> bool dispatch_lane_vectors(int64_t nv, F&& f) {
-    constexpr int V = kVec16<T>;
-    static_assert(kMaxLaneElems == 32 && 8 % V == 0, "the cases below");
-    const int64_t elems = (nv + 31) / 32 * V;
-    if (elems <= 8)
-        f(std::integral_constant<int, 8 / V>{});
-    else if (elems <= 16)
-        f(std::integral_constant<int, 16 / V>{});
-    else if (elems <= 24)
-        f(std::integral_constant<int, 24 / V>{});
-    else if (elems <= 32)
-        f(std::integral_constant<int, 32 / V>{});
-    else
-        return false;
-    return true;
-}
-
 // The backward of both ops over rows > 0 (residual gradients and grad_branch may be nullptr).
 template <class T>
 void layernorm_grads(const Context& ctx, const T* x, const T* g, const T* g_out_res, const T* g_sum_res,
@@ -512,40 +585,66 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
 // index in the rows x cols tensor.
 
 // Forward: pass 1 forms sum = residual + dropout(branch), writes it and adds it up; passes
-// 2 and 3 are layernorm_forward's over the sum just written (this lane's own writes, read
-// back from L1/L2). residual may alias sum: each lane reads a vector before writing it.
-template <class T, int V>
-__global__ void residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
-                                                  uint32_t threshold, uint64_t seed,
-                                                  const uint64_t* __restrict__ generation,
-                                                  const float* __restrict__ gamma, const float* __restrict__ beta,
-                                                  float eps, int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
-                                                  float* __restrict__ mean, float* __restrict__ rstd) {
+// 2 and 3 are layernorm_forward's over the sum, held in registers when the row fits (all of
+// a row's loads issued before its first store: one DRAM wait per row), else read back from
+// L1/L2 (this lane's own writes). residual may alias sum: each lane reads a vector before
+// writing it. Launch bounds: 3 blocks of 8 warps per SM (80 registers) hold 64 bytes of a
+// row a lane, the loaded branch and residual and the sum, without spilling; 2 (128) for the
+// 96 and 128 bytes of fp32 rows over 512 elements.
+template <class T, int V, int kLaneVecs>
+__global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 4 ? 2 : 3)
+    residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
+                                      uint32_t threshold, uint64_t seed, const uint64_t* __restrict__ generation,
+                                      const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
+                                      int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
+                                      float* __restrict__ mean, float* __restrict__ rstd) {
     using VT = VecN<T, V>;
     seed = dropout_seed_at(seed, *generation);
-    const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
     const float inv_cols = 1.0f / static_cast<float>(cols);
     for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const VT* br = reinterpret_cast<const VT*>(branch + row * cols);
-        const VT* rr = reinterpret_cast<const VT*>(residual + row * cols);
-        VT* sr = reinterpret_cast<VT*>(sum + row * cols);
+        const int64_t base = row * cols;
+        const VT* br = reinterpret_cast<const VT*>(branch + base);
+        const VT* rr = reinterpret_cast<const VT*>(residual + base);
+        VT* sr = reinterpret_cast<VT*>(sum + base);
         float total = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT b = br[k], r = rr[k];
+        // The sum of vectors b and r, rounded as dropout and add store it (bit e of keep: b's
+        // element e survives), added into total.
+        const auto add_vector = [&](const auto& b, const auto& r, uint32_t keep) {
             VT o;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const uint64_t index = static_cast<uint64_t>(row * cols + k * V + e);
-                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
-                const float dropped = to_f32(from_f32<T>(keep ? to_f32(b.v[e]) * scale : 0.0f));
-                o.v[e] = from_f32<T>(dropped + to_f32(r.v[e]));
+                const float kept = elem_f32<T>(b, e) * scale;  // formed either way: a select, not a branch
+                const float dropped = to_f32(from_f32<T>((keep >> e) & 1u ? kept : 0.0f));
+                o.v[e] = from_f32<T>(dropped + elem_f32<T>(r, e));
                 total += to_f32(o.v[e]);
             }
-            sr[k] = o;
+            return o;
+        };
+        const auto keep_bits = [&](int64_t k) {
+            return dropout_keep_bits<V>(seed, static_cast<uint64_t>(base + k * V), threshold);
+        };
+        LaneRow<T, V, kLaneVecs> s{sr, nv};
+        if constexpr (kLaneVecs > 0) {
+            // The row's loads first; the mask (bit j * V + e for element e of vector j, one
+            // register) is hashed while they are in flight.
+            static_assert(kLaneVecs * V <= 32, "one mask bit per element of the lane's row");
+            uint4 b[kLaneVecs], r[kLaneVecs];
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                b[j] = reinterpret_cast<const uint4*>(br)[k];
+                r[j] = reinterpret_cast<const uint4*>(rr)[k];
+            });
+            uint32_t keep = 0;
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) { keep |= keep_bits(k) << (j * V); });
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                s.held[j] = as_words(add_vector(b[j], r[j], keep >> (j * V)));
+                reinterpret_cast<uint4*>(sr)[k] = s.held[j];
+            });
+        } else {
+            for (int64_t k = threadIdx.x & 31; k < nv; k += 32) sr[k] = add_vector(br[k], rr[k], keep_bits(k));
         }
-        normalize_row<T, V>(sr, nv, warp_reduce(total, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
-                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
+        normalize_row(s, total, inv_cols, eps, gamma, beta, reinterpret_cast<VT*>(out + base), mean + row,
+                      rstd + row);
     }
 }
 
@@ -557,8 +656,9 @@ void residual_layernorm_forward(const Context& ctx, DType dtype, const void* bra
     SB_REQUIRE(p >= 0.0f && p < 1.0f, "residual_layernorm_forward: dropout must be in [0, 1)");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(cols, {branch, residual, sum, out}), [&](auto vec) {
-            residual_layernorm_forward_kernel<T, decltype(vec)::value>
+        const int vec = row_vec<T>(cols, {branch, residual, sum, out, gamma, beta});
+        launch_row_forward<T>(cols, vec, [&](auto v, auto lane_vecs) {
+            residual_layernorm_forward_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
                 <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
                     static_cast<const T*>(branch), static_cast<const T*>(residual), 1.0f / (1.0f - p),
                     dropout_threshold(p), seed, ctx.dropout_generation, gamma, beta, eps, rows, cols,
