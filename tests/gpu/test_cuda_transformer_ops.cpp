@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -41,6 +42,11 @@ protected:
         gpu_->upload(buf.get(), ids.data(), buf.bytes());
         return buf;
     }
+    // Checks residual_layernorm_forward on fresh inputs (defined with its tests); the CPU's
+    // sum, mean and rstd come back for the backward.
+    void check_residual_layernorm_forward(DType dtype, int64_t rows, int64_t cols, float p, uint64_t seed,
+                                          const std::vector<float>& gamma, const std::vector<float>& beta,
+                                          std::vector<float>& sum, std::vector<float>& mean, std::vector<float>& rstd);
 };
 
 // ---------------------------------------------------------------------------- add
@@ -70,13 +76,22 @@ TEST_F(TransformerOpsTest, AddMatchesCpuAlsoInPlace) {
 // ---------------------------------------------------------------------------- LayerNorm
 
 // Odd widths take the scalar path, multiples of 8 the 16-byte one (the backward fused up to
-// 1024 columns); 4100 > any register tile.
-const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1}, {37, 129}, {64, 768}, {300, 1024}, {5, 4100}};
+// 1024 columns); 4100 > any register tile. 4103 x 768: the fused backward's warps own one
+// row or two (257 blocks of 8 warps on an H200).
+const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1},      {37, 129}, {64, 768}, {300, 1024},
+                                                 {4103, 768}, {5, 4100}};
+// The forwards hold rows of up to 1024 elements in 16-byte vectors in registers, 8, 16, 24 or
+// 32 elements a lane (64, 512, 768 and 1024 columns of 16 bits), one row a warp: 8192 rows are
+// 1024 blocks of 8 warps; on an H200 the grid stops at 132 x 64 blocks, so at 67587 rows three
+// warps take a second row. 2048 columns are beyond the registers in every dtype.
+const std::pair<int64_t, int64_t> kLnForwardShapes[] = {{9, 512}, {8192, 1024}, {67587, 64}, {7, 2048}};
 constexpr float kLnEps = 1e-5f;
 
 TEST_F(TransformerOpsTest, LayerNormForwardMatchesCpu) {
+    std::vector<std::pair<int64_t, int64_t>> shapes(std::begin(kLnShapes), std::end(kLnShapes));
+    shapes.insert(shapes.end(), std::begin(kLnForwardShapes), std::end(kLnForwardShapes));
     for (DType dtype : kDTypes)
-        for (auto [rows, cols] : kLnShapes)
+        for (auto [rows, cols] : shapes)
             for (int64_t offset : {0, 1}) {
                 SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
                                                 << " offset=" << offset);
@@ -154,20 +169,88 @@ TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
 
 // ------------------------------------------------- residual add + dropout + LayerNorm (fused)
 
-// Against the CPU's composition of dropout, add and LayerNorm (the definition), with dropout
-// 0 and 0.1: the forward's sum, out, mean and rstd; the backward in the aliasings the
-// transformer issues (BERT's top layer: grad_sum is grad_out; post-LN: grad_out is
-// grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the residual gradient
-// of sum) and with every buffer apart and both residual gradients. The dropout mask is the
-// CPU's element for element: a dropped element leaves sum equal to the residual and a zero
-// in grad_branch, on both backends. The backward's paths: rows of up to 1024 elements in
-// 16-byte vectors are fused, one block (3 x 768, 37 x 100 in fp32) writing the parameter
-// gradients itself, several (300 x 1024, 4096 x 64: 5 and 64 on an H200) a row of partials
-// each; 100 columns of 16 bits (scalar loads) and 1536 columns take the separate
-// parameter-gradient kernel, in one row chunk and in several (8 on an H200). With every buffer
-// apart, a second run must give the same bits (fixed-order sums, no atomics).
+// Against the CPU's composition of dropout, add and LayerNorm (the definition): sum, out, mean
+// and rstd, and the dropout mask element for element (a dropped element leaves sum equal to the
+// residual on both backends). Then in place, sum over the residual: the same bits as with sum
+// apart (each lane reads its vectors of a row before it writes them).
+void TransformerOpsTest::check_residual_layernorm_forward(DType dtype, int64_t rows, int64_t cols, float p,
+                                                          uint64_t seed, const std::vector<float>& gamma,
+                                                          const std::vector<float>& beta, std::vector<float>& sum,
+                                                          std::vector<float>& mean, std::vector<float>& rstd) {
+    const double tol = dtype == DType::f32 ? 1e-5 : tolerance(dtype);
+    const size_t n = static_cast<size_t>(rows * cols);
+    std::vector<float> branch = rounded(values(n), dtype), residual = rounded(values(n), dtype);
+    GpuArray gbranch(*gpu_, dtype, rows, cols), gres(*gpu_, dtype, rows, cols);
+    GpuArray gsum(*gpu_, dtype, rows, cols), gout(*gpu_, dtype, rows, cols);
+    GpuArray ggamma(*gpu_, DType::f32, 1, cols), gbeta(*gpu_, DType::f32, 1, cols);
+    GpuArray gmean(*gpu_, DType::f32, 1, rows), grstd(*gpu_, DType::f32, 1, rows);
+    gbranch.set(branch);
+    gres.set(residual);
+    ggamma.set(gamma);
+    gbeta.set(beta);
+    gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(), kLnEps,
+                                     gsum.tensor, gout.tensor, gmean.f32(), grstd.f32());
+    std::vector<float> out(n);
+    sum.assign(n, 0.0f);
+    mean.assign(static_cast<size_t>(rows), 0.0f);
+    rstd.assign(static_cast<size_t>(rows), 0.0f);
+    cpu_.residual_layernorm_forward(host_view(branch, rows, cols), host_view(residual, rows, cols), p, seed,
+                                    gamma.data(), beta.data(), kLnEps, host_view(sum, rows, cols),
+                                    host_view(out, rows, cols), mean.data(), rstd.data());
+    const std::vector<float> got_sum = gsum.get();
+    EXPECT_TRUE(close(got_sum, sum, tol)) << "sum";
+    EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
+    EXPECT_TRUE(close(gmean.get(), mean, tol)) << "mean";
+    EXPECT_TRUE(close(grstd.get(), rstd, tol)) << "rstd";
+    size_t mask_differs = 0, dropped = 0;
+    for (size_t i = 0; i < n; ++i) {
+        mask_differs += (got_sum[i] == residual[i]) != (sum[i] == residual[i]);
+        dropped += sum[i] == residual[i];
+    }
+    EXPECT_EQ(mask_differs, 0u) << "forward dropout mask";
+    if (p > 0.0f) EXPECT_GT(dropped, 0u);
+    EXPECT_TRUE(gsum.guards_intact() && gout.guards_intact() && gmean.guards_intact() && grstd.guards_intact());
+
+    GpuArray gout2(*gpu_, dtype, rows, cols), gmean2(*gpu_, DType::f32, 1, rows), grstd2(*gpu_, DType::f32, 1, rows);
+    gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(), kLnEps,
+                                     gres.tensor, gout2.tensor, gmean2.f32(), grstd2.f32());
+    EXPECT_EQ(gres.get_bytes(), gsum.get_bytes()) << "sum in place";
+    EXPECT_EQ(gout2.get_bytes(), gout.get_bytes()) << "out with sum in place";
+    EXPECT_EQ(gmean2.get_bytes(), gmean.get_bytes()) << "mean with sum in place";
+    EXPECT_EQ(grstd2.get_bytes(), grstd.get_bytes()) << "rstd with sum in place";
+    EXPECT_TRUE(gres.guards_intact() && gout2.guards_intact() && gmean2.guards_intact() && grstd2.guards_intact());
+}
+
+// The forward's register-held rows at every tile (kLnForwardShapes), with dropout and without.
+TEST_F(TransformerOpsTest, ResidualLayerNormForwardMatchesCpuAlsoInPlace) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kLnForwardShapes)
+            for (float p : {0.0f, 0.1f}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " p=" << p);
+                const std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+                const std::vector<float> beta = values(static_cast<size_t>(cols));
+                std::vector<float> sum, mean, rstd;
+                check_residual_layernorm_forward(dtype, rows, cols, p, 0x5eed, gamma, beta, sum, mean, rstd);
+            }
+}
+
+// Against the CPU's composition of dropout, add and LayerNorm (the definition), with dropout 0
+// and 0.1: the forward as check_residual_layernorm_forward checks it (also in place); the
+// backward in the aliasings the transformer issues (BERT's top layer: grad_sum is grad_out;
+// post-LN: grad_out is grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the
+// residual gradient of sum) and with every buffer apart and both residual gradients. The
+// dropout mask is the CPU's element for element: a dropped element leaves sum equal to the
+// residual and a zero in grad_branch, on both backends. The backward's paths: rows of up to
+// 1024 elements in 16-byte vectors are fused, one block (3 x 768) writing the parameter
+// gradients itself, several (37 x 100 in fp32, 300 x 1024, 4096 x 64, 4103 x 768, 5000 x 1024:
+// 3, 19, 256, 257 and 264 on an H200) a row of partials each, the last two with warps that own
+// different counts of rows (1 or 2, 2 or 3); 100 columns of 16 bits (scalar loads) and 1536
+// columns take the separate parameter-gradient kernel, in one row chunk and in several (8 on an
+// H200). With every buffer apart, a second run must give the same bits (fixed-order sums, no
+// atomics).
 TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
-    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}, {512, 1536}};
+    const std::pair<int64_t, int64_t> shapes[] = {{3, 768},    {37, 100},    {300, 1024}, {4096, 64},
+                                                  {4103, 768}, {5000, 1024}, {512, 1536}};
     enum Variant { kTop, kPostLn, kPreLn, kApart };
     const uint64_t seed = 0x5eed;
     const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
@@ -179,37 +262,12 @@ TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
                 SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " p=" << p);
                 const double tol = dtype == DType::f32 ? 1e-5 : tolerance(dtype);
                 const size_t n = static_cast<size_t>(rows * cols);
-                std::vector<float> branch = rounded(values(n), dtype), residual = rounded(values(n), dtype);
                 std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
                 std::vector<float> beta = values(static_cast<size_t>(cols));
-                GpuArray gbranch(*gpu_, dtype, rows, cols), gres(*gpu_, dtype, rows, cols);
-                GpuArray gsum(*gpu_, dtype, rows, cols), gout(*gpu_, dtype, rows, cols);
-                GpuArray ggamma(*gpu_, DType::f32, 1, cols), gbeta(*gpu_, DType::f32, 1, cols);
-                GpuArray gmean(*gpu_, DType::f32, 1, rows), grstd(*gpu_, DType::f32, 1, rows);
-                gbranch.set(branch);
-                gres.set(residual);
+                std::vector<float> sum, mean, rstd;
+                check_residual_layernorm_forward(dtype, rows, cols, p, seed, gamma, beta, sum, mean, rstd);
+                GpuArray ggamma(*gpu_, DType::f32, 1, cols);
                 ggamma.set(gamma);
-                gbeta.set(beta);
-                gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(),
-                                                 kLnEps, gsum.tensor, gout.tensor, gmean.f32(), grstd.f32());
-                std::vector<float> sum(n), out(n), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
-                cpu_.residual_layernorm_forward(host_view(branch, rows, cols), host_view(residual, rows, cols), p,
-                                                seed, gamma.data(), beta.data(), kLnEps, host_view(sum, rows, cols),
-                                                host_view(out, rows, cols), mean.data(), rstd.data());
-                const std::vector<float> got_sum = gsum.get();
-                EXPECT_TRUE(close(got_sum, sum, tol)) << "sum";
-                EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
-                EXPECT_TRUE(close(gmean.get(), mean, tol)) << "mean";
-                EXPECT_TRUE(close(grstd.get(), rstd, tol)) << "rstd";
-                size_t mask_differs = 0, dropped = 0;
-                for (size_t i = 0; i < n; ++i) {
-                    mask_differs += (got_sum[i] == residual[i]) != (sum[i] == residual[i]);
-                    dropped += sum[i] == residual[i];
-                }
-                EXPECT_EQ(mask_differs, 0u) << "forward dropout mask";
-                if (p > 0.0f) EXPECT_GT(dropped, 0u);
-                EXPECT_TRUE(gsum.guards_intact() && gout.guards_intact() && gmean.guards_intact() &&
-                            grstd.guards_intact());
 
                 // Backward from the CPU's sum, mean and rstd (both backends read the same).
                 const std::vector<float> sum_in = rounded(sum, dtype);
