@@ -50,14 +50,16 @@ template <> struct Act<Activation::gelu> {
         return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
     }
 };
-// 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x).
+// 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x). The backward is as much ALU work as
+// memory traffic at BERT's shapes, so phi's exponential is the hardware's (__expf: a few ulp,
+// where x phi(x) adds to Phi(x) of at least its size) rather than expf's range reduction.
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 template <> struct Act<Activation::gelu_erf> {
     __device__ static float fwd(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
     __device__ static float bwd(float x, float g) {
         const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
-        const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+        const float pdf = kInvSqrt2Pi * __expf(-0.5f * x * x);
         return g * (cdf + x * pdf);
     }
 };
@@ -131,18 +133,28 @@ void fill(const Context& ctx, void* data, DType dtype, size_t n, float value) {
 
 // ---- unary map: out[i] = f(in[i]) with conversion; serves cast and activation_forward.
 
+// The elementwise maps take two vectors per thread and step (the second a grid stride further),
+// both loaded before either is computed: twice the bytes in flight, for maps whose arithmetic
+// (GELU's erf) is as long as their memory traffic. An element is read before its own result is
+// written, so out may alias an input.
 template <class TIn, class TOut, class F>
 __global__ void map_unary_kernel(const TIn* in, TOut* out, size_t n, size_t n_vec, F f) {
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const Vec<TIn>* in_v = reinterpret_cast<const Vec<TIn>*>(in);
     Vec<TOut>* out_v = reinterpret_cast<Vec<TOut>*>(out);
-    for (size_t i = tid; i < n_vec; i += stride) {
-        Vec<TIn> a = in_v[i];
+    const auto map = [&](const Vec<TIn>& a) {
         Vec<TOut> r;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<TOut>(f(to_f32(a.v[j])));
-        out_v[i] = r;
+        return r;
+    };
+    for (size_t i = tid; i < n_vec; i += 2 * stride) {
+        const bool second = i + stride < n_vec;
+        const Vec<TIn> a0 = in_v[i];
+        const Vec<TIn> a1 = second ? in_v[i + stride] : a0;
+        out_v[i] = map(a0);
+        if (second) out_v[i + stride] = map(a1);
     }
     for (size_t i = n_vec * kVec + tid; i < n; i += stride) out[i] = from_f32<TOut>(f(to_f32(in[i])));
 }
@@ -194,13 +206,18 @@ __global__ void map_binary_kernel(const T* a, const T* b, T* out, size_t n, size
     const Vec<T>* a_v = reinterpret_cast<const Vec<T>*>(a);
     const Vec<T>* b_v = reinterpret_cast<const Vec<T>*>(b);
     Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
-    for (size_t i = tid; i < n_vec; i += stride) {
-        Vec<T> x = a_v[i];
-        Vec<T> y = b_v[i];
+    const auto map = [&](const Vec<T>& x, const Vec<T>& y) {
         Vec<T> r;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<T>(f(to_f32(x.v[j]), to_f32(y.v[j])));
-        out_v[i] = r;
+        return r;
+    };
+    for (size_t i = tid; i < n_vec; i += 2 * stride) {  // as map_unary_kernel: two vectors a step
+        const bool second = i + stride < n_vec;
+        const Vec<T> x0 = a_v[i], y0 = b_v[i];
+        const Vec<T> x1 = second ? a_v[i + stride] : x0, y1 = second ? b_v[i + stride] : y0;
+        out_v[i] = map(x0, y0);
+        if (second) out_v[i + stride] = map(x1, y1);
     }
     for (size_t i = n_vec * kVec + tid; i < n; i += stride)
         out[i] = from_f32<T>(f(to_f32(a[i]), to_f32(b[i])));
