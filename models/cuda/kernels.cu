@@ -133,28 +133,18 @@ void fill(const Context& ctx, void* data, DType dtype, size_t n, float value) {
 
 // ---- unary map: out[i] = f(in[i]) with conversion; serves cast and activation_forward.
 
-// The elementwise maps take two vectors per thread and step (the second a grid stride further),
-// both loaded before either is computed: twice the bytes in flight, for maps whose arithmetic
-// (GELU's erf) is as long as their memory traffic. An element is read before its own result is
-// written, so out may alias an input.
 template <class TIn, class TOut, class F>
 __global__ void map_unary_kernel(const TIn* in, TOut* out, size_t n, size_t n_vec, F f) {
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const Vec<TIn>* in_v = reinterpret_cast<const Vec<TIn>*>(in);
     Vec<TOut>* out_v = reinterpret_cast<Vec<TOut>*>(out);
-    const auto map = [&](const Vec<TIn>& a) {
+    for (size_t i = tid; i < n_vec; i += stride) {
+        Vec<TIn> a = in_v[i];
         Vec<TOut> r;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<TOut>(f(to_f32(a.v[j])));
-        return r;
-    };
-    for (size_t i = tid; i < n_vec; i += 2 * stride) {
-        const bool second = i + stride < n_vec;
-        const Vec<TIn> a0 = in_v[i];
-        const Vec<TIn> a1 = second ? in_v[i + stride] : a0;
-        out_v[i] = map(a0);
-        if (second) out_v[i + stride] = map(a1);
+        out_v[i] = r;
     }
     for (size_t i = n_vec * kVec + tid; i < n; i += stride) out[i] = from_f32<TOut>(f(to_f32(in[i])));
 }
@@ -212,7 +202,11 @@ __global__ void map_binary_kernel(const T* a, const T* b, T* out, size_t n, size
         for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<T>(f(to_f32(x.v[j]), to_f32(y.v[j])));
         return r;
     };
-    for (size_t i = tid; i < n_vec; i += 2 * stride) {  // as map_unary_kernel: two vectors a step
+    // Two vectors per thread and step (the second a grid stride further), both loaded before either
+    // is computed: twice the bytes in flight, for maps whose arithmetic (GELU-erf's backward) is as
+    // long as their memory traffic (GELU's forward, a unary map, ran slower so on an H200). An
+    // element is read before its own result is written, so out may alias a or b.
+    for (size_t i = tid; i < n_vec; i += 2 * stride) {
         const bool second = i + stride < n_vec;
         const Vec<T> x0 = a_v[i], y0 = b_v[i];
         const Vec<T> x1 = second ? a_v[i + stride] : x0, y1 = second ? b_v[i + stride] : y0;
