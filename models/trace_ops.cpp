@@ -13,6 +13,10 @@ namespace {
 double fp32_bytes(double elements) { return elements * 4.0; }
 // The flat fp32 buffers the optimizer works on, as a 1 x n tensor.
 Tensor flat(size_t n) { return Tensor{nullptr, DType::f32, 1, static_cast<int64_t>(n)}; }
+// `rows` whole rows of t: what an op that skips the unlabelled rows reads of it.
+double labelled_bytes(const Tensor& t, int64_t rows) {
+    return static_cast<double>(rows) * static_cast<double>(t.cols) * static_cast<double>(dtype_size(t.dtype));
+}
 }  // namespace
 
 std::string op_shape_key(const TracedOp& op) {
@@ -130,9 +134,23 @@ void TraceOps::bias_grad(const Tensor& grad, float*) {
     record("bias_grad", grad, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
 }
 
-void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, float*, const Tensor& grad_logits, float) {
+void TraceOps::labelled_bias_grad(const Tensor& grad, const int32_t*, int64_t labelled_rows, float*) {
+    // Every label, the labelled rows of grad, the sums written.
+    SB_REQUIRE(labelled_rows >= 0 && labelled_rows <= grad.rows,
+               fmt::format("trace labelled_bias_grad: {} labelled of {} rows", labelled_rows, grad.rows));
+    record("labelled_bias_grad", grad,
+           4.0 * static_cast<double>(grad.rows) + labelled_bytes(grad, labelled_rows) +
+               fp32_bytes(static_cast<double>(grad.cols)));
+}
+
+void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, int64_t labelled_rows, float*,
+                                     const Tensor& grad_logits, float) {
+    // Every label, the labelled rows' logits (an ignored row's are not read), every gradient row written.
+    SB_REQUIRE(labelled_rows >= 0 && labelled_rows <= logits.rows,
+               fmt::format("trace softmax_cross_entropy: {} labelled of {} rows", labelled_rows, logits.rows));
     record("softmax_cross_entropy", logits,
-           static_cast<double>(logits.bytes() + grad_logits.bytes()) + 4.0 * static_cast<double>(logits.rows));
+           4.0 * static_cast<double>(logits.rows) + labelled_bytes(logits, labelled_rows) +
+               static_cast<double>(grad_logits.bytes()));
 }
 
 void TraceOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {

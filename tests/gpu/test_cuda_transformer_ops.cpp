@@ -683,13 +683,15 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
                 for (int32_t& l : labels) l = labelled(rng_) ? pick(rng_) : -100;
                 labels[0] = pick(rng_);  // at least one labelled row
                 labels[1] = -1;          // and one ignored
+                const int64_t labelled_rows =
+                    std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l >= 0; });
                 GpuArray glogits(*gpu_, dtype, rows, cols), ggrad(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
                 glogits.set(logits);
                 DeviceBuffer glabels = upload_ids(labels);
                 GpuArray& grad = in_place ? glogits : ggrad;
                 const float grad_scale = 1024.0f;
-                gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), grad.tensor,
-                                            grad_scale);
+                gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), labelled_rows, gloss.f32(),
+                                            grad.tensor, grad_scale);
                 const std::vector<float> got = grad.get();
                 size_t nonzero_ignored = 0;
                 for (int64_t r = 0; r < rows; ++r)
@@ -699,8 +701,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
 
                 std::vector<float> ref_logits = logits, ref_grad(logits.size());
                 float ref_loss = 0.0f;
-                cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
-                                           host_view(ref_grad, rows, cols), grad_scale);
+                cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), labelled_rows,
+                                           &ref_loss, host_view(ref_grad, rows, cols), grad_scale);
                 const float loss = gloss.get()[0];
                 EXPECT_LE(std::fabs(loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
                     << "loss " << loss << " vs reference " << ref_loss;
@@ -740,7 +742,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
             GpuArray glogits(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
             glogits.set(logits);
             DeviceBuffer glabels = upload_ids(labels);
-            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), glogits.tensor, 1.0f);
+            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), rows - 1, gloss.f32(), glogits.tensor,
+                                        1.0f);  // row 1 ignored
             const std::vector<float> got = glogits.get();
             size_t nonzero_excluded = 0;
             for (size_t i = 0; i < got.size(); ++i) nonzero_excluded += excluded[i] && got[i] != 0.0f;
@@ -748,7 +751,7 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
 
             std::vector<float> ref_logits = logits, ref_grad(logits.size());
             float ref_loss = 0.0f;
-            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), rows - 1, &ref_loss,
                                        host_view(ref_grad, rows, cols), 1.0f);
             ASSERT_TRUE(std::isfinite(ref_loss));
             const float loss = gloss.get()[0];
@@ -762,8 +765,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
             for (int64_t r = 0; r < rows; ++r)
                 valid_logits.insert(valid_logits.end(), logits.begin() + r * cols, logits.begin() + r * cols + sh.valid);
             float valid_loss = 0.0f;
-            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), &valid_loss,
-                                       host_view(valid_grad, rows, sh.valid), 1.0f);
+            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), rows - 1,
+                                       &valid_loss, host_view(valid_grad, rows, sh.valid), 1.0f);
             EXPECT_EQ(valid_loss, ref_loss);
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < sh.valid; ++c)
@@ -779,7 +782,7 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyWithEveryRowIgnoredIsZero) {
     GpuArray logits(*gpu_, DType::bf16, rows, cols), grad(*gpu_, DType::bf16, rows, cols), loss(*gpu_, DType::f32, 1, 1);
     logits.set(rounded(values(static_cast<size_t>(rows * cols)), DType::bf16));
     DeviceBuffer labels = upload_ids(std::vector<int32_t>(static_cast<size_t>(rows), -100));
-    gpu_->softmax_cross_entropy(logits.tensor, labels.as<int32_t>(), loss.f32(), grad.tensor, 1.0f);
+    gpu_->softmax_cross_entropy(logits.tensor, labels.as<int32_t>(), 0, loss.f32(), grad.tensor, 1.0f);
     EXPECT_EQ(loss.get()[0], 0.0f);
     for (float g : grad.get()) ASSERT_EQ(g, 0.0f);
 }
