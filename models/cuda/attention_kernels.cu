@@ -5,9 +5,10 @@
 // mask models/dropout.h's at attention_dropout_index((b*heads + h)*seq + i, j, seq), i the
 // query, j the key.
 //
-// Three kernels share one skeleton: a block of 4 warps owns 64 rows of one (batch, head),
-// each warp 16 rows held in the mma accumulator layout, and walks tiles of the other side
-// through shared memory (cp.async, zero-filled past the sequence end).
+// The forward and, beyond seq 128, the backward's three kernels share one skeleton: a block of
+// 4 warps owns 64 rows of one (batch, head), each warp 16 rows held in the mma accumulator
+// layout, and walks tiles of the other side through shared memory (cp.async, zero-filled past
+// the sequence end).
 // - forward: rows are queries; per key tile S = Q K^T, an online softmax (running max and
 //   sum in the log2 domain), O += dropout(P) V. Saves the per-row log2-sum-exp.
 // - backward dQ: rows are queries; P recomputed from the saved LSE, dP = dO V^T,
@@ -18,6 +19,10 @@
 //   dV += dropout(P)^T dO and dK += dS^T Q.
 // Two backward kernels instead of one with atomics on dQ: no float atomics, so gradients are
 // bitwise reproducible, at the price of recomputing S and dP once more (7 products, not 5).
+// Up to seq 128 (Ops::kAttentionOneBlockSeq) one block of 8 warps per (batch, head) holds all
+// of its queries and keys instead and runs the whole backward: Dsum, the dK/dV kernel's
+// transposed products with dS^T kept in shared memory, then dQ = dS K from it (5 products,
+// still no atomics; attention_backward_short_kernel).
 #include "models/cuda/kernels.cuh"
 
 #include <cmath>
@@ -545,9 +550,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
 // kernel does: S^T, dP^T, dV += dropout(P)^T dO, and each chunk's dS^T into shared memory.
 // Then dK = dS^T Q with dS^T read back (the warp's own rows), and after a barrier, rows =
 // queries (warp w: queries 16w..16w+15), dQ = dS K with dS read by ldmatrix.trans out of
-// dS^T. Five products, nothing recomputed, every sum in a fixed order.
+// dS^T. Five products, nothing recomputed, every sum in a fixed order. Phase 1 keeps dV
+// and a 32-query chunk of S^T and dP^T live, dK comes after it: at head_dim 64 that fits
+// 128 registers, so with 107 KB of shared memory two blocks (16 warps) share an SM; at 128,
+// 171 KB, one block.
 
-constexpr int kShortSeq = 128;             // the longest sequence one block owns
+constexpr int kShortSeq = Ops::kAttentionOneBlockSeq;  // the longest sequence one block owns
 constexpr int kShortWarps = kShortSeq / 16;
 constexpr int kShortThreads = kShortWarps * 32;
 
@@ -778,11 +786,14 @@ void fused_attention_backward(const Context& ctx, DType dtype, const Ops::Attent
         using T = decltype(tag);
         constexpr int D = decltype(dim)::value, C = kBackwardCols<D>;
         if (shape.seq <= kShortSeq) {
-            launch<kShortThreads>(attention_backward_short_kernel<T, D, kShortCols<D>>,
-                                  dim3(static_cast<unsigned>(shape.batch * shape.heads)), short_backward_smem<T, D>(),
-                                  ctx, geo, static_cast<const T*>(qkv), static_cast<const T*>(out),
-                                  static_cast<const T*>(grad_out), lse, static_cast<T*>(grad_qkv),
-                                  static_cast<const uint64_t*>(ctx.dropout_generation));
+            // Two 107 KB blocks per SM at head_dim 64 need the largest shared-memory carveout.
+            const auto kernel = attention_backward_short_kernel<T, D, kShortCols<D>>;
+            SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               cudaSharedmemCarveoutMaxShared));
+            launch<kShortThreads>(kernel, dim3(static_cast<unsigned>(shape.batch * shape.heads)),
+                                  short_backward_smem<T, D>(), ctx, geo, static_cast<const T*>(qkv),
+                                  static_cast<const T*>(out), static_cast<const T*>(grad_out), lse,
+                                  static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
             return;
         }
         const int64_t rows = int64_t{shape.batch} * shape.seq;
