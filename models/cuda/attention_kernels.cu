@@ -569,6 +569,7 @@ __global__ void __launch_bounds__(kShortThreads, D == 64 ? 2 : 1) attention_back
     Geometry geo, const T* __restrict__ qkv, const T* __restrict__ out, const T* __restrict__ grad_out,
     const float* __restrict__ lse, T* __restrict__ grad_qkv, const uint64_t* generation) {
     static_assert(kShortSeq % kCols == 0 && kCols % 16 == 0, "query chunks tile the sequence");
+    static_assert(kShortThreads == 2 * kShortSeq, "Dsum takes two threads a query");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int ld = D + kPad, lds = kShortSeq + kPad;
     T* sq = reinterpret_cast<T*>(smem_raw);
