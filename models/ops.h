@@ -204,6 +204,9 @@ public:
     static bool attention_fused(DType compute, int head_dim) {
         return (compute == DType::bf16 || compute == DType::f16) && (head_dim == 64 || head_dim == 128);
     }
+    // The longest sequence whose fused backward is one block per (batch, head) computing five
+    // seq x seq x head_dim products; longer ones run two kernels that recompute S and dP (seven).
+    static constexpr int kAttentionOneBlockSeq = 128;
 
     // ---- convolutional layers (models/resnet.*). Images are NHWC: batch x height x width x
     // channels is the (batch*height*width) x channels matrix, so a 1x1 stride-1 convolution is

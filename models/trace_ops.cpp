@@ -229,6 +229,19 @@ double fused_tile_fraction(const Ops::AttentionShape& s) {
     const int64_t tiles = (s.seq + 63) / 64;
     return static_cast<double>(tiles * (tiles + 1) / 2) / static_cast<double>(tiles * tiles);
 }
+
+// The products the one-block backward (seq <= Ops::kAttentionOneBlockSeq) computes: S^T, dP^T,
+// dV and dK over warp w's 16 keys and the 32-query chunks from the one holding query 16w on
+// (under a causal mask; all of them without), dQ over the queries 16i..16i+15 and the 16-key
+// tiles 0..i (attention_kernels.cu's attention_backward_short_kernel).
+double one_block_backward_products(const Ops::AttentionShape& s) {
+    if (!s.causal) return 5.0;
+    const int64_t keys = (s.seq + 15) / 16, chunks = (s.seq + 31) / 32;
+    int64_t pairs = 0;
+    for (int64_t w = 0; w < keys; ++w) pairs += chunks - 16 * w / 32;
+    return 4.0 * static_cast<double>(pairs) / static_cast<double>(keys * chunks) +
+           static_cast<double>(keys * (keys + 1) / 2) / static_cast<double>(keys * keys);
+}
 }  // namespace
 
 // Attention as `products` batched (seq x seq x head_dim) GEMMs, one per batch x head, of
@@ -263,6 +276,12 @@ void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, con
 void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
                                   const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
     const double saved = static_cast<double>(attention_saved_bytes(s));
+    if (attention_fused(qkv.dtype, s.head_dim) && s.seq <= kAttentionOneBlockSeq) {
+        // One kernel reads Q, K, V, O, dO and the LSE once and writes dQ, dK, dV once.
+        const double io = static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes());
+        record_attention("attention_backward", s, qkv.dtype, io + saved, one_block_backward_products(s));
+        return;
+    }
     if (attention_fused(qkv.dtype, s.head_dim)) {
         // rowsum(dO * O) reads O and dO and writes one float a row; the dQ kernel recomputes
         // S and dP and does dS K (3 products), the dK/dV kernel recomputes S^T and dP^T and

@@ -504,11 +504,16 @@ TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
     CudaOps gpu(precision, 0);
     // Odd seq and head_dim 12 (scalar paths); 39 rows of 13 (two rows a warp, the last warp
     // half full); BERT's head shape (16-byte paths, two rows a warp in 16-bit); seq 256.
-    // In bf16/fp16 head_dim 64 and 128 run the fused kernels (Ops::attention_fused): odd
-    // lengths leave partial 64-row and 32/64-key tiles (77, 200, 129), seq 13 a single one.
-    const AttentionCase cases[] = {{precision, 2, 37, 3, 12}, {precision, 1, 13, 3, 8}, {precision, 2, 128, 4, 64},
-                                   {precision, 1, 256, 2, 64}, {precision, 2, 77, 2, 64},  {precision, 1, 13, 2, 64},
-                                   {precision, 1, 200, 2, 128}, {precision, 2, 129, 1, 128}};
+    // In bf16/fp16 head_dim 64 and 128 run the fused kernels (Ops::attention_fused). Their
+    // backward takes one block per (batch, head) up to seq 128 (128, 100, 77, 17, 13, 1:
+    // partial 16-key and 32-query tiles, idle warps) and the dQ and dK/dV kernels beyond
+    // (129, 200, 256: partial 64-row and 32/64-key tiles).
+    const AttentionCase cases[] = {
+        {precision, 2, 37, 3, 12},  {precision, 1, 13, 3, 8},    {precision, 2, 128, 4, 64},
+        {precision, 1, 256, 2, 64}, {precision, 2, 77, 2, 64},   {precision, 1, 13, 2, 64},
+        {precision, 2, 1, 2, 64},   {precision, 1, 17, 3, 64},   {precision, 1, 100, 2, 64},
+        {precision, 2, 129, 2, 64}, {precision, 1, 128, 2, 128}, {precision, 1, 100, 1, 128},
+        {precision, 1, 200, 2, 128}, {precision, 2, 129, 1, 128}};
     for (const AttentionCase& c : cases) {
         SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal << " dropout="
                                         << dropout_p << " B=" << c.batch << " S=" << c.seq << " H=" << c.heads
@@ -590,64 +595,75 @@ INSTANTIATE_TEST_SUITE_P(EveryPrecisionMaskAndDropout, AttentionTest,
                          attention_name);
 
 // The fused kernels' dropout mask, element by element: with Q = K = 0 every allowed P is
-// 1/n > 0, and with V = the identity O[i, j] = dropout(P)[i, j], so O[i, j] != 0 exactly
-// when models/dropout.h keeps (b, h, i, j). With dO = the identity, dV[j, i] = dropout(P)[i, j]
-// reads the backward's mask the same way. 102 keys span two key tiles and pad each mask row
-// to 104 (models/dropout.h's attention_dropout_index); the second
-// generation draws the mask from dropout_seed_at(seed, 1).
+// 1/n > 0, and with V = the identity O[i, j] = dropout(P)[i, j] for keys j < head_dim, so
+// O[i, j] != 0 exactly when models/dropout.h keeps (b, h, i, j). With dO = the identity,
+// dV[j, i] = dropout(P)[i, j] reads the backward's mask the same way for queries i < head_dim.
+// Seq 102 pads each mask row to 104 (models/dropout.h's attention_dropout_index) and runs the
+// one-block backward with head_dim 128 (every element read) and 64; seq 160 the dQ and dK/dV
+// kernels. The second generation draws the mask from dropout_seed_at(seed, 1).
 TEST_F(TransformerOpsTest, FusedAttentionDropoutIsTheCounterMask) {
     for (const Precision precision : {Precision::bf16, Precision::fp16})
-        for (const bool causal : {false, true}) {
-            SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal);
-            const DType dtype = compute_dtype(precision);
-            CudaOps gpu(precision, 0);
-            const Ops::AttentionShape shape{2, 102, 2, 128, causal, 0.3f};
-            ASSERT_TRUE(Ops::attention_fused(dtype, shape.head_dim));
-            const int S = shape.seq, D = shape.head_dim, H = shape.heads, W = H * D;
-            const int64_t rows = int64_t{shape.batch} * S;
-            std::vector<float> qkv(static_cast<size_t>(rows * 3 * W), 0.0f), grad_out(static_cast<size_t>(rows * W));
-            for (int64_t r = 0; r < rows; ++r)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) {
-                        const float identity = d == r % S ? 1.0f : 0.0f;
-                        qkv[static_cast<size_t>(r * 3 * W + 2 * W + h * D + d)] = identity;
-                        grad_out[static_cast<size_t>(r * W + h * D + d)] = identity;
-                    }
-            GpuArray gqkv(gpu, dtype, rows, 3 * W), gout(gpu, dtype, rows, W);
-            GpuArray ggrad_out(gpu, dtype, rows, W), ggrad_qkv(gpu, dtype, rows, 3 * W);
-            gqkv.set(qkv);
-            ggrad_out.set(grad_out);
-            DeviceBuffer saved(gpu, gpu.attention_saved_bytes(shape));
-            const uint64_t seed = rng_();
-            for (uint64_t generation = 0; generation < 2; ++generation) {
-                if (generation == 1) gpu.advance_dropout_generation();
-                gpu.attention_forward(shape, gqkv.tensor, gout.tensor, saved.get(), seed);
-                gpu.attention_backward(shape, gqkv.tensor, gout.tensor, saved.get(), ggrad_out.tensor,
-                                       ggrad_qkv.tensor, seed);
-                const std::vector<float> out = gout.get(), grad = ggrad_qkv.get();
-                const uint64_t drawn = dropout_seed_at(seed, generation);
-                int64_t wrong_out = 0, wrong_dv = 0, kept = 0, allowed = 0;
-                for (int b = 0; b < shape.batch; ++b)
+        for (const bool causal : {false, true})
+            for (const Ops::AttentionShape shape :
+                 {Ops::AttentionShape{2, 102, 2, 128, causal, 0.3f}, Ops::AttentionShape{1, 102, 2, 64, causal, 0.3f},
+                  Ops::AttentionShape{1, 160, 2, 128, causal, 0.3f}}) {
+                SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal
+                                                << " S=" << shape.seq << " D=" << shape.head_dim);
+                const DType dtype = compute_dtype(precision);
+                CudaOps gpu(precision, 0);
+                ASSERT_TRUE(Ops::attention_fused(dtype, shape.head_dim));
+                const int S = shape.seq, D = shape.head_dim, H = shape.heads, W = H * D;
+                const int64_t rows = int64_t{shape.batch} * S;
+                std::vector<float> qkv(static_cast<size_t>(rows * 3 * W), 0.0f),
+                    grad_out(static_cast<size_t>(rows * W));
+                for (int64_t r = 0; r < rows; ++r)
                     for (int h = 0; h < H; ++h)
-                        for (int i = 0; i < S; ++i)
-                            for (int j = 0; j < S; ++j) {
-                                const bool visible = !causal || j <= i;
-                                const uint64_t index =
-                                    attention_dropout_index((static_cast<uint64_t>(b) * H + h) * S + i, j, S);
-                                const bool keep = visible && dropout_keep(drawn, index, shape.dropout_p);
-                                const float o = out[static_cast<size_t>((int64_t{b} * S + i) * W + h * D + j)];
-                                const float dv =
-                                    grad[static_cast<size_t>((int64_t{b} * S + j) * 3 * W + 2 * W + h * D + i)];
-                                wrong_out += (o != 0.0f) != keep;
-                                wrong_dv += (dv != 0.0f) != keep;
-                                kept += keep;
-                                allowed += visible;
-                            }
-                EXPECT_EQ(wrong_out, 0) << "generation " << generation;
-                EXPECT_EQ(wrong_dv, 0) << "generation " << generation;
-                EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(allowed), 0.7, 0.03);
+                        for (int d = 0; d < D; ++d) {
+                            const float identity = d == r % S ? 1.0f : 0.0f;
+                            qkv[static_cast<size_t>(r * 3 * W + 2 * W + h * D + d)] = identity;
+                            grad_out[static_cast<size_t>(r * W + h * D + d)] = identity;
+                        }
+                GpuArray gqkv(gpu, dtype, rows, 3 * W), gout(gpu, dtype, rows, W);
+                GpuArray ggrad_out(gpu, dtype, rows, W), ggrad_qkv(gpu, dtype, rows, 3 * W);
+                gqkv.set(qkv);
+                ggrad_out.set(grad_out);
+                DeviceBuffer saved(gpu, gpu.attention_saved_bytes(shape));
+                const uint64_t seed = rng_();
+                for (uint64_t generation = 0; generation < 2; ++generation) {
+                    if (generation == 1) gpu.advance_dropout_generation();
+                    gpu.attention_forward(shape, gqkv.tensor, gout.tensor, saved.get(), seed);
+                    gpu.attention_backward(shape, gqkv.tensor, gout.tensor, saved.get(), ggrad_out.tensor,
+                                           ggrad_qkv.tensor, seed);
+                    const std::vector<float> out = gout.get(), grad = ggrad_qkv.get();
+                    const uint64_t drawn = dropout_seed_at(seed, generation);
+                    int64_t wrong_out = 0, wrong_dv = 0, read_out = 0, read_dv = 0, kept = 0, allowed = 0;
+                    for (int b = 0; b < shape.batch; ++b)
+                        for (int h = 0; h < H; ++h)
+                            for (int i = 0; i < S; ++i)
+                                for (int j = 0; j < S; ++j) {
+                                    const bool visible = !causal || j <= i;
+                                    const uint64_t index =
+                                        attention_dropout_index((static_cast<uint64_t>(b) * H + h) * S + i, j, S);
+                                    const bool keep = visible && dropout_keep(drawn, index, shape.dropout_p);
+                                    if (j < D) {
+                                        const float o = out[static_cast<size_t>((int64_t{b} * S + i) * W + h * D + j)];
+                                        wrong_out += (o != 0.0f) != keep;
+                                        ++read_out;
+                                    }
+                                    if (i < D) {
+                                        const float dv = grad[static_cast<size_t>((int64_t{b} * S + j) * 3 * W +
+                                                                                  2 * W + h * D + i)];
+                                        wrong_dv += (dv != 0.0f) != keep;
+                                        ++read_dv;
+                                    }
+                                    kept += keep;
+                                    allowed += visible;
+                                }
+                    EXPECT_EQ(wrong_out, 0) << "generation " << generation << ", of " << read_out;
+                    EXPECT_EQ(wrong_dv, 0) << "generation " << generation << ", of " << read_dv;
+                    EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(allowed), 0.7, 0.03);
+                }
             }
-        }
 }
 
 TEST_F(TransformerOpsTest, AttentionRejectsWrongShapesAndDTypes) {

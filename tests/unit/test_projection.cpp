@@ -94,14 +94,15 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
         EXPECT_GT(ops.trace()[i].bytes, 0.0) << kinds[i];
     }
     EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 3.0 * rows * hidden * 2);
-    // Fused (bf16, head_dim 64): QK^T and PV, 4 b h s^2 d forward; the backward's two
-    // kernels do seven such products (S and dP recomputed in each, dQ, dK, dV). Saved: the
-    // LSE, one float per row, read or written by every kernel.
-    const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64;
+    // Fused (bf16, head_dim 64): QK^T and PV, 4 b h s^2 d forward; at seq 128 the backward is
+    // one kernel of five such products (S, dP, dV, dK, dQ). Saved: the LSE, one float per row;
+    // each kernel reads or writes every operand once.
+    const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64, lse = 2 * 12 * 128 * 4;
     EXPECT_DOUBLE_EQ(ops.trace()[6].flops, fwd);
-    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 3.5 * fwd);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 2.5 * fwd);
     EXPECT_EQ(ops.attention_saved_bytes(shape), 2u * 12 * 128 * 4);
-    EXPECT_DOUBLE_EQ(ops.trace()[6].bytes, static_cast<double>(qkv.bytes() + x.bytes()) + 2 * 12 * 128 * 4);
+    EXPECT_DOUBLE_EQ(ops.trace()[6].bytes, static_cast<double>(qkv.bytes() + x.bytes()) + lse);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].bytes, static_cast<double>(2 * qkv.bytes() + x.bytes() + y.bytes()) + lse);
     EXPECT_EQ(ops.trace()[6].batch, 24);
     // What picks the kernel besides the shape, and the shape of the memory-bound ops.
     EXPECT_EQ(ops.trace()[6].variant, "bidirectional+dropout+fused");
@@ -174,7 +175,10 @@ TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
         EXPECT_EQ(ops.trace()[0].variant, "causal");
     }
     {
-        // bf16 causal at seq 128: two 64-row tiles a side, three of the four computed.
+        // bf16 causal at seq 128: the forward's two 64-row tiles a side, three of the four
+        // computed. The one-block backward: of the 8 x 4 (16 keys, 32 queries) tiles of S, dP,
+        // dV and dK the 20 that reach the diagonal (4, 4, 3, 3, 2, 2, 1, 1 per key tile), of
+        // the 8 x 8 (16 queries, 16 keys) tiles of dQ the 36 on and below it.
         TraceOps ops(Precision::bf16);
         const Tensor x{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden};
         const Tensor qkv{ops.alloc(rows * 3 * hidden * 2), DType::bf16, rows, 3 * hidden};
@@ -182,8 +186,22 @@ TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
         ops.attention_forward(shape, qkv, x, nullptr, 1);
         ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
         EXPECT_DOUBLE_EQ(ops.trace()[0].flops, 0.75 * full);
-        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, 0.75 * 3.5 * full);
+        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, (4.0 * 20 / 32 + 36.0 / 64) / 2 * full);
         EXPECT_EQ(ops.trace()[0].variant, "causal+fused");
+    }
+    {
+        // bf16 causal at seq 256: the dQ and dK/dV kernels, seven products over the ten of 16
+        // 64 x 64 tiles on and below the diagonal; rowsum(dO * O) reads O and dO once more and
+        // every kernel the LSE or the row sums.
+        const int64_t rows256 = 2 * 256;
+        TraceOps ops(Precision::bf16);
+        const Tensor x{ops.alloc(rows256 * hidden * 2), DType::bf16, rows256, hidden};
+        const Tensor qkv{ops.alloc(rows256 * 3 * hidden * 2), DType::bf16, rows256, 3 * hidden};
+        Ops::AttentionShape shape{2, 256, 12, 64, true, 0.0f};
+        ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].flops, 10.0 / 16 * 7 * 2 * 2 * 12 * 256.0 * 256 * 64);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].bytes,
+                         static_cast<double>(2 * qkv.bytes() + 3 * x.bytes()) + 4.0 * 2 * 12 * 256 * 4);
     }
 }
 
