@@ -92,7 +92,8 @@ void Mlp::forward_backward(const Tensor& inputs, const int32_t* labels, float* l
     // dZ of the last layer = (softmax - onehot) * grad_scale / B.
     DeviceBuffer* cur = &grad_a_;
     DeviceBuffer* other = &grad_b_;
-    ops_.softmax_cross_entropy(pre(L - 1), labels, loss, cur->tensor(dtype_, B, widths_[L]), grad_scale);
+    ops_.softmax_cross_entropy(pre(L - 1), labels, B, loss, cur->tensor(dtype_, B, widths_[L]),
+                               grad_scale);  // every sample has a class
 
     // Backward in reverse: db, dW straight into the fp32 gradient slots (reported as soon
     // as written, bias first: reverse parameter order), then dZ_{l-1} = (dZ_l @ W_l) *

@@ -245,7 +245,7 @@ void ResNet::forward_backward(const Tensor& inputs, const int32_t* labels, float
     ops_.avgpool_forward(final_pixels_, x, pooled);
     const Tensor logits = act(logits_, batch_, shape_.num_classes);
     ops_.gemm(false, true, 1.0f, pooled, weight(fc_w_), 0.0f, logits, master(fc_b_));
-    ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
+    ops_.softmax_cross_entropy(logits, labels, batch_, loss, logits, grad_scale);  // every image has a class
 
     // ---- backward: logits now hold their gradient
     ops_.linear_weight_grad(logits, pooled, grad_matrix(fc_w_), grad(fc_b_));

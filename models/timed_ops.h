@@ -76,9 +76,13 @@ public:
         timed(&Ops::activation_backward, act, pre, grad_out, grad_pre);
     }
     void bias_grad(const Tensor& grad, float* bias_grad) override { timed(&Ops::bias_grad, grad, bias_grad); }
-    void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss, const Tensor& grad_logits,
-                               float grad_scale) override {
-        timed(&Ops::softmax_cross_entropy, logits, labels, loss, grad_logits, grad_scale);
+    void labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                            float* bias_grad) override {
+        timed(&Ops::labelled_bias_grad, grad, labels, labelled_rows, bias_grad);
+    }
+    void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows, float* loss,
+                               const Tensor& grad_logits, float grad_scale) override {
+        timed(&Ops::softmax_cross_entropy, logits, labels, labelled_rows, loss, grad_logits, grad_scale);
     }
     void add(const Tensor& a, const Tensor& b, const Tensor& out) override { timed(&Ops::add, a, b, out); }
     void layernorm_forward(const Tensor& x, const float* gamma, const float* beta, float eps, const Tensor& out,

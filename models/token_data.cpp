@@ -44,6 +44,10 @@ int masked_positions(const TokenTask& task) {
     return std::max(1, std::min(n, task.seq_len));
 }
 
+int labelled_positions(const TokenTask& task) {
+    return task.objective == TokenTask::Objective::masked_lm ? masked_positions(task) : task.seq_len;
+}
+
 int32_t likely_successor(const TokenTask& task, int32_t token) { return successor(task, token, 0); }
 
 void make_token_shard(const TokenTask& task, int64_t batch_slot, int64_t first_sample, int rows, int32_t* ids,

@@ -26,6 +26,9 @@ struct TokenTask {
 // Positions masked per sequence (the same in every sequence, so every rank's loss
 // averages over the same number of labelled tokens and the all-reduced mean is exact).
 int masked_positions(const TokenTask& task);
+// Positions per sequence that carry a label (>= 0): every one for next_token,
+// masked_positions() for masked_lm.
+int labelled_positions(const TokenTask& task);
 // The id that stands for [MASK] (masked_lm).
 inline int32_t mask_token(const TokenTask& task) { return task.vocab - 1; }
 // The chain's successor of `token` when the transition takes its most likely branch.

@@ -13,6 +13,10 @@ namespace {
 double fp32_bytes(double elements) { return elements * 4.0; }
 // The flat fp32 buffers the optimizer works on, as a 1 x n tensor.
 Tensor flat(size_t n) { return Tensor{nullptr, DType::f32, 1, static_cast<int64_t>(n)}; }
+// `rows` whole rows of t: what an op that skips the unlabelled rows reads of it.
+double labelled_bytes(const Tensor& t, int64_t rows) {
+    return static_cast<double>(rows) * static_cast<double>(t.cols) * static_cast<double>(dtype_size(t.dtype));
+}
 }  // namespace
 
 std::string op_shape_key(const TracedOp& op) {
@@ -130,9 +134,23 @@ void TraceOps::bias_grad(const Tensor& grad, float*) {
     record("bias_grad", grad, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
 }
 
-void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, float*, const Tensor& grad_logits, float) {
+void TraceOps::labelled_bias_grad(const Tensor& grad, const int32_t*, int64_t labelled_rows, float*) {
+    // Every label, the labelled rows of grad, the sums written.
+    SB_REQUIRE(labelled_rows >= 0 && labelled_rows <= grad.rows,
+               fmt::format("trace labelled_bias_grad: {} labelled of {} rows", labelled_rows, grad.rows));
+    record("labelled_bias_grad", grad,
+           4.0 * static_cast<double>(grad.rows) + labelled_bytes(grad, labelled_rows) +
+               fp32_bytes(static_cast<double>(grad.cols)));
+}
+
+void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, int64_t labelled_rows, float*,
+                                     const Tensor& grad_logits, float) {
+    // Every label, the labelled rows' logits (an ignored row's are not read), every gradient row written.
+    SB_REQUIRE(labelled_rows >= 0 && labelled_rows <= logits.rows,
+               fmt::format("trace softmax_cross_entropy: {} labelled of {} rows", labelled_rows, logits.rows));
     record("softmax_cross_entropy", logits,
-           static_cast<double>(logits.bytes() + grad_logits.bytes()) + 4.0 * static_cast<double>(logits.rows));
+           4.0 * static_cast<double>(logits.rows) + labelled_bytes(logits, labelled_rows) +
+               static_cast<double>(grad_logits.bytes()));
 }
 
 void TraceOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -211,6 +229,19 @@ double fused_tile_fraction(const Ops::AttentionShape& s) {
     const int64_t tiles = (s.seq + 63) / 64;
     return static_cast<double>(tiles * (tiles + 1) / 2) / static_cast<double>(tiles * tiles);
 }
+
+// The products the one-block backward (seq <= Ops::kAttentionOneBlockSeq) computes: S^T, dP^T,
+// dV and dK over warp w's 16 keys and the 32-query chunks from the one holding query 16w on
+// (under a causal mask; all of them without), dQ over the queries 16i..16i+15 and the 16-key
+// tiles 0..i (attention_kernels.cu's attention_backward_short_kernel).
+double one_block_backward_products(const Ops::AttentionShape& s) {
+    if (!s.causal) return 5.0;
+    const int64_t keys = (s.seq + 15) / 16, chunks = (s.seq + 31) / 32;
+    int64_t pairs = 0;
+    for (int64_t w = 0; w < keys; ++w) pairs += chunks - 16 * w / 32;
+    return 4.0 * static_cast<double>(pairs) / static_cast<double>(keys * chunks) +
+           static_cast<double>(keys * (keys + 1) / 2) / static_cast<double>(keys * keys);
+}
 }  // namespace
 
 // Attention as `products` batched (seq x seq x head_dim) GEMMs, one per batch x head, of
@@ -245,6 +276,12 @@ void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, con
 void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
                                   const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
     const double saved = static_cast<double>(attention_saved_bytes(s));
+    if (attention_fused(qkv.dtype, s.head_dim) && s.seq <= kAttentionOneBlockSeq) {
+        // One kernel reads Q, K, V, O, dO and the LSE once and writes dQ, dK, dV once.
+        const double io = static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes());
+        record_attention("attention_backward", s, qkv.dtype, io + saved, one_block_backward_products(s));
+        return;
+    }
     if (attention_fused(qkv.dtype, s.head_dim)) {
         // rowsum(dO * O) reads O and dO and writes one float a row; the dQ kernel recomputes
         // S and dP and does dS K (3 products), the dK/dV kernel recomputes S^T and dP^T and

@@ -23,8 +23,12 @@ void require_shape(bool ok, const std::string& what) {
 
 const char* transformer_arch_name(TransformerArch arch) { return arch == TransformerArch::bert ? "bert" : "gpt"; }
 
-Transformer::Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropout_seed)
-    : ops_(ops), shape_(shape), dropout_seed_(dropout_seed), dtype_(compute_dtype(ops.precision())) {
+Transformer::Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropout_seed, int labelled_per_sequence)
+    : ops_(ops),
+      shape_(shape),
+      dropout_seed_(dropout_seed),
+      labelled_per_sequence_(labelled_per_sequence),
+      dtype_(compute_dtype(ops.precision())) {
     const TransformerShape& s = shape;
     require_shape(s.layers > 0 && s.hidden > 0 && s.heads > 0 && s.ffn > 0 && s.seq_len > 0,
                   "layers, hidden, heads, ffn and seq_len must be positive");
@@ -35,6 +39,9 @@ Transformer::Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropo
     require_shape(s.seq_len <= s.max_positions, "seq_len " + std::to_string(s.seq_len) + " exceeds max_positions " +
                                                     std::to_string(s.max_positions));
     require_shape(s.arch == TransformerArch::gpt || s.type_vocab >= 1, "type_vocab must be positive");
+    SB_REQUIRE(labelled_per_sequence >= 0 && labelled_per_sequence <= s.seq_len,
+               "transformer: " + std::to_string(labelled_per_sequence) + " labelled positions of " +
+                   std::to_string(s.seq_len));
     require_shape(s.dropout >= 0.0f && s.dropout < 1.0f && s.attention_dropout >= 0.0f && s.attention_dropout < 1.0f,
                   "dropout probabilities must be in [0, 1)");
     const int64_t H = s.hidden, F = s.ffn, V = s.vocab;
@@ -244,12 +251,12 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
     const Tensor logits = act(logits_, shape_.padded_vocab());
     if (shape_.arch == TransformerArch::bert) {
         forward_bert(ids);
-        ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
-        backward_bert(ids, sink);
+        ops_.softmax_cross_entropy(logits, labels, labelled_rows(), loss, logits, grad_scale);
+        backward_bert(ids, labels, sink);
     } else {
         forward_gpt(ids);
-        ops_.softmax_cross_entropy(logits, labels, loss, logits, grad_scale);
-        backward_gpt(ids, sink);
+        ops_.softmax_cross_entropy(logits, labels, labelled_rows(), loss, logits, grad_scale);
+        backward_gpt(ids, labels, sink);
     }
 }
 
@@ -293,13 +300,13 @@ void Transformer::forward_bert(const int32_t* ids) {
     decoder_forward(hn);
 }
 
-void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
+void Transformer::backward_bert(const int32_t* ids, const int32_t* labels, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
     const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H);
 
-    decoder_backward(act(head_norm_, H), dtmp, sink);
+    decoder_backward(act(head_norm_, H), labels, dtmp, sink);
     ops_.layernorm_backward(act(head_act_, H), dtmp, master(head_ln_w_), head_mean_.as<float>(),
                             head_rstd_.as<float>(), dtmp, grad(head_ln_w_), grad(head_ln_b_));
     report(sink, head_ln_w_, 2);
@@ -390,7 +397,7 @@ Transformer::NextNorm Transformer::next_norm(int l) {
     return {lp.ln_attn_w, lp.ln_attn_b, &a.norm_attn, a.mean1.as<float>(), a.rstd1.as<float>()};
 }
 
-void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
+void Transformer::backward_gpt(const int32_t* ids, const int32_t* labels, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
@@ -399,7 +406,7 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     // dtmp: the gradient of the next LayerNorm's output (ln_f's from the decoder, then ln_1's
     // of the layer above); dres: the residual stream's gradient (none above the top layer).
     const Tensor dtmp = act(dtmp_, H), none{};
-    decoder_backward(act(head_norm_, H), dtmp, sink);
+    decoder_backward(act(head_norm_, H), labels, dtmp, sink);
     for (int l = L - 1; l >= 0; --l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
@@ -449,7 +456,7 @@ void Transformer::decoder_forward(const Tensor& hn) {
     ops_.gemm(false, true, 1.0f, hn, decoder_w_.tensor(dtype_, Vp, H), 0.0f, logits, decoder_b_.as<float>());
 }
 
-void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink) {
+void Transformer::decoder_backward(const Tensor& hn, const int32_t* labels, const Tensor& dx, GradientSink* sink) {
     const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
     const bool padded = Vp > V;
     const Tensor dlogits = act(logits_, Vp);  // zero in the padded columns
@@ -460,7 +467,8 @@ void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientS
     float* db = !bert ? nullptr : padded ? decoder_db_.as<float>() : grad(decoder_bias_);
     // The bias gradient is a pass of its own here: with it in the epilogue (BGRADB), cuBLASLt's
     // vocabulary-wide weight-gradient GEMM runs slower than the two apart (op profiles on an H200).
-    if (bert) ops_.bias_grad(dlogits, db);
+    // It reads the labelled rows only: the loss wrote the others zero.
+    if (bert) ops_.labelled_bias_grad(dlogits, labels, labelled_rows(), db);
     ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, dw);
     if (padded) {
         if (bert) ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));

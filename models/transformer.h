@@ -43,7 +43,9 @@ public:
     // Throws UserError on a shape that cannot be built (hidden % heads, seq_len > max_positions, ...).
     // dropout_seed keys every dropout mask together with the layer and site; the backend's
     // dropout generation, advanced once per forward_backward, makes each step's masks new.
-    Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropout_seed);
+    // labelled_per_sequence: how many positions of every sequence carry a label (the data's
+    // labelled_positions(), models/token_data.h), what the loss's ops are told they read.
+    Transformer(Ops& ops, const TransformerShape& shape, uint64_t dropout_seed, int labelled_per_sequence);
 
     std::string name() const override { return shape_.arch == TransformerArch::bert ? "bert" : "gpt2"; }
     const std::vector<ParamInfo>& params() const override { return params_; }
@@ -53,7 +55,8 @@ public:
     void init_params(float* host_params, uint64_t seed) const override;
     void bind(const FlatBuffers& buffers, int batch_rows) override;
     // inputs: batch_rows x seq_len int32 token ids; labels: batch_rows * seq_len int32,
-    // negative where a position is not predicted. The loss is the mean over labelled positions.
+    // negative where a position is not predicted, labelled_per_sequence of each sequence's
+    // not. The loss is the mean over labelled positions.
     void forward_backward(const Tensor& inputs, const int32_t* labels, float* loss, float grad_scale,
                           GradientSink* sink) override;
     double flops_per_sample() const override;
@@ -92,8 +95,8 @@ private:
 
     void forward_bert(const int32_t* ids);
     void forward_gpt(const int32_t* ids);
-    void backward_bert(const int32_t* ids, GradientSink* sink);
-    void backward_gpt(const int32_t* ids, GradientSink* sink);
+    void backward_bert(const int32_t* ids, const int32_t* labels, GradientSink* sink);
+    void backward_gpt(const int32_t* ids, const int32_t* labels, GradientSink* sink);
     // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
     // differ only in where the LayerNorms and residual adds go around them. Forward:
     // out = sublayer(in), whose dropout, residual add and LayerNorm follow in one
@@ -116,14 +119,16 @@ private:
     NextNorm next_norm(int l);
     // The vocabulary projection over padded_vocab() classes. Forward: logits_ = hn W^T + bias,
     // -inf in the padded columns. Backward from the loss's gradient in logits_: BERT's bias
-    // gradient (reported), the decoder's share of the word-embedding gradient (reported with
-    // the lookup's share at the end), dx = dlogits W.
+    // gradient (over the labelled rows: the others are zero; reported), the decoder's share
+    // of the word-embedding gradient (reported with the lookup's share at the end), dx = dlogits W.
     void decoder_forward(const Tensor& hn);
-    void decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink);
+    void decoder_backward(const Tensor& hn, const int32_t* labels, const Tensor& dx, GradientSink* sink);
+    int64_t labelled_rows() const { return static_cast<int64_t>(batch_) * labelled_per_sequence_; }
 
     Ops& ops_;
     TransformerShape shape_;
     uint64_t dropout_seed_;
+    int labelled_per_sequence_;
     DType dtype_;
     std::vector<ParamInfo> params_;
     // Parameter indices.

@@ -326,19 +326,44 @@ void CpuOps::activation_backward(Activation act, const Tensor& pre, const Tensor
     fail("activation_backward", "unknown activation " + std::to_string(static_cast<int>(act)), __LINE__);
 }
 
-void CpuOps::bias_grad(const Tensor& grad, float* bias_grad) {
-    expect_f32(grad, "bias_grad", "grad");
+namespace {
+// Column sums of grad's rows for which `take(row)`, row by row so the inner loop is
+// unit-stride and vectorised.
+template <class Take> void column_sums(const Tensor& grad, float* sums, Take&& take) {
     const float* g = f32(grad);
     const int64_t cols = grad.cols;
-    std::fill_n(bias_grad, cols, 0.0f);
-    // Row by row so the inner loop is unit-stride and vectorised.
+    std::fill_n(sums, cols, 0.0f);
     for (int64_t i = 0; i < grad.rows; ++i) {
+        if (!take(i)) continue;
         const float* row = g + i * cols;
-        for (int64_t j = 0; j < cols; ++j) bias_grad[j] += row[j];
+        for (int64_t j = 0; j < cols; ++j) sums[j] += row[j];
     }
 }
 
-void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, float* loss,
+// labelled_rows must be the number of labels >= 0 (ops.h): a wrong count would make the
+// trace's byte model wrong without anything else noticing.
+void expect_labelled_rows(const int32_t* labels, int64_t rows, int64_t labelled_rows, const char* call) {
+    SB_CPU_EXPECT(rows == 0 || labels != nullptr, call, "no labels");
+    const int64_t counted = std::count_if(labels, labels + rows, [](int32_t l) { return l >= 0; });
+    SB_CPU_EXPECT(counted == labelled_rows, call,
+                  "labelled_rows is " + std::to_string(labelled_rows) + " but " + std::to_string(counted) + " of " +
+                      std::to_string(rows) + " labels are >= 0");
+}
+}  // namespace
+
+void CpuOps::bias_grad(const Tensor& grad, float* bias_grad) {
+    expect_f32(grad, "bias_grad", "grad");
+    column_sums(grad, bias_grad, [](int64_t) { return true; });
+}
+
+void CpuOps::labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                                float* bias_grad) {
+    expect_f32(grad, "labelled_bias_grad", "grad");
+    expect_labelled_rows(labels, grad.rows, labelled_rows, "labelled_bias_grad");
+    column_sums(grad, bias_grad, [&](int64_t i) { return labels[i] >= 0; });
+}
+
+void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows, float* loss,
                                    const Tensor& grad_logits, float grad_scale) {
     expect_f32(logits, "softmax_cross_entropy", "logits");
     expect_f32(grad_logits, "softmax_cross_entropy", "grad_logits");
@@ -348,14 +373,13 @@ void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, 
     SB_CPU_EXPECT(rows > 0 && cols > 0, "softmax_cross_entropy", "empty logits " + shape(logits));
     const float* x = f32(logits);
     float* g = f32_mut(grad_logits);  // may alias logits
-    // Negative labels are not predicted: they neither count in the mean nor get a gradient.
-    int64_t labelled = 0;
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t i = 0; i < rows; ++i)
         SB_CPU_EXPECT(labels[i] < cols, "softmax_cross_entropy",
                       "label " + std::to_string(labels[i]) + " of row " + std::to_string(i) + " is outside [0, " +
                           std::to_string(cols) + ")");
-        labelled += labels[i] >= 0;
-    }
+    // Negative labels are not predicted: they neither count in the mean nor get a gradient.
+    expect_labelled_rows(labels, rows, labelled_rows, "softmax_cross_entropy");
+    const int64_t labelled = labelled_rows;
     const float scale = labelled ? grad_scale / static_cast<float>(labelled) : 0.0f;
     double total = 0.0;
     for (int64_t i = 0; i < rows; ++i) {

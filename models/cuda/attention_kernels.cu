@@ -5,9 +5,10 @@
 // mask models/dropout.h's at attention_dropout_index((b*heads + h)*seq + i, j, seq), i the
 // query, j the key.
 //
-// Three kernels share one skeleton: a block of 4 warps owns 64 rows of one (batch, head),
-// each warp 16 rows held in the mma accumulator layout, and walks tiles of the other side
-// through shared memory (cp.async, zero-filled past the sequence end).
+// The forward and, beyond seq 128, the backward's three kernels share one skeleton: a block of
+// 4 warps owns 64 rows of one (batch, head), each warp 16 rows held in the mma accumulator
+// layout, and walks tiles of the other side through shared memory (cp.async, zero-filled past
+// the sequence end).
 // - forward: rows are queries; per key tile S = Q K^T, an online softmax (running max and
 //   sum in the log2 domain), O += dropout(P) V. Saves the per-row log2-sum-exp.
 // - backward dQ: rows are queries; P recomputed from the saved LSE, dP = dO V^T,
@@ -18,6 +19,10 @@
 //   dV += dropout(P)^T dO and dK += dS^T Q.
 // Two backward kernels instead of one with atomics on dQ: no float atomics, so gradients are
 // bitwise reproducible, at the price of recomputing S and dP once more (7 products, not 5).
+// Up to seq 128 (Ops::kAttentionOneBlockSeq) one block of 8 warps per (batch, head) holds all
+// of its queries and keys instead and runs the whole backward: Dsum, the dK/dV kernel's
+// transposed products with dS^T kept in shared memory, then dQ = dS K from it (5 products,
+// still no atomics; attention_backward_short_kernel).
 #include "models/cuda/kernels.cuh"
 
 #include <cmath>
@@ -105,13 +110,26 @@ template <class T> __device__ __forceinline__ void load_b_trans(uint32_t (&r)[4]
                  : "r"(addr));
 }
 
+// The A fragment of rows r0..r0+15, k columns k0..k0+15 of A = X^T, X a row-major shared
+// tile [k][r]: ldmatrix.trans hands lane (g, t) X's rows 2t, 2t + 1 of column g, that is A's
+// row g, columns 2t, 2t + 1. Matrix m = lane / 8 is a[m]: k offset 8 (m / 2), row offset 8 (m % 2).
+template <class T> __device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const T* tile, int ld, int r0,
+                                                                int k0) {
+    const int lane = threadIdx.x & 31, m = lane >> 3;
+    const T* p = tile + (k0 + (m >> 1) * 8 + (lane & 7)) * ld + r0 + (m & 1) * 8;
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr));
+}
+
 // Rows [r0, r0 + kTileRows) of a head's D columns (row stride ld elements) into a shared tile
 // of row stride D + kPad; rows at or past `valid` are zero-filled (nothing read). Each thread
 // copies the same 16-byte column of every pass's rows, so its addresses step by a constant.
-template <class T, int D, int kTileRows>
+template <class T, int D, int kTileRows, int kBlockThreads = kWarps * 32>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t ld, int r0, int valid) {
     constexpr int kChunks = D / 8;                         // 16-byte chunks per row
-    constexpr int kPassRows = kWarps * 32 / kChunks;       // rows one pass of the block copies
+    constexpr int kPassRows = kBlockThreads / kChunks;     // rows one pass of the block copies
     static_assert(kTileRows % kPassRows == 0, "a tile is whole passes");
     const int r = static_cast<int>(threadIdx.x) / kChunks, col = (static_cast<int>(threadIdx.x) % kChunks) * 8;
     const T* g = src + (r0 + r) * ld + col;
@@ -526,6 +544,179 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
     }
 }
 
+// ---- backward of a whole short sequence (seq <= kShortSeq) in one block per (batch, head):
+// 8 warps hold Q, K, V, dO (and O, for Dsum) of every position in shared memory. Phase 1,
+// rows = keys (warp w: keys 16w..16w+15), walks the queries kCols at a time as the dK/dV
+// kernel does: S^T, dP^T, dV += dropout(P)^T dO, and each chunk's dS^T into shared memory.
+// Then dK = dS^T Q with dS^T read back (the warp's own rows), and after a barrier, rows =
+// queries (warp w: queries 16w..16w+15), dQ = dS K with dS read by ldmatrix.trans out of
+// dS^T. Five products, nothing recomputed, every sum in a fixed order. Phase 1 keeps dV
+// and a 32-query chunk of S^T and dP^T live, dK comes after it: at head_dim 64 that fits
+// 128 registers, so with 107 KB of shared memory two blocks (16 warps) share an SM; at 128,
+// 171 KB, one block.
+
+constexpr int kShortSeq = Ops::kAttentionOneBlockSeq;  // the longest sequence one block owns
+constexpr int kShortWarps = kShortSeq / 16;
+constexpr int kShortThreads = kShortWarps * 32;
+
+template <class T, int D> constexpr size_t short_backward_smem() {
+    return (4 * static_cast<size_t>(D + kPad) + (kShortSeq + kPad)) * kShortSeq * sizeof(T) +
+           2 * kShortSeq * sizeof(float);
+}
+
+template <class T, int D, int kCols>
+__global__ void __launch_bounds__(kShortThreads, D == 64 ? 2 : 1) attention_backward_short_kernel(
+    Geometry geo, const T* __restrict__ qkv, const T* __restrict__ out, const T* __restrict__ grad_out,
+    const float* __restrict__ lse, T* __restrict__ grad_qkv, const uint64_t* generation) {
+    static_assert(kShortSeq % kCols == 0 && kCols % 16 == 0, "query chunks tile the sequence");
+    static_assert(kShortThreads == 2 * kShortSeq, "Dsum takes two threads a query");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int ld = D + kPad, lds = kShortSeq + kPad;
+    T* sq = reinterpret_cast<T*>(smem_raw);
+    T* sk = sq + kShortSeq * ld;
+    T* sv = sk + kShortSeq * ld;
+    T* sdo = sv + kShortSeq * ld;
+    T* sds = sdo + kShortSeq * ld;  // dS^T [key][query]; first O, until Dsum is taken
+    float* slse = reinterpret_cast<float*>(sds + kShortSeq * lds);
+    float* sdsum = slse + kShortSeq;
+    const uint64_t seed = dropout_seed_at(geo.seed, *generation);
+    const int S = geo.seq, H = geo.heads, width = H * D;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int64_t ldg = 3 * int64_t{width};
+    const T* qbase = qkv + int64_t{b} * S * ldg + h * D;
+    const int64_t obase = int64_t{b} * S * width + h * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+
+    load_tile<T, D, kShortSeq, kShortThreads>(sq, qbase, ldg, 0, S);
+    load_tile<T, D, kShortSeq, kShortThreads>(sk, qbase + width, ldg, 0, S);
+    load_tile<T, D, kShortSeq, kShortThreads>(sv, qbase + 2 * width, ldg, 0, S);
+    load_tile<T, D, kShortSeq, kShortThreads>(sdo, grad_out + obase, width, 0, S);
+    load_tile<T, D, kShortSeq, kShortThreads>(sds, out + obase, width, 0, S);
+    if (threadIdx.x < kShortSeq)
+        slse[threadIdx.x] = static_cast<int>(threadIdx.x) < S ? lse[int64_t{bh} * S + threadIdx.x] : 0.0f;
+    wait_tiles<0>();
+    {  // Dsum = rowsum(dO * O): two threads a query, half the head each, then their sum.
+        const int q = static_cast<int>(threadIdx.x) >> 1, half = threadIdx.x & 1;
+        const VecN<T, 8>* x = reinterpret_cast<const VecN<T, 8>*>(sdo + q * ld + half * (D / 2));
+        const VecN<T, 8>* y = reinterpret_cast<const VecN<T, 8>*>(sds + q * ld + half * (D / 2));
+        float acc = 0.0f;
+#pragma unroll
+        for (int c = 0; c < D / 16; ++c) {
+            const VecN<T, 8> u = x[c], v = y[c];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc += to_f32(u.v[e]) * to_f32(v.v[e]);
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (half == 0) sdsum[q] = acc;  // 0 past the sequence: dO is zero-filled there
+    }
+    __syncthreads();  // O is read: dS^T may overwrite it
+
+    // Phase 1: rows are keys. Causal: queries before the warp's first chunk see none of its keys.
+    const int key0 = warp * 16;
+    const int q_begin = geo.causal ? key0 / kCols * kCols : 0;
+    const int q_end = (S + kCols - 1) / kCols * kCols;
+    if (key0 < S) {
+        const int keys[2] = {key0 + g, key0 + g + 8};
+        float dv[D / 8][4] = {};
+        for (int c0 = q_begin; c0 < q_end; c0 += kCols) {
+            float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
+            recompute_scores<T, D, kCols>(st, dpt, sk, sq + c0 * ld, sv, sdo + c0 * ld, key0);
+            const bool edge = c0 + kCols > S || key0 + 16 > S || (geo.causal && key0 + 15 > c0);
+            uint32_t pa[kCols / 16][4];
+#pragma unroll
+            for (int nt = 0; nt < kCols / 8; ++nt) {
+                const int c = c0 + nt * 8 + 2 * t;  // this lane's first query
+                const uint64_t q_base = attention_dropout_index(static_cast<uint64_t>(bh) * S + c, 0, S);
+                const uint32_t kept = geo.threshold != 0 ? keep_key_rows(geo, seed, q_base, key0) : 0xfu;
+                float pd[4], ds[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int q = c + (e & 1), r = e >> 1;
+                    const bool masked = edge && (q >= S || keys[r] >= S || (geo.causal && keys[r] > q));
+                    const float p = masked ? 0.0f : fast_exp2(st[nt][e] * geo.scale_log2 - slse[q]);
+                    float mask = 1.0f;
+                    if (geo.threshold != 0) mask = (kept >> e) & 1u ? geo.inv_keep : 0.0f;
+                    pd[e] = p * mask;
+                    ds[e] = p * (dpt[nt][e] * mask - sdsum[q]);
+                }
+                pa[nt / 2][(nt & 1) * 2 + 0] = pack<T>(pd[0], pd[1]);
+                pa[nt / 2][(nt & 1) * 2 + 1] = pack<T>(pd[2], pd[3]);
+                *reinterpret_cast<uint32_t*>(sds + keys[0] * lds + c) = pack<T>(ds[0], ds[1]);
+                *reinterpret_cast<uint32_t*>(sds + keys[1] * lds + c) = pack<T>(ds[2], ds[3]);
+            }
+#pragma unroll
+            for (int kk = 0; kk < kCols / 16; ++kk)
+#pragma unroll
+                for (int dt = 0; dt < D / 8; dt += 2) {
+                    uint32_t bo[4];
+                    load_b_trans(bo, sdo, ld, c0 + kk * 16, dt * 8);
+                    mma<T>(dv[dt], pa[kk], bo[0], bo[1]);
+                    mma<T>(dv[dt + 1], pa[kk], bo[2], bo[3]);
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (keys[r] >= S) continue;
+            T* grow = grad_qkv + (int64_t{b} * S + keys[r]) * ldg + h * D + 2 * width;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt)
+                *reinterpret_cast<uint32_t*>(grow + dt * 8 + 2 * t) = pack<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
+        }
+        __syncwarp();  // the warp's dS^T rows are written
+        float dk[D / 8][4] = {};
+        for (int kk = q_begin; kk < q_end; kk += 16) {
+            uint32_t a[4];
+            load_a(a, sds, lds, key0, kk);
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bq[4];
+                load_b_trans(bq, sq, ld, kk, dt * 8);
+                mma<T>(dk[dt], a, bq[0], bq[1]);
+                mma<T>(dk[dt + 1], a, bq[2], bq[3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (keys[r] >= S) continue;
+            T* grow = grad_qkv + (int64_t{b} * S + keys[r]) * ldg + h * D + width;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt)
+                *reinterpret_cast<uint32_t*>(grow + dt * 8 + 2 * t) =
+                    pack<T>(dk[dt][2 * r] * geo.scale, dk[dt][2 * r + 1] * geo.scale);
+        }
+    }
+    __syncthreads();  // every warp's dS^T rows are written
+
+    // Phase 2: rows are queries, dQ = dS K over the key tiles the queries see. Every key tile
+    // below the sequence's end belongs to a warp that ran phase 1 over these queries.
+    const int q0 = warp * 16;
+    if (q0 < S) {
+        const int key_end = geo.causal ? q0 + 16 : (S + 15) / 16 * 16;
+        float dq[D / 8][4] = {};
+        for (int j0 = 0; j0 < key_end; j0 += 16) {
+            uint32_t a[4];
+            load_a_trans(a, sds, lds, q0, j0);
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt += 2) {
+                uint32_t bk[4];
+                load_b_trans(bk, sk, ld, j0, dt * 8);
+                mma<T>(dq[dt], a, bk[0], bk[1]);
+                mma<T>(dq[dt + 1], a, bk[2], bk[3]);
+            }
+        }
+        const int rows[2] = {q0 + g, q0 + g + 8};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (rows[r] >= S) continue;
+            T* grow = grad_qkv + (int64_t{b} * S + rows[r]) * ldg + h * D;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt)
+                *reinterpret_cast<uint32_t*>(grow + dt * 8 + 2 * t) =
+                    pack<T>(dq[dt][2 * r] * geo.scale, dq[dt][2 * r + 1] * geo.scale);
+        }
+    }
+}
+
 Geometry geometry(const Ops::AttentionShape& s, uint64_t seed) {
     Geometry g{};
     g.batch = s.batch;
@@ -544,10 +735,12 @@ Geometry geometry(const Ops::AttentionShape& s, uint64_t seed) {
 // Key/query tile of the kernels: 64, or 32 where 128-wide heads would spill registers.
 template <int D> constexpr int kForwardCols = 64;
 template <int D> constexpr int kBackwardCols = D == 128 ? 32 : 64;
+template <int D> constexpr int kShortCols = 32;  // queries per step of the short kernel's phase 1
 
-template <class K, class... Args> void launch(K kernel, dim3 grid, size_t smem, const Context& ctx, Args... args) {
+template <int kBlockThreads = kWarps * 32, class K, class... Args>
+void launch(K kernel, dim3 grid, size_t smem, const Context& ctx, Args... args) {
     SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    kernel<<<grid, kWarps * 32, smem, ctx.stream>>>(args...);
+    kernel<<<grid, kBlockThreads, smem, ctx.stream>>>(args...);
     SB_CHECK_LAUNCH();
 }
 
@@ -593,6 +786,17 @@ void fused_attention_backward(const Context& ctx, DType dtype, const Ops::Attent
     dispatch_attention(dtype, shape.head_dim, [&](auto tag, auto dim) {
         using T = decltype(tag);
         constexpr int D = decltype(dim)::value, C = kBackwardCols<D>;
+        if (shape.seq <= kShortSeq) {
+            // Two 107 KB blocks per SM at head_dim 64 need the largest shared-memory carveout.
+            const auto kernel = attention_backward_short_kernel<T, D, kShortCols<D>>;
+            SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               cudaSharedmemCarveoutMaxShared));
+            launch<kShortThreads>(kernel, dim3(static_cast<unsigned>(shape.batch * shape.heads)),
+                                  short_backward_smem<T, D>(), ctx, geo, static_cast<const T*>(qkv),
+                                  static_cast<const T*>(out), static_cast<const T*>(grad_out), lse,
+                                  static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
+            return;
+        }
         const int64_t rows = int64_t{shape.batch} * shape.seq;
         attention_dsum_kernel<T, D><<<grid_for(ctx, static_cast<size_t>(rows * shape.heads)), kThreads, 0,
                                       ctx.stream>>>(static_cast<const T*>(grad_out), static_cast<const T*>(out), rows,

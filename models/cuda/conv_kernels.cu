@@ -59,11 +59,11 @@ struct RowItems {
 
 constexpr uint32_t kTileItems = 8 * kThreads;  // items of one tile: 8 per thread
 
-RowItems row_items(int64_t rows, int64_t items_per_row, uint32_t tile_items = kTileItems) {
+RowItems row_items(int64_t rows, int64_t items_per_row) {
     RowItems r;
     r.rows = rows;
     r.per_row = FastDivmod(static_cast<uint32_t>(items_per_row));
-    r.tile_rows = static_cast<uint32_t>(std::max<int64_t>(1, tile_items / items_per_row));
+    r.tile_rows = static_cast<uint32_t>(std::max<int64_t>(1, kTileItems / items_per_row));
     return r;
 }
 
@@ -548,80 +548,6 @@ __global__ void maxpool_forward_kernel(const T* __restrict__ x, T* __restrict__ 
     });
 }
 
-// Forward for ResNet's pool (kernel 3, stride 2, padding 1): an item is one channel vector of
-// a 2x2 block of output pixels, rows 2by, 2by+1 and columns 2bx, 2bx+1 (those inside the
-// output). Their windows tile the 5x5 input patch of rows 4by-1 .. 4by+3 and columns
-// 4bx-1 .. 4bx+3, which a thread loads once: 25 loads for four windows, where a thread per
-// window loads 36. Positions outside the image load as NaN, which never wins. Output (dy, dx)'s
-// window is the patch's rows 2dy .. 2dy+2 and columns 2dx .. 2dx+2, fed in window order. Three
-// patch rows are held at a time (the whole patch spills bf16's 8-channel items): rows 0-2 give
-// the top outputs, then rows 3 and 4 replace rows 0 and 1 for the bottom ones. Each stage's
-// loads are unrolled, free to be in flight together, so blocks are small: three of 128 threads
-// per SM.
-constexpr int kPoolThreads = 128;
-
-template <class T, int V>
-__global__ void __launch_bounds__(kPoolThreads, 3)
-    maxpool_forward_3x3s2_kernel(const T* __restrict__ x, T* __restrict__ out, uint8_t* __restrict__ argmax,
-                                 ConvDims d, FastDivmod div_bw, FastDivmod div_bh, RowItems blocks) {
-    using VT = VecN<T, V>;
-    const VT* xv = reinterpret_cast<const VT*>(x);
-    for_each_item(blocks, [&](uint32_t block, uint32_t c) {
-        uint32_t n, by, bx;
-        split_pixel(block, div_bw, div_bh, n, by, bx);
-        const int y0 = 4 * static_cast<int>(by) - 1, x0 = 4 * static_cast<int>(bx) - 1;
-        VT rows[3][5];  // patch row r in rows[r % 3]
-        const auto load = [&](int r, int q) {  // patch position (r, q); NaN outside the image
-            const int y = y0 + r, xx = x0 + q;
-            VT a;
-            if (y >= 0 && y < d.height && xx >= 0 && xx < d.width) {
-                a = xv[((static_cast<int64_t>(n) * d.height + y) * d.width + xx) * d.cvecs + c];
-            } else {
-#pragma unroll
-                for (int e = 0; e < V; ++e) a.v[e] = from_f32<T>(NAN);
-            }
-            return a;
-        };
-        const auto load_row = [&](int r) {
-#pragma unroll
-            for (int q = 0; q < 5; ++q) rows[r % 3][q] = load(r, q);
-        };
-        // Output (dy, dx) from patch rows 2dy .. 2dy+2, held in rows[].
-        const auto pool = [&](int dy, int dx) {
-            const int oy = 2 * static_cast<int>(by) + dy, ox = 2 * static_cast<int>(bx) + dx;
-            if (oy >= d.out_h || ox >= d.out_w) return;
-            FirstMax w[V];
-#pragma unroll
-            for (int ky = 0; ky < 3; ++ky)
-#pragma unroll
-                for (int kx = 0; kx < 3; ++kx)
-#pragma unroll
-                    for (int e = 0; e < V; ++e)
-                        w[e].add(to_f32(rows[(2 * dy + ky) % 3][2 * dx + kx].v[e]), ky * 3 + kx);
-            if (unsettled(w))  // rare: read the window again rather than hold registers for it
-#pragma unroll 1
-                for (int ky = 0; ky < 3; ++ky)
-#pragma unroll 1
-                    for (int kx = 0; kx < 3; ++kx) {
-                        const VT a = load(2 * dy + ky, 2 * dx + kx);
-#pragma unroll
-                        for (int e = 0; e < V; ++e) w[e].settle(to_f32(a.v[e]), ky * 3 + kx);
-                    }
-            store_max<T, V>(w, ((static_cast<int64_t>(n) * d.out_h + oy) * d.out_w + ox) * d.cvecs + c,
-                            reinterpret_cast<VT*>(out), reinterpret_cast<VecN<uint8_t, V>*>(argmax));
-        };
-        load_row(0);
-        load_row(1);
-        load_row(2);
-        pool(0, 0);
-        pool(0, 1);
-        load_row(3);
-        load_row(4);
-        pool(1, 0);
-        pool(1, 1);
-    });
-}
-
 template <class T, int V>
 __global__ void maxpool_backward_kernel(const uint8_t* __restrict__ argmax, const T* __restrict__ grad_out,
                                         T* __restrict__ grad_x, ConvDims d, RowItems items) {
@@ -733,20 +659,8 @@ void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, c
             const ConvDims d = conv_dims(s, V);
             const T* xt = static_cast<const T*>(x);
             T* o = static_cast<T*>(out);
-            if (s.kernel == 3 && s.stride == 2 && s.padding == 1) {
-                // Blocks by = oy / 2 for oy < out_h: (out_h + 1) / 2 of them (likewise columns). One
-                // item per thread and a block per tile: thousands of short blocks, so no SM is left
-                // a tail of whole tiles.
-                const int bh = (d.out_h + 1) / 2, bw = (d.out_w + 1) / 2;
-                const RowItems blocks = row_items(int64_t{s.batch} * bh * bw, s.channels / V, kPoolThreads);
-                maxpool_forward_3x3s2_kernel<T, V><<<static_cast<unsigned>(tiles(blocks)), kPoolThreads, 0, ctx.stream>>>(
-                    xt, o, argmax, d, FastDivmod(static_cast<uint32_t>(bw)), FastDivmod(static_cast<uint32_t>(bh)),
-                    blocks);
-            } else {
-                const RowItems items = row_items(s.out_rows(), s.channels / V);
-                maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(xt, o, argmax, d,
-                                                                                                 items);
-            }
+            const RowItems items = row_items(s.out_rows(), s.channels / V);
+            maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(xt, o, argmax, d, items);
             SB_CHECK_LAUNCH();
         });
     });

@@ -50,14 +50,16 @@ template <> struct Act<Activation::gelu> {
         return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
     }
 };
-// 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x).
+// 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x). The backward is as much ALU work as
+// memory traffic at BERT's shapes, so phi's exponential is the hardware's (__expf: a few ulp,
+// where x phi(x) adds to Phi(x) of at least its size) rather than expf's range reduction.
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 template <> struct Act<Activation::gelu_erf> {
     __device__ static float fwd(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
     __device__ static float bwd(float x, float g) {
         const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
-        const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+        const float pdf = kInvSqrt2Pi * __expf(-0.5f * x * x);
         return g * (cdf + x * pdf);
     }
 };
@@ -194,13 +196,22 @@ __global__ void map_binary_kernel(const T* a, const T* b, T* out, size_t n, size
     const Vec<T>* a_v = reinterpret_cast<const Vec<T>*>(a);
     const Vec<T>* b_v = reinterpret_cast<const Vec<T>*>(b);
     Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
-    for (size_t i = tid; i < n_vec; i += stride) {
-        Vec<T> x = a_v[i];
-        Vec<T> y = b_v[i];
+    const auto map = [&](const Vec<T>& x, const Vec<T>& y) {
         Vec<T> r;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) r.v[j] = from_f32<T>(f(to_f32(x.v[j]), to_f32(y.v[j])));
-        out_v[i] = r;
+        return r;
+    };
+    // Two vectors per thread and step (the second a grid stride further), both loaded before either
+    // is computed: twice the bytes in flight, for maps whose arithmetic (GELU-erf's backward) is as
+    // long as their memory traffic (GELU's forward, a unary map, ran slower so on an H200). An
+    // element is read before its own result is written, so out may alias a or b.
+    for (size_t i = tid; i < n_vec; i += 2 * stride) {
+        const bool second = i + stride < n_vec;
+        const Vec<T> x0 = a_v[i], y0 = b_v[i];
+        const Vec<T> x1 = second ? a_v[i + stride] : x0, y1 = second ? b_v[i + stride] : y0;
+        out_v[i] = map(x0, y0);
+        if (second) out_v[i + stride] = map(x1, y1);
     }
     for (size_t i = n_vec * kVec + tid; i < n; i += stride)
         out[i] = from_f32<T>(f(to_f32(a[i]), to_f32(b[i])));
@@ -271,23 +282,46 @@ void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* a
 // columns (a warp reads one row's 32 columns: coalesced) and one chunk of rows; each
 // thread sums every 16th row of its chunk, then the 16 partial sums of a column are
 // added by a fixed tree. Stage 2 adds the chunks' partials per column in chunk order.
+// With labels, the block stages its rows' labels in shared memory a tile at a time (one
+// coalesced read), and a row whose label is negative is not read but adds +0: the same
+// sums in the same order, so the result is bitwise that of the matrix with those rows
+// zeroed (a running sum that starts at +0 is never -0, and x + +0 is x).
 
 constexpr int kBgCols = 32;
 constexpr int kBgRows = 16;
 constexpr int64_t kBgMaxChunks = 1024;
 constexpr int64_t kBgMinRowsPerChunk = 64;
+constexpr int kBgLabelTile = kBgCols * kBgRows;  // rows whose labels a block stages at once
 
 template <class T>
-__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, int64_t rows, int64_t cols,
-                                         int64_t rows_per_chunk, float* __restrict__ out) {
+__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, const int32_t* __restrict__ labels,
+                                         int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                                         float* __restrict__ out) {
     __shared__ float sums[kBgRows][kBgCols + 1];
+    __shared__ int32_t tile_labels[kBgLabelTile];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t col = static_cast<int64_t>(blockIdx.x) * kBgCols + tx;
     const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
     const int64_t r1 = min(rows, r0 + rows_per_chunk);
     float sum = 0.0f;
-    if (col < cols)
-        for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
+    if (!labels) {
+        if (col < cols)
+            for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
+    } else {
+        // Tiles are a multiple of kBgRows long, so each thread still takes rows r0 + ty,
+        // r0 + ty + kBgRows, ... in order; rows past r1 count as unlabelled.
+        for (int64_t t0 = r0; t0 < r1; t0 += kBgLabelTile) {
+            const int i = ty * kBgCols + tx;
+            __syncthreads();  // the previous tile's labels are read
+            tile_labels[i] = t0 + i < r1 ? labels[t0 + i] : -1;
+            __syncthreads();
+            if (col < cols) {
+#pragma unroll 8
+                for (int k = ty; k < kBgLabelTile; k += kBgRows)
+                    sum += tile_labels[k] >= 0 ? to_f32(grad[(t0 + k) * cols + col]) : 0.0f;
+            }
+        }
+    }
     sums[ty][tx] = sum;
     __syncthreads();
 #pragma unroll
@@ -320,8 +354,8 @@ int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
     return (rows + rows_per_chunk - 1) / rows_per_chunk;
 }
 
-void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols, float* out,
-               float* partials) {
+void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t* labels, int64_t rows, int64_t cols,
+               float* out, float* partials) {
     if (cols <= 0) return;
     if (rows <= 0) {
         SB_CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
@@ -335,8 +369,8 @@ void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, 
     dim3 block(kBgCols, kBgRows);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), rows, cols,
-                                                                    rows_per_chunk, stage1);
+        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), labels, rows,
+                                                                    cols, rows_per_chunk, stage1);
         SB_CHECK_LAUNCH();
     });
     if (chunks > 1) sum_partials(ctx, partials, chunks, cols, out);
@@ -354,8 +388,9 @@ void sum_partials(const Context& ctx, const float* partials, int64_t chunks, int
 // of the row instead of two), then the block combines them; pass 2 re-reads the row (L2
 // hit) and writes grad = (softmax - onehot) * scale. Both read 16-byte vectors over the
 // row's aligned middle (rows of an odd vocabulary start anywhere), scalars at the ends.
-// A negative label is an ignored row: zero gradient, zero loss, not counted. The label's
-// logit is read before any gradient is written, so grad may alias logits.
+// A negative label is an ignored row: its logits are not read; zero gradient, zero loss,
+// not counted. The label's logit is read before any gradient is written, so grad may
+// alias logits.
 
 // Head/body/tail split of a row for 16-byte loads of T.
 template <class T> struct RowSplit {

@@ -1,13 +1,16 @@
 // The transformer kernels of CudaOps (declared in kernels.cuh), each next to its launcher.
 // Row kernels (LayerNorm, attention softmax) give one warp a row: lanes read it in
-// 16-byte vectors when the row length and the pointers allow (else scalars), reduce with
-// shuffles, and read the row again from L1/L2 for the next pass instead of holding it in
-// registers, so any row length works with one kernel. Math is fp32 whatever the storage.
+// 16-byte vectors when the row length and the pointers allow (else scalars) and reduce with
+// shuffles. Rows of up to 1024 elements in vectors are held in registers where a kernel
+// needs them again (the LayerNorm forward) or add into per-column registers (the backward);
+// longer rows are read again from L1/L2 for each pass, so any row length works. Math is
+// fp32 whatever the storage.
 #include "models/cuda/kernels.cuh"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -34,66 +37,205 @@ __device__ __forceinline__ int64_t warp_row() {
 }
 __device__ __forceinline__ int64_t warp_row_stride() { return static_cast<int64_t>(gridDim.x) * kRowWarps; }
 
+// Rows of at most 32 * kMaxLaneElems elements in 16-byte vectors take the fused paths: a lane
+// owns kLaneVecs vectors of a row (kLaneVecs * V <= kMaxLaneElems) and keeps them in registers.
+constexpr int kMaxLaneElems = 32;
+
+// When rows of nv 16-byte vectors of T fit the fused paths, calls f(integral_constant<int, N>)
+// with N the vectors per lane (N * V = 8, 16, 24 or 32 elements: few kernels, registers
+// bounded) and returns true.
+template <class T, class F> bool dispatch_lane_vectors(int64_t nv, F&& f) {
+    constexpr int V = kVec16<T>;
+    static_assert(kMaxLaneElems == 32 && 8 % V == 0, "the cases below");
+    const int64_t elems = (nv + 31) / 32 * V;
+    if (elems <= 8)
+        f(std::integral_constant<int, 8 / V>{});
+    else if (elems <= 16)
+        f(std::integral_constant<int, 16 / V>{});
+    else if (elems <= 24)
+        f(std::integral_constant<int, 24 / V>{});
+    else if (elems <= 32)
+        f(std::integral_constant<int, 32 / V>{});
+    else
+        return false;
+    return true;
+}
+
 }  // namespace
+
+// Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
+// (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
+// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
+template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
+    const int lane = threadIdx.x & 31;
+    if constexpr (kLaneVecs > 0) {
+#pragma unroll
+        for (int j = 0; j < kLaneVecs; ++j)
+            if (lane + 32 * j < nv) f(j, static_cast<int64_t>(lane + 32 * j));
+    } else {
+#pragma unroll 1
+        for (int64_t k = lane; k < nv; k += 32) f(0, k);
+    }
+}
+
+// p[0, V) into out (gamma, beta): as float4 loads when V is a multiple of 4 (p then 16-byte aligned).
+template <int V> __device__ __forceinline__ void load_floats(const float* __restrict__ p, float (&out)[V]) {
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+            const float4 f = reinterpret_cast<const float4*>(p)[q];
+            out[4 * q] = f.x;
+            out[4 * q + 1] = f.y;
+            out[4 * q + 2] = f.z;
+            out[4 * q + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = p[e];
+    }
+}
+
+// Bit e says element first + e survives dropout (threshold 0: all do). With V a multiple of 4
+// (first is then too) one hash decides four elements, as models/dropout.h lays the mask out.
+template <int V>
+__device__ __forceinline__ uint32_t dropout_keep_bits(uint64_t seed, uint64_t first, uint32_t threshold) {
+    static_assert(V <= 8, "one bit per element of a 16-byte vector");
+    if (threshold == 0) return (1u << V) - 1;
+    uint32_t bits = 0;
+    if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) bits |= dropout_keep_nibble(seed, (first >> 2) + q, threshold) << (4 * q);
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) bits |= static_cast<uint32_t>(dropout_keep_above(seed, first + e, threshold)) << e;
+    }
+    return bits;
+}
 
 // ---- LayerNorm forward: a warp per row; pass 1 the mean, pass 2 the variance around it
 // (two-pass: no cancellation of E[x^2] - E[x]^2), pass 3 normalizes with fp32 gamma/beta.
+// Rows that fit (kLaneVecs > 0) are loaded into registers at once, so a warp waits on DRAM
+// once per row and the passes read registers; longer rows are read again from L1/L2 for each
+// pass. Either way a lane adds its vectors k = lane + 32 j in order, then warp_reduce's tree.
 
-// One warp's row of a LayerNorm whose mean is known: the variance in a second pass over
-// the row (no cancellation of E[x^2] - E[x]^2), out = (x - mean) * rstd * gamma + beta with
-// fp32 gamma/beta, and lane 0 saves mean and rstd.
-template <class T, int V>
-__device__ __forceinline__ void normalize_row(const VecN<T, V>* xr, int64_t nv, float mu, float inv_cols, float eps,
-                                              const float* __restrict__ gamma, const float* __restrict__ beta,
-                                              VecN<T, V>* orow, float* mean, float* rstd) {
+// A 16-byte vector held as four 32-bit words: 16-bit elements stay two to a register (a VecN
+// of them is unpacked into a register per element, which doubles a held row's registers).
+// Element e lies where memory has it: word e / 2, the low half first.
+template <class T> __device__ __forceinline__ float elem_f32(const uint4& a, int e) {
+    constexpr int kPerWord = 4 / sizeof(T);
+    const int i = e / kPerWord;
+    const uint32_t w = i == 0 ? a.x : i == 1 ? a.y : i == 2 ? a.z : a.w;
+    if constexpr (std::is_same_v<T, float>) {
+        return __uint_as_float(w);
+    } else {
+        const auto h = static_cast<unsigned short>(w >> (16 * (e % kPerWord)));
+        if constexpr (std::is_same_v<T, __half>)
+            return to_f32(__ushort_as_half(h));
+        else
+            return to_f32(__ushort_as_bfloat16(h));
+    }
+}
+template <class T, int V> __device__ __forceinline__ float elem_f32(const VecN<T, V>& a, int e) {
+    return to_f32(a.v[e]);
+}
+
+template <class T, int V> __device__ __forceinline__ uint4 as_words(const VecN<T, V>& a) {
+    static_assert(sizeof(a) == sizeof(uint4), "a 16-byte vector");
+    uint4 w;
+    memcpy(&w, &a, sizeof(w));
+    return w;
+}
+
+// This lane's vectors of a row: held in registers (kLaneVecs > 0, vector lane + 32 j at j, as
+// words) or read from mem for each walk.
+template <class T, int V, int kLaneVecs> struct LaneRow {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
+    const VT* mem;
+    int64_t nv;
+    uint4 held[kLaneVecs > 0 ? kLaneVecs : 1];
+
+    // Calls f(k, vector k) for this lane's vectors in order (read its elements with elem_f32<T>).
+    template <class F> __device__ __forceinline__ void walk(F&& f) const {
+        if constexpr (kLaneVecs > 0) {
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) { f(k, held[j]); });
+        } else {
+            for (int64_t k = threadIdx.x & 31; k < nv; k += 32) f(k, mem[k]);
+        }
+    }
+};
+
+// One warp's row of a LayerNorm given this lane's sum of its elements (in walk order): the
+// mean, the variance around it in a second walk, out = (x - mean) * rstd * gamma + beta with
+// fp32 gamma/beta, and lane 0 saves mean and rstd.
+template <class T, int V, int kLaneVecs>
+__device__ __forceinline__ void normalize_row(const LaneRow<T, V, kLaneVecs>& x, float lane_sum, float inv_cols,
+                                              float eps, const float* __restrict__ gamma,
+                                              const float* __restrict__ beta, VecN<T, V>* orow, float* mean,
+                                              float* rstd) {
+    using VT = VecN<T, V>;
+    const float mu = warp_reduce(lane_sum, SumOp{}) * inv_cols;
     float sq = 0.0f;
-    for (int64_t k = lane; k < nv; k += 32) {
-        const VT a = xr[k];
+    x.walk([&](int64_t, const auto& a) {
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-            const float d = to_f32(a.v[e]) - mu;
+            const float d = elem_f32<T>(a, e) - mu;
             sq += d * d;
         }
-    }
+    });
     const float rs = rsqrtf(warp_reduce(sq, SumOp{}) * inv_cols + eps);
-    for (int64_t k = lane; k < nv; k += 32) {
-        const VT a = xr[k];
+    x.walk([&](int64_t k, const auto& a) {
+        float gam[V], bet[V];
+        load_floats<V>(gamma + k * V, gam);
+        load_floats<V>(beta + k * V, bet);
         VT r;
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int64_t c = k * V + e;
-            r.v[e] = from_f32<T>((to_f32(a.v[e]) - mu) * rs * gamma[c] + beta[c]);
-        }
+        for (int e = 0; e < V; ++e) r.v[e] = from_f32<T>((elem_f32<T>(a, e) - mu) * rs * gam[e] + bet[e]);
         orow[k] = r;
-    }
-    if (lane == 0) {
+    });
+    if ((threadIdx.x & 31) == 0) {
         *mean = mu;
         *rstd = rs;
     }
 }
 
-template <class T, int V>
-__global__ void layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
-                                         const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
-                                         T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd) {
+// Launch bounds: 4 blocks of 8 warps per SM (64 registers) hold a row of up to 1024
+// elements without spilling.
+template <class T, int V, int kLaneVecs>
+__global__ void __launch_bounds__(kRowWarps * 32, 4)
+    layernorm_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
+                             const float* __restrict__ beta, float eps, int64_t rows, int64_t cols,
+                             T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd) {
     using VT = VecN<T, V>;
-    const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
     const float inv_cols = 1.0f / static_cast<float>(cols);
     for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const VT* xr = reinterpret_cast<const VT*>(x + row * cols);
+        LaneRow<T, V, kLaneVecs> xr{reinterpret_cast<const VT*>(x + row * cols), nv};
+        if constexpr (kLaneVecs > 0)
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                xr.held[j] = reinterpret_cast<const uint4*>(xr.mem)[k];
+            });
         float sum = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k];
+        xr.walk([&](int64_t, const auto& a) {
 #pragma unroll
-            for (int e = 0; e < V; ++e) sum += to_f32(a.v[e]);
-        }
-        normalize_row<T, V>(xr, nv, warp_reduce(sum, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
-                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
+            for (int e = 0; e < V; ++e) sum += elem_f32<T>(a, e);
+        });
+        normalize_row(xr, sum, inv_cols, eps, gamma, beta, reinterpret_cast<VT*>(out + row * cols), mean + row,
+                      rstd + row);
     }
 }
+
+namespace {
+
+// Calls launch(V, kLaneVecs) as integral constants: the register-held kernel when rows of cols
+// elements come in 16-byte vectors (vec, as row_vec chose) and fit, else the loop with V = vec.
+template <class T, class Launch> void launch_row_forward(int64_t cols, int vec, Launch&& launch) {
+    const auto v16 = std::integral_constant<int, kVec16<T>>{};
+    if (vec == kVec16<T> && dispatch_lane_vectors<T>(cols / vec, [&](auto lane_vecs) { launch(v16, lane_vecs); }))
+        return;
+    dispatch_vec<T>(vec, [&](auto v) { launch(v, std::integral_constant<int, 0>{}); });
+}
+
+}  // namespace
 
 void layernorm_forward(const Context& ctx, DType dtype, const void* x, const float* gamma, const float* beta,
                        float eps, int64_t rows, int64_t cols, void* out, float* mean, float* rstd) {
@@ -101,9 +243,10 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
     SB_REQUIRE(cols > 0, "layernorm_forward: empty rows");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(cols, {x, out}), [&](auto vec) {
-            layernorm_forward_kernel<T, decltype(vec)::value><<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
-                static_cast<const T*>(x), gamma, beta, eps, rows, cols, static_cast<T*>(out), mean, rstd);
+        launch_row_forward<T>(cols, row_vec<T>(cols, {x, out, gamma, beta}), [&](auto v, auto lane_vecs) {
+            layernorm_forward_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
+                <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(static_cast<const T*>(x), gamma, beta, eps,
+                                                                         rows, cols, static_cast<T*>(out), mean, rstd);
             SB_CHECK_LAUNCH();
         });
     });
@@ -129,9 +272,8 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
 
 constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
-constexpr int kMaxLaneElems = 32;     // fused path: 1024-element rows at most
 constexpr int kFusedBlocksPerSm = 2;  // the fused grid: one wave of 2 blocks per SM at most,
-constexpr int64_t kFusedMinWarpRows = 8;  // fewer when a warp would get under 8 rows
+constexpr int64_t kFusedMinWarpRows = 2;  // fewer when a warp would get under 2 rows
 
 // Adds the kLnRows rows of s column by column by a fixed tree into row 0 (all threads of the
 // kLnCols x kLnRows block call it).
@@ -197,29 +339,18 @@ __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, i
     if (ty == 0 && col < cols) (blockIdx.y == 0 ? grad_gamma : grad_beta)[col] = s[0][tx];
 }
 
-// Calls f(j, k) for the vectors k = lane + 32 j < nv of this lane's row: with kLaneVecs > 0
-// (rows of at most 32 * kLaneVecs vectors) unrolled, so j is a constant that can index
-// registers; with 0 a loop over any row length (j = 0), not unrolled (fewer registers).
-template <int kLaneVecs, class F> __device__ __forceinline__ void for_lane_vectors(int64_t nv, F&& f) {
-    const int lane = threadIdx.x & 31;
-    if constexpr (kLaneVecs > 0) {
-#pragma unroll
-        for (int j = 0; j < kLaneVecs; ++j)
-            if (lane + 32 * j < nv) f(j, static_cast<int64_t>(lane + 32 * j));
-    } else {
-#pragma unroll 1
-        for (int64_t k = lane; k < nv; k += 32) f(0, k);
-    }
-}
-
 // kLaneVecs > 0: the fused path, rows of at most 32 * kLaneVecs vectors; block b writes its
 // column sums of g*xhat and g to part_gamma and part_beta + b * cols (the outputs themselves
 // when the grid is one block). kLaneVecs == 0: any row length, no parameter gradients.
 // Launch bounds: the fused path within 128 registers (2 blocks of 8 warps per SM), the other
-// within 64 (4 blocks).
+// within 64 (4 blocks). The fused path's 2 * kLaneVecs * V accumulators (64 registers at 1024
+// columns) leave no room to hold the row between the passes, so pass 2 reads x and g again
+// from L1; g_sum_res, which pass 1 does not read, is copied to shared memory by cp.async as
+// pass 1 loads (no registers), so a row costs one DRAM round trip, not one per vector.
 // No __restrict__ on the gradients: grad_out may be grad_branch or grad_sum, and grad_sum
-// either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, and in
-// pass 2 each lane reads a vector of all of them before it writes that vector.
+// either residual gradient; pass 1 (ending in a shuffle) reads before pass 2 writes, g_sum_res
+// is copied before pass 2 writes, and in pass 2 each lane reads a vector of all of them before
+// it writes that vector.
 template <class T, int V, int kLaneVecs>
 __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPerSm : 4)
     layernorm_grad_kernel(const T* __restrict__ x, const T* g, const T* g_out_res, const T* g_sum_res,
@@ -229,6 +360,16 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
                           T* grad_branch, float* __restrict__ part_gamma, float* __restrict__ part_beta) {
     using VT = VecN<T, V>;
     constexpr int kAccs = kLaneVecs > 0 ? kLaneVecs * V : 1;
+    // Fused: while rows are processed, each warp's staged g_sum_res row (vector lane + 32 j at
+    // [warp][j][lane]); after them, the block tree's slots (warps [half, 2 half) hand their
+    // sums to warps [0, half) through slot warp - half).
+    constexpr int kStageVecs = kRowWarps * kLaneVecs * 32;
+    constexpr int kSlotFloats = kRowWarps / 2 * 2 * kAccs * 32;
+    constexpr int kSharedVecs = kLaneVecs > 0 ? std::max<int>(kStageVecs, kSlotFloats / 4) : 1;
+    __shared__ float4 shared[kSharedVecs];
+    VT* stage = nullptr;  // this lane's first staged vector
+    if constexpr (kLaneVecs > 0)
+        stage = reinterpret_cast<VT*>(shared) + (threadIdx.x >> 5) * kLaneVecs * 32 + (threadIdx.x & 31);
     seed = dropout_seed_at(seed, *generation);
     const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
@@ -239,19 +380,36 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
         const VT* xr = reinterpret_cast<const VT*>(x + base);
         const VT* gr = reinterpret_cast<const VT*>(g + base);
         const VT* gor = reinterpret_cast<const VT*>(g_out_res + base);  // dereferenced only when given
+        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        if constexpr (kLaneVecs > 0) {
+            if (g_sum_res) {
+                for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(stage + 32 * j));
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gsr + k) : "memory");
+                });
+                asm volatile("cp.async.commit_group;\n" ::: "memory");
+            }
+        }
         const float mu = mean[row], rs = rstd[row];
         // grad_out + grad_out_residual, rounded as add() stores it.
-        auto g_at = [&](const VT& a, const VT& b, int e) {
-            const float v = to_f32(a.v[e]);
-            return g_out_res ? to_f32(from_f32<T>(v + to_f32(b.v[e]))) : v;
+        const auto load_g = [&](int64_t k) {
+            VT b = gr[k];
+            if (g_out_res) {
+                const VT c = gor[k];
+#pragma unroll
+                for (int e = 0; e < V; ++e) b.v[e] = from_f32<T>(to_f32(b.v[e]) + to_f32(c.v[e]));
+            }
+            return b;
         };
         float s1 = 0.0f, s2 = 0.0f;
         for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{};
+            const VT a = xr[k], b = load_g(k);
+            float gam[V];
+            load_floats<V>(gamma + k * V, gam);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gv = g_at(b, c, e), d = to_f32(a.v[e]) - mu;
-                const float gg = gv * gamma[k * V + e];
+                const float gv = to_f32(b.v[e]), d = to_f32(a.v[e]) - mu;
+                const float gg = gv * gam[e];
                 s1 += gg;
                 s2 += gg * d * rs;
                 if constexpr (kLaneVecs > 0) {
@@ -262,33 +420,43 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
         });
         s1 = warp_reduce(s1, SumOp{}) * inv_cols;
         s2 = warp_reduce(s2, SumOp{}) * inv_cols;
-        const VT* gsr = reinterpret_cast<const VT*>(g_sum_res + base);
+        if constexpr (kLaneVecs > 0)
+            if (g_sum_res) asm volatile("cp.async.wait_all;\n" ::: "memory");  // this lane's copies, read by it
         VT* out_sum = reinterpret_cast<VT*>(grad_sum + base);
         VT* out_branch = reinterpret_cast<VT*>(grad_branch + base);
-        // A loop, not unrolled as pass 1: unrolled, 1024 columns of bf16 spilled registers.
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT a = xr[k], b = gr[k], c = g_out_res ? gor[k] : VT{}, d = g_sum_res ? gsr[k] : VT{};
+        // A loop, not unrolled as pass 1: unrolled, 1024 columns of 16 bits spilled registers.
+#pragma unroll 1
+        for (int64_t k = lane, j = 0; k < nv; k += 32, ++j) {
+            const VT a = xr[k], b = load_g(k);
+            VT d{};
+            if (g_sum_res) {
+                if constexpr (kLaneVecs > 0)
+                    d = stage[32 * j];
+                else
+                    d = gsr[k];
+            }
+            float gam[V];
+            load_floats<V>(gamma + k * V, gam);
+            const uint32_t keep = dropout_keep_bits<V>(seed, static_cast<uint64_t>(base + k * V), threshold);
             VT rsum, rbranch;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float gg = g_at(b, c, e) * gamma[k * V + e];
+                const float gg = to_f32(b.v[e]) * gam[e];
                 const float xhat = (to_f32(a.v[e]) - mu) * rs;
                 float dx = to_f32(from_f32<T>(rs * (gg - s1 - xhat * s2)));
                 if (g_sum_res) dx = to_f32(from_f32<T>(dx + to_f32(d.v[e])));
                 rsum.v[e] = from_f32<T>(dx);
-                const uint64_t index = static_cast<uint64_t>(base + k * V + e);
-                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
-                rbranch.v[e] = from_f32<T>(keep ? dx * scale : 0.0f);
+                rbranch.v[e] = from_f32<T>((keep >> e) & 1u ? dx * scale : 0.0f);
             }
             out_sum[k] = rsum;
             if (grad_branch) out_branch[k] = rbranch;
         }
     }
     if constexpr (kLaneVecs > 0) {
-        // Warps [half, 2 half) hand their sums to warps [0, half) through slot (warp - half);
-        // warp 0 ends with ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
-        __shared__ float slots[kRowWarps / 2][2][kAccs][32];
+        // Warp 0 ends with ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
+        auto slots = reinterpret_cast<float (*)[2][kAccs][32]>(shared);
         const int warp = threadIdx.x >> 5;
+        __syncthreads();  // every warp is done with its staged rows
 #pragma unroll
         for (int half = kRowWarps / 2; half > 0; half /= 2) {
             if (warp >= half && warp < 2 * half)
@@ -347,33 +515,13 @@ int64_t fused_blocks(const Context& ctx, int64_t rows) {
     return std::max<int64_t>(1, std::min<int64_t>(by_rows, int64_t{std::max(ctx.sm_count, 1)} * kFusedBlocksPerSm));
 }
 
-// When rows of nv 16-byte vectors of T fit the fused path, calls f(integral_constant<int, N>)
-// with N the vectors per lane (N * V = 8, 16, 24 or 32 elements: few kernels, registers
-// bounded) and returns true.
-template <class T, class F> bool dispatch_lane_vectors(int64_t nv, F&& f) {
-    constexpr int V = kVec16<T>;
-    static_assert(kMaxLaneElems == 32 && 8 % V == 0, "the cases below");
-    const int64_t elems = (nv + 31) / 32 * V;
-    if (elems <= 8)
-        f(std::integral_constant<int, 8 / V>{});
-    else if (elems <= 16)
-        f(std::integral_constant<int, 16 / V>{});
-    else if (elems <= 24)
-        f(std::integral_constant<int, 24 / V>{});
-    else if (elems <= 32)
-        f(std::integral_constant<int, 32 / V>{});
-    else
-        return false;
-    return true;
-}
-
 // The backward of both ops over rows > 0 (residual gradients and grad_branch may be nullptr).
 template <class T>
 void layernorm_grads(const Context& ctx, const T* x, const T* g, const T* g_out_res, const T* g_sum_res,
                      const float* gamma, const float* mean, const float* rstd, int64_t rows, int64_t cols, float p,
                      uint64_t seed, T* grad_sum, T* grad_branch, float* grad_gamma, float* grad_beta,
                      float* partials) {
-    const int vec = row_vec<T>(cols, {x, g, g_out_res, g_sum_res, grad_sum, grad_branch});
+    const int vec = row_vec<T>(cols, {x, g, g_out_res, g_sum_res, grad_sum, grad_branch, gamma});
     const auto launch = [&](auto v, auto lane_vecs, int64_t blocks, float* part_gamma, float* part_beta) {
         layernorm_grad_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
             <<<static_cast<unsigned>(blocks), kRowWarps * 32, 0, ctx.stream>>>(
@@ -437,40 +585,66 @@ void layernorm_backward(const Context& ctx, DType dtype, const void* x, const vo
 // index in the rows x cols tensor.
 
 // Forward: pass 1 forms sum = residual + dropout(branch), writes it and adds it up; passes
-// 2 and 3 are layernorm_forward's over the sum just written (this lane's own writes, read
-// back from L1/L2). residual may alias sum: each lane reads a vector before writing it.
-template <class T, int V>
-__global__ void residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
-                                                  uint32_t threshold, uint64_t seed,
-                                                  const uint64_t* __restrict__ generation,
-                                                  const float* __restrict__ gamma, const float* __restrict__ beta,
-                                                  float eps, int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
-                                                  float* __restrict__ mean, float* __restrict__ rstd) {
+// 2 and 3 are layernorm_forward's over the sum, held in registers when the row fits (all of
+// a row's loads issued before its first store: one DRAM wait per row), else read back from
+// L1/L2 (this lane's own writes). residual may alias sum: each lane reads a vector before
+// writing it. Launch bounds: 3 blocks of 8 warps per SM (80 registers) hold 64 bytes of a
+// row a lane, the loaded branch and residual and the sum, without spilling; 2 (128) for the
+// 96 and 128 bytes of fp32 rows over 512 elements.
+template <class T, int V, int kLaneVecs>
+__global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 4 ? 2 : 3)
+    residual_layernorm_forward_kernel(const T* __restrict__ branch, const T* residual, float scale,
+                                      uint32_t threshold, uint64_t seed, const uint64_t* __restrict__ generation,
+                                      const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
+                                      int64_t rows, int64_t cols, T* sum, T* __restrict__ out,
+                                      float* __restrict__ mean, float* __restrict__ rstd) {
     using VT = VecN<T, V>;
     seed = dropout_seed_at(seed, *generation);
-    const int lane = threadIdx.x & 31;
     const int64_t nv = cols / V;
     const float inv_cols = 1.0f / static_cast<float>(cols);
     for (int64_t row = warp_row(); row < rows; row += warp_row_stride()) {
-        const VT* br = reinterpret_cast<const VT*>(branch + row * cols);
-        const VT* rr = reinterpret_cast<const VT*>(residual + row * cols);
-        VT* sr = reinterpret_cast<VT*>(sum + row * cols);
+        const int64_t base = row * cols;
+        const VT* br = reinterpret_cast<const VT*>(branch + base);
+        const VT* rr = reinterpret_cast<const VT*>(residual + base);
+        VT* sr = reinterpret_cast<VT*>(sum + base);
         float total = 0.0f;
-        for (int64_t k = lane; k < nv; k += 32) {
-            const VT b = br[k], r = rr[k];
+        // The sum of vectors b and r, rounded as dropout and add store it (bit e of keep: b's
+        // element e survives), added into total.
+        const auto add_vector = [&](const auto& b, const auto& r, uint32_t keep) {
             VT o;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const uint64_t index = static_cast<uint64_t>(row * cols + k * V + e);
-                const bool keep = threshold == 0 || dropout_keep_above(seed, index, threshold);
-                const float dropped = to_f32(from_f32<T>(keep ? to_f32(b.v[e]) * scale : 0.0f));
-                o.v[e] = from_f32<T>(dropped + to_f32(r.v[e]));
+                const float kept = elem_f32<T>(b, e) * scale;  // formed either way: a select, not a branch
+                const float dropped = to_f32(from_f32<T>((keep >> e) & 1u ? kept : 0.0f));
+                o.v[e] = from_f32<T>(dropped + elem_f32<T>(r, e));
                 total += to_f32(o.v[e]);
             }
-            sr[k] = o;
+            return o;
+        };
+        const auto keep_bits = [&](int64_t k) {
+            return dropout_keep_bits<V>(seed, static_cast<uint64_t>(base + k * V), threshold);
+        };
+        LaneRow<T, V, kLaneVecs> s{sr, nv};
+        if constexpr (kLaneVecs > 0) {
+            // The row's loads first; the mask (bit j * V + e for element e of vector j, one
+            // register) is hashed while they are in flight.
+            static_assert(kLaneVecs * V <= 32, "one mask bit per element of the lane's row");
+            uint4 b[kLaneVecs], r[kLaneVecs];
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                b[j] = reinterpret_cast<const uint4*>(br)[k];
+                r[j] = reinterpret_cast<const uint4*>(rr)[k];
+            });
+            uint32_t keep = 0;
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) { keep |= keep_bits(k) << (j * V); });
+            for_lane_vectors<kLaneVecs>(nv, [&](int j, int64_t k) {
+                s.held[j] = as_words(add_vector(b[j], r[j], keep >> (j * V)));
+                reinterpret_cast<uint4*>(sr)[k] = s.held[j];
+            });
+        } else {
+            for (int64_t k = threadIdx.x & 31; k < nv; k += 32) sr[k] = add_vector(br[k], rr[k], keep_bits(k));
         }
-        normalize_row<T, V>(sr, nv, warp_reduce(total, SumOp{}) * inv_cols, inv_cols, eps, gamma, beta,
-                            reinterpret_cast<VT*>(out + row * cols), mean + row, rstd + row);
+        normalize_row(s, total, inv_cols, eps, gamma, beta, reinterpret_cast<VT*>(out + base), mean + row,
+                      rstd + row);
     }
 }
 
@@ -482,8 +656,9 @@ void residual_layernorm_forward(const Context& ctx, DType dtype, const void* bra
     SB_REQUIRE(p >= 0.0f && p < 1.0f, "residual_layernorm_forward: dropout must be in [0, 1)");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        dispatch_vec<T>(row_vec<T>(cols, {branch, residual, sum, out}), [&](auto vec) {
-            residual_layernorm_forward_kernel<T, decltype(vec)::value>
+        const int vec = row_vec<T>(cols, {branch, residual, sum, out, gamma, beta});
+        launch_row_forward<T>(cols, vec, [&](auto v, auto lane_vecs) {
+            residual_layernorm_forward_kernel<T, decltype(v)::value, decltype(lane_vecs)::value>
                 <<<row_grid(ctx, rows), kRowWarps * 32, 0, ctx.stream>>>(
                     static_cast<const T*>(branch), static_cast<const T*>(residual), 1.0f / (1.0f - p),
                     dropout_threshold(p), seed, ctx.dropout_generation, gamma, beta, eps, rows, cols,

@@ -19,7 +19,8 @@ constexpr uint64_t kDropoutStream = 0xD20F;  // dropout masks: a stream apart fr
 std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank) {
     if (cfg.model == "transformer")
         return std::make_unique<Transformer>(ops, cfg.transformer.shape,
-                                             mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)));
+                                             mix_seed(cfg.seed, kDropoutStream, static_cast<uint64_t>(rank)),
+                                             labelled_positions(token_task(cfg)));
     if (cfg.model == "resnet") return std::make_unique<ResNet>(ops, cfg.resnet, resolve_conv_engine(cfg, ops));
     MlpShape shape{cfg.mlp.input_dim, cfg.mlp.hidden, cfg.mlp.num_classes, cfg.mlp.activation};
     return std::make_unique<Mlp>(ops, shape);

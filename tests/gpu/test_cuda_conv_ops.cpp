@@ -51,14 +51,13 @@ const Ops::ConvShape kConvShapes[] = {
     conv(2, 12, 12, 24, 7, 2, 3), conv(1, 1, 1, 3, 1, 1, 0),
 };
 
-// Max pools. ResNet's 3x3/2 pad 1 takes the forward's 2x2-output-block path (a 5x5 input patch
-// per thread) and the backward's 2x2-input-block path; their edges: an odd output height or width
-// (10x10, 9x7, 113x113, 6x1, 8x9, 2x3: the last block row or column holds one output), a patch
-// whose last row or column falls outside the image while its outputs are inside (7x7, 113x113,
-// 3-wide), ResNet's 112x112 and 113x113, 1x1 and one-column images, batch > 1 (blocks of the
-// next image), 5 and 3 channels (scalar items), 24 channels (3 bf16 vectors a pixel: a warp's
-// items straddle blocks), 2048 channels. The generic kernels: 2x2/2 without padding, stride 1,
-// 3x3/2 without padding. Each test below runs every shape at every offset (kPoolOffsets).
+// Max pools. ResNet's 3x3/2 pad 1 takes the backward's 2x2-input-block path; its edges: an odd
+// output height or width (10x10, 9x7, 113x113, 6x1, 8x9, 2x3: the last block row or column holds one
+// input pixel or two), 7x7 and 3-wide images, ResNet's 112x112 and 113x113, 1x1 and one-column
+// images, batch > 1 (blocks of the next image), 5 and 3 channels (scalar items), 24 channels (3 bf16
+// vectors a pixel: a warp's items straddle blocks), 2048 channels. The per-pixel gather: 2x2/2
+// without padding, stride 1, 3x3/2 without padding. The forward is one kernel for every pool. Each
+// test below runs every shape at every offset (kPoolOffsets).
 const Ops::ConvShape kPoolShapes[] = {
     conv(2, 10, 10, 64, 3, 2, 1), conv(2, 9, 7, 5, 3, 2, 1),  conv(1, 4, 4, 2048, 3, 2, 1),
     conv(2, 7, 7, 8, 3, 2, 1),    conv(1, 112, 112, 64, 3, 2, 1), conv(1, 113, 113, 8, 3, 2, 1),

@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -41,6 +42,11 @@ protected:
         gpu_->upload(buf.get(), ids.data(), buf.bytes());
         return buf;
     }
+    // Checks residual_layernorm_forward on fresh inputs (defined with its tests); the CPU's
+    // sum, mean and rstd come back for the backward.
+    void check_residual_layernorm_forward(DType dtype, int64_t rows, int64_t cols, float p, uint64_t seed,
+                                          const std::vector<float>& gamma, const std::vector<float>& beta,
+                                          std::vector<float>& sum, std::vector<float>& mean, std::vector<float>& rstd);
 };
 
 // ---------------------------------------------------------------------------- add
@@ -70,13 +76,22 @@ TEST_F(TransformerOpsTest, AddMatchesCpuAlsoInPlace) {
 // ---------------------------------------------------------------------------- LayerNorm
 
 // Odd widths take the scalar path, multiples of 8 the 16-byte one (the backward fused up to
-// 1024 columns); 4100 > any register tile.
-const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1}, {37, 129}, {64, 768}, {300, 1024}, {5, 4100}};
+// 1024 columns); 4100 > any register tile. 4103 x 768: the fused backward's warps own one
+// row or two (257 blocks of 8 warps on an H200).
+const std::pair<int64_t, int64_t> kLnShapes[] = {{1, 1},      {37, 129}, {64, 768}, {300, 1024},
+                                                 {4103, 768}, {5, 4100}};
+// The forwards hold rows of up to 1024 elements in 16-byte vectors in registers, 8, 16, 24 or
+// 32 elements a lane (64, 512, 768 and 1024 columns of 16 bits), one row a warp: 8192 rows are
+// 1024 blocks of 8 warps; on an H200 the grid stops at 132 x 64 blocks, so at 67587 rows three
+// warps take a second row. 2048 columns are beyond the registers in every dtype.
+const std::pair<int64_t, int64_t> kLnForwardShapes[] = {{9, 512}, {8192, 1024}, {67587, 64}, {7, 2048}};
 constexpr float kLnEps = 1e-5f;
 
 TEST_F(TransformerOpsTest, LayerNormForwardMatchesCpu) {
+    std::vector<std::pair<int64_t, int64_t>> shapes(std::begin(kLnShapes), std::end(kLnShapes));
+    shapes.insert(shapes.end(), std::begin(kLnForwardShapes), std::end(kLnForwardShapes));
     for (DType dtype : kDTypes)
-        for (auto [rows, cols] : kLnShapes)
+        for (auto [rows, cols] : shapes)
             for (int64_t offset : {0, 1}) {
                 SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols
                                                 << " offset=" << offset);
@@ -154,20 +169,88 @@ TEST_F(TransformerOpsTest, LayerNormBackwardMatchesCpuAlsoInPlace) {
 
 // ------------------------------------------------- residual add + dropout + LayerNorm (fused)
 
-// Against the CPU's composition of dropout, add and LayerNorm (the definition), with dropout
-// 0 and 0.1: the forward's sum, out, mean and rstd; the backward in the aliasings the
-// transformer issues (BERT's top layer: grad_sum is grad_out; post-LN: grad_out is
-// grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the residual gradient
-// of sum) and with every buffer apart and both residual gradients. The dropout mask is the
-// CPU's element for element: a dropped element leaves sum equal to the residual and a zero
-// in grad_branch, on both backends. The backward's paths: rows of up to 1024 elements in
-// 16-byte vectors are fused, one block (3 x 768, 37 x 100 in fp32) writing the parameter
-// gradients itself, several (300 x 1024, 4096 x 64: 5 and 64 on an H200) a row of partials
-// each; 100 columns of 16 bits (scalar loads) and 1536 columns take the separate
-// parameter-gradient kernel, in one row chunk and in several (8 on an H200). With every buffer
-// apart, a second run must give the same bits (fixed-order sums, no atomics).
+// Against the CPU's composition of dropout, add and LayerNorm (the definition): sum, out, mean
+// and rstd, and the dropout mask element for element (a dropped element leaves sum equal to the
+// residual on both backends). Then in place, sum over the residual: the same bits as with sum
+// apart (each lane reads its vectors of a row before it writes them).
+void TransformerOpsTest::check_residual_layernorm_forward(DType dtype, int64_t rows, int64_t cols, float p,
+                                                          uint64_t seed, const std::vector<float>& gamma,
+                                                          const std::vector<float>& beta, std::vector<float>& sum,
+                                                          std::vector<float>& mean, std::vector<float>& rstd) {
+    const double tol = dtype == DType::f32 ? 1e-5 : tolerance(dtype);
+    const size_t n = static_cast<size_t>(rows * cols);
+    std::vector<float> branch = rounded(values(n), dtype), residual = rounded(values(n), dtype);
+    GpuArray gbranch(*gpu_, dtype, rows, cols), gres(*gpu_, dtype, rows, cols);
+    GpuArray gsum(*gpu_, dtype, rows, cols), gout(*gpu_, dtype, rows, cols);
+    GpuArray ggamma(*gpu_, DType::f32, 1, cols), gbeta(*gpu_, DType::f32, 1, cols);
+    GpuArray gmean(*gpu_, DType::f32, 1, rows), grstd(*gpu_, DType::f32, 1, rows);
+    gbranch.set(branch);
+    gres.set(residual);
+    ggamma.set(gamma);
+    gbeta.set(beta);
+    gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(), kLnEps,
+                                     gsum.tensor, gout.tensor, gmean.f32(), grstd.f32());
+    std::vector<float> out(n);
+    sum.assign(n, 0.0f);
+    mean.assign(static_cast<size_t>(rows), 0.0f);
+    rstd.assign(static_cast<size_t>(rows), 0.0f);
+    cpu_.residual_layernorm_forward(host_view(branch, rows, cols), host_view(residual, rows, cols), p, seed,
+                                    gamma.data(), beta.data(), kLnEps, host_view(sum, rows, cols),
+                                    host_view(out, rows, cols), mean.data(), rstd.data());
+    const std::vector<float> got_sum = gsum.get();
+    EXPECT_TRUE(close(got_sum, sum, tol)) << "sum";
+    EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
+    EXPECT_TRUE(close(gmean.get(), mean, tol)) << "mean";
+    EXPECT_TRUE(close(grstd.get(), rstd, tol)) << "rstd";
+    size_t mask_differs = 0, dropped = 0;
+    for (size_t i = 0; i < n; ++i) {
+        mask_differs += (got_sum[i] == residual[i]) != (sum[i] == residual[i]);
+        dropped += sum[i] == residual[i];
+    }
+    EXPECT_EQ(mask_differs, 0u) << "forward dropout mask";
+    if (p > 0.0f) EXPECT_GT(dropped, 0u);
+    EXPECT_TRUE(gsum.guards_intact() && gout.guards_intact() && gmean.guards_intact() && grstd.guards_intact());
+
+    GpuArray gout2(*gpu_, dtype, rows, cols), gmean2(*gpu_, DType::f32, 1, rows), grstd2(*gpu_, DType::f32, 1, rows);
+    gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(), kLnEps,
+                                     gres.tensor, gout2.tensor, gmean2.f32(), grstd2.f32());
+    EXPECT_EQ(gres.get_bytes(), gsum.get_bytes()) << "sum in place";
+    EXPECT_EQ(gout2.get_bytes(), gout.get_bytes()) << "out with sum in place";
+    EXPECT_EQ(gmean2.get_bytes(), gmean.get_bytes()) << "mean with sum in place";
+    EXPECT_EQ(grstd2.get_bytes(), grstd.get_bytes()) << "rstd with sum in place";
+    EXPECT_TRUE(gres.guards_intact() && gout2.guards_intact() && gmean2.guards_intact() && grstd2.guards_intact());
+}
+
+// The forward's register-held rows at every tile (kLnForwardShapes), with dropout and without.
+TEST_F(TransformerOpsTest, ResidualLayerNormForwardMatchesCpuAlsoInPlace) {
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : kLnForwardShapes)
+            for (float p : {0.0f, 0.1f}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " p=" << p);
+                const std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
+                const std::vector<float> beta = values(static_cast<size_t>(cols));
+                std::vector<float> sum, mean, rstd;
+                check_residual_layernorm_forward(dtype, rows, cols, p, 0x5eed, gamma, beta, sum, mean, rstd);
+            }
+}
+
+// Against the CPU's composition of dropout, add and LayerNorm (the definition), with dropout 0
+// and 0.1: the forward as check_residual_layernorm_forward checks it (also in place); the
+// backward in the aliasings the transformer issues (BERT's top layer: grad_sum is grad_out;
+// post-LN: grad_out is grad_branch, grad_sum the residual gradient of out; pre-LN: grad_sum the
+// residual gradient of sum) and with every buffer apart and both residual gradients. The
+// dropout mask is the CPU's element for element: a dropped element leaves sum equal to the
+// residual and a zero in grad_branch, on both backends. The backward's paths: rows of up to
+// 1024 elements in 16-byte vectors are fused, one block (3 x 768) writing the parameter
+// gradients itself, several (37 x 100 in fp32, 300 x 1024, 4096 x 64, 4103 x 768, 5000 x 1024:
+// 3, 19, 256, 257 and 264 on an H200) a row of partials each, the last two with warps that own
+// different counts of rows (1 or 2, 2 or 3); 100 columns of 16 bits (scalar loads) and 1536
+// columns take the separate parameter-gradient kernel, in one row chunk and in several (8 on an
+// H200). With every buffer apart, a second run must give the same bits (fixed-order sums, no
+// atomics).
 TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
-    const std::pair<int64_t, int64_t> shapes[] = {{3, 768}, {37, 100}, {300, 1024}, {4096, 64}, {512, 1536}};
+    const std::pair<int64_t, int64_t> shapes[] = {{3, 768},    {37, 100},    {300, 1024}, {4096, 64},
+                                                  {4103, 768}, {5000, 1024}, {512, 1536}};
     enum Variant { kTop, kPostLn, kPreLn, kApart };
     const uint64_t seed = 0x5eed;
     const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
@@ -179,37 +262,12 @@ TEST_F(TransformerOpsTest, ResidualLayerNormMatchesCpuInEveryAliasing) {
                 SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " p=" << p);
                 const double tol = dtype == DType::f32 ? 1e-5 : tolerance(dtype);
                 const size_t n = static_cast<size_t>(rows * cols);
-                std::vector<float> branch = rounded(values(n), dtype), residual = rounded(values(n), dtype);
                 std::vector<float> gamma = values(static_cast<size_t>(cols), 0.5f, 1.5f);
                 std::vector<float> beta = values(static_cast<size_t>(cols));
-                GpuArray gbranch(*gpu_, dtype, rows, cols), gres(*gpu_, dtype, rows, cols);
-                GpuArray gsum(*gpu_, dtype, rows, cols), gout(*gpu_, dtype, rows, cols);
-                GpuArray ggamma(*gpu_, DType::f32, 1, cols), gbeta(*gpu_, DType::f32, 1, cols);
-                GpuArray gmean(*gpu_, DType::f32, 1, rows), grstd(*gpu_, DType::f32, 1, rows);
-                gbranch.set(branch);
-                gres.set(residual);
+                std::vector<float> sum, mean, rstd;
+                check_residual_layernorm_forward(dtype, rows, cols, p, seed, gamma, beta, sum, mean, rstd);
+                GpuArray ggamma(*gpu_, DType::f32, 1, cols);
                 ggamma.set(gamma);
-                gbeta.set(beta);
-                gpu_->residual_layernorm_forward(gbranch.tensor, gres.tensor, p, seed, ggamma.f32(), gbeta.f32(),
-                                                 kLnEps, gsum.tensor, gout.tensor, gmean.f32(), grstd.f32());
-                std::vector<float> sum(n), out(n), mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
-                cpu_.residual_layernorm_forward(host_view(branch, rows, cols), host_view(residual, rows, cols), p,
-                                                seed, gamma.data(), beta.data(), kLnEps, host_view(sum, rows, cols),
-                                                host_view(out, rows, cols), mean.data(), rstd.data());
-                const std::vector<float> got_sum = gsum.get();
-                EXPECT_TRUE(close(got_sum, sum, tol)) << "sum";
-                EXPECT_TRUE(close(gout.get(), out, tol)) << "out";
-                EXPECT_TRUE(close(gmean.get(), mean, tol)) << "mean";
-                EXPECT_TRUE(close(grstd.get(), rstd, tol)) << "rstd";
-                size_t mask_differs = 0, dropped = 0;
-                for (size_t i = 0; i < n; ++i) {
-                    mask_differs += (got_sum[i] == residual[i]) != (sum[i] == residual[i]);
-                    dropped += sum[i] == residual[i];
-                }
-                EXPECT_EQ(mask_differs, 0u) << "forward dropout mask";
-                if (p > 0.0f) EXPECT_GT(dropped, 0u);
-                EXPECT_TRUE(gsum.guards_intact() && gout.guards_intact() && gmean.guards_intact() &&
-                            grstd.guards_intact());
 
                 // Backward from the CPU's sum, mean and rstd (both backends read the same).
                 const std::vector<float> sum_in = rounded(sum, dtype);
@@ -446,11 +504,16 @@ TEST_P(AttentionTest, ForwardAndBackwardMatchCpu) {
     CudaOps gpu(precision, 0);
     // Odd seq and head_dim 12 (scalar paths); 39 rows of 13 (two rows a warp, the last warp
     // half full); BERT's head shape (16-byte paths, two rows a warp in 16-bit); seq 256.
-    // In bf16/fp16 head_dim 64 and 128 run the fused kernels (Ops::attention_fused): odd
-    // lengths leave partial 64-row and 32/64-key tiles (77, 200, 129), seq 13 a single one.
-    const AttentionCase cases[] = {{precision, 2, 37, 3, 12}, {precision, 1, 13, 3, 8}, {precision, 2, 128, 4, 64},
-                                   {precision, 1, 256, 2, 64}, {precision, 2, 77, 2, 64},  {precision, 1, 13, 2, 64},
-                                   {precision, 1, 200, 2, 128}, {precision, 2, 129, 1, 128}};
+    // In bf16/fp16 head_dim 64 and 128 run the fused kernels (Ops::attention_fused). Their
+    // backward takes one block per (batch, head) up to seq 128 (128, 100, 77, 17, 13, 1:
+    // partial 16-key and 32-query tiles, idle warps) and the dQ and dK/dV kernels beyond
+    // (129, 200, 256: partial 64-row and 32/64-key tiles).
+    const AttentionCase cases[] = {
+        {precision, 2, 37, 3, 12},  {precision, 1, 13, 3, 8},    {precision, 2, 128, 4, 64},
+        {precision, 1, 256, 2, 64}, {precision, 2, 77, 2, 64},   {precision, 1, 13, 2, 64},
+        {precision, 2, 1, 2, 64},   {precision, 1, 17, 3, 64},   {precision, 1, 100, 2, 64},
+        {precision, 2, 129, 2, 64}, {precision, 1, 128, 2, 128}, {precision, 1, 100, 1, 128},
+        {precision, 1, 200, 2, 128}, {precision, 2, 129, 1, 128}};
     for (const AttentionCase& c : cases) {
         SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal << " dropout="
                                         << dropout_p << " B=" << c.batch << " S=" << c.seq << " H=" << c.heads
@@ -532,64 +595,75 @@ INSTANTIATE_TEST_SUITE_P(EveryPrecisionMaskAndDropout, AttentionTest,
                          attention_name);
 
 // The fused kernels' dropout mask, element by element: with Q = K = 0 every allowed P is
-// 1/n > 0, and with V = the identity O[i, j] = dropout(P)[i, j], so O[i, j] != 0 exactly
-// when models/dropout.h keeps (b, h, i, j). With dO = the identity, dV[j, i] = dropout(P)[i, j]
-// reads the backward's mask the same way. 102 keys span two key tiles and pad each mask row
-// to 104 (models/dropout.h's attention_dropout_index); the second
-// generation draws the mask from dropout_seed_at(seed, 1).
+// 1/n > 0, and with V = the identity O[i, j] = dropout(P)[i, j] for keys j < head_dim, so
+// O[i, j] != 0 exactly when models/dropout.h keeps (b, h, i, j). With dO = the identity,
+// dV[j, i] = dropout(P)[i, j] reads the backward's mask the same way for queries i < head_dim.
+// Seq 102 pads each mask row to 104 (models/dropout.h's attention_dropout_index) and runs the
+// one-block backward with head_dim 128 (every element read) and 64; seq 160 the dQ and dK/dV
+// kernels. The second generation draws the mask from dropout_seed_at(seed, 1).
 TEST_F(TransformerOpsTest, FusedAttentionDropoutIsTheCounterMask) {
     for (const Precision precision : {Precision::bf16, Precision::fp16})
-        for (const bool causal : {false, true}) {
-            SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal);
-            const DType dtype = compute_dtype(precision);
-            CudaOps gpu(precision, 0);
-            const Ops::AttentionShape shape{2, 102, 2, 128, causal, 0.3f};
-            ASSERT_TRUE(Ops::attention_fused(dtype, shape.head_dim));
-            const int S = shape.seq, D = shape.head_dim, H = shape.heads, W = H * D;
-            const int64_t rows = int64_t{shape.batch} * S;
-            std::vector<float> qkv(static_cast<size_t>(rows * 3 * W), 0.0f), grad_out(static_cast<size_t>(rows * W));
-            for (int64_t r = 0; r < rows; ++r)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) {
-                        const float identity = d == r % S ? 1.0f : 0.0f;
-                        qkv[static_cast<size_t>(r * 3 * W + 2 * W + h * D + d)] = identity;
-                        grad_out[static_cast<size_t>(r * W + h * D + d)] = identity;
-                    }
-            GpuArray gqkv(gpu, dtype, rows, 3 * W), gout(gpu, dtype, rows, W);
-            GpuArray ggrad_out(gpu, dtype, rows, W), ggrad_qkv(gpu, dtype, rows, 3 * W);
-            gqkv.set(qkv);
-            ggrad_out.set(grad_out);
-            DeviceBuffer saved(gpu, gpu.attention_saved_bytes(shape));
-            const uint64_t seed = rng_();
-            for (uint64_t generation = 0; generation < 2; ++generation) {
-                if (generation == 1) gpu.advance_dropout_generation();
-                gpu.attention_forward(shape, gqkv.tensor, gout.tensor, saved.get(), seed);
-                gpu.attention_backward(shape, gqkv.tensor, gout.tensor, saved.get(), ggrad_out.tensor,
-                                       ggrad_qkv.tensor, seed);
-                const std::vector<float> out = gout.get(), grad = ggrad_qkv.get();
-                const uint64_t drawn = dropout_seed_at(seed, generation);
-                int64_t wrong_out = 0, wrong_dv = 0, kept = 0, allowed = 0;
-                for (int b = 0; b < shape.batch; ++b)
+        for (const bool causal : {false, true})
+            for (const Ops::AttentionShape shape :
+                 {Ops::AttentionShape{2, 102, 2, 128, causal, 0.3f}, Ops::AttentionShape{1, 102, 2, 64, causal, 0.3f},
+                  Ops::AttentionShape{1, 160, 2, 128, causal, 0.3f}}) {
+                SCOPED_TRACE(testing::Message() << precision_name(precision) << " causal=" << causal
+                                                << " S=" << shape.seq << " D=" << shape.head_dim);
+                const DType dtype = compute_dtype(precision);
+                CudaOps gpu(precision, 0);
+                ASSERT_TRUE(Ops::attention_fused(dtype, shape.head_dim));
+                const int S = shape.seq, D = shape.head_dim, H = shape.heads, W = H * D;
+                const int64_t rows = int64_t{shape.batch} * S;
+                std::vector<float> qkv(static_cast<size_t>(rows * 3 * W), 0.0f),
+                    grad_out(static_cast<size_t>(rows * W));
+                for (int64_t r = 0; r < rows; ++r)
                     for (int h = 0; h < H; ++h)
-                        for (int i = 0; i < S; ++i)
-                            for (int j = 0; j < S; ++j) {
-                                const bool visible = !causal || j <= i;
-                                const uint64_t index =
-                                    attention_dropout_index((static_cast<uint64_t>(b) * H + h) * S + i, j, S);
-                                const bool keep = visible && dropout_keep(drawn, index, shape.dropout_p);
-                                const float o = out[static_cast<size_t>((int64_t{b} * S + i) * W + h * D + j)];
-                                const float dv =
-                                    grad[static_cast<size_t>((int64_t{b} * S + j) * 3 * W + 2 * W + h * D + i)];
-                                wrong_out += (o != 0.0f) != keep;
-                                wrong_dv += (dv != 0.0f) != keep;
-                                kept += keep;
-                                allowed += visible;
-                            }
-                EXPECT_EQ(wrong_out, 0) << "generation " << generation;
-                EXPECT_EQ(wrong_dv, 0) << "generation " << generation;
-                EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(allowed), 0.7, 0.03);
+                        for (int d = 0; d < D; ++d) {
+                            const float identity = d == r % S ? 1.0f : 0.0f;
+                            qkv[static_cast<size_t>(r * 3 * W + 2 * W + h * D + d)] = identity;
+                            grad_out[static_cast<size_t>(r * W + h * D + d)] = identity;
+                        }
+                GpuArray gqkv(gpu, dtype, rows, 3 * W), gout(gpu, dtype, rows, W);
+                GpuArray ggrad_out(gpu, dtype, rows, W), ggrad_qkv(gpu, dtype, rows, 3 * W);
+                gqkv.set(qkv);
+                ggrad_out.set(grad_out);
+                DeviceBuffer saved(gpu, gpu.attention_saved_bytes(shape));
+                const uint64_t seed = rng_();
+                for (uint64_t generation = 0; generation < 2; ++generation) {
+                    if (generation == 1) gpu.advance_dropout_generation();
+                    gpu.attention_forward(shape, gqkv.tensor, gout.tensor, saved.get(), seed);
+                    gpu.attention_backward(shape, gqkv.tensor, gout.tensor, saved.get(), ggrad_out.tensor,
+                                           ggrad_qkv.tensor, seed);
+                    const std::vector<float> out = gout.get(), grad = ggrad_qkv.get();
+                    const uint64_t drawn = dropout_seed_at(seed, generation);
+                    int64_t wrong_out = 0, wrong_dv = 0, read_out = 0, read_dv = 0, kept = 0, allowed = 0;
+                    for (int b = 0; b < shape.batch; ++b)
+                        for (int h = 0; h < H; ++h)
+                            for (int i = 0; i < S; ++i)
+                                for (int j = 0; j < S; ++j) {
+                                    const bool visible = !causal || j <= i;
+                                    const uint64_t index =
+                                        attention_dropout_index((static_cast<uint64_t>(b) * H + h) * S + i, j, S);
+                                    const bool keep = visible && dropout_keep(drawn, index, shape.dropout_p);
+                                    if (j < D) {
+                                        const float o = out[static_cast<size_t>((int64_t{b} * S + i) * W + h * D + j)];
+                                        wrong_out += (o != 0.0f) != keep;
+                                        ++read_out;
+                                    }
+                                    if (i < D) {
+                                        const float dv = grad[static_cast<size_t>((int64_t{b} * S + j) * 3 * W +
+                                                                                  2 * W + h * D + i)];
+                                        wrong_dv += (dv != 0.0f) != keep;
+                                        ++read_dv;
+                                    }
+                                    kept += keep;
+                                    allowed += visible;
+                                }
+                    EXPECT_EQ(wrong_out, 0) << "generation " << generation << ", of " << read_out;
+                    EXPECT_EQ(wrong_dv, 0) << "generation " << generation << ", of " << read_dv;
+                    EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(allowed), 0.7, 0.03);
+                }
             }
-        }
 }
 
 TEST_F(TransformerOpsTest, AttentionRejectsWrongShapesAndDTypes) {
@@ -625,13 +699,15 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
                 for (int32_t& l : labels) l = labelled(rng_) ? pick(rng_) : -100;
                 labels[0] = pick(rng_);  // at least one labelled row
                 labels[1] = -1;          // and one ignored
+                const int64_t labelled_rows =
+                    std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l >= 0; });
                 GpuArray glogits(*gpu_, dtype, rows, cols), ggrad(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
                 glogits.set(logits);
                 DeviceBuffer glabels = upload_ids(labels);
                 GpuArray& grad = in_place ? glogits : ggrad;
                 const float grad_scale = 1024.0f;
-                gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), grad.tensor,
-                                            grad_scale);
+                gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), labelled_rows, gloss.f32(),
+                                            grad.tensor, grad_scale);
                 const std::vector<float> got = grad.get();
                 size_t nonzero_ignored = 0;
                 for (int64_t r = 0; r < rows; ++r)
@@ -641,8 +717,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyIgnoresNegativeLabels) {
 
                 std::vector<float> ref_logits = logits, ref_grad(logits.size());
                 float ref_loss = 0.0f;
-                cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
-                                           host_view(ref_grad, rows, cols), grad_scale);
+                cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), labelled_rows,
+                                           &ref_loss, host_view(ref_grad, rows, cols), grad_scale);
                 const float loss = gloss.get()[0];
                 EXPECT_LE(std::fabs(loss - ref_loss), 1e-5 * std::max(std::fabs(ref_loss), 0.1f))
                     << "loss " << loss << " vs reference " << ref_loss;
@@ -682,7 +758,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
             GpuArray glogits(*gpu_, dtype, rows, cols), gloss(*gpu_, DType::f32, 1, 1);
             glogits.set(logits);
             DeviceBuffer glabels = upload_ids(labels);
-            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), gloss.f32(), glogits.tensor, 1.0f);
+            gpu_->softmax_cross_entropy(glogits.tensor, glabels.as<int32_t>(), rows - 1, gloss.f32(), glogits.tensor,
+                                        1.0f);  // row 1 ignored
             const std::vector<float> got = glogits.get();
             size_t nonzero_excluded = 0;
             for (size_t i = 0; i < got.size(); ++i) nonzero_excluded += excluded[i] && got[i] != 0.0f;
@@ -690,7 +767,7 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
 
             std::vector<float> ref_logits = logits, ref_grad(logits.size());
             float ref_loss = 0.0f;
-            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), &ref_loss,
+            cpu_.softmax_cross_entropy(host_view(ref_logits, rows, cols), labels.data(), rows - 1, &ref_loss,
                                        host_view(ref_grad, rows, cols), 1.0f);
             ASSERT_TRUE(std::isfinite(ref_loss));
             const float loss = gloss.get()[0];
@@ -704,8 +781,8 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyExcludesMinusInfClasses) {
             for (int64_t r = 0; r < rows; ++r)
                 valid_logits.insert(valid_logits.end(), logits.begin() + r * cols, logits.begin() + r * cols + sh.valid);
             float valid_loss = 0.0f;
-            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), &valid_loss,
-                                       host_view(valid_grad, rows, sh.valid), 1.0f);
+            cpu_.softmax_cross_entropy(host_view(valid_logits, rows, sh.valid), labels.data(), rows - 1,
+                                       &valid_loss, host_view(valid_grad, rows, sh.valid), 1.0f);
             EXPECT_EQ(valid_loss, ref_loss);
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < sh.valid; ++c)
@@ -721,7 +798,7 @@ TEST_F(TransformerOpsTest, SoftmaxCrossEntropyWithEveryRowIgnoredIsZero) {
     GpuArray logits(*gpu_, DType::bf16, rows, cols), grad(*gpu_, DType::bf16, rows, cols), loss(*gpu_, DType::f32, 1, 1);
     logits.set(rounded(values(static_cast<size_t>(rows * cols)), DType::bf16));
     DeviceBuffer labels = upload_ids(std::vector<int32_t>(static_cast<size_t>(rows), -100));
-    gpu_->softmax_cross_entropy(logits.tensor, labels.as<int32_t>(), loss.f32(), grad.tensor, 1.0f);
+    gpu_->softmax_cross_entropy(logits.tensor, labels.as<int32_t>(), 0, loss.f32(), grad.tensor, 1.0f);
     EXPECT_EQ(loss.get()[0], 0.0f);
     for (float g : grad.get()) ASSERT_EQ(g, 0.0f);
 }

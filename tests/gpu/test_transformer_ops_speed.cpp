@@ -164,13 +164,24 @@ TEST_F(TransformerOpsSpeed, DISABLED_BertBaseBatch256Bf16) {
         std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
         std::bernoulli_distribution labelled(0.15);
         for (int32_t& l : labels) l = labelled(rng) ? pick(rng) : -100;
+        const int64_t labelled_rows = std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l >= 0; });
         DeviceBuffer glabels(gpu, labels.size() * 4);
         gpu.upload(glabels.get(), labels.data(), glabels.bytes());
-        const double lg = static_cast<double>(tokens) * vocab * es;
+        // The bytes each op must move: the labelled rows read, every label read.
+        const double labelled_logits = static_cast<double>(labelled_rows) * vocab * es;
+        const double lg = static_cast<double>(tokens) * vocab * es, label_bytes = 4.0 * tokens;
         report("softmax_cross_entropy (15% labelled)", time_ms(gpu, [&] {
-                   gpu.softmax_cross_entropy(logits->tensor, glabels.as<int32_t>(), loss->f32(), grad->tensor, 1.0f);
+                   gpu.softmax_cross_entropy(logits->tensor, glabels.as<int32_t>(), labelled_rows, loss->f32(),
+                                             grad->tensor, 1.0f);
                }),
-               0.15 * lg + lg);
+               label_bytes + labelled_logits + lg);
+        auto db = filled(1, vocab, DType::f32);
+        report("bias_grad (every row)", time_ms(gpu, [&] { gpu.bias_grad(grad->tensor, db->f32()); }),
+               lg + 4.0 * vocab);
+        report("labelled_bias_grad (15% labelled)", time_ms(gpu, [&] {
+                   gpu.labelled_bias_grad(grad->tensor, glabels.as<int32_t>(), labelled_rows, db->f32());
+               }),
+               label_bytes + labelled_logits + 4.0 * vocab);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "models/checksum.h"
@@ -218,6 +219,56 @@ TEST(CpuOps, BiasGradSumsRows) {
     }
 }
 
+// Rows whose label is negative are not read: junk there (NaN, inf) changes nothing, and the
+// sums are bit for bit bias_grad's over the matrix with those rows zeroed.
+TEST(CpuOps, LabelledBiasGradReadsOnlyLabelledRows) {
+    CpuOps ops;
+    const int rows = 33, cols = 19;
+    std::vector<float> g = random_vector(rows * cols, 8);
+    std::vector<int32_t> labels(rows);
+    for (int i = 0; i < rows; ++i) labels[i] = i % 3 == 0 ? i % cols : -1 - i % 2;  // 11 labelled
+    std::vector<float> zeroed = g;
+    for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
+            if (labels[i] < 0) {
+                g[i * cols + j] = j % 2 ? std::numeric_limits<float>::quiet_NaN() : -INFINITY;
+                zeroed[i * cols + j] = 0.0f;
+            }
+    std::vector<float> want(cols), got(cols, std::numeric_limits<float>::quiet_NaN());
+    ops.bias_grad(view(zeroed, rows, cols), want.data());
+    ops.labelled_bias_grad(view(g, rows, cols), labels.data(), 11, got.data());
+    for (int j = 0; j < cols; ++j) {
+        EXPECT_EQ(got[j], want[j]) << j;
+        double s = 0;
+        for (int i = 0; i < rows; i += 3) s += g[i * cols + j];
+        EXPECT_NEAR(got[j], s, 1e-5) << j;
+    }
+}
+
+// labelled_rows is what the trace counts the bytes by: the CPU refuses a wrong one, naming both counts.
+TEST(CpuOps, LabelledRowsMustCountTheLabelsThatAreNotNegative) {
+    CpuOps ops;
+    std::vector<float> logits(6), grad(6), sums(3);
+    std::vector<int32_t> labels = {-1, 2};
+    float loss = 0;
+    const auto message = [](auto&& call) {
+        try {
+            call();
+        } catch (const std::exception& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string loss_error = message(
+        [&] { ops.softmax_cross_entropy(view(logits, 2, 3), labels.data(), 2, &loss, view(grad, 2, 3), 1.0f); });
+    EXPECT_NE(loss_error.find("softmax_cross_entropy"), std::string::npos) << loss_error;
+    EXPECT_NE(loss_error.find("labelled_rows is 2 but 1 of 2 labels are >= 0"), std::string::npos) << loss_error;
+    const std::string bias_error =
+        message([&] { ops.labelled_bias_grad(view(grad, 2, 3), labels.data(), 0, sums.data()); });
+    EXPECT_NE(bias_error.find("labelled_bias_grad"), std::string::npos) << bias_error;
+    EXPECT_NE(bias_error.find("labelled_rows is 0 but 1 of 2 labels are >= 0"), std::string::npos) << bias_error;
+}
+
 TEST(CpuOps, SoftmaxCrossEntropyLossAndGradient) {
     CpuOps ops;
     const int rows = 6, cols = 5;
@@ -225,7 +276,7 @@ TEST(CpuOps, SoftmaxCrossEntropyLossAndGradient) {
     std::vector<int32_t> labels = {0, 4, 2, 2, 1, 3};
     std::vector<float> grad(rows * cols);
     float loss = 0;
-    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), &loss, view(grad, rows, cols), 1.0f);
+    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), rows, &loss, view(grad, rows, cols), 1.0f);
 
     // Direct formula: mean of -log(exp(x_y) / sum exp(x)).
     double direct = 0;
@@ -244,15 +295,15 @@ TEST(CpuOps, SoftmaxCrossEntropyLossAndGradient) {
         lp[e] += h;
         lm[e] -= h;
         float fp = 0, fm = 0;
-        ops.softmax_cross_entropy(view(lp, rows, cols), labels.data(), &fp, view(scratch, rows, cols), 1.0f);
-        ops.softmax_cross_entropy(view(lm, rows, cols), labels.data(), &fm, view(scratch, rows, cols), 1.0f);
+        ops.softmax_cross_entropy(view(lp, rows, cols), labels.data(), rows, &fp, view(scratch, rows, cols), 1.0f);
+        ops.softmax_cross_entropy(view(lm, rows, cols), labels.data(), rows, &fm, view(scratch, rows, cols), 1.0f);
         EXPECT_NEAR(grad[e], (static_cast<double>(fp) - fm) / (2.0 * h), 2e-4) << e;
     }
 
     // grad_scale multiplies the gradient, not the loss.
     std::vector<float> scaled(rows * cols);
     float loss_scaled = 0;
-    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), &loss_scaled, view(scaled, rows, cols), 1024.0f);
+    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), rows, &loss_scaled, view(scaled, rows, cols), 1024.0f);
     EXPECT_FLOAT_EQ(loss_scaled, loss);
     for (int e = 0; e < rows * cols; ++e) EXPECT_FLOAT_EQ(scaled[e], 1024.0f * grad[e]);
 }
@@ -263,7 +314,7 @@ TEST(CpuOps, SoftmaxCrossEntropyIsStableForHugeLogits) {
     std::vector<int32_t> labels = {1, 0};
     std::vector<float> grad(6);
     float loss = 0;
-    ops.softmax_cross_entropy(view(logits, 2, 3), labels.data(), &loss, view(grad, 2, 3), 1.0f);
+    ops.softmax_cross_entropy(view(logits, 2, 3), labels.data(), 2, &loss, view(grad, 2, 3), 1.0f);
     const double l0 = std::log(std::exp(-1.0) + 1.0 + std::exp(-2.0));          // row 0, label at the max
     const double l1 = 2000.0 + std::log(1.0 + std::exp(-1000.0) + std::exp(-2000.0));  // row 1
     EXPECT_NEAR(loss, (l0 + l1) / 2, 1e-3);
@@ -277,7 +328,7 @@ TEST(CpuOps, SoftmaxCrossEntropyRejectsLabelsOutOfRange) {
     std::vector<float> logits(6), grad(6);
     float loss = 0;
     std::vector<int32_t> too_big = {0, 3};  // negative labels are valid: ignored rows (test_transformer_ops)
-    EXPECT_ANY_THROW(ops.softmax_cross_entropy(view(logits, 2, 3), too_big.data(), &loss, view(grad, 2, 3), 1.0f));
+    EXPECT_ANY_THROW(ops.softmax_cross_entropy(view(logits, 2, 3), too_big.data(), 2, &loss, view(grad, 2, 3), 1.0f));
 }
 
 TEST(CpuOps, SgdMatchesTorchOverThreeSteps) {

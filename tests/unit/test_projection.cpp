@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "collectives/bucketer.h"
+#include "models/token_data.h"
 #include "models/trace_ops.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"
@@ -93,14 +94,15 @@ TEST(TraceOps, RecordsEveryTransformerOp) {
         EXPECT_GT(ops.trace()[i].bytes, 0.0) << kinds[i];
     }
     EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, 3.0 * rows * hidden * 2);
-    // Fused (bf16, head_dim 64): QK^T and PV, 4 b h s^2 d forward; the backward's two
-    // kernels do seven such products (S and dP recomputed in each, dQ, dK, dV). Saved: the
-    // LSE, one float per row, read or written by every kernel.
-    const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64;
+    // Fused (bf16, head_dim 64): QK^T and PV, 4 b h s^2 d forward; at seq 128 the backward is
+    // one kernel of five such products (S, dP, dV, dK, dQ). Saved: the LSE, one float per row;
+    // each kernel reads or writes every operand once.
+    const double fwd = 4.0 * 2 * 12 * 128.0 * 128 * 64, lse = 2 * 12 * 128 * 4;
     EXPECT_DOUBLE_EQ(ops.trace()[6].flops, fwd);
-    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 3.5 * fwd);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].flops, 2.5 * fwd);
     EXPECT_EQ(ops.attention_saved_bytes(shape), 2u * 12 * 128 * 4);
-    EXPECT_DOUBLE_EQ(ops.trace()[6].bytes, static_cast<double>(qkv.bytes() + x.bytes()) + 2 * 12 * 128 * 4);
+    EXPECT_DOUBLE_EQ(ops.trace()[6].bytes, static_cast<double>(qkv.bytes() + x.bytes()) + lse);
+    EXPECT_DOUBLE_EQ(ops.trace()[7].bytes, static_cast<double>(2 * qkv.bytes() + x.bytes() + y.bytes()) + lse);
     EXPECT_EQ(ops.trace()[6].batch, 24);
     // What picks the kernel besides the shape, and the shape of the memory-bound ops.
     EXPECT_EQ(ops.trace()[6].variant, "bidirectional+dropout+fused");
@@ -173,7 +175,10 @@ TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
         EXPECT_EQ(ops.trace()[0].variant, "causal");
     }
     {
-        // bf16 causal at seq 128: two 64-row tiles a side, three of the four computed.
+        // bf16 causal at seq 128: the forward's two 64-row tiles a side, three of the four
+        // computed. The one-block backward: of the 8 x 4 (16 keys, 32 queries) tiles of S, dP,
+        // dV and dK the 20 that reach the diagonal (4, 4, 3, 3, 2, 2, 1, 1 per key tile), of
+        // the 8 x 8 (16 queries, 16 keys) tiles of dQ the 36 on and below it.
         TraceOps ops(Precision::bf16);
         const Tensor x{ops.alloc(rows * hidden * 2), DType::bf16, rows, hidden};
         const Tensor qkv{ops.alloc(rows * 3 * hidden * 2), DType::bf16, rows, 3 * hidden};
@@ -181,8 +186,78 @@ TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
         ops.attention_forward(shape, qkv, x, nullptr, 1);
         ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
         EXPECT_DOUBLE_EQ(ops.trace()[0].flops, 0.75 * full);
-        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, 0.75 * 3.5 * full);
+        EXPECT_DOUBLE_EQ(ops.trace()[1].flops, (4.0 * 20 / 32 + 36.0 / 64) / 2 * full);
         EXPECT_EQ(ops.trace()[0].variant, "causal+fused");
+    }
+    {
+        // bf16 causal at seq 256: the dQ and dK/dV kernels, seven products over the ten of 16
+        // 64 x 64 tiles on and below the diagonal; rowsum(dO * O) reads O and dO once more and
+        // every kernel the LSE or the row sums.
+        const int64_t rows256 = 2 * 256;
+        TraceOps ops(Precision::bf16);
+        const Tensor x{ops.alloc(rows256 * hidden * 2), DType::bf16, rows256, hidden};
+        const Tensor qkv{ops.alloc(rows256 * 3 * hidden * 2), DType::bf16, rows256, 3 * hidden};
+        Ops::AttentionShape shape{2, 256, 12, 64, true, 0.0f};
+        ops.attention_backward(shape, qkv, x, nullptr, x, qkv, 1);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].flops, 10.0 / 16 * 7 * 2 * 2 * 12 * 256.0 * 256 * 64);
+        EXPECT_DOUBLE_EQ(ops.trace()[0].bytes,
+                         static_cast<double>(2 * qkv.bytes() + 3 * x.bytes()) + 4.0 * 2 * 12 * 256 * 4);
+    }
+}
+
+// The loss reads the logits of its labelled rows only and writes every gradient row; the
+// bias gradient over labelled rows reads only those rows of its input. Both read every label.
+TEST(TraceOps, CountsTheLossAndTheLabelledBiasGradientOverLabelledRows) {
+    TraceOps ops(Precision::bf16);
+    const int64_t rows = 256, vocab = 30592, labelled = 38;
+    const Tensor logits{ops.alloc(rows * vocab * 2), DType::bf16, rows, vocab};
+    const auto* labels = static_cast<const int32_t*>(ops.alloc(rows * 4));
+    float* f = static_cast<float*>(ops.alloc(vocab * 4));
+    ops.softmax_cross_entropy(logits, labels, labelled, f, logits, 1.0f);
+    ops.labelled_bias_grad(logits, labels, labelled, f);
+    ops.bias_grad(logits, f);
+    ASSERT_EQ(ops.trace().size(), 3u);
+    const double row = vocab * 2.0;
+    EXPECT_EQ(ops.trace()[0].kind, "softmax_cross_entropy");
+    EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, rows * 4.0 + labelled * row + rows * row);
+    EXPECT_EQ(ops.trace()[1].kind, "labelled_bias_grad");
+    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, rows * 4.0 + labelled * row + vocab * 4.0);
+    EXPECT_EQ(ops.trace()[2].kind, "bias_grad");
+    EXPECT_DOUBLE_EQ(ops.trace()[2].bytes, rows * row + vocab * 4.0);
+    EXPECT_EQ(ops.trace()[1].m, rows);
+    EXPECT_EQ(ops.trace()[1].n, vocab);
+    EXPECT_ANY_THROW(ops.softmax_cross_entropy(logits, labels, rows + 1, f, logits, 1.0f));
+}
+
+// The traced BERT step tells its loss and decoder bias gradient batch x masked_positions
+// labelled rows; GPT-2 labels every position (and has no decoder bias).
+TEST(TraceStep, TheLossReadsTheRowsTheDataLabels) {
+    for (const char* name : {"ci-transformer", "gpt2-small"}) {
+        SCOPED_TRACE(name);
+        const TrainConfig cfg = load_config_file(kSource + "/configs/" + name + ".yaml");
+        const int batch = 4;
+        const StepTrace t = trace_step(cfg, batch);
+        const TransformerShape& s = cfg.transformer.shape;
+        const bool bert = s.arch == TransformerArch::bert;
+        const int64_t rows = int64_t{batch} * s.seq_len;
+        const int64_t labelled = bert ? batch * masked_positions(token_task(cfg)) : rows;
+        if (bert) ASSERT_LT(labelled, rows);
+        const double elem = static_cast<double>(dtype_size(compute_dtype(cfg.precision)));
+        const double logits_row = s.padded_vocab() * elem;
+        int losses = 0, bias_grads = 0;
+        for (const TracedOp& op : t.ops) {
+            if (op.kind == "softmax_cross_entropy") {
+                ++losses;
+                EXPECT_EQ(op.m, rows);
+                EXPECT_DOUBLE_EQ(op.bytes, rows * 4.0 + labelled * logits_row + rows * logits_row);
+            }
+            if (op.kind == "labelled_bias_grad") {
+                ++bias_grads;
+                EXPECT_DOUBLE_EQ(op.bytes, rows * 4.0 + labelled * logits_row + s.padded_vocab() * 4.0);
+            }
+        }
+        EXPECT_EQ(losses, 1);
+        EXPECT_EQ(bias_grads, bert ? 1 : 0);
     }
 }
 

@@ -30,7 +30,7 @@ std::string preset_path(const std::string& name) { return std::string(SCALEBENCH
 
 size_t count_params(const TransformerShape& shape) {
     CpuOps ops;
-    return Transformer(ops, shape, 0).num_params();
+    return Transformer(ops, shape, 0, shape.seq_len).num_params();
 }
 
 // Hugging Face's parameter count written out from its modules (transformers
@@ -82,7 +82,7 @@ TEST(Transformer, ParameterNamesAndLayoutFollowHuggingFace) {
     CpuOps ops;
     TransformerShape bert;
     bert.layers = 2;
-    Transformer b(ops, bert, 0);
+    Transformer b(ops, bert, 0, bert.seq_len);
     std::map<std::string, ParamInfo> by_name;
     size_t offset = 0;
     for (const ParamInfo& p : b.params()) {
@@ -107,7 +107,7 @@ TEST(Transformer, ParameterNamesAndLayoutFollowHuggingFace) {
     TransformerShape gpt = bert;
     gpt.arch = TransformerArch::gpt;
     gpt.max_positions = 1024;
-    Transformer g(ops, gpt, 0);
+    Transformer g(ops, gpt, 0, gpt.seq_len);
     EXPECT_EQ(g.params().front().name, "transformer.wte.weight");
     EXPECT_EQ(g.params().back().name, "transformer.ln_f.bias");
     for (const ParamInfo& p : g.params()) {
@@ -124,10 +124,10 @@ TEST(Transformer, RejectsShapesItCannotBuild) {
     CpuOps ops;
     TransformerShape s;
     s.heads = 5;  // 768 % 5 != 0
-    EXPECT_THROW(Transformer(ops, s, 0), UserError);
+    EXPECT_THROW(Transformer(ops, s, 0, s.seq_len), UserError);
     s = TransformerShape{};
     s.seq_len = 513;
-    EXPECT_THROW(Transformer(ops, s, 0), UserError);
+    EXPECT_THROW(Transformer(ops, s, 0, s.seq_len), UserError);
 }
 
 TEST(Transformer, InitFollowsHuggingFace) {
@@ -135,7 +135,7 @@ TEST(Transformer, InitFollowsHuggingFace) {
     TransformerShape s;
     s.arch = TransformerArch::gpt;
     s.layers = 2, s.hidden = 64, s.heads = 4, s.ffn = 128, s.vocab = 500, s.seq_len = 8, s.max_positions = 16;
-    Transformer m(ops, s, 0);
+    Transformer m(ops, s, 0, s.seq_len);
     std::vector<float> a(m.num_params()), b(m.num_params());
     m.init_params(a.data(), 7);
     m.init_params(b.data(), 7);
@@ -162,6 +162,7 @@ struct Tiny {
     int batch = 2;
     std::vector<float> params, grads;
     std::vector<int32_t> ids, labels;
+    int labelled = 0;  // per sequence
     CpuOps ops;
 
     explicit Tiny(TransformerArch arch, float dropout) {
@@ -170,7 +171,11 @@ struct Tiny {
         shape.seq_len = 5, shape.max_positions = 6, shape.type_vocab = 2;
         shape.dropout = dropout, shape.attention_dropout = dropout;
         shape.layernorm_eps = 1e-5f;
-        Transformer m(ops, shape, 99);
+        TokenTask task;
+        task.objective = arch == TransformerArch::bert ? TokenTask::Objective::masked_lm : TokenTask::Objective::next_token;
+        task.vocab = shape.vocab, task.seq_len = shape.seq_len, task.mask_prob = 0.4f, task.seed = 3;
+        labelled = labelled_positions(task);
+        Transformer m(ops, shape, 99, labelled);
         params.resize(m.num_params());
         // Larger weights than the init so every path carries gradient well above fp32 noise.
         PortableRng rng(5);
@@ -181,9 +186,6 @@ struct Tiny {
                                                               ? rng.uniform(0.7, 1.3)
                                                               : rng.uniform(-0.5, 0.5));
         grads.assign(params.size(), NAN);
-        TokenTask task;
-        task.objective = arch == TransformerArch::bert ? TokenTask::Objective::masked_lm : TokenTask::Objective::next_token;
-        task.vocab = shape.vocab, task.seq_len = shape.seq_len, task.mask_prob = 0.4f, task.seed = 3;
         ids.resize(static_cast<size_t>(batch) * shape.seq_len);
         labels.resize(ids.size());
         make_token_shard(task, 0, 0, batch, ids.data(), labels.data());
@@ -191,7 +193,7 @@ struct Tiny {
 
     float run(GradientSink* sink = nullptr) {
         CpuOps ops;
-        Transformer m(ops, shape, 99);
+        Transformer m(ops, shape, 99, labelled);
         m.bind(FlatBuffers{params.data(), params.data(), grads.data()}, batch);
         float loss = 0;
         m.forward_backward(Tensor{ids.data(), DType::i32, batch, shape.seq_len}, labels.data(), &loss, 1.0f, sink);
@@ -205,7 +207,7 @@ void check_whole_model(TransformerArch arch, float dropout) {
     t.run();
     const std::vector<float> analytic = t.grads;
     CpuOps ops;
-    Transformer names(ops, t.shape, 0);
+    Transformer names(ops, t.shape, 0, t.labelled);
     test::expect_gradients_match_finite_differences(names.params(), t.params, analytic, 1e-2f, [&] { return t.run(); });
 }
 
@@ -223,7 +225,7 @@ TEST(Transformer, EveryGradientReportedOnceWhenFinalTiedEmbeddingLast) {
         SCOPED_TRACE(transformer_arch_name(arch));
         Tiny t(arch, 0.1f);
         CpuOps ops;
-        Transformer names(ops, t.shape, 0);
+        Transformer names(ops, t.shape, 0, t.labelled);
         test::RecordingSink sink;
         sink.params = &names.params();
         sink.grads = &t.grads;
@@ -236,7 +238,7 @@ TEST(Transformer, EveryGradientReportedOnceWhenFinalTiedEmbeddingLast) {
 TEST(Transformer, DropoutMasksDifferPerStep) {
     Tiny t(TransformerArch::bert, 0.3f);
     CpuOps ops;
-    Transformer m(ops, t.shape, 99);
+    Transformer m(ops, t.shape, 99, t.labelled);
     m.bind(FlatBuffers{t.params.data(), t.params.data(), t.grads.data()}, t.batch);
     const Tensor in{t.ids.data(), DType::i32, t.batch, t.shape.seq_len};
     float a = 0, b = 0;
@@ -258,7 +260,8 @@ TEST(Transformer, PaddedVocabularyIsInvisible) {
         plain.shape.vocab_multiple = 1;
         ASSERT_EQ(plain.shape.padded_vocab(), plain.shape.vocab);
         CpuOps ops;
-        EXPECT_EQ(Transformer(ops, padded.shape, 0).num_params(), Transformer(ops, plain.shape, 0).num_params());
+        EXPECT_EQ(Transformer(ops, padded.shape, 0, padded.labelled).num_params(),
+                  Transformer(ops, plain.shape, 0, plain.labelled).num_params());
         for (int step = 0; step < 3; ++step) {
             SCOPED_TRACE(step);
             const float loss = padded.run();
@@ -288,11 +291,11 @@ TEST(Transformer, FlopsPerSampleCountsEveryGemm) {
     const double S = 128, H = 768, F = 3072, V = 30522;
     const double fwd = 12 * (2 * S * H * 3 * H + 2 * S * H * H + 4 * S * H * F + 4 * S * S * H) + 2 * S * H * H +
                        2 * S * H * V;
-    EXPECT_DOUBLE_EQ(Transformer(ops, s, 0).flops_per_sample(), 3 * fwd);
+    EXPECT_DOUBLE_EQ(Transformer(ops, s, 0, s.seq_len).flops_per_sample(), 3 * fwd);
     // Against the usual 6 N S estimate (N without embeddings' lookups): the same order.
     const double six_n = 6.0 * 109514298 * S;
-    EXPECT_GT(Transformer(ops, s, 0).flops_per_sample(), 0.8 * six_n);
-    EXPECT_LT(Transformer(ops, s, 0).flops_per_sample(), 1.2 * six_n);
+    EXPECT_GT(Transformer(ops, s, 0, s.seq_len).flops_per_sample(), 0.8 * six_n);
+    EXPECT_LT(Transformer(ops, s, 0, s.seq_len).flops_per_sample(), 1.2 * six_n);
 }
 
 // ---- token data

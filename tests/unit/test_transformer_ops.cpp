@@ -303,7 +303,7 @@ TEST(TransformerOps, SoftmaxCrossEntropyIgnoresNegativeLabels) {
     std::vector<float> logits = random_vector(rows * cols, 18, -2.0, 2.0), grad(rows * cols, NAN);
     std::vector<int32_t> labels = {2, -1, 0, -1, 3};
     float loss = 0;
-    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), &loss, view(grad, rows, cols), 2.0f);
+    ops.softmax_cross_entropy(view(logits, rows, cols), labels.data(), 3, &loss, view(grad, rows, cols), 2.0f);
     double direct = 0;
     for (int i : {0, 2, 4}) {
         double z = 0;
@@ -326,7 +326,7 @@ TEST(TransformerOps, SoftmaxCrossEntropyIgnoresNegativeLabels) {
     }
     // No labelled row at all: loss 0, gradient 0 (not NaN).
     std::vector<int32_t> none(rows, -1);
-    ops.softmax_cross_entropy(view(logits, rows, cols), none.data(), &loss, view(grad, rows, cols), 1.0f);
+    ops.softmax_cross_entropy(view(logits, rows, cols), none.data(), 0, &loss, view(grad, rows, cols), 1.0f);
     EXPECT_EQ(loss, 0.0f);
     for (float v : grad) EXPECT_EQ(v, 0.0f);
 }
