@@ -132,16 +132,18 @@ SIDE = "results/h200-20261203-sidebyside"
 LARGE = "results/h200-20261203-large"
 FINAL = "results/h200-20261203-final"
 POOLS = "results/h200-20261203-pools"
+MAXPOOL = "results/h200-20261203-maxpool"
+STEP = "results/h200-20261203-step"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
 TRANSFORMER_RUNS = [
-    (f"{FINAL}/bench", "bert-base", 32),
-    (f"{FINAL}/bench", "bert-base", 256),
-    (f"{LARGE}/bench", "bert-large", 32),
-    (f"{LARGE}/bench", "bert-large", 256),
-    (f"{FINAL}/bench", "gpt2-small", 8),
-    (f"{FINAL}/bench", "gpt2-medium", 8),
+    (f"{STEP}/bench", "bert-base", 32),
+    (f"{STEP}/bench", "bert-base", 256),
+    (f"{MAXPOOL}/bench", "bert-large", 32),
+    (f"{MAXPOOL}/bench", "bert-large", 256),
+    (f"{STEP}/bench", "gpt2-small", 8),
+    (f"{STEP}/bench", "gpt2-medium", 8),
 ]
 
 
@@ -215,8 +217,8 @@ def table_headline():
                          "Hugging Face, " + ("eager" if mode == "eager" else "`torch.compile`"),
                          Fig(fmt(torch["samples_per_s"], 0), f"{folder}/torch.jsonl", tline),
                          ratio(sb["samples_per_s"], torch["samples_per_s"])])
-    path, line, sb = _resnet_run(CUDNN, "resnet50", 256, "cudnn")
-    torch_path = f"{CUDNN}/torch.jsonl"
+    path, line, sb = _resnet_run(f"{MAXPOOL}/bench_resnet", "resnet50", 256, "cudnn")
+    torch_path = f"{MAXPOOL}/bench_resnet/torch.jsonl"
     for mode in ("eager", "compile"):
         tline, torch = record(torch_path, model="resnet50", mode=mode, batch=256)
         rows.append(["ResNet-50 training, batch 256, bf16, images/s (cuDNN engine)", Fig(fmt(sb["samples_per_s"], 0), path, line),
@@ -309,7 +311,7 @@ def table_resnet50_precisions():
 
 # Where each ResNet's runs beside PyTorch are: {model: (folder of PyTorch's runs, {engine: folder of scalebench's})}.
 RESNET_RUNS = {
-    "resnet50": (CUDNN, {"cudnn": CUDNN, "im2col": CUDNN}),
+    "resnet50": (f"{MAXPOOL}/bench_resnet", {"cudnn": f"{MAXPOOL}/bench_resnet", "im2col": f"{MAXPOOL}/bench_resnet"}),
     "resnet152": (f"{SIDE}/bench_resnet", {"cudnn": f"{SIDE}/bench_resnet", "im2col": CUDNN}),
 }
 
@@ -336,14 +338,18 @@ def table_resnet_engines_vs_torch():
 
 
 def table_resnet_memory_passes():
-    """The ResNet's memory-bound passes around the stem, per call, from ResNet-50's im2col-engine op profile
-    (batch 256, bf16): time and the bytes of the op's byte model over it."""
-    path = f"{POOLS}/check/opprof_opprof_resnet50_im2col_b256.jsonl"
-    profile = _op_profile(path, "resnet50", 256, "/root/out/check/resnet50_im2col.yaml")
+    """The ResNet's memory-bound passes around the stem, per call, from ResNet-50's op profiles (batch 256,
+    bf16): the stem's im2col from the im2col engine's, the max pool from the current tree's cuDNN-engine
+    profile; time and the bytes of the op's byte model over it."""
+    im2col = f"{POOLS}/check/opprof_opprof_resnet50_im2col_b256.jsonl"
+    pools = f"{STEP}/check/opprof_resnet50_cudnn_b256.jsonl"
+    profiles = {im2col: _op_profile(im2col, "resnet50", 256, "/root/out/check/resnet50_im2col.yaml"),
+                pools: _op_profile(pools, "resnet50", 256)}
     header = ["op", "shape", "ms per call", "MB moved", "TB/s"]
     rows = []
-    for kind, variant in (("im2col", "7x7/2 pad 3"), ("maxpool_forward", "3x3/2 pad 1"), ("maxpool_backward", "3x3/2 pad 1")):
-        (line, r), = [(n, r) for n, r in profile if r["op"]["kind"] == kind and r["op"]["variant"] == variant]
+    for path, kind, variant in ((im2col, "im2col", "7x7/2 pad 3"), (pools, "maxpool_forward", "3x3/2 pad 1"),
+                                (pools, "maxpool_backward", "3x3/2 pad 1")):
+        (line, r), = [(n, r) for n, r in profiles[path] if r["op"]["kind"] == kind and r["op"]["variant"] == variant]
         rows.append([f"`{kind}` {variant}", f"{r['op']['m']:,} x {r['op']['n']:,}", Fig(fmt(r["ms"]["median"], 3), path, line),
                      Fig(fmt(r["op"]["bytes"] / 1e6, 0), path, line), Fig(fmt(r["achieved_gbps"] / 1000, 2), path, line)])
     return header, "llrrr", rows
@@ -380,12 +386,14 @@ TORCH_CHECKS = [
     ("bert-base", f"{SIDE}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{LARGE}/check/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{FINAL}/check/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{STEP}/check/torch_check_bert-base_bf16.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{EPILOGUES}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{LARGE}/check/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", f"{FINAL}/check/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", f"{STEP}/check/torch_check_gpt2-small_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
@@ -393,6 +401,8 @@ TORCH_CHECKS = [
     ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_bf16.json"),
     ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_fp16.json"),
+    ("resnet50", f"{STEP}/check/torch_check_resnet50_bf16.json"),
+    ("resnet50", f"{STEP}/check/torch_check_resnet50_fp16.json"),
 ]
 
 
@@ -441,9 +451,9 @@ def table_softmax_backward_without_renormalising():
 # The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path
 # (None: no such profile).
 TRANSFORMER_PROFILES = [
-    ("bert-base", 256, f"{FINAL}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
+    ("bert-base", 256, f"{STEP}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
     ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
-    ("gpt2-medium", 8, f"{FINAL}/check/opprof_gpt2-medium_b8.jsonl", None),
+    ("gpt2-medium", 8, f"{STEP}/check/opprof_gpt2-medium_b8.jsonl", None),
 ]
 
 
@@ -504,7 +514,6 @@ def _op_group(r, padded_vocab):
              "residual_layernorm_backward": "residual + dropout + LayerNorm backward",
              "residual_layernorm_forward": "residual + dropout + LayerNorm forward",
              "activation_backward": "GELU backward", "activation_forward": "GELU forward", "bias_grad": "bias gradients",
-             "labelled_bias_grad": "bias gradients",
              "softmax_cross_entropy": "softmax cross-entropy", "adamw_step": "AdamW"}
     return names.get(kind, "the rest (embeddings, LayerNorm, dropout, add, casts)")
 

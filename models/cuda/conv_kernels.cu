@@ -822,11 +822,9 @@ size_t batchnorm_scratch_floats(const Context& ctx, int64_t rows, int64_t cols) 
 }
 
 // The forward's output before any residual and ReLU; the ReLU backward recomputes it with
-// the same operations, so its mask is the forward's bit for bit. Rounded after each operation
-// (no FMA contraction), as the CPU reference evaluates it: a y within an ulp of zero then has
-// the CPU's sign, and so the ReLU mask is the CPU's.
+// the same operations, so its mask is the forward's bit for bit.
 __device__ __forceinline__ float bn_apply(float x, float mu, float rs, float ga, float be) {
-    return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x, mu), rs), ga), be);
+    return (x - mu) * rs * ga + be;
 }
 
 // Stage 1 of both directions. Forward (dy null): s1 = sum (x - x[0]), s2 = sum (x - x[0])^2.

@@ -193,15 +193,6 @@ struct CudaOps::Impl {
         if (ctx.stream) SB_WARN_CUDA(cudaStreamDestroy(ctx.stream));
     }
 
-    // kernels::bias_grad with its partials in the scratch.
-    void column_sums(const Tensor& grad, const int32_t* labels, float* out) {
-        const int64_t chunks = kernels::bias_grad_chunks(ctx, grad.rows, grad.cols);
-        float* partials = nullptr;
-        if (chunks > 1)
-            partials = static_cast<float*>(scratch_space(static_cast<size_t>(chunks * grad.cols) * sizeof(float)));
-        kernels::bias_grad(ctx, grad.dtype, grad.data, labels, grad.rows, grad.cols, out, partials);
-    }
-
     void* scratch_space(size_t bytes) {
         if (bytes > scratch_bytes) {
             // Work already queued may still read the old buffer; and a captured graph keeps
@@ -581,14 +572,12 @@ void CudaOps::activation_backward(Activation act, const Tensor& pre, const Tenso
 
 void CudaOps::bias_grad(const Tensor& grad, float* bias_grad) {
     SB_REQUIRE(bias_grad != nullptr, "bias_grad: no output");
-    impl_->column_sums(grad, nullptr, bias_grad);
-}
-
-// labelled_rows is the caller's word (ops.h): the kernel reads each row's label itself.
-void CudaOps::labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t, float* bias_grad) {
-    SB_REQUIRE(bias_grad != nullptr, "labelled_bias_grad: no output");
-    SB_REQUIRE(grad.rows == 0 || labels != nullptr, "labelled_bias_grad: no labels");
-    impl_->column_sums(grad, labels, bias_grad);
+    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, grad.rows, grad.cols);
+    float* partials = nullptr;
+    if (chunks > 1)
+        partials = static_cast<float*>(
+            impl_->scratch_space(static_cast<size_t>(chunks * grad.cols) * sizeof(float)));
+    kernels::bias_grad(impl_->ctx, grad.dtype, grad.data, grad.rows, grad.cols, bias_grad, partials);
 }
 
 // labelled_rows is the caller's word (ops.h): the kernels count the labels themselves.

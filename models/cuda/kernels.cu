@@ -282,46 +282,23 @@ void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* a
 // columns (a warp reads one row's 32 columns: coalesced) and one chunk of rows; each
 // thread sums every 16th row of its chunk, then the 16 partial sums of a column are
 // added by a fixed tree. Stage 2 adds the chunks' partials per column in chunk order.
-// With labels, the block stages its rows' labels in shared memory a tile at a time (one
-// coalesced read), and a row whose label is negative is not read but adds +0: the same
-// sums in the same order, so the result is bitwise that of the matrix with those rows
-// zeroed (a running sum that starts at +0 is never -0, and x + +0 is x).
 
 constexpr int kBgCols = 32;
 constexpr int kBgRows = 16;
 constexpr int64_t kBgMaxChunks = 1024;
 constexpr int64_t kBgMinRowsPerChunk = 64;
-constexpr int kBgLabelTile = kBgCols * kBgRows;  // rows whose labels a block stages at once
 
 template <class T>
-__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, const int32_t* __restrict__ labels,
-                                         int64_t rows, int64_t cols, int64_t rows_per_chunk,
-                                         float* __restrict__ out) {
+__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, int64_t rows, int64_t cols,
+                                         int64_t rows_per_chunk, float* __restrict__ out) {
     __shared__ float sums[kBgRows][kBgCols + 1];
-    __shared__ int32_t tile_labels[kBgLabelTile];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int64_t col = static_cast<int64_t>(blockIdx.x) * kBgCols + tx;
     const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
     const int64_t r1 = min(rows, r0 + rows_per_chunk);
     float sum = 0.0f;
-    if (!labels) {
-        if (col < cols)
-            for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
-    } else {
-        // Tiles are a multiple of kBgRows long, so each thread still takes rows r0 + ty,
-        // r0 + ty + kBgRows, ... in order; rows past r1 count as unlabelled.
-        for (int64_t t0 = r0; t0 < r1; t0 += kBgLabelTile) {
-            const int i = ty * kBgCols + tx;
-            __syncthreads();  // the previous tile's labels are read
-            tile_labels[i] = t0 + i < r1 ? labels[t0 + i] : -1;
-            __syncthreads();
-            if (col < cols) {
-#pragma unroll 8
-                for (int k = ty; k < kBgLabelTile; k += kBgRows)
-                    sum += tile_labels[k] >= 0 ? to_f32(grad[(t0 + k) * cols + col]) : 0.0f;
-            }
-        }
-    }
+    if (col < cols)
+        for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
     sums[ty][tx] = sum;
     __syncthreads();
 #pragma unroll
@@ -354,8 +331,8 @@ int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
     return (rows + rows_per_chunk - 1) / rows_per_chunk;
 }
 
-void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t* labels, int64_t rows, int64_t cols,
-               float* out, float* partials) {
+void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols, float* out,
+               float* partials) {
     if (cols <= 0) return;
     if (rows <= 0) {
         SB_CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
@@ -369,8 +346,8 @@ void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t*
     dim3 block(kBgCols, kBgRows);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), labels, rows,
-                                                                    cols, rows_per_chunk, stage1);
+        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), rows, cols,
+                                                                    rows_per_chunk, stage1);
         SB_CHECK_LAUNCH();
     });
     if (chunks > 1) sum_partials(ctx, partials, chunks, cols, out);

@@ -38,11 +38,10 @@ void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* a
 // Column sums of a rows x cols matrix. bias_grad_chunks() says how many row chunks the
 // first stage splits the rows into; when it is > 1, `partials` must hold chunks * cols
 // floats. The split depends only on (rows, cols, sm_count), so results are bitwise
-// reproducible on a given GPU. With labels (one int32 per row; nullptr: none), the rows
-// whose label is negative are not read: the sums are bitwise those with such rows zeroed.
+// reproducible on a given GPU.
 int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols);
-void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t* labels, int64_t rows,
-               int64_t cols, float* out, float* partials);
+void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols,
+               float* out, float* partials);
 // out[c] = sum over chunks of partials[chunk * cols + c], in chunk order (the second stage).
 void sum_partials(const Context& ctx, const float* partials, int64_t chunks, int64_t cols, float* out);
 
