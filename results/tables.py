@@ -514,6 +514,7 @@ def _op_group(r, padded_vocab):
              "residual_layernorm_backward": "residual + dropout + LayerNorm backward",
              "residual_layernorm_forward": "residual + dropout + LayerNorm forward",
              "activation_backward": "GELU backward", "activation_forward": "GELU forward", "bias_grad": "bias gradients",
+             "labelled_bias_grad": "bias gradients",  # the decoder's, in h200-20261203-step's profile
              "softmax_cross_entropy": "softmax cross-entropy", "adamw_step": "AdamW"}
     return names.get(kind, "the rest (embeddings, LayerNorm, dropout, add, casts)")
 
