@@ -118,10 +118,9 @@ public:
     // its logits are not read, its gradient row is zero, and rows / the mean count only the
     // labelled rows. A logit of -inf is a class excluded (probability and gradient zero): the
     // transformer's padded vocabulary.
-    // labelled_rows is the number of labels >= 0, which the
-    // caller knows from how it made the labels: the trace counts the bytes moved by it. The
-    // CPU checks it against the labels; CUDA takes the caller's word (counting would cost a
-    // pass and a sync).
+    // labelled_rows is the number of labels >= 0, which the caller knows from how it made the
+    // labels: the trace counts the bytes moved by it. The CPU checks it against the labels;
+    // CUDA takes the caller's word (counting would cost a pass and a sync).
     virtual void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows,
                                        float* loss, const Tensor& grad_logits, float grad_scale) = 0;
 

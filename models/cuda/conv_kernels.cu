@@ -67,11 +67,9 @@ RowItems row_items(int64_t rows, int64_t items_per_row) {
     return r;
 }
 
-int64_t tiles(const RowItems& r) { return (r.rows + r.tile_rows - 1) / r.tile_rows; }
-
-// A grid-stride grid: at most 8 blocks per SM.
 unsigned tile_grid(const Context& ctx, const RowItems& r) {
-    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles(r), int64_t{ctx.sm_count} * 8)));
+    const int64_t tiles = (r.rows + r.tile_rows - 1) / r.tile_rows;
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(tiles, int64_t{ctx.sm_count} * 8)));
 }
 
 // Calls f(row, item) for every item of every row this thread owns (row < 2^31).
@@ -468,10 +466,10 @@ void col2im(const Context& ctx, DType dtype, const Ops::ConvShape& s, const void
     });
 }
 
-// ---- max pool. Forward: an item is one channel vector of one output pixel (of a 2x2 block of
-// them for kernel 3, stride 2, padding 1): the maximum of its window's in-bounds pixels and, as
-// one byte, the window position (ky * kernel + kx) of the first maximum (kNoMaxpoolArgmax when
-// every in-bounds value is NaN), in one pass over x (two for a window of only -inf and NaN).
+// ---- max pool. Forward: an item is one channel vector of one output pixel: the maximum of its
+// window's in-bounds pixels and, as one byte, the window position (ky * kernel + kx) of the
+// first maximum (kNoMaxpoolArgmax when every in-bounds value is NaN), in one pass over x (two for
+// a window of only -inf and NaN).
 // Backward as a gather: an item is one channel vector of an input pixel (of a 2x2 block of them
 // for kernel 3, stride 2, padding 1), which sums grad_out over the covering windows whose
 // recorded position it is, in the CPU's window order; x is not read again.
@@ -657,10 +655,9 @@ void maxpool_forward(const Context& ctx, DType dtype, const Ops::ConvShape& s, c
         dispatch_vec<T>(row_vec<T>(s.channels, {x, out, argmax}), [&](auto vec) {
             constexpr int V = decltype(vec)::value;
             const ConvDims d = conv_dims(s, V);
-            const T* xt = static_cast<const T*>(x);
-            T* o = static_cast<T*>(out);
             const RowItems items = row_items(s.out_rows(), s.channels / V);
-            maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(xt, o, argmax, d, items);
+            maxpool_forward_kernel<T, V><<<tile_grid(ctx, items), kThreads, 0, ctx.stream>>>(
+                static_cast<const T*>(x), static_cast<T*>(out), argmax, d, items);
             SB_CHECK_LAUNCH();
         });
     });
