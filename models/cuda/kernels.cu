@@ -51,8 +51,8 @@ template <> struct Act<Activation::gelu> {
     }
 };
 // 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x). The backward is as much ALU work as
-// memory traffic at BERT's shapes, so phi's exponential is the hardware's (__expf: a few ulp,
-// where x phi(x) adds to Phi(x) of at least its size) rather than expf's range reduction.
+// memory traffic at BERT's shapes, so phi's exponential is the hardware's (__expf, within a few ulp)
+// rather than expf's range reduction.
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 template <> struct Act<Activation::gelu_erf> {
