@@ -788,12 +788,13 @@ void embedding_backward(const Context& ctx, DType dtype, const int32_t* ids, con
 }
 
 // ---- dropout: out[i] = keep(seed at the generation, i) ? in[i] / (1 - p) : 0, the mask of models/dropout.h
-// recomputed from the element index (nothing stored). 8-element vectors, scalar tail; a
-// thread reads each vector before writing it, so out may alias in.
+// recomputed from the element index (nothing stored; a vector's by dropout_keep_bits, one hash
+// per four elements). 8-element vectors, scalar tail; a thread reads each vector before writing
+// it, so out may alias in.
 
 template <class T>
-__global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, float p, float scale, uint64_t seed,
-                               const uint64_t* generation) {
+__global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, uint32_t threshold, float scale,
+                               uint64_t seed, const uint64_t* generation) {
     seed = dropout_seed_at(seed, *generation);
     const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
     const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -801,14 +802,14 @@ __global__ void dropout_kernel(const T* in, T* out, size_t n, size_t n_vec, floa
     Vec<T>* out_v = reinterpret_cast<Vec<T>*>(out);
     for (size_t i = tid; i < n_vec; i += stride) {
         const Vec<T> a = in_v[i];
+        const uint32_t keep = dropout_keep_bits<kVec>(seed, static_cast<uint64_t>(i) * kVec, threshold);
         Vec<T> r;
 #pragma unroll
-        for (int e = 0; e < kVec; ++e)
-            r.v[e] = from_f32<T>(dropout_keep(seed, i * kVec + e, p) ? to_f32(a.v[e]) * scale : 0.0f);
+        for (int e = 0; e < kVec; ++e) r.v[e] = from_f32<T>((keep >> e) & 1u ? to_f32(a.v[e]) * scale : 0.0f);
         out_v[i] = r;
     }
     for (size_t i = n_vec * kVec + tid; i < n; i += stride)
-        out[i] = from_f32<T>(dropout_keep(seed, i, p) ? to_f32(in[i]) * scale : 0.0f);
+        out[i] = from_f32<T>(dropout_keep_above(seed, i, threshold) ? to_f32(in[i]) * scale : 0.0f);
 }
 
 void dropout(const Context& ctx, DType dtype, const void* in, void* out, size_t n, float p, uint64_t seed) {
@@ -824,7 +825,8 @@ void dropout(const Context& ctx, DType dtype, const void* in, void* out, size_t 
         using T = decltype(tag);
         const size_t n_vec = vec_aligned<T>(in) && vec_aligned<T>(out) ? n / kVec : 0;
         dropout_kernel<T><<<grid_for(ctx, std::max<size_t>(n_vec, (n + kVec - 1) / kVec)), kThreads, 0, ctx.stream>>>(
-            static_cast<const T*>(in), static_cast<T*>(out), n, n_vec, p, scale, seed, ctx.dropout_generation);
+            static_cast<const T*>(in), static_cast<T*>(out), n, n_vec, dropout_threshold(p), scale, seed,
+            ctx.dropout_generation);
         SB_CHECK_LAUNCH();
     });
 }
