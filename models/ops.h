@@ -112,15 +112,21 @@ public:
                                      const Tensor& grad_pre) = 0;
     // bias_grad[j] = sum_i grad[i, j] (fp32 output, overwritten).
     virtual void bias_grad(const Tensor& grad, float* bias_grad) = 0;
+    // The same sum over the labelled rows of a loss's gradient: a row whose label is negative
+    // is not read (softmax_cross_entropy wrote it zero), so the result is bias_grad's of grad
+    // with those rows zeroed, bit for bit. labels: backend int32, one per row, as the loss's.
+    virtual void labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                                    float* bias_grad) = 0;
     // Softmax cross-entropy averaged over the rows. Writes the mean loss (fp32, one
     // backend float) to *loss and grad_logits = (softmax - onehot) * grad_scale / rows.
     // A negative label marks a row that is not predicted (masked-LM positions left alone):
     // its logits are not read, its gradient row is zero, and rows / the mean count only the
     // labelled rows. A logit of -inf is a class excluded (probability and gradient zero): the
     // transformer's padded vocabulary.
-    // labelled_rows is the number of labels >= 0, which the caller knows from how it made the
-    // labels: the trace counts the bytes moved by it. The CPU checks it against the labels;
-    // CUDA takes the caller's word (counting would cost a pass and a sync).
+    // labelled_rows (here and in labelled_bias_grad) is the number of labels >= 0, which the
+    // caller knows from how it made the labels: the trace counts the bytes moved by it. The
+    // CPU checks it against the labels; CUDA takes the caller's word (counting would cost a
+    // pass and a sync).
     virtual void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows,
                                        float* loss, const Tensor& grad_logits, float grad_scale) = 0;
 

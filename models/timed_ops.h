@@ -76,6 +76,10 @@ public:
         timed(&Ops::activation_backward, act, pre, grad_out, grad_pre);
     }
     void bias_grad(const Tensor& grad, float* bias_grad) override { timed(&Ops::bias_grad, grad, bias_grad); }
+    void labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                            float* bias_grad) override {
+        timed(&Ops::labelled_bias_grad, grad, labels, labelled_rows, bias_grad);
+    }
     void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows, float* loss,
                                const Tensor& grad_logits, float grad_scale) override {
         timed(&Ops::softmax_cross_entropy, logits, labels, labelled_rows, loss, grad_logits, grad_scale);

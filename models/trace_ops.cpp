@@ -134,6 +134,15 @@ void TraceOps::bias_grad(const Tensor& grad, float*) {
     record("bias_grad", grad, static_cast<double>(grad.bytes()) + fp32_bytes(static_cast<double>(grad.cols)));
 }
 
+void TraceOps::labelled_bias_grad(const Tensor& grad, const int32_t*, int64_t labelled_rows, float*) {
+    // Every label, the labelled rows of grad, the sums written.
+    SB_REQUIRE(labelled_rows >= 0 && labelled_rows <= grad.rows,
+               fmt::format("trace labelled_bias_grad: {} labelled of {} rows", labelled_rows, grad.rows));
+    record("labelled_bias_grad", grad,
+           4.0 * static_cast<double>(grad.rows) + labelled_bytes(grad, labelled_rows) +
+               fp32_bytes(static_cast<double>(grad.cols)));
+}
+
 void TraceOps::softmax_cross_entropy(const Tensor& logits, const int32_t*, int64_t labelled_rows, float*,
                                      const Tensor& grad_logits, float) {
     // Every label, the labelled rows' logits (an ignored row's are not read), every gradient row written.

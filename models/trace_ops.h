@@ -75,6 +75,8 @@ public:
     void activation_backward(Activation act, const Tensor& pre, const Tensor& grad_out,
                              const Tensor& grad_pre) override;
     void bias_grad(const Tensor& grad, float* bias_grad) override;
+    void labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                            float* bias_grad) override;
     void softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows, float* loss,
                                const Tensor& grad_logits, float grad_scale) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& out) override;

@@ -252,11 +252,11 @@ void Transformer::forward_backward(const Tensor& inputs, const int32_t* labels, 
     if (shape_.arch == TransformerArch::bert) {
         forward_bert(ids);
         ops_.softmax_cross_entropy(logits, labels, labelled_rows(), loss, logits, grad_scale);
-        backward_bert(ids, sink);
+        backward_bert(ids, labels, sink);
     } else {
         forward_gpt(ids);
         ops_.softmax_cross_entropy(logits, labels, labelled_rows(), loss, logits, grad_scale);
-        backward_gpt(ids, sink);
+        backward_gpt(ids, labels, sink);
     }
 }
 
@@ -300,13 +300,13 @@ void Transformer::forward_bert(const int32_t* ids) {
     decoder_forward(hn);
 }
 
-void Transformer::backward_bert(const int32_t* ids, GradientSink* sink) {
+void Transformer::backward_bert(const int32_t* ids, const int32_t* labels, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
     const Tensor dres = act(dres_, H), dtmp = act(dtmp_, H);
 
-    decoder_backward(act(head_norm_, H), dtmp, sink);
+    decoder_backward(act(head_norm_, H), labels, dtmp, sink);
     ops_.layernorm_backward(act(head_act_, H), dtmp, master(head_ln_w_), head_mean_.as<float>(),
                             head_rstd_.as<float>(), dtmp, grad(head_ln_w_), grad(head_ln_b_));
     report(sink, head_ln_w_, 2);
@@ -397,7 +397,7 @@ Transformer::NextNorm Transformer::next_norm(int l) {
     return {lp.ln_attn_w, lp.ln_attn_b, &a.norm_attn, a.mean1.as<float>(), a.rstd1.as<float>()};
 }
 
-void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
+void Transformer::backward_gpt(const int32_t* ids, const int32_t* labels, GradientSink* sink) {
     const int64_t H = shape_.hidden;
     const float p = shape_.dropout;
     const int L = shape_.layers;
@@ -406,7 +406,7 @@ void Transformer::backward_gpt(const int32_t* ids, GradientSink* sink) {
     // dtmp: the gradient of the next LayerNorm's output (ln_f's from the decoder, then ln_1's
     // of the layer above); dres: the residual stream's gradient (none above the top layer).
     const Tensor dtmp = act(dtmp_, H), none{};
-    decoder_backward(act(head_norm_, H), dtmp, sink);
+    decoder_backward(act(head_norm_, H), labels, dtmp, sink);
     for (int l = L - 1; l >= 0; --l) {
         const LayerParams& lp = layer_params_[static_cast<size_t>(l)];
         LayerActs& a = acts_[static_cast<size_t>(l)];
@@ -456,7 +456,7 @@ void Transformer::decoder_forward(const Tensor& hn) {
     ops_.gemm(false, true, 1.0f, hn, decoder_w_.tensor(dtype_, Vp, H), 0.0f, logits, decoder_b_.as<float>());
 }
 
-void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink) {
+void Transformer::decoder_backward(const Tensor& hn, const int32_t* labels, const Tensor& dx, GradientSink* sink) {
     const int64_t H = shape_.hidden, V = shape_.vocab, Vp = shape_.padded_vocab();
     const bool padded = Vp > V;
     const Tensor dlogits = act(logits_, Vp);  // zero in the padded columns
@@ -467,7 +467,8 @@ void Transformer::decoder_backward(const Tensor& hn, const Tensor& dx, GradientS
     float* db = !bert ? nullptr : padded ? decoder_db_.as<float>() : grad(decoder_bias_);
     // The bias gradient is a pass of its own here: with it in the epilogue (BGRADB), cuBLASLt's
     // vocabulary-wide weight-gradient GEMM runs slower than the two apart (op profiles on an H200).
-    if (bert) ops_.bias_grad(dlogits, db);
+    // It reads the labelled rows only: the loss wrote the others zero.
+    if (bert) ops_.labelled_bias_grad(dlogits, labels, labelled_rows(), db);
     ops_.gemm(true, false, 1.0f, dlogits, hn, 0.0f, dw);
     if (padded) {
         if (bert) ops_.cast(decoder_db_.tensor(DType::f32, 1, V), grad_matrix(decoder_bias_, 1));

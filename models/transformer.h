@@ -95,8 +95,8 @@ private:
 
     void forward_bert(const int32_t* ids);
     void forward_gpt(const int32_t* ids);
-    void backward_bert(const int32_t* ids, GradientSink* sink);
-    void backward_gpt(const int32_t* ids, GradientSink* sink);
+    void backward_bert(const int32_t* ids, const int32_t* labels, GradientSink* sink);
+    void backward_gpt(const int32_t* ids, const int32_t* labels, GradientSink* sink);
     // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
     // differ only in where the LayerNorms and residual adds go around them. Forward:
     // out = sublayer(in), whose dropout, residual add and LayerNorm follow in one
@@ -119,10 +119,10 @@ private:
     NextNorm next_norm(int l);
     // The vocabulary projection over padded_vocab() classes. Forward: logits_ = hn W^T + bias,
     // -inf in the padded columns. Backward from the loss's gradient in logits_: BERT's bias
-    // gradient (reported), the decoder's share of the word-embedding gradient (reported with
-    // the lookup's share at the end), dx = dlogits W.
+    // gradient (over the labelled rows: the others are zero; reported), the decoder's share
+    // of the word-embedding gradient (reported with the lookup's share at the end), dx = dlogits W.
     void decoder_forward(const Tensor& hn);
-    void decoder_backward(const Tensor& hn, const Tensor& dx, GradientSink* sink);
+    void decoder_backward(const Tensor& hn, const int32_t* labels, const Tensor& dx, GradientSink* sink);
     int64_t labelled_rows() const { return static_cast<int64_t>(batch_) * labelled_per_sequence_; }
 
     Ops& ops_;

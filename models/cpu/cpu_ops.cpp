@@ -327,6 +327,19 @@ void CpuOps::activation_backward(Activation act, const Tensor& pre, const Tensor
 }
 
 namespace {
+// Column sums of grad's rows for which `take(row)`, row by row so the inner loop is
+// unit-stride and vectorised.
+template <class Take> void column_sums(const Tensor& grad, float* sums, Take&& take) {
+    const float* g = f32(grad);
+    const int64_t cols = grad.cols;
+    std::fill_n(sums, cols, 0.0f);
+    for (int64_t i = 0; i < grad.rows; ++i) {
+        if (!take(i)) continue;
+        const float* row = g + i * cols;
+        for (int64_t j = 0; j < cols; ++j) sums[j] += row[j];
+    }
+}
+
 // labelled_rows must be the number of labels >= 0 (ops.h): a wrong count would make the
 // trace's byte model wrong without anything else noticing.
 void expect_labelled_rows(const int32_t* labels, int64_t rows, int64_t labelled_rows, const char* call) {
@@ -340,14 +353,14 @@ void expect_labelled_rows(const int32_t* labels, int64_t rows, int64_t labelled_
 
 void CpuOps::bias_grad(const Tensor& grad, float* bias_grad) {
     expect_f32(grad, "bias_grad", "grad");
-    const float* g = f32(grad);
-    const int64_t cols = grad.cols;
-    std::fill_n(bias_grad, cols, 0.0f);
-    // Row by row so the inner loop is unit-stride and vectorised.
-    for (int64_t i = 0; i < grad.rows; ++i) {
-        const float* row = g + i * cols;
-        for (int64_t j = 0; j < cols; ++j) bias_grad[j] += row[j];
-    }
+    column_sums(grad, bias_grad, [](int64_t) { return true; });
+}
+
+void CpuOps::labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t labelled_rows,
+                                float* bias_grad) {
+    expect_f32(grad, "labelled_bias_grad", "grad");
+    expect_labelled_rows(labels, grad.rows, labelled_rows, "labelled_bias_grad");
+    column_sums(grad, bias_grad, [&](int64_t i) { return labels[i] >= 0; });
 }
 
 void CpuOps::softmax_cross_entropy(const Tensor& logits, const int32_t* labels, int64_t labelled_rows, float* loss,

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,6 +34,12 @@ namespace sb {
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
+// A GEMM's algorithm: the fastest of the heuristic's first kTuneCandidates, each timed
+// kTuneRuns times (the least counts) on the plan's first call; another than the heuristic's
+// first only when it is faster by more than kTuneMargin, so timing noise does not flip it.
+constexpr int kTuneCandidates = 8;
+constexpr int kTuneRuns = 3;
+constexpr float kTuneMargin = 0.03f;
 
 // Destructors and release() must not throw (a sticky error would turn unwinding into
 // std::terminate and hide the first failure), so they report and go on.
@@ -122,6 +129,7 @@ struct GemmPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; algo is one of them
     bool fused = false;  // the key's epilogue runs in cuBLASLt; a bias otherwise: gemm, then kernels::gemm_bias_epilogue
     // Unfused bias on a bf16/f16 C: the product goes to fp32 scratch and the epilogue
     // kernel rounds once (rounding C, then adding the bias, would round twice).
@@ -191,6 +199,15 @@ struct CudaOps::Impl {
         if (ctx.dropout_generation) SB_WARN_CUDA(cudaFree(ctx.dropout_generation));
         if (flag_host) SB_WARN_CUDA(cudaFreeHost(flag_host));
         if (ctx.stream) SB_WARN_CUDA(cudaStreamDestroy(ctx.stream));
+    }
+
+    // kernels::bias_grad with its partials in the scratch.
+    void column_sums(const Tensor& grad, const int32_t* labels, float* out) {
+        const int64_t chunks = kernels::bias_grad_chunks(ctx, grad.rows, grad.cols);
+        float* partials = nullptr;
+        if (chunks > 1)
+            partials = static_cast<float*>(scratch_space(static_cast<size_t>(chunks * grad.cols) * sizeof(float)));
+        kernels::bias_grad(ctx, grad.dtype, grad.data, labels, grad.rows, grad.cols, out, partials);
     }
 
     void* scratch_space(size_t bytes) {
@@ -265,7 +282,7 @@ struct CudaOps::Impl {
 
             cublasLtMatmulPreference_t pref = nullptr;
             SB_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-            cublasLtMatmulHeuristicResult_t result{};
+            cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
             int returned = 0;
             cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
             try {
@@ -279,13 +296,16 @@ struct CudaOps::Impl {
                 for (int i = 0; i < 4; ++i)
                     SB_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr[i], &align[i], sizeof(align[i])));
                 status = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.lt_a, plan.lt_b, plan.lt_c, plan.lt_c,
-                                                        pref, 1, &result, &returned);
+                                                        pref, kTuneCandidates, results, &returned);
             } catch (...) {
                 cublasLtMatmulPreferenceDestroy(pref);
                 throw;
             }
             cublasLtMatmulPreferenceDestroy(pref);
-            const bool found = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+            if (status == CUBLAS_STATUS_SUCCESS)
+                for (int i = 0; i < returned; ++i)
+                    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i].algo);
+            const bool found = !plan.candidates.empty();
             if (!found && plan.fused && (unsupported(status) || status == CUBLAS_STATUS_SUCCESS)) {
                 (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
                 plan.destroy();
@@ -298,7 +318,7 @@ struct CudaOps::Impl {
                                      " k=" + std::to_string(key.k) + " (" + dtype_name(key.ab) + " -> " +
                                      dtype_name(key.c) + ")",
                                  __FILE__, __LINE__);
-            plan.algo = result.algo;
+            plan.algo = plan.candidates.front();
         } catch (...) {
             plan.destroy();
             throw;
@@ -341,9 +361,11 @@ struct CudaOps::Impl {
     GemmPlan& run(const GemmKey& key, const EpilogueData& data, float alpha, const void* a, const void* b,
                   float beta, void* c) {
         auto it = plans.find(key);
-        if (it == plans.end()) it = plans.emplace(key, make_plan(key, data, true)).first;
+        const bool first_call = it == plans.end();
+        if (first_call) it = plans.emplace(key, make_plan(key, data, true)).first;
         GemmPlan& plan = it->second;
         if (caller_composes(key, plan)) return plan;
+        if (first_call) choose_algorithm(key, plan, data, alpha, a, b, beta, c);
         cublasStatus_t status = run_plan(plan, data, alpha, a, b, beta, c);
         if (status != CUBLAS_STATUS_SUCCESS && plan.fused && !plan.verified && unsupported(status)) {
             (void)cudaGetLastError();  // cuBLASLt's refusal can leave a runtime error behind (seen on H100)
@@ -361,6 +383,78 @@ struct CudaOps::Impl {
             throw_call_error("cuBLAS", "cublasLtMatmul", cublasGetStatusString(status), __FILE__, __LINE__);
         plan.verified = true;
         return plan;
+    }
+
+    // The plan's algorithm (see kTuneCandidates): the one this process chose for the same
+    // problem before, so every CudaOps of a process computes it with the same bits; else the
+    // candidates timed on this call's operands. The heuristic's first choice stays when there
+    // is nothing to time, when C is also an input (beta != 0: timing would change it) and
+    // while the stream is being captured (nothing may run).
+    void choose_algorithm(const GemmKey& key, GemmPlan& plan, const EpilogueData& data, float alpha, const void* a,
+                          const void* b, float beta, void* c) {
+        struct Chosen {
+            GemmKey key;
+            int device;
+            Precision precision;
+            bool fused;
+            bool operator<(const Chosen& o) const {
+                return std::tie(key, device, precision, fused) < std::tie(o.key, o.device, o.precision, o.fused);
+            }
+        };
+        static std::mutex mutex;
+        static std::map<Chosen, cublasLtMatmulAlgo_t> chosen;
+        const Chosen problem{key, device, precision, plan.fused};
+        std::lock_guard<std::mutex> lock(mutex);
+        if (auto it = chosen.find(problem); it != chosen.end()) {
+            plan.algo = it->second;
+            return;
+        }
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        SB_CHECK_CUDA(cudaStreamIsCapturing(ctx.stream, &capture));
+        if (plan.candidates.size() < 2 || beta != 0.0f || capture != cudaStreamCaptureStatusNone) return;
+        cudaEvent_t start = nullptr, stop = nullptr;
+        SB_CHECK_CUDA(cudaEventCreate(&start));
+        SB_CHECK_CUDA(cudaEventCreate(&stop));
+        // The least of kTuneRuns timed runs after one untimed; infinite when it will not run.
+        auto time = [&](const cublasLtMatmulAlgo_t& algo) {
+            plan.algo = algo;
+            float least = INFINITY;
+            if (run_plan(plan, data, alpha, a, b, beta, c) != CUBLAS_STATUS_SUCCESS) {
+                (void)cudaGetLastError();
+                return least;
+            }
+            for (int i = 0; i < kTuneRuns; ++i) {
+                float ms = 0.0f;
+                SB_CHECK_CUDA(cudaEventRecord(start, ctx.stream));
+                const cublasStatus_t status = run_plan(plan, data, alpha, a, b, beta, c);
+                SB_CHECK_CUDA(cudaEventRecord(stop, ctx.stream));
+                SB_CHECK_CUDA(cudaEventSynchronize(stop));
+                SB_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+                if (status != CUBLAS_STATUS_SUCCESS) return static_cast<float>(INFINITY);
+                least = std::min(least, ms);
+            }
+            return least;
+        };
+        try {
+            const float first_ms = time(plan.candidates.front());
+            cublasLtMatmulAlgo_t best = plan.candidates.front();
+            float best_ms = first_ms;
+            for (size_t i = 1; i < plan.candidates.size(); ++i) {
+                const float ms = time(plan.candidates[i]);
+                if (ms < best_ms) {
+                    best = plan.candidates[i];
+                    best_ms = ms;
+                }
+            }
+            plan.algo = best_ms < (1.0f - kTuneMargin) * first_ms ? best : plan.candidates.front();
+        } catch (...) {
+            cudaEventDestroy(start);
+            cudaEventDestroy(stop);
+            throw;
+        }
+        SB_WARN_CUDA(cudaEventDestroy(start));
+        SB_WARN_CUDA(cudaEventDestroy(stop));
+        chosen.emplace(problem, plan.algo);
     }
 
     // C = alpha op(A) op(B) + beta C (+ bias) for `batch` matrices; A, B, C describe the
@@ -572,12 +666,14 @@ void CudaOps::activation_backward(Activation act, const Tensor& pre, const Tenso
 
 void CudaOps::bias_grad(const Tensor& grad, float* bias_grad) {
     SB_REQUIRE(bias_grad != nullptr, "bias_grad: no output");
-    const int64_t chunks = kernels::bias_grad_chunks(impl_->ctx, grad.rows, grad.cols);
-    float* partials = nullptr;
-    if (chunks > 1)
-        partials = static_cast<float*>(
-            impl_->scratch_space(static_cast<size_t>(chunks * grad.cols) * sizeof(float)));
-    kernels::bias_grad(impl_->ctx, grad.dtype, grad.data, grad.rows, grad.cols, bias_grad, partials);
+    impl_->column_sums(grad, nullptr, bias_grad);
+}
+
+// labelled_rows is the caller's word (ops.h): the kernel reads each row's label itself.
+void CudaOps::labelled_bias_grad(const Tensor& grad, const int32_t* labels, int64_t, float* bias_grad) {
+    SB_REQUIRE(bias_grad != nullptr, "labelled_bias_grad: no output");
+    SB_REQUIRE(grad.rows == 0 || labels != nullptr, "labelled_bias_grad: no labels");
+    impl_->column_sums(grad, labels, bias_grad);
 }
 
 // labelled_rows is the caller's word (ops.h): the kernels count the labels themselves.

@@ -278,35 +278,75 @@ void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* a
     });
 }
 
-// ---- bias_grad: column sums in two stages. Stage 1: a 32 x 16 block owns 32 adjacent
-// columns (a warp reads one row's 32 columns: coalesced) and one chunk of rows; each
-// thread sums every 16th row of its chunk, then the 16 partial sums of a column are
-// added by a fixed tree. Stage 2 adds the chunks' partials per column in chunk order.
+// ---- bias_grad: column sums in two stages. Stage 1: a block of kBgThreads threads owns
+// kBgThreads * V adjacent columns, V being one 16-byte vector of T where the row length and the
+// pointer allow it (a warp then reads 512 contiguous bytes of a row), and one chunk of rows,
+// which each thread adds in row order with kBgUnroll rows' loads in flight. With labels, the
+// block first lists the rows of each tile of kBgThreads rows whose label is not negative (a
+// ballot per warp, kept in row order) and reads only those: a skipped row would add +0, so the
+// sums are bitwise those over the matrix with such rows zeroed (a running sum that starts at +0
+// is never -0, and x + +0 is x). Stage 2 adds the chunks' partials per column in chunk order.
 
-constexpr int kBgCols = 32;
-constexpr int kBgRows = 16;
+constexpr int kBgThreads = 128;
+constexpr int kBgUnroll = 8;
+constexpr int kBgBlocksPerSm = 16;  // a full SM of 128-thread blocks
 constexpr int64_t kBgMaxChunks = 1024;
 constexpr int64_t kBgMinRowsPerChunk = 64;
 
-template <class T>
-__global__ void bias_grad_partial_kernel(const T* __restrict__ grad, int64_t rows, int64_t cols,
-                                         int64_t rows_per_chunk, float* __restrict__ out) {
-    __shared__ float sums[kBgRows][kBgCols + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int64_t col = static_cast<int64_t>(blockIdx.x) * kBgCols + tx;
+template <class T, int V>
+__global__ void __launch_bounds__(kBgThreads)
+    bias_grad_partial_kernel(const T* __restrict__ grad, const int32_t* __restrict__ labels, int64_t rows,
+                             int64_t cols, int64_t rows_per_chunk, float* __restrict__ out) {
+    using Vec = VecN<T, V>;
+    __shared__ int tile_rows[kBgThreads];  // the tile's rows to read, from its first, in order
+    __shared__ int warp_taken[kBgThreads / 32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t col = (static_cast<int64_t>(blockIdx.x) * kBgThreads + tid) * V;
     const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
     const int64_t r1 = min(rows, r0 + rows_per_chunk);
-    float sum = 0.0f;
-    if (col < cols)
-        for (int64_t r = r0 + ty; r < r1; r += kBgRows) sum += to_f32(grad[r * cols + col]);
-    sums[ty][tx] = sum;
-    __syncthreads();
+    float sum[V];
 #pragma unroll
-    for (int half = kBgRows / 2; half > 0; half /= 2) {
-        if (ty < half) sums[ty][tx] += sums[ty + half][tx];
-        __syncthreads();
+    for (int j = 0; j < V; ++j) sum[j] = 0.0f;
+    for (int64_t t0 = r0; t0 < r1; t0 += kBgThreads) {
+        int count = static_cast<int>(min(static_cast<int64_t>(kBgThreads), r1 - t0));
+        if (labels) {
+            const bool take = tid < count && labels[t0 + tid] >= 0;
+            const unsigned taken = __ballot_sync(0xffffffffu, take);
+            __syncthreads();  // the previous tile's list is read
+            if (lane == 0) warp_taken[warp] = __popc(taken);
+            __syncthreads();
+            int before = 0;
+            count = 0;
+#pragma unroll
+            for (int w = 0; w < kBgThreads / 32; ++w) {
+                before += w < warp ? warp_taken[w] : 0;
+                count += warp_taken[w];
+            }
+            if (take) tile_rows[before + __popc(taken & ((1u << lane) - 1u))] = tid;
+            __syncthreads();
+        }
+        if (col >= cols) continue;
+        const T* tile = grad + t0 * cols + col;
+        auto row_of = [&](int k) { return static_cast<int64_t>(labels ? tile_rows[k] : k) * cols; };
+        int k = 0;
+        for (; k + kBgUnroll <= count; k += kBgUnroll) {
+            Vec v[kBgUnroll];
+#pragma unroll
+            for (int u = 0; u < kBgUnroll; ++u) v[u] = *reinterpret_cast<const Vec*>(tile + row_of(k + u));
+#pragma unroll
+            for (int u = 0; u < kBgUnroll; ++u)
+#pragma unroll
+                for (int j = 0; j < V; ++j) sum[j] += to_f32(v[u].v[j]);
+        }
+        for (; k < count; ++k) {
+            const Vec v = *reinterpret_cast<const Vec*>(tile + row_of(k));
+#pragma unroll
+            for (int j = 0; j < V; ++j) sum[j] += to_f32(v.v[j]);
+        }
     }
-    if (ty == 0 && col < cols) out[static_cast<int64_t>(blockIdx.y) * cols + col] = sums[0][tx];
+    if (col < cols)
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[static_cast<int64_t>(blockIdx.y) * cols + col + j] = sum[j];
 }
 
 __global__ void bias_grad_final_kernel(const float* __restrict__ partials, int64_t chunks, int64_t cols,
@@ -320,10 +360,11 @@ __global__ void bias_grad_final_kernel(const float* __restrict__ partials, int64
     }
 }
 
-int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
+int64_t column_sum_chunks(const Context& ctx, int64_t rows, int64_t cols, int64_t cols_per_block,
+                          int64_t blocks_per_sm) {
     if (rows <= 0 || cols <= 0) return 1;
-    const int64_t col_tiles = (cols + kBgCols - 1) / kBgCols;
-    const int64_t want = (4 * static_cast<int64_t>(std::max(ctx.sm_count, 1)) + col_tiles - 1) / col_tiles;
+    const int64_t col_tiles = (cols + cols_per_block - 1) / cols_per_block;
+    const int64_t want = (blocks_per_sm * std::max(ctx.sm_count, 1) + col_tiles - 1) / col_tiles;
     const int64_t by_rows = (rows + kBgMinRowsPerChunk - 1) / kBgMinRowsPerChunk;
     const int64_t chunks = std::max<int64_t>(1, std::min({want, by_rows, kBgMaxChunks}));
     // No empty chunk: recompute from the rows each chunk gets.
@@ -331,8 +372,14 @@ int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
     return (rows + rows_per_chunk - 1) / rows_per_chunk;
 }
 
-void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols, float* out,
-               float* partials) {
+// Counted with 16-byte vectors of bf16 whatever the dtype, so the split (and the sums' bits)
+// depends on the shape alone.
+int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
+    return column_sum_chunks(ctx, rows, cols, kBgThreads * 8, kBgBlocksPerSm);
+}
+
+void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t* labels, int64_t rows, int64_t cols,
+               float* out, float* partials) {
     if (cols <= 0) return;
     if (rows <= 0) {
         SB_CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(cols) * sizeof(float), ctx.stream));
@@ -342,13 +389,17 @@ void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, 
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
     SB_REQUIRE(chunks == 1 || partials != nullptr, "bias_grad needs a partials buffer");
     float* stage1 = chunks == 1 ? out : partials;
-    dim3 grid(static_cast<unsigned>((cols + kBgCols - 1) / kBgCols), static_cast<unsigned>(chunks));
-    dim3 block(kBgCols, kBgRows);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        bias_grad_partial_kernel<T><<<grid, block, 0, ctx.stream>>>(static_cast<const T*>(grad), rows, cols,
-                                                                    rows_per_chunk, stage1);
-        SB_CHECK_LAUNCH();
+        dispatch_vec<T>(row_vec<T>(cols, {grad}), [&](auto vec) {
+            constexpr int V = decltype(vec)::value;
+            const int64_t cols_per_block = int64_t{kBgThreads} * V;
+            const dim3 grid(static_cast<unsigned>((cols + cols_per_block - 1) / cols_per_block),
+                            static_cast<unsigned>(chunks));
+            bias_grad_partial_kernel<T, V><<<grid, kBgThreads, 0, ctx.stream>>>(static_cast<const T*>(grad), labels,
+                                                                                rows, cols, rows_per_chunk, stage1);
+            SB_CHECK_LAUNCH();
+        });
     });
     if (chunks > 1) sum_partials(ctx, partials, chunks, cols, out);
 }

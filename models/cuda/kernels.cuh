@@ -35,13 +35,19 @@ void activation_backward(const Context& ctx, Activation act, DType dtype, const 
 void gemm_bias_epilogue(const Context& ctx, DType dtype, void* c, const float* acc, int64_t rows, int64_t cols,
                         float beta, const float* bias);
 
+// Row chunks for a two-stage column sum whose first-stage blocks own cols_per_block columns
+// each: enough blocks for blocks_per_sm on every SM, at least 64 rows a chunk, none empty.
+// Depends only on its arguments and sm_count, so sums split by it are bitwise reproducible on
+// a given GPU.
+int64_t column_sum_chunks(const Context& ctx, int64_t rows, int64_t cols, int64_t cols_per_block,
+                          int64_t blocks_per_sm);
 // Column sums of a rows x cols matrix. bias_grad_chunks() says how many row chunks the
 // first stage splits the rows into; when it is > 1, `partials` must hold chunks * cols
-// floats. The split depends only on (rows, cols, sm_count), so results are bitwise
-// reproducible on a given GPU.
+// floats. With labels (one int32 per row; nullptr: none), the rows whose label is negative
+// are not read: the sums are bitwise those with such rows zeroed.
 int64_t bias_grad_chunks(const Context& ctx, int64_t rows, int64_t cols);
-void bias_grad(const Context& ctx, DType dtype, const void* grad, int64_t rows, int64_t cols,
-               float* out, float* partials);
+void bias_grad(const Context& ctx, DType dtype, const void* grad, const int32_t* labels, int64_t rows,
+               int64_t cols, float* out, float* partials);
 // out[c] = sum over chunks of partials[chunk * cols + c], in chunk order (the second stage).
 void sum_partials(const Context& ctx, const float* partials, int64_t chunks, int64_t cols, float* out);
 

@@ -267,13 +267,20 @@ void layernorm_forward(const Context& ctx, DType dtype, const void* x, const flo
 //   DRAM once (pass 2 reads them again from L1).
 // - otherwise layernorm_param_grad_kernel first, which reads the rows once more (it must run
 //   before grad_x overwrites grad_out): a 32 x 16 block owns 32 columns (coalesced reads) and
-//   a chunk of rows as bias_grad, a fixed tree adds the 16 partial sums, and sum_partials
-//   adds the chunks in order.
+//   a chunk of rows (param_grad_chunks), a fixed tree adds the 16 partial sums, and
+//   sum_partials adds the chunks in order.
 
 constexpr int kLnCols = 32;
 constexpr int kLnRows = 16;
 constexpr int kFusedBlocksPerSm = 2;  // the fused grid: one wave of 2 blocks per SM at most,
 constexpr int64_t kFusedMinWarpRows = 2;  // fewer when a warp would get under 2 rows
+
+namespace {
+// Row chunks of layernorm_param_grad_kernel: four 32 x 16 blocks per SM.
+int64_t param_grad_chunks(const Context& ctx, int64_t rows, int64_t cols) {
+    return column_sum_chunks(ctx, rows, cols, kLnCols, 4);
+}
+}  // namespace
 
 // Adds the kLnRows rows of s column by column by a fixed tree into row 0 (all threads of the
 // kLnCols x kLnRows block call it).
@@ -489,12 +496,12 @@ __global__ void __launch_bounds__(kRowWarps * 32, kLaneVecs > 0 ? kFusedBlocksPe
 
 namespace {
 
-// grad_gamma and grad_beta of g (+ g2) over rows > 0, in the chunks of bias_grad.
+// grad_gamma and grad_beta of g (+ g2) over rows > 0, in param_grad_chunks' chunks.
 template <class T>
 void layernorm_param_grads(const Context& ctx, const T* x, const T* g, const T* g2, const float* mean,
                            const float* rstd, int64_t rows, int64_t cols, float* grad_gamma, float* grad_beta,
                            float* partials) {
-    const int64_t chunks = bias_grad_chunks(ctx, rows, cols);
+    const int64_t chunks = param_grad_chunks(ctx, rows, cols);
     const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
     SB_REQUIRE(chunks == 1 || partials != nullptr, "layernorm_backward needs a partials buffer");
     float* stage_g = chunks == 1 ? grad_gamma : partials;
@@ -561,7 +568,7 @@ bool no_rows(const Context& ctx, int64_t rows, int64_t cols, float* grad_gamma, 
 }  // namespace
 
 int64_t layernorm_partials_floats(const Context& ctx, int64_t rows, int64_t cols) {
-    const int64_t rows_of_partials = std::max(bias_grad_chunks(ctx, rows, cols), fused_blocks(ctx, rows));
+    const int64_t rows_of_partials = std::max(param_grad_chunks(ctx, rows, cols), fused_blocks(ctx, rows));
     return rows_of_partials > 1 ? 2 * rows_of_partials * cols : 0;
 }
 

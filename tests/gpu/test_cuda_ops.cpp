@@ -133,6 +133,22 @@ TEST_P(GemmTest, MatchesCpuForOddShapesAlphaBetaAndBias) {
     EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
 }
 
+// A GEMM's algorithm is timed once per process (cuda_ops.cu: choose_algorithm): a second
+// CudaOps computes the same problem with the same bits, against the CPU as every GEMM. The
+// shape is a transformer layer's weight gradient (few output tiles, long k), where cuBLASLt's
+// candidates differ most.
+TEST_F(CudaOpsTest, GemmAlgorithmIsOneChoicePerProcess) {
+    const GemmShape s{768, 2304, 4096};
+    for (const GemmDTypes& d : kGemmDTypes) {
+        CudaOps first_ops(d.precision, 0), second_ops(d.precision, 0);
+        std::mt19937_64 rng_a(seed_), rng_b(seed_);
+        const std::vector<float> first = check_gemm(first_ops, cpu_, rng_a, d, true, false, s, 1.0f, 0.0f, false);
+        const std::vector<float> second = check_gemm(second_ops, cpu_, rng_b, d, true, false, s, 1.0f, 0.0f, false);
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0)
+            << dtype_name(d.ab) << "->" << dtype_name(d.c) << " " << precision_name(d.precision);
+    }
+}
+
 std::string gemm_name(const ::testing::TestParamInfo<std::tuple<int, bool, bool>>& info) {
     const GemmDTypes& d = kGemmDTypes[std::get<0>(info.param)];
     return std::string(dtype_name(d.ab)) + "_to_" + dtype_name(d.c) + "_" + precision_name(d.precision) + "_" +
@@ -375,8 +391,54 @@ TEST_F(CudaOpsTest, BiasGradMatchesCpuAndIsBitwiseReproducible) {
 // A loss's gradient with most rows unlabelled: the rows whose label is negative are not read
 // (junk there, NaN and inf, changes nothing), and the sums are bitwise those of the plain
 // bias_grad over the matrix with such rows zeroed (the same chunks, the same order; the
-// skipped rows add +0), within 1e-5 of the CPU's. 4096 x 768 splits the rows into several
-// chunks, 512 x 30592 (BERT's padded vocabulary) keeps them in one. Every row unlabelled: zeros.
+// skipped rows add +0), within 1e-5 of the CPU's. The shapes take both the 16-byte-vector
+// path (768; 30592, BERT's padded vocabulary) and the scalar one (129; 30522, not a multiple
+// of 4), one chunk of rows (37) and several with partial tiles of rows (1000, 4096). Every row
+// unlabelled: zeros.
+TEST_F(CudaOpsTest, LabelledBiasGradReadsOnlyLabelledRows) {
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1},      {37, 129},    {1000, 1000},
+                                                  {4096, 768}, {512, 30592}, {1000, 30522}};
+    for (DType dtype : kDTypes)
+        for (auto [rows, cols] : shapes)
+            for (double share : {0.15, 0.0}) {
+                SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << rows << "x" << cols << " labelled "
+                                                << share);
+                std::vector<int32_t> labels(static_cast<size_t>(rows));
+                std::bernoulli_distribution labelled(share);
+                for (int32_t& l : labels) l = labelled(rng_) ? 0 : -100;
+                if (share > 0) labels[0] = 1;            // at least one labelled row
+                if (share > 0 && rows > 1) labels[1] = -1;  // and one not
+                const int64_t labelled_rows =
+                    std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l >= 0; });
+                std::vector<float> grad = rounded(values(static_cast<size_t>(rows * cols)), dtype);
+                std::vector<float> zeroed = grad;
+                for (int64_t r = 0; r < rows; ++r)
+                    if (labels[static_cast<size_t>(r)] < 0)
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const size_t i = static_cast<size_t>(r * cols + c);
+                            grad[i] = c % 2 ? NAN : INFINITY;
+                            zeroed[i] = 0.0f;
+                        }
+                GpuArray ggrad(*gpu_, dtype, rows, cols), gzeroed(*gpu_, dtype, rows, cols);
+                GpuArray gout(*gpu_, DType::f32, 1, cols, 1), gplain(*gpu_, DType::f32, 1, cols, 1);
+                ggrad.set(grad);
+                gzeroed.set(zeroed);
+                DeviceBuffer glabels(*gpu_, labels.size() * sizeof(int32_t));
+                gpu_->upload(glabels.get(), labels.data(), glabels.bytes());
+                gpu_->labelled_bias_grad(ggrad.tensor, glabels.as<int32_t>(), labelled_rows, gout.f32());
+                gpu_->bias_grad(gzeroed.tensor, gplain.f32());
+                const std::vector<uint8_t> got = gout.get_bytes();
+                EXPECT_EQ(got, gplain.get_bytes()) << "not bitwise the plain bias_grad of the zeroed matrix";
+                EXPECT_TRUE(gout.guards_intact());
+
+                std::vector<float> ref(static_cast<size_t>(cols));
+                cpu_.labelled_bias_grad(host_view(grad, rows, cols), labels.data(), labelled_rows, ref.data());
+                EXPECT_TRUE(close(gpu_test::decode(got, DType::f32), ref, 1e-5));
+                if (share == 0)
+                    for (float v : gpu_test::decode(got, DType::f32)) ASSERT_EQ(v, 0.0f);
+            }
+}
+
 // ---------------------------------------------------------------------------- loss
 
 struct LossRun {

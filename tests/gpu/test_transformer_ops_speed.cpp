@@ -176,7 +176,12 @@ TEST_F(TransformerOpsSpeed, DISABLED_BertBaseBatch256Bf16) {
                }),
                label_bytes + labelled_logits + lg);
         auto db = filled(1, vocab, DType::f32);
-        report("bias_grad", time_ms(gpu, [&] { gpu.bias_grad(grad->tensor, db->f32()); }), lg + 4.0 * vocab);
+        report("bias_grad (every row)", time_ms(gpu, [&] { gpu.bias_grad(grad->tensor, db->f32()); }),
+               lg + 4.0 * vocab);
+        report("labelled_bias_grad (15% labelled)", time_ms(gpu, [&] {
+                   gpu.labelled_bias_grad(grad->tensor, glabels.as<int32_t>(), labelled_rows, db->f32());
+               }),
+               label_bytes + labelled_logits + 4.0 * vocab);
     }
 }
 

@@ -219,10 +219,36 @@ TEST(CpuOps, BiasGradSumsRows) {
     }
 }
 
+// Rows whose label is negative are not read: junk there (NaN, inf) changes nothing, and the
+// sums are bit for bit bias_grad's over the matrix with those rows zeroed.
+TEST(CpuOps, LabelledBiasGradReadsOnlyLabelledRows) {
+    CpuOps ops;
+    const int rows = 33, cols = 19;
+    std::vector<float> g = random_vector(rows * cols, 8);
+    std::vector<int32_t> labels(rows);
+    for (int i = 0; i < rows; ++i) labels[i] = i % 3 == 0 ? i % cols : -1 - i % 2;  // 11 labelled
+    std::vector<float> zeroed = g;
+    for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
+            if (labels[i] < 0) {
+                g[i * cols + j] = j % 2 ? std::numeric_limits<float>::quiet_NaN() : -INFINITY;
+                zeroed[i * cols + j] = 0.0f;
+            }
+    std::vector<float> want(cols), got(cols, std::numeric_limits<float>::quiet_NaN());
+    ops.bias_grad(view(zeroed, rows, cols), want.data());
+    ops.labelled_bias_grad(view(g, rows, cols), labels.data(), 11, got.data());
+    for (int j = 0; j < cols; ++j) {
+        EXPECT_EQ(got[j], want[j]) << j;
+        double s = 0;
+        for (int i = 0; i < rows; i += 3) s += g[i * cols + j];
+        EXPECT_NEAR(got[j], s, 1e-5) << j;
+    }
+}
+
 // labelled_rows is what the trace counts the bytes by: the CPU refuses a wrong one, naming both counts.
 TEST(CpuOps, LabelledRowsMustCountTheLabelsThatAreNotNegative) {
     CpuOps ops;
-    std::vector<float> logits(6), grad(6);
+    std::vector<float> logits(6), grad(6), sums(3);
     std::vector<int32_t> labels = {-1, 2};
     float loss = 0;
     const auto message = [](auto&& call) {
@@ -237,6 +263,10 @@ TEST(CpuOps, LabelledRowsMustCountTheLabelsThatAreNotNegative) {
         [&] { ops.softmax_cross_entropy(view(logits, 2, 3), labels.data(), 2, &loss, view(grad, 2, 3), 1.0f); });
     EXPECT_NE(loss_error.find("softmax_cross_entropy"), std::string::npos) << loss_error;
     EXPECT_NE(loss_error.find("labelled_rows is 2 but 1 of 2 labels are >= 0"), std::string::npos) << loss_error;
+    const std::string bias_error =
+        message([&] { ops.labelled_bias_grad(view(grad, 2, 3), labels.data(), 0, sums.data()); });
+    EXPECT_NE(bias_error.find("labelled_bias_grad"), std::string::npos) << bias_error;
+    EXPECT_NE(bias_error.find("labelled_rows is 0 but 1 of 2 labels are >= 0"), std::string::npos) << bias_error;
 }
 
 TEST(CpuOps, SoftmaxCrossEntropyLossAndGradient) {

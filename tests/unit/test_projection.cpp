@@ -205,27 +205,32 @@ TEST(TraceOps, CountsAttentionAsTheBackendRunsIt) {
     }
 }
 
-// The loss reads the logits of its labelled rows only and writes every gradient row, and it
-// reads every label; the bias gradient reads every row.
-TEST(TraceOps, CountsTheLossOverLabelledRows) {
+// The loss reads the logits of its labelled rows only and writes every gradient row; the
+// bias gradient over labelled rows reads only those rows of its input. Both read every label.
+TEST(TraceOps, CountsTheLossAndTheLabelledBiasGradientOverLabelledRows) {
     TraceOps ops(Precision::bf16);
     const int64_t rows = 256, vocab = 30592, labelled = 38;
     const Tensor logits{ops.alloc(rows * vocab * 2), DType::bf16, rows, vocab};
     const auto* labels = static_cast<const int32_t*>(ops.alloc(rows * 4));
     float* f = static_cast<float*>(ops.alloc(vocab * 4));
     ops.softmax_cross_entropy(logits, labels, labelled, f, logits, 1.0f);
+    ops.labelled_bias_grad(logits, labels, labelled, f);
     ops.bias_grad(logits, f);
-    ASSERT_EQ(ops.trace().size(), 2u);
+    ASSERT_EQ(ops.trace().size(), 3u);
     const double row = vocab * 2.0;
     EXPECT_EQ(ops.trace()[0].kind, "softmax_cross_entropy");
     EXPECT_DOUBLE_EQ(ops.trace()[0].bytes, rows * 4.0 + labelled * row + rows * row);
-    EXPECT_EQ(ops.trace()[1].kind, "bias_grad");
-    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, rows * row + vocab * 4.0);
+    EXPECT_EQ(ops.trace()[1].kind, "labelled_bias_grad");
+    EXPECT_DOUBLE_EQ(ops.trace()[1].bytes, rows * 4.0 + labelled * row + vocab * 4.0);
+    EXPECT_EQ(ops.trace()[2].kind, "bias_grad");
+    EXPECT_DOUBLE_EQ(ops.trace()[2].bytes, rows * row + vocab * 4.0);
+    EXPECT_EQ(ops.trace()[1].m, rows);
+    EXPECT_EQ(ops.trace()[1].n, vocab);
     EXPECT_ANY_THROW(ops.softmax_cross_entropy(logits, labels, rows + 1, f, logits, 1.0f));
 }
 
-// The traced BERT step tells its loss batch x masked_positions labelled rows; GPT-2 labels
-// every position.
+// The traced BERT step tells its loss and decoder bias gradient batch x masked_positions
+// labelled rows; GPT-2 labels every position (and has no decoder bias).
 TEST(TraceStep, TheLossReadsTheRowsTheDataLabels) {
     for (const char* name : {"ci-transformer", "gpt2-small"}) {
         SCOPED_TRACE(name);
@@ -239,14 +244,20 @@ TEST(TraceStep, TheLossReadsTheRowsTheDataLabels) {
         if (bert) ASSERT_LT(labelled, rows);
         const double elem = static_cast<double>(dtype_size(compute_dtype(cfg.precision)));
         const double logits_row = s.padded_vocab() * elem;
-        int losses = 0;
-        for (const TracedOp& op : t.ops)
+        int losses = 0, bias_grads = 0;
+        for (const TracedOp& op : t.ops) {
             if (op.kind == "softmax_cross_entropy") {
                 ++losses;
                 EXPECT_EQ(op.m, rows);
                 EXPECT_DOUBLE_EQ(op.bytes, rows * 4.0 + labelled * logits_row + rows * logits_row);
             }
+            if (op.kind == "labelled_bias_grad") {
+                ++bias_grads;
+                EXPECT_DOUBLE_EQ(op.bytes, rows * 4.0 + labelled * logits_row + s.padded_vocab() * 4.0);
+            }
+        }
         EXPECT_EQ(losses, 1);
+        EXPECT_EQ(bias_grads, bert ? 1 : 0);
     }
 }
 
