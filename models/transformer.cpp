@@ -342,12 +342,11 @@ void Transformer::backward_bert(const int32_t* ids, const int32_t* labels, Gradi
     ops_.layernorm_backward(act(emb_sum_, H), dres, master(emb_ln_w_), emb_mean_.as<float>(), emb_rstd_.as<float>(),
                             dres, grad(emb_ln_w_), grad(emb_ln_b_));
     report(sink, emb_ln_w_, 2);
+    // Every token has type 0: the table's row 0 takes the column sums of every row.
     ops_.fill(grad_matrix(token_type_, shape_.type_vocab), 0.0f);
-    ops_.embedding_backward(zero_ids_.as<int32_t>(), dres, grad(token_type_), shape_.type_vocab);
+    ops_.bias_grad(dres, grad(token_type_));
     report(sink, token_type_);
-    ops_.fill(grad_matrix(position_, shape_.max_positions), 0.0f);
-    ops_.embedding_backward(position_ids_.as<int32_t>(), dres, grad(position_), shape_.max_positions);
-    report(sink, position_);
+    position_backward(dres, sink);
     ops_.embedding_backward(ids, dres, grad(word_), shape_.vocab);
     report(sink, word_);
 }
@@ -431,11 +430,18 @@ void Transformer::backward_gpt(const int32_t* ids, const int32_t* labels, Gradie
     ops_.add(dtmp, dres, dres);
 
     ops_.dropout(dres, dres, p, dropout_seed(L, kEmbedding));
-    ops_.fill(grad_matrix(position_, shape_.max_positions), 0.0f);
-    ops_.embedding_backward(position_ids_.as<int32_t>(), dres, grad(position_), shape_.max_positions);
-    report(sink, position_);
+    position_backward(dres, sink);
     ops_.embedding_backward(ids, dres, grad(word_), shape_.vocab);
     report(sink, word_);
+}
+
+// Every sequence takes positions 0..seq_len-1, so the position table's gradient is a sum over
+// the batch: the column sums of dres seen as batch x (seq_len * hidden), fixed-order sums in
+// place of embedding_backward's scattered adds; the rows past seq_len stay zero.
+void Transformer::position_backward(const Tensor& dres, GradientSink* sink) {
+    ops_.fill(grad_matrix(position_, shape_.max_positions), 0.0f);
+    ops_.bias_grad(Tensor{dres.data, dres.dtype, batch_, shape_.seq_len * shape_.hidden}, grad(position_));
+    report(sink, position_);
 }
 
 // ---- The vocabulary projection, tied to the word embedding.

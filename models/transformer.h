@@ -97,6 +97,7 @@ private:
     void forward_gpt(const int32_t* ids);
     void backward_bert(const int32_t* ids, const int32_t* labels, GradientSink* sink);
     void backward_gpt(const int32_t* ids, const int32_t* labels, GradientSink* sink);
+    void position_backward(const Tensor& dres, GradientSink* sink);
     // The two sub-layers of layer l, shared by BERT (post-LN) and GPT-2 (pre-LN), which
     // differ only in where the LayerNorms and residual adds go around them. Forward:
     // out = sublayer(in), whose dropout, residual add and LayerNorm follow in one

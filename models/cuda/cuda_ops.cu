@@ -37,7 +37,7 @@ constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Ho
 // A GEMM's algorithm: the fastest of the heuristic's first kTuneCandidates, each timed
 // kTuneRuns times (the least counts) on the plan's first call; another than the heuristic's
 // first only when it is faster by more than kTuneMargin, so timing noise does not flip it.
-constexpr int kTuneCandidates = 8;
+constexpr int kTuneCandidates = 16;
 constexpr int kTuneRuns = 3;
 constexpr float kTuneMargin = 0.03f;
 
