@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Correctness on one H200, run from the repository root (nothing timed):
-#   results/h200-20261203-final/check.sh OUTDIR
+#   results/h200-20261203-closing/check.sh OUTDIR
 # Builds the GPU tests and the step exporter (CUDA, cuDNN), runs the whole GPU suite, then the
 # PyTorch gradient checks: bert-base and gpt2-small in bf16 and fp32, ResNet-50 in fp32.
 set -uo pipefail
