@@ -134,16 +134,18 @@ FINAL = "results/h200-20261203-final"
 POOLS = "results/h200-20261203-pools"
 MAXPOOL = "results/h200-20261203-maxpool"
 STEP = "results/h200-20261203-step"
+TUNE = "results/h200-20261203-tune"
+CLOSING = "results/h200-20261203-closing"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
 TRANSFORMER_RUNS = [
-    (f"{STEP}/bench", "bert-base", 32),
-    (f"{STEP}/bench", "bert-base", 256),
-    (f"{MAXPOOL}/bench", "bert-large", 32),
-    (f"{MAXPOOL}/bench", "bert-large", 256),
-    (f"{STEP}/bench", "gpt2-small", 8),
-    (f"{STEP}/bench", "gpt2-medium", 8),
+    (f"{CLOSING}/bench", "bert-base", 32),
+    (f"{CLOSING}/bench", "bert-base", 256),
+    (f"{CLOSING}/bench", "bert-large", 32),
+    (f"{CLOSING}/bench", "bert-large", 256),
+    (f"{CLOSING}/bench", "gpt2-small", 8),
+    (f"{CLOSING}/bench", "gpt2-medium", 8),
 ]
 
 
@@ -217,8 +219,8 @@ def table_headline():
                          "Hugging Face, " + ("eager" if mode == "eager" else "`torch.compile`"),
                          Fig(fmt(torch["samples_per_s"], 0), f"{folder}/torch.jsonl", tline),
                          ratio(sb["samples_per_s"], torch["samples_per_s"])])
-    path, line, sb = _resnet_run(f"{MAXPOOL}/bench_resnet", "resnet50", 256, "cudnn")
-    torch_path = f"{MAXPOOL}/bench_resnet/torch.jsonl"
+    path, line, sb = _resnet_run(f"{CLOSING}/bench_resnet", "resnet50", 256, "cudnn")
+    torch_path = f"{CLOSING}/bench_resnet/torch.jsonl"
     for mode in ("eager", "compile"):
         tline, torch = record(torch_path, model="resnet50", mode=mode, batch=256)
         rows.append(["ResNet-50 training, batch 256, bf16, images/s (cuDNN engine)", Fig(fmt(sb["samples_per_s"], 0), path, line),
@@ -311,7 +313,7 @@ def table_resnet50_precisions():
 
 # Where each ResNet's runs beside PyTorch are: {model: (folder of PyTorch's runs, {engine: folder of scalebench's})}.
 RESNET_RUNS = {
-    "resnet50": (f"{MAXPOOL}/bench_resnet", {"cudnn": f"{MAXPOOL}/bench_resnet", "im2col": f"{MAXPOOL}/bench_resnet"}),
+    "resnet50": (f"{CLOSING}/bench_resnet", {"cudnn": f"{CLOSING}/bench_resnet", "im2col": f"{CLOSING}/bench_resnet"}),
     "resnet152": (f"{SIDE}/bench_resnet", {"cudnn": f"{SIDE}/bench_resnet", "im2col": CUDNN}),
 }
 
@@ -387,6 +389,8 @@ TORCH_CHECKS = [
     ("bert-base", f"{LARGE}/check/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{FINAL}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{STEP}/check/torch_check_bert-base_bf16.json"),
+    ("bert-base", f"{CLOSING}/check/torch_check_bert-base_fp32.json"),
+    ("bert-base", f"{CLOSING}/check/torch_check_bert-base_bf16.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
@@ -394,6 +398,8 @@ TORCH_CHECKS = [
     ("gpt2-small", f"{LARGE}/check/torch_check_gpt2-small_fp32.json"),
     ("gpt2-small", f"{FINAL}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{STEP}/check/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", f"{CLOSING}/check/torch_check_gpt2-small_fp32.json"),
+    ("gpt2-small", f"{CLOSING}/check/torch_check_gpt2-small_bf16.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_cpu_fp32.json"),
     ("resnet50", f"{H200}/torch_check_resnet50_bf16.json"),
@@ -403,6 +409,9 @@ TORCH_CHECKS = [
     ("resnet50", f"{EPILOGUES}/check/torch_check_resnet50_fp16.json"),
     ("resnet50", f"{STEP}/check/torch_check_resnet50_bf16.json"),
     ("resnet50", f"{STEP}/check/torch_check_resnet50_fp16.json"),
+    ("resnet50", f"{TUNE}/check/torch_check_resnet50_bf16.json"),
+    ("resnet50", f"{TUNE}/check/torch_check_resnet50_fp16.json"),
+    ("resnet50", f"{CLOSING}/check/torch_check_resnet50_fp32.json"),
 ]
 
 
@@ -451,9 +460,9 @@ def table_softmax_backward_without_renormalising():
 # The unfused profiles are of the same presets on a tree whose bf16 attention ran the unfused path
 # (None: no such profile).
 TRANSFORMER_PROFILES = [
-    ("bert-base", 256, f"{STEP}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
+    ("bert-base", 256, f"{CLOSING}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
     ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
-    ("gpt2-medium", 8, f"{STEP}/check/opprof_gpt2-medium_b8.jsonl", None),
+    ("gpt2-medium", 8, f"{CLOSING}/check/opprof_gpt2-medium_b8.jsonl", None),
 ]
 
 
@@ -514,7 +523,7 @@ def _op_group(r, padded_vocab):
              "residual_layernorm_backward": "residual + dropout + LayerNorm backward",
              "residual_layernorm_forward": "residual + dropout + LayerNorm forward",
              "activation_backward": "GELU backward", "activation_forward": "GELU forward", "bias_grad": "bias gradients",
-             "labelled_bias_grad": "bias gradients",  # the decoder's, in h200-20261203-step's profile
+             "labelled_bias_grad": "bias gradients",  # the decoder's, over its labelled rows
              "softmax_cross_entropy": "softmax cross-entropy", "adamw_step": "AdamW"}
     return names.get(kind, "the rest (embeddings, LayerNorm, dropout, add, casts)")
 
