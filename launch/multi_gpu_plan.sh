@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
+# The multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
 # calls of at most ten minutes each:
 #   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N, and N);
 #          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2)

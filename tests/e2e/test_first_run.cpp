@@ -1,4 +1,4 @@
-// Issue 14 as a newcomer meets it, through the real binary: the first run under mpirun
+// A newcomer's first runs, through the real binary: the first run under mpirun
 // measures a scaling curve; rank 0 shows progress only where a person watches; errors name
 // what the user typed (the flag, the YAML line) and what to do; two CPU workloads soak
 // together; more ranks than cores is said once; usage and header read right.

@@ -1,10 +1,11 @@
-// Issue 20 through the real binary: every way a run ends leaves a truthful record, and no
-// input does work before it is refused. One test per case of the issue: a torn last line
-// (1); the launcher stopped with SIGTERM or SIGINT, or killed, and rank 0 killed (2); a rank
-// stopped during start-up and a stopped launcher (3); a config that is a folder or holds no
-// keys (4); an output that cannot be written (5); a duration past any clock (6); a model too
-// large for memory (7); report on invalid lines (8). The plot script's case (9) is in
-// tests/plot/test_plot_scaling.sh. Signals go to processes found by pid; every wait is bounded.
+// The records' promises (docs/reliability.md) through the real binary: every way a run ends
+// leaves a truthful record, and no input does work before it is refused. The cases, numbered
+// in the sections below: a torn last line (1); the launcher stopped with SIGTERM or SIGINT, or
+// killed, and rank 0 killed (2); a rank stopped during start-up and a stopped launcher (3); a
+// config that is a folder or holds no keys (4); an output that cannot be written (5); a duration
+// past any clock (6); a model too large for memory (7); report on invalid lines (8). The plot
+// script's case (9) is in tests/plot/test_plot_scaling.sh. Signals go to processes found by pid;
+// every wait is bounded.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

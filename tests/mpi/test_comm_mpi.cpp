@@ -176,7 +176,7 @@ TEST(CommSweepMpi, SixteenBitDtypesAndEveryRedopCheckClean) {
             }
 }
 
-// Issue 14: counts past an int go in pieces. With the largest call lowered to 100 elements,
+// Counts past an int go in pieces (MPI takes an int count). With the largest call lowered to 100 elements,
 // every collective, dtype and placement of sizes up to 64 KiB (blocks of up to 16384 elements,
 // so up to 164 pieces, the last a short one) checks clean, as the same sweep in one call does.
 TEST(CommSweepMpi, CountsPastTheLargestCallGoInPiecesAndCheckClean) {

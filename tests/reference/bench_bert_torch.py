@@ -42,7 +42,7 @@ OPTIMIZER = {
     "bert": dict(lr=1e-4, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
     "gpt2": dict(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8),
 }
-# The targets: small batch against eager (launch-bound), large batch against compile.
+# The comparisons the docs quote: small batch against eager (launch-bound), large batch against compile.
 DEFAULT_RUNS = ["bert-base:eager:32", "bert-base:eager:256", "bert-base:compile:256",
                 "bert-large:eager:32", "bert-large:eager:256", "bert-large:compile:256",
                 "gpt2-small:eager:8", "gpt2-small:eager:32", "gpt2-small:compile:32"]
@@ -217,7 +217,7 @@ def table(outdir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", action="append", help="MODEL:eager|compile:BATCH (repeatable; default: the issue's set)")
+    p.add_argument("--run", action="append", help="MODEL:eager|compile:BATCH (repeatable; default: DEFAULT_RUNS)")
     p.add_argument("--steps", type=int, default=20, help="measured steps per run")
     p.add_argument("--warmup", type=int, default=5, help="warm-up steps per run (the first compiles)")
     p.add_argument("--out", help="JSONL file the records are appended to")

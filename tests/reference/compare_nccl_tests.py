@@ -4,7 +4,7 @@
 Both print nccl-tests' columns, so one parser reads both. Each side may be given several
 runs (alternated in one command); each figure is their median per size. For every size in
 both, out-of-place and in-place: time (us) and busbw (GB/s), the ratio scalebench /
-nccl-tests, and the issue's targets: time within 5% below 1 KB, and busbw within 3% from
+nccl-tests, and the targets docs/comm.md states: time within 5% below 1 KB, and busbw within 3% from
 1 MB up. On one rank busbw is 0 by definition, so algbw is compared instead, and only out
 of place: in place on one rank moves no data (both time only the host's issue cost).
 Prints a table, writes JSON lines with --out, exits 1 on a miss.

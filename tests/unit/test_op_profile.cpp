@@ -108,7 +108,7 @@ TrainConfig tiny_gpt() {
     return cfg;
 }
 
-// The check: on the CPU backend the profile has one entry per op of the trace, with
+// The profile is the trace, measured: on the CPU backend the profile has one entry per op of the trace, with
 // the trace's FLOPs and bytes and as many calls as the trace has.
 TEST(OpProfile, OnTheCpuItHasExactlyTheOpsOfTheTrace) {
     std::vector<TrainConfig> configs = {load_config_file(kSource + "/configs/ci-small.yaml"),

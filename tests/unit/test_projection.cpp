@@ -627,7 +627,7 @@ TEST(Calibration, AMalformedRecordIsAUserErrorNamingFileAndRecord) {
 namespace sb {
 namespace {
 
-// The "done when": every profile projects every preset workload (configs/*.yaml, the
+// Every profile projects every preset workload (configs/*.yaml, the
 // transformer presets included once they are there), with finite, positive figures.
 TEST(ProjectWorkload, EveryProfileProjectsEveryPresetWorkload) {
     std::vector<std::string> workloads, profiles;

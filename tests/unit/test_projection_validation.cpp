@@ -7,7 +7,7 @@
 //     the hardware profiles; the median error of the entries marked `validation`.
 // (3) the BERT and ResNet-50 training throughputs of results/published/bert_throughput.yaml
 //     and resnet50_throughput.yaml on 1-8 GPUs, projected from the profiles for the preset with
-//     the published batch, sequence length and precision; the median error, the "done when".
+//     the published batch, sequence length and precision; the median error.
 //     Two measures: the throughput itself, and the speed-up T(N) / T(1) against the same
 //     source's 1-GPU row (the scaling, with each implementation's single-GPU efficiency
 //     divided out).
@@ -38,7 +38,7 @@ namespace {
 
 const std::string kSource = SCALEBENCH_SOURCE_DIR;
 
-// Each check's target (the issue's, where it set one) and the bound the test asserts. A bound above
+// Each check's target (what docs/projection.md aims for) and the bound the test asserts. A bound above
 // its target guards against the model getting worse; docs/projection.md says why the target is missed.
 // Median |error| of the one-GPU step time: folders without op profiles of the model's family, and
 // folders whose code differs from the trace's, are far off.
@@ -573,7 +573,7 @@ TEST(ProjectionValidation, Rtx4090HostStagedSpeedups) {
     EXPECT_LT(largest, kStagedSpeedupGuard);
 }
 
-// The "done when": the median error against published scaling figures. Two measures:
+// The median error against published scaling figures. Two measures:
 // the throughput itself, and the speed-up T(N) / T(1) against the same source's 1-GPU row.
 TEST(ProjectionValidation, PublishedTrainingThroughput) {
     const std::vector<PublishedRow> rows = all_published_rows();

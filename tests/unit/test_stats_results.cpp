@@ -61,7 +61,7 @@ TEST(Results, ReaderSkipsAndReportsATornLastLine) {
     EXPECT_NE(r.warnings[0].find("torn.jsonl:2: skipped torn last line"), std::string::npos) << r.warnings[0];
 }
 
-// Issue 20, case 1: a record appended after a torn line starts on a line of its own, so the
+// A torn last line: a record appended after a torn line starts on a line of its own, so the
 // fragment is the only thing lost and the new record reads back whole.
 TEST(Results, AnAppendAfterATornLineStartsOnAFreshLine) {
     const std::string path = temp_path("torn-then-append.jsonl");
@@ -115,7 +115,7 @@ TEST(Results, AStartWithoutAnEndIsReportedAsARunCutShort) {
         << r.warnings[0];
 }
 
-// Issue 20, case 5: an output path is opened up front; one that does not exist is created
+// An unwritable output: an output path is opened up front; one that does not exist is created
 // and removed again.
 TEST(Results, OutputPathsAreOpenedUpFront) {
     const std::string fresh = temp_path("fresh/out.jsonl");
@@ -161,7 +161,7 @@ TEST(Report, MarkdownAndCsvTablesOfTrainRecords) {
               std::string::npos) << csv.str();
 }
 
-// Issue 20, case 8: a record report cannot show is named by FILE:LINE and skipped, never an
+// Invalid lines: a record report cannot show is named by FILE:LINE and skipped, never an
 // internal error or a row of '?'; a file without any valid record is refused.
 TEST(Report, InvalidRecordsAreNamedByFileAndLineAndSkipped) {
     const std::string path = temp_path("report-invalid.jsonl");
