@@ -10,7 +10,7 @@
 # (default "cudnn im2col"), STEPS (default 20), WARMUP (default 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results/resnet-$(hostname -s)-$(date -u +%Y%m%d)}
+out=${1:-runs/resnet-$(hostname -s)-$(date -u +%Y%m%d)}
 build=${BUILD:-build-gpu}
 runs=${RUNS:-"resnet50:256 resnet152:128"}
 engines=${ENGINES:-"cudnn im2col"}

@@ -14,7 +14,7 @@
 # to and the table takes the latest record of each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results/transformer-$(hostname -s)-$(date -u +%Y%m%d)}
+out=${1:-runs/transformer-$(hostname -s)-$(date -u +%Y%m%d)}
 steps=${STEPS:-20}
 warmup=${WARMUP:-5}
 runs=${RUNS:-"bert-base:32,256 bert-large:32,256 gpt2-small:8,32"}

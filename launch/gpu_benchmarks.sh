@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds scalebench with CUDA and produces the GPU figures the README quotes, into
-# OUTDIR (default results/gpu-<host>-<date>): the GPU test-suite log, `scalebench gemm`
+# OUTDIR (default runs/gpu-<host>-<date>): the GPU test-suite log, `scalebench gemm`
 # beside torch.mm in the same command, the MLP training benchmark and an NCCL sweep.
 #   launch/gpu_benchmarks.sh [OUTDIR] [all|tests|gemm|train|comm]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results/gpu-$(hostname -s)-$(date -u +%Y%m%d)}
+out=${1:-runs/gpu-$(hostname -s)-$(date -u +%Y%m%d)}
 what=${2:-all}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared hosts

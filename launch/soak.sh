@@ -22,7 +22,7 @@ if [[ -z "$np" ]]; then
   np=$(nvidia-smi --list-gpus 2>/dev/null | wc -l || true)
   [[ "$np" -gt 0 ]] || { echo "launch/soak.sh: no GPU listed by nvidia-smi; give -n NP" >&2; exit 2; }
 fi
-[[ -n "$out" ]] || out="results/soak-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+[[ -n "$out" ]] || out="runs/soak-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 $dry mpirun -np "$np" --bind-to none -x NCCL_NVLS_ENABLE "$bin" stress --duration "$duration" \
   --interval "$interval" --config configs/resnet152.yaml,configs/bert-large.yaml --out "$out"

@@ -17,7 +17,7 @@ usage: launch/sweep.sh [options] [-- scalebench train flags...]
   --per-size          one mpirun launch per world size instead of one launch with --scaling
   -c, --config FILE   workload YAML (default: scalebench's built-in workload)
   --backend B         auto, cpu or cuda (default: scalebench's choice)
-  -o, --out FILE      JSONL the records are appended to (default results/sweep-HOST-TIME.jsonl)
+  -o, --out FILE      JSONL the records are appended to (default runs/sweep-HOST-TIME.jsonl)
   --bin PATH          scalebench binary (default: build/scalebench)
   --no-bind           do not bind ranks to NUMA nodes
   --mpirun-args "..." extra mpirun flags (e.g. "--mca btl ^openib")
@@ -75,7 +75,7 @@ for s in "${size_list[@]}"; do
 done
 
 if [[ -z $out ]]; then
-  out="$root/results/sweep-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+  out="$root/runs/sweep-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 fi
 mkdir -p "$(dirname "$out")"
 

@@ -458,7 +458,7 @@ def main(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("files", nargs="+", help="JSONL result files")
-    parser.add_argument("-o", "--outdir", default=".", help="folder the plots go to (default: .)")
+    parser.add_argument("-o", "--outdir", default="runs/plots", help="folder the plots go to (default: runs/plots)")
     parser.add_argument("--prefix", default="", help="file name prefix, e.g. 'h200-' gives h200-efficiency.png")
     parser.add_argument("--formats", default="png,svg", help="comma-separated (default: png,svg)")
     parser.add_argument("--label", action="append", default=[], metavar="[FILE=]NAME",

@@ -16,7 +16,7 @@ usage: launch/slurm/node_sweep.sh --nodes 1,2,4 [options] [-- scalebench train f
   --nodes LIST          node counts, one job each (required)
   --gpus-per-node G     GPUs (and tasks) per node (default 8; 0: CPU ranks, no GPU request)
   --tasks-per-node T    tasks per node when it differs from G (CPU runs)
-  --dir DIR             where the JSONL files go (default results/node-sweep-TIME)
+  --dir DIR             where the JSONL files go (default runs/node-sweep-TIME)
   --job-name NAME       (default scalebench-node-sweep)
   --time HH:MM:SS       per job (default 01:00:00)
   --launcher srun|mpirun   (default srun; sets SCALEBENCH_LAUNCHER)
@@ -51,7 +51,7 @@ command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this on a Slurm 
 [[ $gpus =~ ^[0-9]+$ ]] || die "--gpus-per-node '$gpus': not a whole number"
 tasks=${tasks:-$gpus}
 [[ $tasks =~ ^[1-9][0-9]*$ ]] || die "--tasks-per-node '$tasks': not a positive whole number"
-dir=${dir:-$root/results/node-sweep-$(date -u +%Y%m%dT%H%M%SZ)}
+dir=${dir:-$root/runs/node-sweep-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 

@@ -6,7 +6,7 @@
 #   SCALEBENCH_SRUN_MPI  srun's --mpi plugin (default: pmix when `srun --mpi=list` has it, else pmi2,
 #                        else Slurm's default); Open MPI 4.1 as Debian builds it needs pmix
 #   SCALEBENCH_SCALING   world sizes, e.g. 1,8,16 (default: 1, 2, 4, ... up to the task count, and it)
-#   SCALEBENCH_OUT       JSONL file (default: results/slurm-JOBNAME-JOBID.jsonl under SCALEBENCH_ROOT)
+#   SCALEBENCH_OUT       JSONL file (default: runs/slurm-JOBNAME-JOBID.jsonl under SCALEBENCH_ROOT)
 #   SCALEBENCH_ROOT      the scalebench checkout (default: the folder sbatch was run from)
 #   SCALEBENCH_BIN       the binary (default: SCALEBENCH_ROOT/build/scalebench); must be on a file
 #                        system every node sees
@@ -34,7 +34,7 @@ else
   for ((s = 2; s <= ntasks; s *= 2)); do scaling+=",$s"; done
   [[ ,$scaling, == *,$ntasks,* ]] || scaling+=",$ntasks"
 fi
-out=${SCALEBENCH_OUT:-$root/results/slurm-${SLURM_JOB_NAME:-job}-$SLURM_JOB_ID.jsonl}
+out=${SCALEBENCH_OUT:-$root/runs/slurm-${SLURM_JOB_NAME:-job}-$SLURM_JOB_ID.jsonl}
 mkdir -p "$(dirname "$out")"
 
 # NVLink SHARP (NVLS) stays off unless asked for: its buffers fail on some drivers and fabrics.

@@ -12,6 +12,7 @@
 
 #include "collectives/sweep.h"
 #include "src/core/config.h"
+#include "src/core/results.h"
 
 namespace CLI {
 class App;
@@ -33,7 +34,7 @@ struct CommOptions {
     std::string inplace = "both";  // both, in, out
     std::string backend = "auto";  // nccl, mpi, auto
     std::vector<int> scaling;      // world sizes; empty = the launched world
-    std::string out = "results/comm.jsonl";
+    std::string out = default_output("comm.jsonl");
 };
 
 void add_comm_options(CLI::App& sub, CommOptions& opts);

@@ -13,6 +13,8 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/results.h"
+
 namespace CLI {
 class App;
 }
@@ -26,7 +28,7 @@ struct GemmOptions {
     std::vector<std::string> dtypes;  // fp16, bf16, fp32, tf32
     int warmup = 5;
     int iters = 50;
-    std::string out = "results/gemm.jsonl";
+    std::string out = default_output("gemm.jsonl");
     // Set when --size or --dtype was given. Without it (and with no sizes/dtypes) the
     // default cases run: fp16 and bf16 8192^3, fp32 and tf32 4096^3. With it, the cross
     // product sizes x dtypes; a side left empty takes its default (dtypes: all four;

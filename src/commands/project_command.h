@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/config.h"
+#include "src/core/results.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"
 
@@ -28,7 +29,7 @@ struct ProjectOptions {
     std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
-    std::string out = "results/projected.jsonl";  // compare: empty unless --out (then every projected record)
+    std::string out = default_output("projected.jsonl");  // compare: empty unless --out (then every projected record)
     bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
     std::vector<std::string> scenarios;  // compare without --config: scenario names in configs/scenarios (empty: all)
     std::string report;         // compare --report FILE.md: the whole answer as Markdown with plots

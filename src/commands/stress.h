@@ -15,6 +15,7 @@
 
 #include "models/ops.h"
 #include "src/core/config.h"
+#include "src/core/results.h"
 
 namespace CLI {
 class App;
@@ -37,7 +38,7 @@ struct StressOptions {
     std::optional<int> sdc_check_every;  // steps between replica checks (0 = off); else the config's
     std::string backend, precision;  // override every workload's when given
     std::optional<int> batch_size;
-    std::string out = "results/stress.jsonl";
+    std::string out = default_output("stress.jsonl");
     std::string plant_bit_flip;  // "RANK@STEP": corrupt one replica, to see the check fire
 };
 

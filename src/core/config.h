@@ -14,6 +14,7 @@
 #include "models/ops.h"
 #include "models/resnet.h"
 #include "models/transformer.h"
+#include "src/core/results.h"
 
 namespace sb {
 
@@ -53,7 +54,7 @@ struct TrainConfig {
     DType grad_dtype = DType::f32;  // dtype gradients are all-reduced in (DDP's bf16/fp16 compress hooks)
     uint64_t seed = 1234;
     BackendChoice backend = BackendChoice::auto_select;
-    std::string out = "results/train.jsonl";
+    std::string out = default_output("train.jsonl");
     // CUDA: capture each step's forward, backward and bucket all-reduces as a CUDA graph
     // and replay it, so host launch overhead stays out of the figures (not with fp16).
     bool cuda_graphs = true;
@@ -67,6 +68,9 @@ struct TrainConfig {
     // error messages found after loading name the line the user wrote).
     std::map<std::string, std::string> key_marks;
 };
+
+// The one of `candidates` that `word` is plausibly a typo of (an edit or two, case aside), else "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 
 // Which keys the command line set, key -> the flag ("steps" -> "--steps"): an error in
 // such a value names the flag the user typed, not the config.

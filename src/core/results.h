@@ -14,6 +14,11 @@ namespace sb {
 
 constexpr int kSchemaVersion = 1;
 
+// Where a subcommand writes when neither --out nor the config's `out` names a file: runs/ in the
+// working directory, which git ignores, so a user's own runs never mix with the committed
+// evidence under results/.
+inline std::string default_output(const std::string& file) { return "runs/" + file; }
+
 // The id of the run in progress, the same on every rank ("" outside a run): every record
 // of the run carries it as `run_id`, and its start and end records bracket it. Set by
 // begin_run and end_run (src/system/watchdog.h).

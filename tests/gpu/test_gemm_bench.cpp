@@ -127,7 +127,7 @@ TEST(GemmCli, OptionsAreRepeatableCommaListsAndMarkTheCasesExplicit) {
     EXPECT_EQ(o.iters, 7);
     EXPECT_EQ(o.warmup, 2);
     EXPECT_TRUE(o.explicit_cases);
-    EXPECT_EQ(o.out, "results/gemm.jsonl");
+    EXPECT_EQ(o.out, "runs/gemm.jsonl");
     EXPECT_EQ(gemm_cases(o).size(), 6u);
 
     CLI::App plain("scalebench");

@@ -10,7 +10,7 @@ tf32 with True.
 
   python3 tests/reference/torch_mm.py                      # the default cases, as a table
   python3 tests/reference/torch_mm.py --size 4096 --dtype bf16,fp16 --json
-  python3 tests/reference/torch_mm.py --compare results/gemm.jsonl
+  python3 tests/reference/torch_mm.py --compare runs/gemm.jsonl
 """
 import argparse
 import json

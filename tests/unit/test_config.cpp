@@ -753,7 +753,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
         {"grad_dtype", "fp32"},
         {"seed", 7},
         {"backend", "cpu"},
-        {"out", "results/train.jsonl"},
+        {"out", "runs/train.jsonl"},
         {"cuda_graphs", true},
         {"conv_engine", "auto"},
         {"sdc_check_every", 100},
