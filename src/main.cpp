@@ -3,11 +3,13 @@
 // 0 ok, 2 bad input (printed once, by rank 0), 3 a correctness check failed,
 // 1 an internal failure (the job is aborted so no rank waits forever).
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include "src/system/backend.h"
@@ -167,13 +169,21 @@ std::string one_line_parse_error(const CLI::App& app, const CLI::ParseError& e) 
 }
 
 // `train` is the default subcommand: `scalebench --steps 5` means `scalebench train --steps 5`.
+// A first word that is not a flag names a subcommand: a misspelt one (`scalebench reprot x.jsonl`)
+// is bad input, not train's stray argument, nor train's help.
 std::vector<std::string> with_default_subcommand(int argc, char** argv, const CLI::App& app) {
     std::vector<std::string> args(argv + 1, argv + argc);
     const bool top_level_flag = !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
-    bool is_subcommand = false;
-    if (!args.empty())
-        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-            if (sub->get_name() == args[0]) is_subcommand = true;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
+    const bool is_subcommand = !args.empty() && std::find(names.begin(), names.end(), args[0]) != names.end();
+    if (!args.empty() && !is_subcommand && args[0].rfind('-', 0) != 0) {
+        const std::string guess = closest(args[0], names);
+        throw AgreedError(fmt::format("unknown subcommand '{}'; {}", args[0],
+                                      guess.empty() ? fmt::format("subcommands: {}", fmt::join(names, ", "))
+                                                    : fmt::format("did you mean '{}'?", guess)));
+    }
     if (!is_subcommand && !top_level_flag) args.insert(args.begin(), "train");
     std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
     return args;

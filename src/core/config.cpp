@@ -164,6 +164,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     return d[a.size()][b.size()];
 }
 
+}  // namespace
+
 // The closest candidate when it is plausibly a typo of `word`, else "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
     std::string best;
@@ -178,6 +180,8 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
     }
     return best;
 }
+
+namespace {
 
 std::string join(const std::vector<std::string>& items) {
     std::string out;
