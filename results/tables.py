@@ -119,23 +119,23 @@ def ratio(a, b):
 # ---------------------------------------------------------------------------------------------
 # The tables. Each returns (header, alignment, rows) or, for a quoted output, ("excerpt", path, lines).
 
-H200 = "results/h200-20261203"
-GEMM = "results/h200-20261202/gemm.jsonl"
-GEMM_TORCH = "results/h200-20261202/gemm_vs_torch.txt"
+H200 = "results/h200-tree-resnet"
+GEMM = "results/h200-gemm/gemm.jsonl"
+GEMM_TORCH = "results/h200-gemm/gemm_vs_torch.txt"
 BERT = f"{H200}/bert"
-COMM_CMP = "results/h200-20261202c/comm_{op}_compare.txt"
+COMM_CMP = "results/h200-comm-stress/comm_{op}_compare.txt"
 CPU = "results/cpu-2rank-vm"
-FUSED = "results/h200-20261203-fused"
-CUDNN = "results/h200-20261203-cudnn"
-EPILOGUES = "results/h200-20261203-epilogues"
-SIDE = "results/h200-20261203-sidebyside"
-LARGE = "results/h200-20261203-large"
-FINAL = "results/h200-20261203-final"
-POOLS = "results/h200-20261203-pools"
-MAXPOOL = "results/h200-20261203-maxpool"
-STEP = "results/h200-20261203-step"
-TUNE = "results/h200-20261203-tune"
-CLOSING = "results/h200-20261203-closing"
+FUSED = "results/h200-tree-fused"
+CUDNN = "results/h200-tree-cudnn"
+EPILOGUES = "results/h200-tree-epilogues"
+SIDE = "results/h200-tree-decoder-bias"
+LARGE = "results/h200-tree-large-presets"
+FINAL = "results/h200-tree-fixed-pass"
+POOLS = "results/h200-tree-pool-backward"
+MAXPOOL = "results/h200-tree-maxpool-registers"
+STEP = "results/h200-tree-layernorm-gelu"
+TUNE = "results/h200-tree-gemm-algorithms"
+CLOSING = "results/h200-step-vs-pytorch"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
@@ -245,7 +245,7 @@ def table_gemm_vs_torch():
 
 
 def table_mlp_large_step():
-    path = "results/h200-20261202/mlp-large.jsonl"
+    path = "results/h200-gemm/mlp-large.jsonl"
     line, r = record(path, world_size=1)
     f = lambda text: Fig(text, path, line)  # noqa: E731
     step = r["step_ms"]
@@ -269,7 +269,7 @@ def table_mlp_large_step():
 
 
 def table_cuda_graphs():
-    path = "results/h200-20261202b/graphs.jsonl"
+    path = "results/h200-cuda-graphs/graphs.jsonl"
     header = ["workload", "CUDA graphs", "step ms (median)", "samples/s", "host overhead ms", "GPU busy"]
     rows = []
     for params, name in ((665104, "default MLP (665 k parameters, fp32, batch 128)"),
@@ -391,8 +391,8 @@ TORCH_CHECKS = [
     ("bert-base", f"{STEP}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{CLOSING}/check/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{CLOSING}/check/torch_check_bert-base_bf16.json"),
-    ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_fp32.json"),
-    ("gpt2-small", "results/h200-20261202d/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", "results/h200-nccl-stall-opprof/torch_check_gpt2-small_fp32.json"),
+    ("gpt2-small", "results/h200-nccl-stall-opprof/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{EPILOGUES}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{LARGE}/check/torch_check_gpt2-small_fp32.json"),
@@ -446,7 +446,7 @@ def table_torch_checks():
 def table_softmax_backward_without_renormalising():
     """The rows a PyTorch check failed on a tree whose bf16 softmax backward kept dP in bf16 and did not
     renormalise the stored P (docs/measurement.md: why dP stays fp32)."""
-    path = "results/h200-20261202b/torch_check_bert-base_bf16.json"
+    path = "results/h200-cuda-graphs/torch_check_bert-base_bf16.json"
     failed = [r for r in json_file(path)["rows"] if not r["passed"]]
     if not failed:
         raise TableError(f"{path}: no failed row")
@@ -461,7 +461,7 @@ def table_softmax_backward_without_renormalising():
 # (None: no such profile).
 TRANSFORMER_PROFILES = [
     ("bert-base", 256, f"{CLOSING}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
-    ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-20261202d/opprof/ops.jsonl"),
+    ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-nccl-stall-opprof/opprof/ops.jsonl"),
     ("gpt2-medium", 8, f"{CLOSING}/check/opprof_gpt2-medium_b8.jsonl", None),
 ]
 
@@ -602,7 +602,7 @@ def table_comm_small_sizes():
 
 
 def table_stress_soak():
-    path = "results/h200-20261202c/stress.jsonl"
+    path = "results/h200-comm-stress/stress.jsonl"
     header = ["interval", "workload", "steps", "samples/s", "drift", "replica checks", "ms per check", "mean power W"]
     rows = []
     for number, line in enumerate(_read(path).splitlines(), start=1):

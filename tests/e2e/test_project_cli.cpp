@@ -58,7 +58,7 @@ TEST(ProjectCli, PrintsTheTrainTableAndAppendsProjectedRecords) {
 
 TEST(ProjectCli, CalibratesFromCommittedRecordsOfTheSameGpu) {
     const auto out = sb::e2e::scratch("project-e2e") / "calibrated.jsonl";
-    const std::string dir = kSource + "/results/h200-20261202/";
+    const std::string dir = kSource + "/results/h200-gemm/";
     const Result r = run("project --hardware h200-sxm --gpus 1 --calibrate " + dir + "gemm.jsonl," + dir +
                          "comm.jsonl --out " + out.string() + profiles());
     ASSERT_EQ(r.code, 0) << r.err;

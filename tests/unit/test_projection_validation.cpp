@@ -649,7 +649,7 @@ constexpr double kConvModelBound = 0.15;
 TEST(ProjectionValidation, CudnnConvolutionsAgainstTheGemmModel) {
     const HardwareProfile h200 = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
     const CostModel model(h200);
-    const std::string folder = "results/h200-20261203-epilogues/check/";
+    const std::string folder = "results/h200-tree-epilogues/check/";
     auto group_of = [](const TracedOp& op) -> std::string {
         if (op.variant.rfind("7x7/2", 0) == 0) return "the stem, 7x7/2";
         if (op.variant.rfind("3x3", 0) == 0) return "3x3";
