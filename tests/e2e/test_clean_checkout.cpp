@@ -57,6 +57,11 @@ Result run_in(const fs::path& clone, const std::string& command) {
 #define SKIP_WITHOUT_CLONE(clone) \
     if ((clone).empty()) GTEST_SKIP() << kSource << " is not a git checkout (or git is missing): nothing to keep clean"
 
+// A clone is a whole checkout: kept to look into when its test failed, else removed.
+void remove_unless_failed(const fs::path& clone) {
+    if (!::testing::Test::HasFailure()) fs::remove_all(clone);
+}
+
 TEST(CleanCheckout, QuickStartWritesRunsTrainJsonlAndLeavesGitStatusClean) {
     const fs::path clone = fresh_clone("quick-start");
     SKIP_WITHOUT_CLONE(clone);
@@ -71,6 +76,7 @@ TEST(CleanCheckout, QuickStartWritesRunsTrainJsonlAndLeavesGitStatusClean) {
     std::set<int> sizes;
     for (const auto& rec : records) sizes.insert(rec.at("world_size").get<int>());
     EXPECT_EQ(sizes, (std::set<int>{1, 2})) << r.out;
+    remove_unless_failed(clone);
 }
 
 TEST(CleanCheckout, EverySubcommandsDefaultOutputGoesToRunsAndLeavesGitStatusClean) {
@@ -97,6 +103,7 @@ TEST(CleanCheckout, EverySubcommandsDefaultOutputGoesToRunsAndLeavesGitStatusCle
         if (!c.writes.empty()) EXPECT_TRUE(fs::is_regular_file(clone / c.writes)) << c.command << " wrote no " << c.writes;
         EXPECT_EQ(git_status(clone), "") << c.command << " left files that git shows";
     }
+    remove_unless_failed(clone);
 }
 
 TEST(CleanCheckout, ThePlotsDefaultFolderIsRunsPlots) {
@@ -110,6 +117,7 @@ TEST(CleanCheckout, ThePlotsDefaultFolderIsRunsPlots) {
     ASSERT_EQ(plot.code, 0) << plot.out << plot.err;
     EXPECT_TRUE(fs::is_regular_file(clone / "runs" / "plots" / "efficiency.png")) << plot.out;
     EXPECT_EQ(git_status(clone), "") << "the plot script left files that git shows";
+    remove_unless_failed(clone);
 }
 
 }  // namespace
