@@ -159,8 +159,10 @@ ExpectedBands expected_bands(const SystemSnapshot& s, const std::vector<Hardware
         b.peer_copy.source = fmt::format("profile {}: {}; low below {:.0f}% of it", best->name, line_text,
                                          kCopyLowFraction * 100);
     }
+    // A published all-reduce figure is the fabric's: it counts for every profile with the same link.
     for (const PublishedBusbw& p : published)
-        if (p.profile == best->name) b.published.push_back(p);
+        for (const HardwareProfile& hw : profiles)
+            if (hw.name == p.profile && hw.link == best->link && line_rate(hw) == line) b.published.push_back(p);
     return b;
 }
 

@@ -49,7 +49,7 @@ struct ExpectedBands {
     std::string why_none;  // when there is no profile: why
     Band busbw;            // all-reduce at 1 GiB across the detected link
     Band peer_copy;        // cudaMemcpyPeer between two GPUs
-    std::vector<PublishedBusbw> published;  // of that profile, shown beside the measurement
+    std::vector<PublishedBusbw> published;  // on a profile with the same link, shown beside the measurement
 };
 
 // The fraction of a link's line rate below which a copy reads low (an assumption stated
