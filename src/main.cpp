@@ -22,7 +22,8 @@
 #include "src/commands/runner.h"
 #include "src/commands/stress.h"
 #include "src/core/workload.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
+#include "src/system/run_records.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/commands/gemm_bench.h"
 #endif

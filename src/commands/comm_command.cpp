@@ -18,7 +18,7 @@
 #include "collectives/mpi_communicator.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "src/system/run_records.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 

@@ -20,7 +20,7 @@
 
 #include "src/system/backend.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "src/system/run_records.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
