@@ -22,7 +22,8 @@
 #include "src/commands/runner.h"
 #include "src/commands/stress.h"
 #include "src/core/workload.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
+#include "src/system/run_records.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/commands/gemm_bench.h"
 #endif
@@ -38,6 +39,7 @@ struct TrainFlags {
     std::optional<double> bucket_mb;
     std::optional<bool> cuda_graphs;
     bool recheck_allreduce = false;
+    bool share_gpu = false;
     std::string profile_ops;  // op_profile records go here when set
 };
 
@@ -60,6 +62,9 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
+    sub.add_flag("--share-gpu", f.share_gpu,
+                 "let several ranks drive one GPU (each its own NCCL host identity): for rehearsing a launch and "
+                 "testing; the figures are not hardware figures");
     sub.add_flag("--recheck-allreduce", f.recheck_allreduce,
                  "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
     sub.add_option("--profile-ops", f.profile_ops,
@@ -116,6 +121,10 @@ FlagKeys apply_flags(const TrainFlags& f, TrainConfig& cfg) {
         cfg.cuda_graphs = *f.cuda_graphs;
         set["cuda_graphs"] = "--cuda-graphs";
     }
+    if (f.share_gpu) {
+        cfg.share_gpu = true;
+        set["share_gpu"] = "--share-gpu";
+    }
     return set;
 }
 
@@ -137,6 +146,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
+    if (cfg.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
     check_grad_dtype_backend(cfg, *ops);
