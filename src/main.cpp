@@ -22,6 +22,7 @@
 #include "src/commands/runner.h"
 #include "src/commands/stress.h"
 #include "src/core/workload.h"
+#include "src/doctor/doctor_command.h"
 #include "collectives/deadline.h"
 #include "src/system/run_records.h"
 #ifdef SCALEBENCH_HAVE_CUDA
@@ -229,6 +230,10 @@ int main(int argc, char** argv) {
         sb::ProjectOptions compare_options;
         CLI::App* compare = app.add_subcommand("compare", "the buyer's table: a workload projected on several hardware profiles");
         sb::add_compare_options(*compare, compare_options);
+        sb::DoctorOptions doctor_options;
+        CLI::App* doctor = app.add_subcommand("doctor", "is this rig what it should be: topology, configuration, "
+                                                        "transfer, collective and training checks, each with its verdict");
+        sb::add_doctor_options(*doctor, doctor_options);
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
@@ -252,6 +257,8 @@ int main(int argc, char** argv) {
         } else if (project->parsed() || compare->parsed()) {
             // A model evaluated on the host: rank 0 alone; errors are bad input (exit 2).
             if (rank == 0) code = project->parsed() ? sb::run_project(project_options) : sb::run_compare(compare_options);
+        } else if (doctor->parsed()) {
+            code = sb::run_doctor(doctor_options, MPI_COMM_WORLD);
         } else if (report->parsed()) {
             if (rank == 0) code = sb::run_report(report_options);
         }

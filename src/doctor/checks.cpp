@@ -717,10 +717,10 @@ Check training_check(const SystemSnapshot& s) {
     const TrainingReading& t = s.training;
     if (t.world_size <= 0) return skipped(Tier::training, name, "no training run was recorded");
     Check c = check(Tier::training, name);
-    c.figures = fmt::format("{} at {} ranks: {:.1f} samples/s (1 rank {:.1f}), efficiency {:.1f}%, step {:.2f} ms, "
+    c.figures = fmt::format("{} at {} rank{}: {:.1f} samples/s (1 rank {:.1f}), efficiency {:.1f}%, step {:.2f} ms, "
                             "exposed communication {:.2f} ms",
-                            t.preset, t.world_size, t.samples_per_s_n, t.samples_per_s_1, t.efficiency * 100, t.step_ms,
-                            t.exposed_comm_ms);
+                            t.preset, t.world_size, t.world_size == 1 ? "" : "s", t.samples_per_s_n, t.samples_per_s_1,
+                            t.efficiency * 100, t.step_ms, t.exposed_comm_ms);
     if (!t.checks_passed)
         raise(c, Verdict::fail, "a replica or all-reduce check of the run failed: ranks disagree on the weights",
               "the collective tier names the path; rerun `scalebench train --recheck-allreduce`");

@@ -112,6 +112,25 @@ struct SystemSnapshot {
     std::string training_skipped;
 };
 
+// Each reading under its own field names; a key left out keeps the field's default.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PcieLink, gen, width)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuReading, index, host, name, pci_bus_id, numa_node, local_cpus,
+                                                memory_mib, bar1_mib, iommu, pcie_max, pcie_idle, pcie_load,
+                                                power_limit_w, power_default_w, sm_clock_max_mhz, sm_clock_load_mhz,
+                                                power_load_w, clock_events_load, ecc_enabled, ecc_uncorrected,
+                                                nvlink_active)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankReading, rank, host, device, bound_cpus)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PairReading, host, a, b, cuda_p2p, path, acs_redirect_bridges,
+                                                acs_read)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Versions, driver, cuda_runtime, nccl)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CopyReading, kind, host, src, dst, concurrent, bytes, gbps,
+                                                latency_us, correct)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AllReduceRow, bytes, time_us, busbw_gbps, wrong)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveRun, label, nranks, timed_out, deadline_s, error,
+                                                transports, rows)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainingReading, preset, world_size, samples_per_s_1,
+                                                samples_per_s_n, efficiency, step_ms, exposed_comm_ms, checks_passed)
+
 void to_json(nlohmann::json& j, const SystemSnapshot& s);
 // Throws std::runtime_error naming the key for a value of the wrong type.
 void from_json(const nlohmann::json& j, SystemSnapshot& s);
