@@ -27,6 +27,7 @@
 #include "src/system/run_records.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/commands/gemm_bench.h"
+#include "src/doctor/live_cuda.h"
 #endif
 
 namespace sb {
@@ -195,6 +196,10 @@ std::vector<std::string> with_default_subcommand(int argc, char** argv, const CL
 
 int main(int argc, char** argv) {
     if (argc == 2 && std::string(argv[1]) == sb::kRecordGuardArgument) return sb::run_record_guard();
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (argc > 1 && std::string(argv[1]) == sb::doctor::kAllReduceProbeArgument)
+        return sb::doctor::run_allreduce_probe(argc, argv);  // the doctor's NCCL probe: no MPI
+#endif
     sb::enable_record_guard();
     sb::StartupDeadline startup;  // MPI_Init and the first collective, under the collective timeout
     MPI_Init(&argc, &argv);

@@ -43,8 +43,8 @@ void add_doctor_options(CLI::App& sub, DoctorOptions& o) {
                  "let several ranks drive one GPU (each its own NCCL host identity): the collective and training "
                  "tiers run through NCCL's network transport; their figures are not hardware figures");
     sub.add_option("--train-config", o.train_config,
-                   "workload YAML of the training tier (default: configs/ci-small.yaml on CPUs, configs/mlp-large.yaml "
-                   "on GPUs)");
+                   "workload YAML of the training tier (default: configs/mlp-large.yaml with a GPU, configs/ci-small.yaml "
+                   "without)");
     sub.add_option("--train-steps", o.train_steps, "measured steps of the training tier at each world size")
         ->capture_default_str();
     sub.add_option("--max-bytes", o.max_bytes, "largest all-reduce of the collective tier (K, M, G as nccl-tests)")
@@ -123,12 +123,13 @@ void merge(SystemSnapshot& into, const SystemSnapshot& host) {
 
 // The training tier: the workload at 1 and N ranks through the runner; its scaling table
 // goes to stderr (stdout holds the doctor's answer). Rank 0's reading.
-doctor::TrainingReading run_training_tier(const DoctorOptions& o, const std::string& scratch, MPI_Comm world) {
+doctor::TrainingReading run_training_tier(const DoctorOptions& o, bool on_gpu, const std::string& scratch,
+                                          MPI_Comm world) {
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     std::string path = o.train_config;
-    if (path.empty()) path = shipped_config_dir("") + (cuda_built() ? "/mlp-large.yaml" : "/ci-small.yaml");
+    if (path.empty()) path = shipped_config_dir("") + (on_gpu ? "/mlp-large.yaml" : "/ci-small.yaml");
     TrainConfig cfg = load_config_everywhere(path, world);
     cfg.scaling = size > 1 ? std::vector<int>{1, size} : std::vector<int>{1};
     cfg.steps = o.train_steps;
@@ -221,8 +222,10 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
 #ifdef SCALEBENCH_HAVE_CUDA
     const int gpus = doctor::visible_gpu_count();
     if (gpus > 0) me.device = o.share_gpu ? shared_gpu_device(p.local_rank, gpus) : p.local_rank;
-    if (gpus == 0) host_part.gpu_unavailable = "no GPU is visible to this process (CUDA_VISIBLE_DEVICES, the driver)";
-    else if (!o.share_gpu && p.local_rank >= gpus)
+    if (gpus == 0) {
+        host_part.gpu_unavailable = "no GPU is visible to this process (CUDA_VISIBLE_DEVICES, the driver)";
+        host_part.transfer_skipped = host_part.gpu_unavailable;
+    } else if (!o.share_gpu && p.local_rank >= gpus)
         error = fmt::format("rank {} on {}: {} ranks on the host but {} GPUs visible (one rank per GPU, or --share-gpu)",
                             rank, p.host, p.local_size, gpus);
     agree_on_errors(world, error);
@@ -285,7 +288,7 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
         s.training_skipped = "the collective tier failed: a training run needs a working all-reduce";
     } else {
         if (rank == 0) fmt::print(stderr, "doctor: training at {}\n", size > 1 ? fmt::format("1 and {} ranks", size) : "1 rank");
-        s.training = run_training_tier(o, scratch, world);
+        s.training = run_training_tier(o, me.device >= 0, scratch, world);
     }
 
     if (rank == 0) code = judge_and_print(o, s);

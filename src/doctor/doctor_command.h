@@ -22,7 +22,7 @@ struct DoctorOptions {
     std::string snapshot_out;   // the snapshot as read, to keep or to make a fixture of
     std::string from_snapshot;  // judge a recorded snapshot instead of reading the machine
     bool share_gpu = false;
-    std::string train_config;   // the training tier's workload (default: ci-small on CPUs, mlp-large on GPUs)
+    std::string train_config;   // the training tier's workload (default: mlp-large with a GPU, ci-small without)
     int train_steps = 10;
     std::string max_bytes = "1G";  // the all-reduce sweep's largest size
     double deadline_s = 120;       // per all-reduce sweep
