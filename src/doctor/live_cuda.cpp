@@ -50,6 +50,22 @@ void fill_pattern(unsigned char* p, size_t n, int d) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>((i * 131 + static_cast<size_t>(d) * 7 + 1) >> 2);
 }
 
+// {gen, width} from gpu_environment's "pcie" object; 0 where NVML has none.
+PcieLink nvml_link(const nlohmann::json& env, const char* gen, const char* width) {
+    PcieLink l;
+    if (!env.contains("pcie") || !env["pcie"].is_object()) return l;
+    const nlohmann::json& p = env["pcie"];
+    if (p.contains(gen) && p[gen].is_number()) l.gen = p[gen].get<int>();
+    if (p.contains(width) && p[width].is_number()) l.width = p[width].get<int>();
+    return l;
+}
+
+// The link as it is now: NVML's reading where it has one, else sysfs's.
+PcieLink current_link(int device, const GpuReading& g) {
+    const PcieLink l = nvml_link(gpu_environment(device), "current_gen", "current_width");
+    return l.gen > 0 ? l : read_current_link(g.pci_bus_id);
+}
+
 // Per GPU: a device buffer holding its pattern, a target buffer for copies into it,
 // pinned host buffers (the pattern and a read-back), and a stream.
 struct GpuBuffers {
@@ -150,7 +166,7 @@ void host_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
             SB_CHECK_CUDA(cudaEventRecord(end[i], g.stream));
         }
         if (up)
-            for (size_t i = 0; i < bufs.size(); ++i) s.gpus[i].pcie_load = read_current_link(s.gpus[i].pci_bus_id);
+            for (size_t i = 0; i < bufs.size(); ++i) s.gpus[i].pcie_load = current_link(bufs[i].device, s.gpus[i]);
         for (size_t i = 0; i < bufs.size(); ++i) {
             SB_CHECK_CUDA(cudaSetDevice(bufs[i].device));
             SB_CHECK_CUDA(cudaEventSynchronize(end[i]));
@@ -345,9 +361,12 @@ SystemSnapshot read_host(const std::string& host, double load_s) {
             !e["nvlink_links_active"][d].is_null())
             g.nvlink_active = e["nvlink_links_active"][d].get<int>();
         read_sysfs_gpu(g);
-        if (g.pcie_max.gen == 0 && e.contains("pcie")) {  // no sysfs: NVML's view of the link
-            g.pcie_max = {value_or<int>(e["pcie"], "max_gen", 0), value_or<int>(e["pcie"], "max_width", 0)};
-            g.pcie_idle = {value_or<int>(e["pcie"], "current_gen", 0), value_or<int>(e["pcie"], "current_width", 0)};
+        // NVML's view of the link where it has one: the GPU's own, where a virtual machine's
+        // sysfs shows its emulated root port.
+        const PcieLink nvml_max = nvml_link(e, "max_gen", "max_width");
+        if (nvml_max.gen > 0) {
+            g.pcie_max = nvml_max;
+            g.pcie_idle = nvml_link(e, "current_gen", "current_width");
         }
         s.gpus.push_back(g);
     }
