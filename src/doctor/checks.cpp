@@ -760,6 +760,10 @@ std::vector<Check> run_checks(const SystemSnapshot& s, const ExpectedBands& band
         for (Check c : {check_pcie(s), check_bar1(s), check_acs(s), check_iommu(s), check_power(s), check_clocks(s),
                         check_ecc(s), check_versions(s)})
             out.push_back(c);
+        // GPUs seen through sysfs alone (a build without CUDA): say why NVML and CUDA were not read.
+        if (!s.gpu_unavailable.empty())
+            for (Check& c : out)
+                if (c.verdict == Verdict::skipped) c.cause += " (" + s.gpu_unavailable + ")";
     }
     for (Check& c : transfer_checks(s, bands)) out.push_back(c);
     for (Check& c : collective_checks(s, bands)) out.push_back(c);

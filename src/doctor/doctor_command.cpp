@@ -239,6 +239,7 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
     }
 #else
     agree_on_errors(world, error);
+    if (p.local_rank == 0) host_part = doctor::read_sysfs_host(p.host);  // what sysfs alone shows
     host_part.gpu_unavailable = "this build has no CUDA (SCALEBENCH_CUDA=OFF): the GPU readings need it";
     host_part.transfer_skipped = host_part.gpu_unavailable;
 #endif

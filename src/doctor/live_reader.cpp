@@ -145,6 +145,35 @@ void read_sysfs_pair(PairReading& p, const GpuReading& a, const GpuReading& b) {
     }
 }
 
+SystemSnapshot read_sysfs_host(const std::string& host) {
+    SystemSnapshot s;
+    std::vector<std::string> ids;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(kPciDevices, ec))
+        if (read_line(e.path() / "vendor") == "0x10de" && read_line(e.path() / "class").rfind("0x03", 0) == 0)
+            ids.push_back(e.path().filename().string());
+    std::sort(ids.begin(), ids.end());  // bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them
+    for (const std::string& id : ids) {
+        GpuReading g;
+        g.index = static_cast<int>(s.gpus.size());
+        g.host = host;
+        g.name = "NVIDIA PCI device " + read_line(kPciDevices / id / "device");
+        g.pci_bus_id = id;
+        read_sysfs_gpu(g);
+        s.gpus.push_back(g);
+    }
+    for (size_t a = 0; a < s.gpus.size(); ++a)
+        for (size_t b = a + 1; b < s.gpus.size(); ++b) {
+            PairReading p;
+            p.host = host;
+            p.a = static_cast<int>(a);
+            p.b = static_cast<int>(b);
+            read_sysfs_pair(p, s.gpus[a], s.gpus[b]);
+            s.pairs.push_back(p);
+        }
+    return s;
+}
+
 std::string bound_cpus() {
     cpu_set_t set;
     CPU_ZERO(&set);

@@ -24,6 +24,10 @@ PcieLink read_current_link(const std::string& bus_id);
 // it that redirect peer requests (ACS), from the sysfs device tree and config space.
 void read_sysfs_pair(PairReading& p, const GpuReading& a, const GpuReading& b);
 
+// A build without CUDA: this host's NVIDIA display and 3D controllers (vendor 0x10de, class
+// 0x03) and the pairs between them, as sysfs alone shows them (read_sysfs_gpu, read_sysfs_pair).
+SystemSnapshot read_sysfs_host(const std::string& host);
+
 // The CPUs this process may run on, as a CPU list ("0-15,32").
 std::string bound_cpus();
 

@@ -175,6 +175,26 @@ TEST(DoctorVerdicts, EveryTierSkipsWithItsReasonWithoutAGpu) {
     EXPECT_NE(named(checks, "BAR1 against memory").cause.find("SCALEBENCH_CUDA=OFF"), std::string::npos);
 }
 
+TEST(DoctorVerdicts, GpusSeenThroughSysfsAloneSkipTheRestWithTheBuildsReason) {
+    SystemSnapshot s = fixture("stock-4090");
+    s.gpu_unavailable = "this build has no CUDA (SCALEBENCH_CUDA=OFF): the GPU readings need it";
+    for (GpuReading& g : s.gpus) {
+        g.power_limit_w = g.power_default_w = g.sm_clock_load_mhz = 0;
+        g.pcie_load = {};
+        g.nvlink_active = -1;
+    }
+    for (PairReading& p : s.pairs) p.cuda_p2p = -1;
+    s.versions = {};
+    const auto checks = checks_of(s);
+    EXPECT_EQ(named(checks, "GPUs, PCIe address, NUMA node").verdict, Verdict::pass);
+    EXPECT_EQ(named(checks, "what lies between each pair").verdict, Verdict::pass);
+    for (const char* n : {"NVLink links up", "P2P access between GPUs", "PCIe generation and width under load",
+                          "power limit against the default", "clocks and clock-event reasons under load"}) {
+        EXPECT_EQ(named(checks, n).verdict, Verdict::skipped) << n;
+        EXPECT_NE(named(checks, n).cause.find("SCALEBENCH_CUDA=OFF"), std::string::npos) << n;
+    }
+}
+
 TEST(DoctorVerdicts, ConfigurationWarnsOnAPowerLimitSlightlyLow) {
     SystemSnapshot s = fixture("hgx-a100");
     s.gpus[2].power_limit_w = 360;  // 90%
