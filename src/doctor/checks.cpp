@@ -724,8 +724,12 @@ Check training_check(const SystemSnapshot& s) {
     if (!t.checks_passed)
         raise(c, Verdict::fail, "a replica or all-reduce check of the run failed: ranks disagree on the weights",
               "the collective tier names the path; rerun `scalebench train --recheck-allreduce`");
+    const bool cpu_ranks =
+        !s.ranks.empty() && std::all_of(s.ranks.begin(), s.ranks.end(), [](const RankReading& r) { return r.device < 0; });
     if (s.shared_gpu) {
         c.band = "no band: the ranks share one GPU, so efficiency is not a hardware figure";
+    } else if (cpu_ranks) {
+        c.band = "no band: CPU ranks, whose efficiency depends on the cores they share";
     } else if (t.world_size > 1) {
         c.band = fmt::format("efficiency >= {:.0f}% (assumption, docs/doctor.md)", kTrainingLowEfficiency * 100);
         if (t.efficiency < kTrainingLowEfficiency)
