@@ -274,7 +274,7 @@ TEST(DoctorVerdicts, SharedGpuRanksNameNetAndHaveNoHardwareBand) {
 TEST(DoctorVerdicts, TrainingOnCpuRanksHasNoEfficiencyBand) {
     SystemSnapshot s = fixture("stock-4090");  // efficiency 55%: a warn on its GPUs
     for (RankReading& r : s.ranks) r.device = -1;
-    const Check& c = named(checks_of(s), "short training run at 1 and N ranks");
+    const Check c = named(checks_of(s), "short training run at 1 and N ranks");
     EXPECT_EQ(c.verdict, Verdict::pass);
     EXPECT_NE(c.band.find("CPU ranks"), std::string::npos);
 }
