@@ -94,13 +94,12 @@ double time_on(cudaStream_t stream, F&& issue) {
     return ms;
 }
 
-// The device buffer `dst` of g against `expected_device`'s pattern, read back through pinned memory.
-bool holds_pattern(GpuBuffers& g, const void* dev, int expected_device) {
+// Device memory `dev` of g against the source GPU's pattern (its host_src), read back
+// through g's pinned memory.
+bool holds_pattern(GpuBuffers& g, const void* dev, const GpuBuffers& source) {
     SB_CHECK_CUDA(cudaSetDevice(g.device));
     SB_CHECK_CUDA(cudaMemcpy(g.host_dst, dev, kCopyBytes, cudaMemcpyDeviceToHost));
-    std::vector<unsigned char> want(kCopyBytes);
-    fill_pattern(want.data(), want.size(), expected_device);
-    return std::memcmp(want.data(), g.host_dst, kCopyBytes) == 0;
+    return std::memcmp(source.host_src, g.host_dst, kCopyBytes) == 0;
 }
 
 void clear(GpuBuffers& g, void* dev) {
@@ -239,12 +238,12 @@ void pair_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
                     lat.push_back(time_on(ga.stream, [&] {
                         SB_CHECK_CUDA(cudaMemcpyPeerAsync(gb.dst, b, ga.src, a, 4, ga.stream));
                     }));
-                const bool correct = holds_pattern(gb, gb.dst, a);
+                const bool correct = holds_pattern(gb, gb.dst, ga);
                 s.copies.push_back(copy_reading("peer", host, a, b, median(ms), median(lat), false, correct));
             }
             clear(gb, gb.dst);
             const double ms = staged_ms(ga, gb, bounce);
-            s.copies.push_back(copy_reading("staged", host, a, b, ms, 0, false, holds_pattern(gb, gb.dst, a)));
+            s.copies.push_back(copy_reading("staged", host, a, b, ms, 0, false, holds_pattern(gb, gb.dst, ga)));
         }
     }
     SB_CHECK_CUDA(cudaFreeHost(bounce));
@@ -269,7 +268,7 @@ void pair_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
         float ms = 0;
         SB_CHECK_CUDA(cudaEventElapsedTime(&ms, start[a], end[a]));
         const int b = (a + 1) % n;
-        s.copies.push_back(copy_reading("peer", host, a, b, ms, 0, true, holds_pattern(bufs[b], bufs[b].dst, a)));
+        s.copies.push_back(copy_reading("peer", host, a, b, ms, 0, true, holds_pattern(bufs[b], bufs[b].dst, bufs[a])));
         SB_CHECK_CUDA(cudaSetDevice(a));
         SB_CHECK_CUDA(cudaEventDestroy(start[a]));
         SB_CHECK_CUDA(cudaEventDestroy(end[a]));
