@@ -11,7 +11,7 @@
 
 #include "collectives/host_dtype.h"
 #include "src/core/errors.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
 
 namespace sb {
 
@@ -127,7 +127,7 @@ std::function<void()> scale_on_completion(ReduceOp op, void* data, size_t count,
 
 // One operation of zero or more MPI requests; `finish` runs once they have all completed
 // (the avg scaling, moving an in-place reduce-scatter block into place). wait() polls
-// with the collective timeout (src/system/watchdog.h), so a rank that stopped answering ends
+// with the collective timeout (collectives/deadline.h), so a rank that stopped answering ends
 // the job with its name instead of a hang.
 class MpiRequest final : public CommRequest {
 public:

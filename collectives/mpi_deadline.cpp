@@ -5,7 +5,7 @@
 // MPI_Comm_split has no non-blocking form: the watchdog thread guards it.
 #include <mpi.h>
 
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
 
 namespace {
 

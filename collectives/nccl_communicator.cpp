@@ -13,9 +13,8 @@
 #include <fmt/format.h>
 
 #include "models/cuda/cuda_check.h"
-#include "src/system/environment.h"
 #include "src/core/errors.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
 
 namespace sb {
 
@@ -87,7 +86,7 @@ struct Pending {
 
 }  // namespace
 
-// The watchdog thread (src/system/watchdog.h) polls every communicator every 100 ms: an
+// The watchdog thread (collectives/deadline.h) polls every communicator every 100 ms: an
 // asynchronous NCCL error (a peer's connection broke) or a collective pending longer than
 // the collective timeout (a peer stopped) aborts the communicator, so its kernels stop
 // spinning, and then the job. The hot path only appends to `pending`.
@@ -117,8 +116,8 @@ struct NcclCommunicator::Impl {
         if (ncclCommGetAsyncError(nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
             const std::string detail = ncclGetLastError(nccl);
             abort_comm();
-            return fmt::format("rank {} on {}: NCCL communicator of {} reported an asynchronous error: {}{}{}",
-                               process_info().world_rank, process_info().host, members, ncclGetErrorString(async),
+            return fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}", this_rank_text(),
+                               members, ncclGetErrorString(async),
                                detail.empty() ? "" : ": ", detail);
         }
         const char* what = nullptr;
@@ -132,9 +131,9 @@ struct NcclCommunicator::Impl {
         }
         // Not under the lock: the main thread may be in track() and must still answer pings.
         abort_comm();
-        return fmt::format("rank {} on {}: NCCL collective {} did not complete within {} s; a rank of the "
-                           "communicator ({}) stopped answering",
-                           process_info().world_rank, process_info().host, what, collective_timeout_s(), members);
+        return fmt::format("{}: NCCL collective {} did not complete within {} s; a rank of the communicator ({}) "
+                           "stopped answering",
+                           this_rank_text(), what, collective_timeout_s(), members);
     }
     // Highest priority, so bucket all-reduces are not queued behind backward kernels.
     void create_stream() {
@@ -164,8 +163,8 @@ struct NcclCommunicator::Impl {
             finished->set_value();
         }).detach();
         if (done.wait_for(std::chrono::seconds(kAbortGraceS)) != std::future_status::ready)
-            fmt::print(stderr, "rank {} on {}: ncclCommAbort did not return within {} s; ending the job anyway\n",
-                       process_info().world_rank, process_info().host, kAbortGraceS);
+            fmt::print(stderr, "{}: ncclCommAbort did not return within {} s; ending the job anyway\n", this_rank_text(),
+                       kAbortGraceS);
     }
     static constexpr int kAbortGraceS = 10;
 };
@@ -219,7 +218,8 @@ std::string describe_members(MPI_Comm comm) {
     int size = 0;
     SB_CHECK_MPI(MPI_Comm_size(comm, &size));
     std::vector<int> ranks(static_cast<size_t>(size));
-    const int mine = process_info().world_rank;
+    int mine = 0;
+    SB_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &mine));
     SB_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, ranks.data(), 1, MPI_INT, comm));
     return fmt::format("world ranks {}", fmt::join(ranks, ", "));
 }

@@ -5,7 +5,7 @@
 // (`scalebench comm`) the collectives may instead run on the compute stream itself, as
 // nccl-tests issues them: nothing but the NCCL call per collective. The watchdog thread
 // aborts a communicator with an asynchronous error or a collective older than the
-// collective timeout (ncclCommAbort), then the job (src/system/watchdog.h).
+// collective timeout (ncclCommAbort), then the job (collectives/deadline.h).
 #pragma once
 
 #include <mpi.h>

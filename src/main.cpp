@@ -24,9 +24,12 @@
 #include "src/commands/runner.h"
 #include "src/commands/stress.h"
 #include "src/core/workload.h"
-#include "src/system/watchdog.h"
+#include "src/doctor/doctor_command.h"
+#include "collectives/deadline.h"
+#include "src/system/run_records.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "src/commands/gemm_bench.h"
+#include "src/doctor/live_cuda.h"
 #endif
 
 namespace sb {
@@ -40,6 +43,7 @@ struct TrainFlags {
     std::optional<double> bucket_mb;
     std::optional<bool> cuda_graphs;
     bool recheck_allreduce = false;
+    bool share_gpu = false;
     std::string profile_ops;  // op_profile records go here when set
 };
 
@@ -62,6 +66,9 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
+    sub.add_flag("--share-gpu", f.share_gpu,
+                 "let several ranks drive one GPU (each its own NCCL host identity): for rehearsing a launch and "
+                 "testing; the figures are not hardware figures");
     sub.add_flag("--recheck-allreduce", f.recheck_allreduce,
                  "after the measured steps, all-reduce one gradient buffer twice and compare the bits (exit 3 if they differ)");
     sub.add_option("--profile-ops", f.profile_ops,
@@ -118,6 +125,10 @@ FlagKeys apply_flags(const TrainFlags& f, TrainConfig& cfg) {
         cfg.cuda_graphs = *f.cuda_graphs;
         set["cuda_graphs"] = "--cuda-graphs";
     }
+    if (f.share_gpu) {
+        cfg.share_gpu = true;
+        set["share_gpu"] = "--share-gpu";
+    }
     return set;
 }
 
@@ -139,6 +150,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         error = e.what();
     }
     agree_on_errors(world, error);
+    if (cfg.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
     check_grad_dtype_backend(cfg, *ops);
@@ -194,6 +206,10 @@ std::vector<std::string> with_default_subcommand(int argc, char** argv, const CL
 
 int main(int argc, char** argv) {
     if (argc == 2 && std::string(argv[1]) == sb::kRecordGuardArgument) return sb::run_record_guard();
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (argc > 1 && std::string(argv[1]) == sb::doctor::kAllReduceProbeArgument)
+        return sb::doctor::run_allreduce_probe(argc, argv);  // the doctor's NCCL probe: no MPI
+#endif
     sb::enable_record_guard();
     sb::StartupDeadline startup;  // MPI_Init and the first collective, under the collective timeout
     MPI_Init(&argc, &argv);
@@ -229,6 +245,10 @@ int main(int argc, char** argv) {
         sb::ProjectOptions compare_options;
         CLI::App* compare = app.add_subcommand("compare", "the buyer's table: a workload projected on several hardware profiles");
         sb::add_compare_options(*compare, compare_options);
+        sb::DoctorOptions doctor_options;
+        CLI::App* doctor = app.add_subcommand("doctor", "is this rig what it should be: topology, configuration, "
+                                                        "transfer, collective and training checks, each with its verdict");
+        sb::add_doctor_options(*doctor, doctor_options);
 #ifdef SCALEBENCH_HAVE_CUDA
         sb::GemmOptions gemm_options;
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
@@ -252,6 +272,8 @@ int main(int argc, char** argv) {
         } else if (project->parsed() || compare->parsed()) {
             // A model evaluated on the host: rank 0 alone; errors are bad input (exit 2).
             if (rank == 0) code = project->parsed() ? sb::run_project(project_options) : sb::run_compare(compare_options);
+        } else if (doctor->parsed()) {
+            code = sb::run_doctor(doctor_options, MPI_COMM_WORLD);
         } else if (report->parsed()) {
             if (rank == 0) code = sb::run_report(report_options);
         }

@@ -18,7 +18,7 @@
 #include "collectives/mpi_communicator.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "src/system/run_records.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 
@@ -52,6 +52,9 @@ void add_comm_options(CLI::App& sub, CommOptions& o) {
     sub.add_option("--scaling", o.scaling, "world sizes swept in this launch, e.g. 2,4,8 (the first n ranks)")
         ->delimiter(',');
     sub.add_option("--out", o.out, "JSONL file the records are appended to")->capture_default_str();
+    sub.add_flag("--share-gpu", o.share_gpu,
+                 "let several ranks drive one GPU (each its own NCCL host identity): the figures are not hardware "
+                 "figures");
 }
 
 CommPlan plan_comm(const CommOptions& o, int world_size) {
@@ -255,6 +258,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     }
     agree_on_errors(world, error);
 
+    if (opts.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(plan.backend, Precision::fp32, world);
     begin_run({plan.out}, "comm", world);
     const nlohmann::json environment = run_environment(*ops, world);

@@ -35,6 +35,7 @@ struct CommOptions {
     std::string backend = "auto";  // nccl, mpi, auto
     std::vector<int> scaling;      // world sizes; empty = the launched world
     std::string out = default_output("comm.jsonl");
+    bool share_gpu = false;        // ranks may share a GPU (enable_shared_gpu)
 };
 
 void add_comm_options(CLI::App& sub, CommOptions& opts);

@@ -782,7 +782,7 @@ std::string soak_summary(const HardwareProfile& hw, const std::string& results_d
 }
 
 bool SoakRun::interrupted() const {
-    // The texts src/system/watchdog.cpp writes for a stop from outside: a signal, or the launcher gone.
+    // The texts src/system/run_records.cpp writes for a stop from outside: a signal, or the launcher gone.
     return ended.find("received SIG") != std::string::npos || ended.find("launcher") != std::string::npos;
 }
 

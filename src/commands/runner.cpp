@@ -14,7 +14,7 @@
 #include "collectives/mpi_communicator.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/core/stats.h"

@@ -20,7 +20,7 @@
 
 #include "src/system/backend.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "src/system/run_records.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -599,6 +599,9 @@ void add_stress_options(CLI::App& sub, StressOptions& o) {
     sub.add_option("--plant-bit-flip", o.plant_bit_flip,
                    "RANK@STEP: flip one parameter bit on RANK after global step STEP, to see the replica check "
                    "catch it (exit 3)");
+    sub.add_flag("--share-gpu", o.share_gpu,
+                 "let several ranks drive one GPU (each its own NCCL host identity): for rehearsal and tests; the "
+                 "figures are not hardware figures");
 }
 
 namespace {
@@ -676,6 +679,9 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     for (const TrainConfig& cfg : plan.workloads)
         if (cfg.backend != BackendChoice::auto_select) backend = cfg.backend;
     const TrainConfig& first = plan.workloads.front();
+    bool share_gpu = opts.share_gpu;
+    for (const TrainConfig& cfg : plan.workloads) share_gpu = share_gpu || cfg.share_gpu;
+    if (share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
                                           opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
                                           opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");

@@ -40,6 +40,7 @@ struct StressOptions {
     std::optional<int> batch_size;
     std::string out = default_output("stress.jsonl");
     std::string plant_bit_flip;  // "RANK@STEP": corrupt one replica, to see the check fire
+    bool share_gpu = false;      // ranks may share a GPU (as any workload's share_gpu: true)
 };
 
 void add_stress_options(CLI::App& sub, StressOptions& opts);

@@ -216,7 +216,7 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 // ---- the keys of each section, in the order default.yaml lists them
 const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
-                                           "grad_dtype", "seed", "backend", "out", "cuda_graphs",
+                                           "grad_dtype", "seed", "backend", "share_gpu", "out", "cuda_graphs",
                                            "conv_engine", "sdc_check_every"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",
@@ -472,6 +472,7 @@ public:
             else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
             else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
+            else if (key == "share_gpu") cfg.share_gpu = boolean(value, key_node, key);
             else if (key == "out") cfg.out = non_empty_text(value, key_node, key);
             else if (key == "cuda_graphs") cfg.cuda_graphs = boolean(value, key_node, key);
             else if (key == "conv_engine") cfg.conv_engine = choice(value, key_node, key, conv_engine_choices());
@@ -871,6 +872,7 @@ nlohmann::json to_json(const TrainConfig& cfg) {
         {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
         {"seed", cfg.seed},
         {"backend", backend_choice_name(cfg.backend)},
+        {"share_gpu", cfg.share_gpu},
         {"out", cfg.out},
         {"cuda_graphs", cfg.cuda_graphs},
         {"conv_engine", conv_engine_choice_name(cfg.conv_engine)},

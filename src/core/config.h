@@ -62,6 +62,10 @@ struct TrainConfig {
     // backend has it). Any build reads `cudnn` (records of cuDNN runs are configs too); a run
     // on a backend without cuDNN refuses it (resolve_conv_engine).
     std::optional<ConvEngine> conv_engine;
+    // Several ranks may drive one GPU (each with its own NCCL host identity, so NCCL links
+    // them through its network transport): for rehearsing launches and testing; the figures
+    // are not hardware figures, and every record says so (shared_gpu).
+    bool share_gpu = false;
     // stress: steps between comparisons of the ranks' parameter checksums; 0 = off.
     int sdc_check_every = 100;
     // Where each top-level key was set in the file, "FILE:LINE:COL" (not a config value:

@@ -21,7 +21,7 @@ inline std::string default_output(const std::string& file) { return "runs/" + fi
 
 // The id of the run in progress, the same on every rank ("" outside a run): every record
 // of the run carries it as `run_id`, and its start and end records bracket it. Set by
-// begin_run and end_run (src/system/watchdog.h).
+// begin_run and end_run (src/system/run_records.h).
 const std::string& run_id();
 void set_run_id(const std::string& id);
 

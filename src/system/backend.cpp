@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,36 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error) {
 }
 
 namespace {
+bool shared_gpu_mode = false;
+}  // namespace
+
+SharedGpuEnv shared_gpu_env(const std::string& host, int world_rank, bool one_host, const char* nccl_hostid,
+                            const char* nccl_socket_ifname) {
+    SharedGpuEnv env;
+    const std::string base = nccl_hostid && *nccl_hostid ? nccl_hostid : host;
+    env.host_id = fmt::format("{}-rank{}", base, world_rank);
+    if (one_host && !(nccl_socket_ifname && *nccl_socket_ifname)) env.socket_ifname = "lo";
+    return env;
+}
+
+int shared_gpu_device(int local_rank, int visible_gpus) { return visible_gpus > 0 ? local_rank % visible_gpus : 0; }
+
+void enable_shared_gpu(MPI_Comm world) {
+    const ProcessInfo& p = process_info();
+    int size = 1;
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    int mine = p.local_size == size ? 1 : 0, all = 0;  // every rank on one host
+    SB_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world));
+    const SharedGpuEnv env = shared_gpu_env(p.host, p.world_rank, all == 1, std::getenv("NCCL_HOSTID"),
+                                            std::getenv("NCCL_SOCKET_IFNAME"));
+    ::setenv("NCCL_HOSTID", env.host_id.c_str(), 1);
+    if (!env.socket_ifname.empty()) ::setenv("NCCL_SOCKET_IFNAME", env.socket_ifname.c_str(), 1);
+    shared_gpu_mode = true;
+}
+
+bool shared_gpu_enabled() { return shared_gpu_mode; }
+
+namespace {
 // Collective: two ranks of one host driving the same GPU would make every figure wrong.
 void check_one_rank_per_gpu(int device, MPI_Comm world) {
     std::string bus_id = "none";
@@ -74,7 +105,8 @@ void check_one_rank_per_gpu(int device, MPI_Comm world) {
     for (int i = 0; i < p.local_size && error.empty(); ++i)
         for (int j = i + 1; j < p.local_size; ++j)
             if (std::string(&all[32 * static_cast<size_t>(i)]) == std::string(&all[32 * static_cast<size_t>(j)])) {
-                error = fmt::format("ranks {} and {} on host {} both drive GPU {}: one rank per GPU",
+                error = fmt::format("ranks {} and {} on host {} both drive GPU {}: one rank per GPU (--share-gpu "
+                                    "lets ranks share a GPU, for rehearsal and tests: no hardware figures)",
                                     ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>(j)], p.host,
                                     std::string(&all[32 * static_cast<size_t>(i)]));
                 break;
@@ -224,11 +256,12 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
                                             "--backend cpu", backend_origin, p.world_rank, p.host));
             // Rank i of a host drives GPU i; where each rank sees a single GPU (Slurm's
             // --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) it drives that one.
-            if (p.local_size > gpus && gpus > 1)
+            if (p.local_size > gpus && gpus > 1 && !shared_gpu_mode)
                 throw UserError(fmt::format("{} ranks run on host {} but it has {} GPU(s) visible: one rank per GPU "
-                                            "(launch at most {} ranks per host)",
+                                            "(launch at most {} ranks per host, or --share-gpu to let ranks share "
+                                            "GPUs, for rehearsal and tests: no hardware figures)",
                                             p.local_size, p.host, gpus, gpus));
-            device = p.local_size > gpus ? 0 : p.local_rank;
+            device = shared_gpu_mode ? shared_gpu_device(p.local_rank, gpus) : p.local_size > gpus ? 0 : p.local_rank;
 #ifdef SCALEBENCH_HAVE_CUDA
             ops = std::make_unique<CudaOps>(precision, device);
 #endif
@@ -242,7 +275,7 @@ std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_C
         error = e.what();
     }
     agree_on_errors(world, error);
-    if (choice == BackendChoice::cuda) check_one_rank_per_gpu(device, world);
+    if (choice == BackendChoice::cuda && !shared_gpu_mode) check_one_rank_per_gpu(device, world);
     if (choice == BackendChoice::cpu) warn_if_more_ranks_than_cores(world);
     return ops;
 }

@@ -25,9 +25,32 @@ void agree_on_errors(MPI_Comm comm, const std::string& local_error);
 // An empty path is the built-in default.
 TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
 
+// ---- Ranks sharing a GPU (DESIGN: Ranks sharing a GPU)
+// NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"): it tells hosts
+// apart by NCCL_HOSTID. Giving every rank its own makes NCCL treat each rank as a host of
+// its own and link them through its network transport (NET/Socket).
+struct SharedGpuEnv {
+    std::string host_id;        // NCCL_HOSTID: the one set (or the host name), then the world rank
+    std::string socket_ifname;  // NCCL_SOCKET_IFNAME to set, or empty to leave as it is
+};
+// What enable_shared_gpu sets, for rank `world_rank` on `host`, given the values already
+// in the environment (nullptr when unset) and whether every rank runs on this one host:
+// loopback only then (on several hosts the ranks must reach each other over a real link).
+SharedGpuEnv shared_gpu_env(const std::string& host, int world_rank, bool one_host, const char* nccl_hostid,
+                            const char* nccl_socket_ifname);
+// The GPU of a local rank when ranks share GPUs: round-robin over the visible ones.
+int shared_gpu_device(int local_rank, int visible_gpus);
+
+// Collective over `world`, before any NCCL communicator exists: sets each rank's NCCL
+// environment (shared_gpu_env) and turns the mode on for this process, so create_ops places
+// ranks round-robin over the visible GPUs and records say `shared_gpu: true`.
+void enable_shared_gpu(MPI_Comm world);
+// Whether enable_shared_gpu ran in this process.
+bool shared_gpu_enabled();
+
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
-// Ops. Errors (no GPU, more ranks on a host than GPUs, CPU with a precision it lacks)
-// are AgreedErrors naming rank and host.
+// Ops. Errors (no GPU, more ranks on a host than GPUs without --share-gpu, CPU with a
+// precision it lacks) are AgreedErrors naming rank and host.
 // `backend_origin` and `precision_origin` name where the choices came from (the flag, or the
 // config's line: key_origin), so an error says what the user typed.
 std::unique_ptr<Ops> create_ops(BackendChoice choice, Precision precision, MPI_Comm world,

@@ -49,6 +49,7 @@ struct Nvml {
     nvmlReturn_t (*pcie_width_current)(nvmlDevice_t, unsigned*) = nullptr;
     nvmlReturn_t (*pcie_width_max)(nvmlDevice_t, unsigned*) = nullptr;
     nvmlReturn_t (*power_limit_mw)(nvmlDevice_t, unsigned*) = nullptr;
+    nvmlReturn_t (*power_default_limit_mw)(nvmlDevice_t, unsigned*) = nullptr;
     nvmlReturn_t (*ecc_mode)(nvmlDevice_t, int*, int*) = nullptr;
     nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
     nvmlReturn_t (*power_usage_mw)(nvmlDevice_t, unsigned*) = nullptr;
@@ -94,6 +95,7 @@ Nvml load_nvml() {
     bind(lib, n.pcie_width_current, {"nvmlDeviceGetCurrPcieLinkWidth"});
     bind(lib, n.pcie_width_max, {"nvmlDeviceGetMaxPcieLinkWidth"});
     bind(lib, n.power_limit_mw, {"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"});
+    bind(lib, n.power_default_limit_mw, {"nvmlDeviceGetPowerManagementDefaultLimit"});
     bind(lib, n.ecc_mode, {"nvmlDeviceGetEccMode"});
     bind(lib, n.temperature, {"nvmlDeviceGetTemperature"});
     bind(lib, n.power_usage_mw, {"nvmlDeviceGetPowerUsage"});
@@ -262,10 +264,18 @@ nlohmann::json gpu_environment(int device) {
     nlohmann::json power_mw = unsigned_query(n.power_limit_mw, dev);
     j["power_limit_w"] = power_mw.is_null() ? nlohmann::json(nullptr)
                                             : nlohmann::json(power_mw.get<unsigned>() / 1000.0);
+    nlohmann::json default_mw = unsigned_query(n.power_default_limit_mw, dev);
+    j["power_default_limit_w"] = default_mw.is_null() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(default_mw.get<unsigned>() / 1000.0);
     j["ecc_enabled"] = nullptr;
     int ecc_current = 0, ecc_pending = 0;
     if (dev && n.ecc_mode && n.ecc_mode(dev, &ecc_current, &ecc_pending) == kNvmlSuccess)
         j["ecc_enabled"] = ecc_current == kNvmlFeatureEnabled;
+    j["ecc_uncorrected_volatile"] = nullptr;
+    unsigned long long uncorrected = 0;
+    if (dev && n.total_ecc_errors &&
+        n.total_ecc_errors(dev, kNvmlMemoryErrorUncorrected, kNvmlVolatileEcc, &uncorrected) == kNvmlSuccess)
+        j["ecc_uncorrected_volatile"] = uncorrected;
     return j;
 }
 

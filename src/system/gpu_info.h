@@ -23,7 +23,8 @@ namespace sb {
 // visible_devices, p2p (n x n of bool, null on the diagonal: a device is not its own peer),
 // nvml ("ok" | "unavailable"), nvml_error (why, when unavailable), driver_version,
 // nvlink_links_active (per visible device), pcie {current_gen, max_gen, current_width,
-// max_width}, power_limit_w, ecc_enabled. NVML facts a GPU does not support are null.
+// max_width}, power_limit_w, power_default_limit_w, ecc_enabled, ecc_uncorrected_volatile (count since
+// the driver loaded). NVML facts a GPU does not support are null.
 nlohmann::json gpu_environment(int device);
 
 // Samples NVML every interval_ms from start() until stop(). stop() returns

@@ -15,7 +15,8 @@
 #include "collectives/nccl_communicator.h"
 #include "models/cuda/cuda_ops.h"
 #include "src/system/environment.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
+#include "src/system/run_records.h"
 
 namespace {
 

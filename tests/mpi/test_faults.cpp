@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "collectives/mpi_communicator.h"
-#include "src/system/watchdog.h"
+#include "collectives/deadline.h"
 
 namespace {
 

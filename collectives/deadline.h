@@ -1,9 +1,10 @@
-// Faults that must not hang the job (DESIGN: Conventions): the collective
-// timeout, waits on MPI requests that poll with a deadline, a ping side channel that
-// names the ranks that stopped answering, one watchdog thread for work that cannot be
-// polled from the caller (MPI_Comm_split, NCCL kernels), and the abort that writes the
-// "incomplete" record first. Fast path: a wait that completes costs MPI_Testall calls
-// and a clock read; the thread only looks at work registered with it.
+// The collective deadline (DESIGN: Conventions, nothing waits forever): the collective
+// timeout, waits on MPI requests that poll with a deadline, a ping side channel that names
+// the ranks that stopped answering, one watchdog thread for work that cannot be polled from
+// the caller (MPI_Comm_split, NCCL kernels), and the job abort. Fast path: a wait that
+// completes costs MPI_Testall calls and a clock read; the thread only looks at work
+// registered with it. Below the program (collectives use it); the run's records hook in
+// through set_incomplete_recorder.
 #pragma once
 
 #include <mpi.h>
@@ -11,7 +12,6 @@
 #include <chrono>
 #include <functional>
 #include <string>
-#include <vector>
 
 namespace sb {
 
@@ -19,30 +19,10 @@ namespace sb {
 double collective_timeout_s();
 void set_collective_timeout_s(double seconds);  // tests
 
-// After MPI_Init and init_process_info: the side channel (a duplicate of world), world
+// After MPI_Init: the side channel (a duplicate of world), this rank and the world's
 // hostnames for messages, MPI_ERRORS_RETURN on world, and the watchdog thread.
 void init_fault_handling(MPI_Comm world);
 void shutdown_fault_handling();  // before MPI_Finalize
-
-// The records that bracket a run (results/SCHEMA.md; DESIGN: Records that tell the truth).
-// Collective over `world`: rank 0 appends a `start` record to each output file before any
-// work (a file that cannot take it is bad input: every rank throws the same AgreedError,
-// exit 2) and arms the `incomplete` record, which rank 0 appends instead of the end when
-// the run is cut short: by abort_job, main's error paths, a signal a launcher stops a job
-// with (SIGTERM, SIGINT, SIGHUP, SIGPIPE once its output pipe is gone), the launcher's own
-// end (the parent process changes), or an exit() from inside a library.
-void begin_run(const std::vector<std::string>& outputs, const std::string& subcommand, MPI_Comm world);
-// The record guard: a small process rank 0 starts at begin_run (the same executable, run
-// with kRecordGuardArgument) that holds the end of a pipe and, when rank 0 ends without
-// closing the run (SIGKILL, or a library's _exit when the launcher goes away, which no
-// handler sees), appends the `incomplete` record for it. enable_record_guard names the
-// executable (main's argv[0] through /proc/self/exe); without it there is no guard (tests).
-constexpr const char* kRecordGuardArgument = "__scalebench_record_guard";
-void enable_record_guard();
-int run_record_guard();  // the guard process's main: reads fd 3 until rank 0 ends
-
-// Rank 0 appends the `end` record with the exit code to each output; the run is closed.
-void end_run(int exit_code);
 
 // A deadline on start-up, armed before MPI_Init: if MPI_Init and the first collective
 // (init_fault_handling) have not completed within the collective timeout, the process
@@ -82,8 +62,13 @@ void collective_deadline_passed(const char* what, MPI_Comm comm, double waited_s
 // every rank (MPI_Abort(MPI_COMM_WORLD, 1)). Callable from the watchdog thread.
 [[noreturn]] void abort_job(const std::string& message);
 
-// Rank 0 appends the incomplete record now (main's error path, before MPI_Abort).
-void record_incomplete(const std::string& error);
+// What abort_job and the launcher-ended check call (before ending the process) to close
+// the open run with an `incomplete` record; nullptr (the default) writes nothing.
+void set_incomplete_recorder(void (*record)(const std::string& error));
+
+// "rank 3 on host-a" for this process, and "3 (host-a)" for any world rank, in messages.
+std::string this_rank_text();
+std::string rank_and_host_text(int world_rank);
 
 // Arms the watchdog thread around a call that cannot be polled (MPI_Comm_split,
 // ncclCommInitRank): if it is still running after the timeout, abort_job.

@@ -1,0 +1,141 @@
+// The doctor's one view of the system (DESIGN: The doctor): every reading its checks judge
+// (NVML, sysfs PCIe/ACS/IOMMU/BAR, CUDA peer access, copy and all-reduce measurements, NCCL's
+// transports, a short training run) lands in a SystemSnapshot. The live reader
+// (live_reader.h) fills one on the machine; to_json/from_json write and read it, so every
+// verdict (checks.h) is decided by pure functions tested from recorded snapshots without
+// the hardware. A reading the reader could not take stays at its "unknown" value (-1, 0 or
+// empty) and a tier it could not run carries the reason in its `skipped` field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sb::doctor {
+
+// PCIe link generation and width; 0 where not read.
+struct PcieLink {
+    int gen = 0, width = 0;
+};
+
+struct GpuReading {
+    int index = 0;  // CUDA device ordinal on its host
+    std::string host, name, pci_bus_id;
+    int numa_node = -1;
+    std::string local_cpus;       // sysfs local_cpulist: "0-31,64-95"
+    double memory_mib = 0;        // 0: not read
+    double bar1_mib = 0;          // BAR1 aperture (sysfs resource, region 1)
+    std::string iommu;            // the GPU's IOMMU group type: "off", "identity", "DMA", "DMA-FQ"; "" not read
+    PcieLink pcie_max, pcie_idle, pcie_load;  // pcie_load: read while copies run
+    double power_limit_w = 0, power_default_w = 0;
+    double sm_clock_max_mhz = 0, sm_clock_load_mhz = 0;  // load: mean under the short load
+    double power_load_w = 0;                              // mean under the short load
+    std::vector<std::string> clock_events_load;          // clock-event reasons seen under load
+    int ecc_enabled = -1;                                 // -1 not read, 0 off, 1 on
+    int64_t ecc_uncorrected = -1;                         // volatile count; -1 not read
+    int nvlink_active = -1;                               // -1 not read
+};
+
+// Where a rank runs and the CPUs it may use.
+struct RankReading {
+    int rank = 0;
+    std::string host;
+    int device = -1;         // -1: no GPU
+    std::string bound_cpus;  // sched_getaffinity: "0-15"
+};
+
+// What lies between two GPUs of one host (a < b).
+struct PairReading {
+    std::string host;
+    int a = 0, b = 1;
+    int cuda_p2p = -1;  // cudaDeviceCanAccessPeer both ways: 1 yes, 0 no, -1 not read
+    std::string path;   // "nvlink", "same_switch", "root_complex", "socket_link", "" not read
+    std::vector<std::string> acs_redirect_bridges;  // bridges on the path that redirect peer requests
+    int acs_read = -1;                             // 1: every bridge's ACS control was read
+};
+
+struct Versions {
+    std::string driver, cuda_runtime, nccl;
+};
+
+// One timed copy: h2d, d2h (pinned host memory), peer (cudaMemcpyPeer) or staged (through
+// pinned host memory); concurrent: timed while every other copy of its kind runs.
+struct CopyReading {
+    std::string kind, host;
+    int src = -1, dst = -1;  // device ordinals; -1 for the host side
+    bool concurrent = false;
+    double bytes = 0, gbps = 0, latency_us = 0;
+    bool correct = true;  // the copied bytes were read back and compared
+};
+
+struct AllReduceRow {
+    double bytes = 0, time_us = 0, busbw_gbps = 0;
+    int64_t wrong = 0;
+};
+
+// One NCCL all-reduce sweep in a fresh process: "as_is" (the machine's own settings) or
+// "p2p_disabled" (NCCL_P2P_DISABLE=1, the control).
+struct CollectiveRun {
+    std::string label;
+    int nranks = 0;
+    bool timed_out = false;
+    double deadline_s = 0;
+    std::string error;  // why it did not finish, when it did not
+    std::vector<std::string> transports;  // per channel connection, from NCCL's own log: "P2P/IPC", "SHM", "NET/Socket"
+    std::vector<AllReduceRow> rows;
+};
+
+struct TrainingReading {
+    std::string preset;
+    int world_size = 0;
+    double samples_per_s_1 = 0, samples_per_s_n = 0, efficiency = 0;
+    double step_ms = 0, exposed_comm_ms = 0;  // at world_size, medians
+    bool checks_passed = true;
+};
+
+struct SystemSnapshot {
+    std::string taken;  // UTC time, or what the fixture records
+    int world_size = 1;
+    bool shared_gpu = false;  // ranks share GPUs: collective and training figures are not hardware figures
+    std::string gpu_unavailable;  // why no GPU reading exists (CPU build, no GPU visible); "" when read
+    Versions versions;
+    std::vector<RankReading> ranks;
+    std::vector<GpuReading> gpus;
+    std::vector<PairReading> pairs;
+    std::vector<CopyReading> copies;
+    std::string transfer_skipped;
+    std::vector<CollectiveRun> collectives;
+    std::string collective_skipped;
+    TrainingReading training;
+    std::string training_skipped;
+};
+
+// Each reading under its own field names; a key left out keeps the field's default.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PcieLink, gen, width)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuReading, index, host, name, pci_bus_id, numa_node, local_cpus,
+                                                memory_mib, bar1_mib, iommu, pcie_max, pcie_idle, pcie_load,
+                                                power_limit_w, power_default_w, sm_clock_max_mhz, sm_clock_load_mhz,
+                                                power_load_w, clock_events_load, ecc_enabled, ecc_uncorrected,
+                                                nvlink_active)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankReading, rank, host, device, bound_cpus)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PairReading, host, a, b, cuda_p2p, path, acs_redirect_bridges,
+                                                acs_read)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Versions, driver, cuda_runtime, nccl)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CopyReading, kind, host, src, dst, concurrent, bytes, gbps,
+                                                latency_us, correct)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AllReduceRow, bytes, time_us, busbw_gbps, wrong)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveRun, label, nranks, timed_out, deadline_s, error,
+                                                transports, rows)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainingReading, preset, world_size, samples_per_s_1,
+                                                samples_per_s_n, efficiency, step_ms, exposed_comm_ms, checks_passed)
+
+void to_json(nlohmann::json& j, const SystemSnapshot& s);
+// Throws std::runtime_error naming the key for a value of the wrong type.
+void from_json(const nlohmann::json& j, SystemSnapshot& s);
+
+// The snapshot in `path` (JSON); UserError naming the file for one that does not read.
+SystemSnapshot load_snapshot(const std::string& path);
+
+}  // namespace sb::doctor
