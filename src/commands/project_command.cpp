@@ -217,8 +217,12 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             p.global_batch = t.local_batch * world;
             p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
             p.efficiency = p.samples_per_s / (world * samples_at_1);
+            p.speedup = p.samples_per_s / samples_at_1;
             const double algbw = t.gradient_bytes / (p.step.allreduce_ms / 1e3) / 1e9;
             p.busbw = world > 1 ? algbw * 2.0 * (world - 1) / world : 0.0;
+            auto point = [](double v) { return Band{v, v}; };
+            p.bands = {point(p.samples_per_s), point(p.efficiency), point(p.speedup), point(p.busbw),
+                       point(p.step.exposed_comm_ms)};
             const double flops_per_step = t.flops_per_sample * p.global_batch;
             const double tflops = flops_per_step / (p.step.step_ms / 1e3) / 1e12;
             const double peak = model.peak_tflops(cfg.precision);
@@ -246,7 +250,8 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"samples_per_s", p.samples_per_s},
                 {"samples_per_s_per_rank", p.samples_per_s / world},
                 {"scaling_efficiency", p.efficiency},
-                {"speedup", p.samples_per_s / samples_at_1},
+                {"speedup", p.speedup},
+                {"straggler_ms", p.step.straggler_ms},
                 {"gradient_bytes", t.gradient_bytes},
                 {"buckets", buckets.size()},
                 {"allreduce_ms", p.step.allreduce_ms},
@@ -304,18 +309,40 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
     validate_config(cfg);
 }
 
-std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
-                                      const std::vector<int>& gpus, const std::vector<int>& nodes) {
-    std::vector<Band> bands;
-    for (const HardwareProfile& corner : range_corners(hw)) {
-        const std::vector<Projection> rows = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
-        if (bands.empty()) bands.resize(rows.size(), Band{INFINITY, -INFINITY});
+nlohmann::json to_json(const FigureBands& b) {
+    auto pair = [](const Band& band) { return nlohmann::json::array({band.lo, band.hi}); };
+    return {{"samples_per_s", pair(b.samples_per_s)},
+            {"scaling_efficiency", pair(b.efficiency)},
+            {"speedup", pair(b.speedup)},
+            {"allreduce_busbw_gbps", pair(b.busbw)},
+            {"exposed_comm_ms", pair(b.exposed_comm_ms)}};
+}
+
+void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    auto widen = [](Band& band, double v) {
+        band.lo = std::min(band.lo, v);
+        band.hi = std::max(band.hi, v);
+    };
+    const std::vector<HardwareProfile> corners = range_corners(hw);
+    for (const HardwareProfile& corner : corners) {
+        if (corners.size() == 1) break;  // no ranges: the bands are the points
+        const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
+        SB_REQUIRE(at.size() == rows.size(), "widen_to_ranges: rows of other arguments");
         for (size_t i = 0; i < rows.size(); ++i) {
-            bands[i].lo = std::min(bands[i].lo, rows[i].samples_per_s);
-            bands[i].hi = std::max(bands[i].hi, rows[i].samples_per_s);
+            FigureBands& b = rows[i].bands;
+            widen(b.samples_per_s, at[i].samples_per_s);
+            widen(b.efficiency, at[i].efficiency);
+            widen(b.speedup, at[i].speedup);
+            widen(b.busbw, at[i].busbw);
+            widen(b.exposed_comm_ms, at[i].step.exposed_comm_ms);
         }
     }
-    return bands;
+    for (Projection& p : rows) {
+        p.record["bands"] = to_json(p.bands);
+        p.record["samples_per_s_band"] = {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi};
+        p.record["ranges"] = ranged_keys(hw);
+    }
 }
 
 namespace {
@@ -350,11 +377,7 @@ int run_project(const ProjectOptions& o) {
     if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
-    const std::vector<Band> bands = samples_per_s_bands(cfg, hw, model.calibration, gpus, nodes);
-    for (size_t i = 0; i < rows.size(); ++i) {
-        rows[i].record["samples_per_s_band"] = {bands[i].lo, bands[i].hi};
-        rows[i].record["ranges"] = ranged_keys(hw);
-    }
+    widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
@@ -381,10 +404,18 @@ int run_project(const ProjectOptions& o) {
         print_scaling_table_row(row);
         append_record(o.out, p.record);
     }
-    fmt::print("band of samples/s over the profile's ranges ({}):\n", range_list(hw));
-    for (size_t i = 0; i < rows.size(); ++i)
-        fmt::print("  {:>5} GPUs: {:.1f} [{:.1f}-{:.1f}]{}\n", rows[i].step.world_size, rows[i].samples_per_s, bands[i].lo,
-                   bands[i].hi, fits ? "" : " (does not fit)");
+    fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
+    fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
+               "busbw GB/s", "exposed comm ms");
+    for (const Projection& p : rows) {
+        const FigureBands& b = p.bands;
+        auto cell = [](double v, const Band& band, double scale, int digits) {
+            return fmt::format("{:.{}f} [{:.{}f}-{:.{}f}]", v * scale, digits, band.lo * scale, digits, band.hi * scale, digits);
+        };
+        fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}{}\n", p.step.world_size, cell(p.samples_per_s, b.samples_per_s, 1, 1),
+                   cell(p.efficiency, b.efficiency, 100, 1), cell(p.speedup, b.speedup, 1, 2), cell(p.busbw, b.busbw, 1, 1),
+                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), fits ? "" : " (does not fit)");
+    }
     fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
                rows.size(), o.out);
     return 0;
@@ -435,8 +466,7 @@ std::pair<const Projection*, Band> judged_configuration(const CompareRow& r, int
     const size_t i = index_of(r, gpus);
     const bool across = gpus > 1 && !r.on_nodes.empty();
     const Projection& p = across ? r.on_nodes[i] : r.by_gpus[i];
-    const std::vector<Band>& bands = across ? r.on_nodes_bands : r.bands;
-    return {&p, i < bands.size() ? bands[i] : Band{p.samples_per_s, p.samples_per_s}};
+    return {&p, p.bands.samples_per_s};
 }
 
 }  // namespace
@@ -567,25 +597,17 @@ namespace {
 
 std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
 
-// The end of ranged number `key` in the first profile that has it.
-double range_end_value(const std::vector<HardwareProfile>& profiles, const std::string& key, bool high) {
-    for (HardwareProfile p : profiles)
-        for (const auto& [k, number] : sourced_numbers(p))
-            if (k == key && number->is_range()) return high ? number->hi : number->lo;
-    return 0;
-}
-
 }  // namespace
 
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high,
-                                     const CompareSetup& setup) {
+                                     const CompareSetup& setup, size_t moved) {
     std::vector<CompareRow> rows;
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
-        const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
+        const bool at_end = i == moved && !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
         CompareRow row;
-        row.hw = moved ? at_range_end(profiles[i], key, high) : profiles[i];
+        row.hw = at_end ? at_range_end(profiles[i], key, high) : profiles[i];
         if (i < setup.soaks.size()) row.soaks = setup.soaks[i];
         ProjectOptions asked;
         asked.gpus = setup.gpus;
@@ -594,15 +616,10 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         // records say nodes and gpus_per_node.
         const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
         std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, nodes);
+        if (key.empty()) widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes);
         row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
         all.resize(gpus.size());
         row.by_gpus = std::move(all);
-        if (key.empty()) {
-            std::vector<Band> bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, nodes);
-            row.on_nodes_bands.assign(bands.begin() + static_cast<std::ptrdiff_t>(gpus.size()), bands.end());
-            bands.resize(gpus.size());
-            row.bands = std::move(bands);
-        }
         rows.push_back(std::move(row));
     }
     return rows;
@@ -613,34 +630,33 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules, const CostTerms& terms,
                                                     const CompareSetup& setup) {
-    std::vector<std::string> keys;
-    for (const HardwareProfile& p : profiles)
-        for (const std::string& key : ranged_keys(p))
-            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
     std::vector<std::vector<std::string>> flips(central.size());
-    for (const std::string& key : keys)
-        for (bool high : {false, true}) {
-            bool moves = false;  // an end at the central value changes nothing
-            for (HardwareProfile p : profiles)
-                for (const auto& [k, number] : sourced_numbers(p))
-                    if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
-            if (!moves) continue;
-            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, setup);
-            std::vector<Verdict> at_end;
-            for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
-            for (size_t s = 0; s < central.size(); ++s)
-                if (winner_name(at_end[s]) != winner_name(central[s]))
-                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
-                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
-        }
+    // The rows as given, without their bands (as every end is decided): a key no profile has.
+    const std::vector<CompareRow> given =
+        compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup, profiles.size());
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        HardwareProfile profile = profiles[i];
+        CompareSetup alone = setup;  // profile i's own soaks
+        alone.soaks = i < setup.soaks.size() ? std::vector<std::vector<SoakRun>>{setup.soaks[i]} : std::vector<std::vector<SoakRun>>{};
+        for (const auto& [key, number] : sourced_numbers(profile))
+            for (bool high : {false, true}) {
+                const double end = high ? number->hi : number->lo;
+                if (!number->is_range() || end == number->value) continue;  // an end at the central value changes nothing
+                std::vector<CompareRow> moved = given;  // only profile i moves
+                moved[i] = compare_rows(cfg, {profiles[i]}, {calibrations[i]}, key, high, alone).front();
+                for (size_t s = 0; s < central.size(); ++s)
+                    if (const Verdict v = decide(moved, rules[s], terms); winner_name(v) != winner_name(central[s]))
+                        flips[s].push_back(fmt::format("{} with {}'s {} at its {} end ({:g})", winner_name(v),
+                                                       profiles[i].name, key, high ? "high" : "low", end));
+            }
+    }
     // The soak drift bound's ends, where a soak's drift lies between them (else no end changes a verdict).
     bool drift_in_band = false;
     for (const auto& runs : setup.soaks)
         for (const SoakRun& run : runs)
             drift_in_band |= run.drift_pct > kSoakDriftBound.lo && run.drift_pct <= kSoakDriftBound.hi;
     if (!drift_in_band) return flips;
-    // The rows as given, without their bands (as every end above is decided): a key no profile has.
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup);
+    const std::vector<CompareRow>& rows = given;
     for (bool high : {false, true})
         for (size_t s = 0; s < central.size(); ++s) {
             if (std::find(rules[s].needs.begin(), rules[s].needs.end(), "soak") == rules[s].needs.end()) continue;
@@ -660,13 +676,8 @@ namespace {
 void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
     if (out.empty()) return;
     for (const CompareRow& r : rows)
-        for (const auto& [projections, bands] : {std::pair{&r.by_gpus, &r.bands}, std::pair{&r.on_nodes, &r.on_nodes_bands}})
-            for (size_t i = 0; i < projections->size(); ++i) {
-                nlohmann::json record = (*projections)[i].record;
-                record["samples_per_s_band"] = {(*bands)[i].lo, (*bands)[i].hi};
-                record["ranges"] = ranged_keys(r.hw);
-                append_record(out, record);
-            }
+        for (const std::vector<Projection>* projections : {&r.by_gpus, &r.on_nodes})
+            for (const Projection& p : *projections) append_record(out, p.record);
 }
 
 // The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
@@ -1012,15 +1023,17 @@ const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : 
 // compare --json: a row's configurations (by_gpus, or on_nodes), each with its band and scores;
 // with `terms`, also per $10k of the whole cost.
 nlohmann::json configurations_json(const CompareRow& row, const std::vector<Projection>& projections,
-                                   const std::vector<Band>& bands, const CostTerms* terms) {
+                                   const CostTerms* terms) {
     nlohmann::json out = nlohmann::json::array();
-    for (size_t i = 0; i < projections.size(); ++i) {
-        const Projection& p = projections[i];
+    for (const Projection& p : projections) {
         nlohmann::json j = {{"gpus", p.step.world_size},
                             {"samples_per_s", p.samples_per_s},
-                            {"samples_per_s_band", {bands[i].lo, bands[i].hi}},
+                            {"samples_per_s_band", {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi}},
                             {"scaling_efficiency", p.efficiency},
+                            {"speedup", p.speedup},
+                            {"allreduce_busbw_gbps", p.busbw},
                             {"exposed_comm_ms", p.step.exposed_comm_ms},
+                            {"bands", to_json(p.bands)},
                             {"samples_per_s_per_10k_usd", row.per_10k(p)}};
         if (terms)
             j["samples_per_s_per_10k_usd_whole_cost"] =
@@ -1043,7 +1056,7 @@ std::string on_nodes_line(const CompareRow& row) {
         cells += fmt::format("{}{} GPU{} {:.1f}", cells.empty() ? "" : ", ", p.step.world_size, p.step.world_size > 1 ? "s" : "",
                              p.samples_per_s);
     const Projection& top = row.on_nodes.back();
-    const Band band = row.on_nodes_bands.empty() ? Band{top.samples_per_s, top.samples_per_s} : row.on_nodes_bands.back();
+    const Band band = top.bands.samples_per_s;
     return fmt::format("on {} nodes: {} [{:.1f}-{:.1f}]; at {} GPUs {:.1f}% scaling, {:.2f} ms exposed communication",
                        row.nodes(), cells, band.lo, band.hi, top.step.world_size, 100.0 * top.efficiency,
                        top.step.exposed_comm_ms);
@@ -1164,9 +1177,9 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
                                 {"fits_memory", row.fits()},
                                 {"ranges", ranged_keys(row.hw)},
-                                {"by_gpus", configurations_json(row, row.by_gpus, row.bands, &terms)}});
+                                {"by_gpus", configurations_json(row, row.by_gpus, &terms)}});
                 if (!row.on_nodes.empty())
-                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, row.on_nodes_bands, &terms);
+                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, &terms);
             }
             out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
         }
@@ -1284,9 +1297,12 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
             fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
                        at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
                        top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
-            if (!row.bands.empty() && row.bands.back().hi > row.bands.back().lo)
-                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}] from {}", top.step.world_size,
-                                                     row.bands.back().lo, row.bands.back().hi, range_list(row.hw)),
+            if (const Band& band = top.bands.samples_per_s; band.hi > band.lo)
+                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}], efficiency [{:.1f}-{:.1f}]%, "
+                                                     "exposed communication [{:.2f}-{:.2f}] ms, from {}",
+                                                     top.step.world_size, band.lo, band.hi, 100 * top.bands.efficiency.lo,
+                                                     100 * top.bands.efficiency.hi, top.bands.exposed_comm_ms.lo,
+                                                     top.bands.exposed_comm_ms.hi, range_list(row.hw)),
                                          4));
             if (!row.on_nodes.empty()) fmt::print("{}\n", wrapped("  " + on_nodes_line(row), 4));
         }
@@ -1372,10 +1388,10 @@ int run_compare(const ProjectOptions& o) {
                                        {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
                                        {"fits_memory", r.fits()},
                                        {"ranges", ranged_keys(r.hw)},
-                                       {"by_gpus", configurations_json(r, r.by_gpus, r.bands, nullptr)},
+                                       {"by_gpus", configurations_json(r, r.by_gpus, nullptr)},
                                        {"hardware", to_json(r.hw)}});
             if (!r.on_nodes.empty())
-                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, r.on_nodes_bands, nullptr);
+                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, nullptr);
         }
         for (size_t i = 0; i < central.size(); ++i)
             out["verdicts"].push_back({{"scenario", central[i].scenario},
@@ -1426,13 +1442,12 @@ int run_compare(const ProjectOptions& o) {
         if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
         any_range = true;
         std::string cells;
-        for (const auto& [projections, bands] :
-             {std::pair{&rows[i].by_gpus, &rows[i].bands}, std::pair{&rows[i].on_nodes, &rows[i].on_nodes_bands}})
-            for (size_t g = 0; g < projections->size(); ++g) {
-                const Projection& p = (*projections)[g];
-                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}]", cells.empty() ? "" : ", ", configuration_name(p),
-                                     p.samples_per_s, (*bands)[g].lo, (*bands)[g].hi);
-            }
+        for (const std::vector<Projection>* projections : {&rows[i].by_gpus, &rows[i].on_nodes})
+            for (const Projection& p : *projections)
+                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}] ({:.1f}% [{:.1f}-{:.1f}])", cells.empty() ? "" : ", ",
+                                     configuration_name(p), p.samples_per_s, p.bands.samples_per_s.lo,
+                                     p.bands.samples_per_s.hi, 100 * p.efficiency, 100 * p.bands.efficiency.lo,
+                                     100 * p.bands.efficiency.hi);
         fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
         std::stringstream ranges(range_list(profiles[i]));
         for (std::string range; std::getline(ranges, range, ',');)
