@@ -589,6 +589,8 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
         reason += "; soak " + soak.brief;
     }
+    // What the winner's figures rest on: said beside every verdict it wins.
+    for (const Caveat& c : pick.row->hw.caveats) reason += fmt::format("; caveat: {} ({})", c.text, c.source);
     if (!excluded.empty()) reason += "; excluded: " + excluded;
     return {rule.scenario, pick.row, reason};
 }

@@ -152,6 +152,24 @@ TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
 }
 
+TEST(CompareVerdicts, AProfilesCaveatsAreSaidBesideEveryVerdictItWins) {
+    // The 48 GB P2P profile carries the module's preconditions and the report of its failing on
+    // 48 GB cards; whatever it wins says both, with their sources.
+    CompareRow p2p = made_row("p2p-48", 1000, true, {200});
+    p2p.hw.caveats = profile("rtx4090-48gb-pcie4-p2p").caveats;
+    ASSERT_EQ(p2p.hw.caveats.size(), 2u);
+    const std::vector<CompareRow> rows = {p2p, made_row("stock", 1000, false, {100})};
+    const Verdict v = scenario(verdicts(rows), "small experiments");
+    ASSERT_EQ(v.winner->hw.name, "p2p-48");
+    EXPECT_NE(v.reason.find("caveat: needs the unofficial P2P kernel module"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("IOMMU off or passthrough"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("caveat: reported failing on 48 GB cards"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("tinygrad/open-gpu-kernel-modules#36"), std::string::npos) << v.reason;
+    // A verdict it does not win says none of them.
+    const std::vector<CompareRow> others = {made_row("p2p-48", 1000, true, {50}), made_row("stock", 1000, false, {100})};
+    EXPECT_EQ(scenario(verdicts(others), "small experiments").reason.find("caveat"), std::string::npos);
+}
+
 TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer) {
     // Four cheap GPUs at 41% scaling (164 samples/s) are the best per dollar at 4 GPUs, but one GPU
     // of the other profile runs 200: the cheap node does not qualify for the multi-GPU scenarios.
