@@ -10,6 +10,13 @@
 #include <set>
 #include <sstream>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>  // environ
+
+#include <cerrno>
+#include <cstring>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -45,8 +52,21 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
                    "configs/hosts or a YAML path");
     sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
     sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
-    sub.add_option("--batch", o.batch,
-                   "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
+    sub.add_option("--seq-len", o.seq_len, "what-if: the transformer workload's sequence length instead of the config's");
+    sub.add_option("--conv-engine", o.conv_engine,
+                   "what-if: the ResNet workload's convolution engine, auto, im2col or cudnn, instead of the config's");
+}
+
+// --batch-size (alias --batch): project takes 'max' too, compare a number (the largest batch differs per GPU).
+void add_batch_option(CLI::App& sub, ProjectOptions& o, bool offer_max) {
+    sub.add_option("--batch-size,--batch", o.batch,
+                   offer_max ? "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)"
+                             : "per-GPU batch (weak scaling)");
+}
+
+// --scaling (alias --gpus): the GPUs per node projected, as train's --scaling names its world sizes.
+void add_scaling_option(CLI::App& sub, ProjectOptions& o, const std::string& help) {
+    sub.add_option("--scaling,--gpus", o.gpus, help)->delimiter(',');
 }
 
 // --nodes, one option for project and compare (node_counts reads it for both).
@@ -85,8 +105,32 @@ TrainConfig load_workload(const ProjectOptions& o) {
     };
     if (!o.precision.empty()) cfg.precision = what_if("--precision", o.precision, parse_precision);
     if (!o.grad_dtype.empty()) cfg.grad_dtype = what_if("--grad-dtype", o.grad_dtype, parse_grad_dtype);
-    validate_config(cfg);
+    if (o.seq_len != 0) {
+        if (cfg.model != "transformer")
+            throw UserError(fmt::format("--seq-len {}: the workload is a {} model, not a transformer", o.seq_len, cfg.model));
+        if (o.seq_len < 1) throw UserError(fmt::format("--seq-len {}: must be >= 1", o.seq_len));
+        cfg.transformer.shape.seq_len = o.seq_len;
+    }
+    if (!o.conv_engine.empty()) {
+        if (cfg.model != "resnet")
+            throw UserError(fmt::format("--conv-engine {}: the workload is a {} model, not a ResNet", o.conv_engine, cfg.model));
+        if (o.conv_engine == "auto") cfg.conv_engine.reset();
+        else if (o.conv_engine == "im2col") cfg.conv_engine = ConvEngine::im2col;
+        else if (o.conv_engine == "cudnn") cfg.conv_engine = ConvEngine::cudnn;
+        else throw UserError(fmt::format("--conv-engine {}: auto, im2col or cudnn", o.conv_engine));
+    }
+    try {
+        validate_config(cfg);
+    } catch (const UserError& e) {
+        throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
+    }
     return cfg;
+}
+
+// ", convolutions traced as ENGINE" for a ResNet workload (the engine resolved as the trace runs it), else "".
+std::string traced_engine(const TrainConfig& cfg) {
+    if (cfg.model != "resnet") return "";
+    return fmt::format(", convolutions traced as {}", conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))));
 }
 
 std::string profile_list() {
@@ -105,7 +149,7 @@ std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) 
     }
     for (int g : o.gpus)
         if (g < 1 || g > per_node)
-            throw UserError(fmt::format("--gpus {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
+            throw UserError(fmt::format("--scaling {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
     return o.gpus;
 }
 
@@ -153,10 +197,13 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--hardware", o.hardware,
                    "hardware profile: a name in configs/hardware or a YAML path; shipped: " + profile_list())
         ->required();
-    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
-        ->delimiter(',');
+    add_batch_option(sub, o, true);
+    add_scaling_option(sub, o, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)");
     add_nodes_option(sub, o, "node counts, e.g. 1,2,4 (default 1); the network between nodes is the profile's");
     sub.add_option("--out,-o", o.out, "JSONL file the projected records are appended to");
+    sub.add_flag("--comm", o.comm,
+                 "print the projected all-reduce (float sum) against message size and GPU count in nccl-tests' "
+                 "all_reduce_perf table instead of a workload, with the busbw band over the profile's ranges");
 }
 
 void add_compare_options(CLI::App& sub, ProjectOptions& o) {
@@ -173,8 +220,8 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
         ->delimiter(',');
     o.out.clear();
     sub.add_option("--out,-o", o.out, "JSONL file every projected record is appended to (default: none)");
-    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)")
-        ->delimiter(',');
+    add_batch_option(sub, o, false);
+    add_scaling_option(sub, o, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)");
     add_nodes_option(sub, o,
                      "what-if: every multi-GPU scenario judges this many nodes of the profile's node (default 1); the "
                      "network between nodes is the profile's");
@@ -241,6 +288,8 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"model", t.model},
                 {"num_params", t.num_params},
                 {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+                {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))))
+                                                      : nlohmann::json()},
                 {"local_batch", t.local_batch},
                 {"global_batch", p.global_batch},
                 {"step_ms", to_json(single(p.step.step_ms))},
@@ -288,11 +337,11 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw) {
     if (batch.empty()) return;
     if (cfg.scaling_mode != ScalingMode::weak)
-        throw UserError(fmt::format("--batch {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
+        throw UserError(fmt::format("--batch-size {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
     if (batch == "max") {
         const int max = max_fitting_batch(cfg, hw.memory_gb.value);
         if (max == 0)
-            throw UserError(fmt::format("--batch max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
+            throw UserError(fmt::format("--batch-size max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
                                         hw.memory_gb.value, hw.name));
         cfg.batch_size = max;
         return;
@@ -304,7 +353,7 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
     } catch (const std::exception&) {
         used = 0;
     }
-    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch {}: a positive number or 'max'", batch));
+    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch-size {}: a positive number or 'max'", batch));
     cfg.batch_size = value;
     validate_config(cfg);
 }
@@ -368,8 +417,69 @@ std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
 
 }  // namespace
 
+std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    const std::vector<HardwareProfile> corners = range_corners(model.hw);
+    std::vector<CommRow> rows;
+    for (int N : nodes)
+        for (int g : gpus) {
+            if (g * N < 2) continue;  // nccl-tests' busbw of one rank is 0
+            for (double bytes = 8; bytes <= 4.0 * 1024 * 1024 * 1024; bytes *= 2) {
+                CommRow r{g, N, bytes};
+                r.time_us = model.all_reduce_ms(bytes, g, N) * 1e3;
+                r.algbw = bytes / (r.time_us * 1e-6) / 1e9;
+                r.busbw = model.all_reduce_busbw_gbps(bytes, g, N);
+                r.busbw_band = {r.busbw, r.busbw};
+                for (const HardwareProfile& corner : corners) {
+                    const double b = CostModel(corner, model.calibration).all_reduce_busbw_gbps(bytes, g, N);
+                    r.busbw_band = {std::min(r.busbw_band.lo, b), std::max(r.busbw_band.hi, b)};
+                }
+                rows.push_back(r);
+            }
+        }
+    return rows;
+}
+
+namespace {
+
+// project --comm: nccl-tests' all_reduce_perf table (out-of-place columns), one block per GPU count.
+int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const CostModel& model) {
+    ProjectOptions asked = o;
+    if (o.gpus.empty())  // 2, 4, 8 up to the node: one GPU has no bus bandwidth
+        for (int g : {2, 4, 8})
+            if (g <= hw.gpus_per_node.value) asked.gpus.push_back(g);
+    const std::vector<int> nodes = node_counts(o);
+    for (int N : nodes)
+        if (N > 1 && !hw.has_network())
+            throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, hw.source));
+    const std::vector<CommRow> rows = comm_table(model, gpu_counts(asked, hw), nodes);
+    fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", hw.name, hw.device_name);
+    fmt::print("# busbw band: every ranged number of the profile at its ends ({})\n", range_list(hw));
+    for (size_t i = 0; i < rows.size();) {
+        const int g = rows[i].gpus_per_node, N = rows[i].nodes;
+        fmt::print("#\n# nGpus {} per node, {} node{}: {} ranks\n", g, N, N > 1 ? "s" : "", g * N);
+        fmt::print("#{:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>17}\n", "size", "count", "type", "redop", "root",
+                   "time", "algbw", "busbw", "busbw band");
+        fmt::print("#{:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>17}\n", "(B)", "(elements)", "", "", "", "(us)",
+                   "(GB/s)", "(GB/s)", "(GB/s)");
+        double sum = 0;
+        size_t count = 0;
+        for (; i < rows.size() && rows[i].gpus_per_node == g && rows[i].nodes == N; ++i, ++count) {
+            const CommRow& r = rows[i];
+            sum += r.busbw;
+            fmt::print(" {:>12.0f} {:>12.0f} {:>8} {:>6} {:>6} {:>10.1f} {:>8.2f} {:>8.2f} {:>17}\n", r.bytes, r.bytes / 4,
+                       "float", "sum", -1, r.time_us, r.algbw, r.busbw,
+                       fmt::format("{:.2f}-{:.2f}", r.busbw_band.lo, r.busbw_band.hi));
+        }
+        fmt::print("# Avg bus bandwidth    : {:.4g}\n", sum / count);
+    }
+    return 0;
+}
+
+}  // namespace
+
 int run_project(const ProjectOptions& o) {
     const HardwareProfile hw = load_profile(o, o.hardware);
+    if (o.comm) return print_comm_table(o, hw, CostModel(hw, calibrate(hw, o.calibrate)));
     TrainConfig cfg = load_workload(o);
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
@@ -378,10 +488,10 @@ int run_project(const ProjectOptions& o) {
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
     widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
-    fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
+    fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}{}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
-               cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
+               cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", traced_engine(cfg));
     fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : hw.host,
                o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
@@ -1064,6 +1174,23 @@ std::string on_nodes_line(const CompareRow& row) {
                        top.step.exposed_comm_ms);
 }
 
+// Runs argv[0] with its arguments as a child process (no shell: no word splitting or quoting of the
+// paths) and waits for it. Empty when it exits 0, else what went wrong.
+std::string run_child(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int err = posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ); err != 0)
+        return fmt::format("cannot start {}: {}", argv[0], std::strerror(err));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return fmt::format("waiting for {}: {}", argv[0], std::strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+    return WIFEXITED(status) ? fmt::format("{} exited with {}", argv[0], WEXITSTATUS(status))
+                             : fmt::format("{} ended by signal {}", argv[0], WTERMSIG(status));
+}
+
 // compare without --config: every scenario preset's workloads, each judged in the two budget columns.
 int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwareProfile>& profiles,
                           const std::vector<Calibration>& calibrations) {
@@ -1208,9 +1335,10 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         const std::string json_path = (std::filesystem::path(o.report).replace_extension(".json")).string();
         std::ofstream(json_path) << out.dump(2) << "\n";
         const std::string script = (std::filesystem::path(configs).parent_path() / "results" / "compare_report.py").string();
-        const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, json_path, o.report);
-        if (std::system(command.c_str()) != 0)
-            throw UserError(fmt::format("--report {}: rendering failed; the data is in {}; run: {}", o.report, json_path, command));
+        const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, o.report};
+        if (const std::string failed = run_child(argv); !failed.empty())
+            throw UserError(fmt::format("--report {}: rendering failed ({}); the data is in {}; run: {}", o.report, failed,
+                                        json_path, fmt::join(argv, " ")));
     }
 
     std::string list;
@@ -1283,10 +1411,10 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 2));
 
     for (const WorkloadResult& r : results) {
-        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most "
-                                                "GPUs",
+        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}{}): samples/s [band] by GPUs; the rest at the "
+                                                "most GPUs",
                                                 r.label, r.rows.front().at_max().record["num_params"].get<size_t>(),
-                                                precision_name(r.cfg.precision)),
+                                                precision_name(r.cfg.precision), traced_engine(r.cfg)),
                                     2));
         fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
                    "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
@@ -1357,7 +1485,7 @@ int run_compare(const ProjectOptions& o) {
             throw UserError(fmt::format("--report {}: no directory {}", o.report, dir.string()));
     }
     if (o.config.empty()) {
-        if (!o.batch.empty()) throw UserError("--batch: give it with --config (the scenario presets set their own batches)");
+        if (!o.batch.empty()) throw UserError("--batch-size: give it with --config (the scenario presets set their own batches)");
         std::vector<HardwareProfile> profiles;
         std::vector<Calibration> calibrations;
         for (const auto& name : names) {
@@ -1374,7 +1502,7 @@ int run_compare(const ProjectOptions& o) {
         profiles.push_back(load_profile(o, name));
         calibrations.push_back(calibrate(profiles.back(), o.calibrate));
     }
-    if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
+    if (o.batch == "max") throw UserError("--batch-size max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, setup);
     append_records(o.out, rows);
@@ -1404,10 +1532,10 @@ int run_compare(const ProjectOptions& o) {
         return 0;
     }
     const auto& any = rows.front().at_max().record;
-    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}\n(projected, not measured)\n",
+    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}{}\n(projected, not measured)\n",
                cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
-               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
+               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global", traced_engine(cfg));
     // Two tables within 100 columns: samples/s by GPUs (one node, then the full node on N nodes),
     // then the figures at each profile's most GPUs.
     const std::string nodes_column = setup.nodes > 1 ? fmt::format(" {:>10}", fmt::format("{} nodes", setup.nodes)) : "";

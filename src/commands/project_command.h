@@ -22,10 +22,12 @@ namespace sb {
 struct ProjectOptions {
     std::string hardware;  // profile name (configs/hardware/NAME.yaml) or path; compare: comma list
     std::string config;    // workload YAML; empty = the built-in default
-    std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
+    std::vector<int> gpus;   // --scaling (alias --gpus): GPUs per node; default 1, 2, 4, 8 up to the node's GPUs
     std::vector<int> nodes;  // project: node counts (default 1); compare: one count, the multi-GPU configurations'
     std::vector<std::string> calibrate;
-    std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
+    std::string batch;       // --batch-size N (per GPU) or, project only, "max" (the largest that fits); empty = the config's
+    int seq_len = 0;         // --seq-len: what-if for a transformer workload; 0 = the config's
+    std::string conv_engine; // --conv-engine: what-if for a ResNet workload (auto, im2col, cudnn); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
     std::string out = "results/projected.jsonl";  // compare: empty unless --out (then every projected record)
@@ -34,6 +36,7 @@ struct ProjectOptions {
     std::string report;         // compare --report FILE.md: the whole answer as Markdown with plots
     double years = 3;           // compare: the period the node's power is paid for
     double usd_per_kwh = 0.15;  // compare: the price of that power
+    bool comm = false;  // project --comm: the projected all-reduce busbw by message size, in nccl-tests' table
     std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
     std::string profile_dir;  // empty: configs/hardware found from the working directory or the binary's
 };
@@ -66,6 +69,16 @@ struct FigureBands {
     Band samples_per_s, efficiency, speedup, busbw, exposed_comm_ms;
 };
 nlohmann::json to_json(const FigureBands& b);
+
+// project --comm: one row of the projected all-reduce table, nccl-tests' all_reduce_perf columns
+// (float sum, out of place) with the busbw band over the profile's ranges.
+struct CommRow {
+    int gpus_per_node = 0, nodes = 1;
+    double bytes = 0, time_us = 0, algbw = 0, busbw = 0;
+    Band busbw_band;
+};
+// The rows for every GPU count x node count, sizes 8 B to 4 GiB by factors of 2 (nccl-tests -b 8 -e 4G -f 2).
+std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes);
 
 // One projected world size of a profile, as a `train`-shaped record.
 struct Projection {

@@ -81,7 +81,7 @@ TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
     EXPECT_NE(r.err.find("; profiles: a100-pcie-40gb"), std::string::npos) << r.err;
     r = run("project --hardware rtx4090-24gb-pcie4 --gpus 16" + profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--gpus 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--scaling 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
     r = run("compare --hardware h200-sxm,nope" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_FALSE(std::filesystem::exists(dir / "x.jsonl"));
@@ -245,7 +245,7 @@ TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     // Bad values exit 2 naming the flag, before any record is written.
     r = run("project --hardware rtx4090-24gb-pcie4 --batch lots" + profiles() + out);
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--batch lots: a positive number or 'max'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--batch-size lots: a positive number or 'max'"), std::string::npos) << r.err;
     EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
 }
 
@@ -291,7 +291,7 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + " --gpus 16 --out " + (dir / "none.jsonl").string() +
             profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--gpus 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--scaling 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "none.jsonl"));
     // Unknown scenarios and bad presets exit 2 naming them, before any work.
     r = run("compare --hardware a100-sxm4-40gb --scenario nope" + profiles());
