@@ -84,21 +84,18 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         ticks = set()
         for p in workload["profiles"]:
-            one = p["by_gpus"][0]["samples_per_s"]
             color = None
             for entries, style, suffix in ((p["by_gpus"], "-", ""), (p.get("on_nodes", []), "--", f", {nodes} nodes")):
                 if not entries:
                     continue
                 g = [x["gpus"] for x in entries]
                 ticks.update(g)
-                if kind == "throughput":
-                    y = [x["samples_per_s"] for x in entries]
-                    lo = [x["samples_per_s_band"][0] for x in entries]
-                    hi = [x["samples_per_s_band"][1] for x in entries]
-                else:  # the band of the efficiency against the central one-GPU figure
-                    y = [100 * x["scaling_efficiency"] for x in entries]
-                    lo = [100 * x["samples_per_s_band"][0] / (x["gpus"] * one) for x in entries]
-                    hi = [100 * x["samples_per_s_band"][1] / (x["gpus"] * one) for x in entries]
+                # Each figure's band from its own ends (every corner projected whole, its efficiency
+                # against its own one GPU), never a band divided by the central one-GPU figure.
+                key, scale = ("samples_per_s", 1) if kind == "throughput" else ("scaling_efficiency", 100)
+                y = [scale * x[key] for x in entries]
+                lo = [scale * x["bands"][key][0] for x in entries]
+                hi = [scale * x["bands"][key][1] for x in entries]
                 line, = ax.plot(g, y, style, marker="o", color=color,
                                 label=p["name"] + suffix + ("" if p["fits_memory"] else " (does not fit)"))
                 color = line.get_color()

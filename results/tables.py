@@ -847,18 +847,23 @@ def table_projection_published_groups():
 
 
 def table_projection_published_speedups():
-    header = ["entry", "GPUs", "published speed-up", "projected", "error"]
-    rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n)]
+    header = ["entry", "GPUs", "published speed-up", "projected", "error", "band (every range at each end)", "inside",
+              "ms per step beyond the model"]
+    rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
+             _v(f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", n), _v("yes" if r["inside_band"] else "no", n),
+             _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n)]
             for n, r in _check("published_speedup")[0]]
-    return header, "lrrrr", rows
+    return header, "lrrrrrlr", rows
 
 
 def table_projection_allreduce():
-    header = ["entry", "use", "profile", "GPUs", "message", "published busbw GB/s", "projected", "error"]
+    header = ["entry", "use", "profile", "GPUs", "message", "published busbw GB/s", "projected", "error", "band",
+              "inside"]
     rows = [[_entry(r), r["use"], r["profile"], f"{r['nodes']} x {r['gpus_per_node']}", f"{r['message_mib']:.0f} MiB",
-             _v(fmt(r["published"], 1), n), _v(fmt(r["projection"], 1), n), _err(r, n)]
+             _v(fmt(r["published"], 1), n), _v(fmt(r["projection"], 1), n), _err(r, n),
+             _v(f"{fmt(r['band'][0], 1)}-{fmt(r['band'][1], 1)}", n), _v("yes" if r["inside_band"] else "no", n)]
             for n, r in _check("allreduce_busbw")[0]]
-    return header, "lllllrrr", rows
+    return header, "lllllrrrrl", rows
 
 
 def table_projection_h200_cards():

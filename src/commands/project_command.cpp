@@ -10,6 +10,13 @@
 #include <set>
 #include <sstream>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>  // environ
+
+#include <cerrno>
+#include <cstring>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -45,8 +52,21 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
                    "configs/hosts or a YAML path");
     sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
     sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
-    sub.add_option("--batch", o.batch,
-                   "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)");
+    sub.add_option("--seq-len", o.seq_len, "what-if: the transformer workload's sequence length instead of the config's");
+    sub.add_option("--conv-engine", o.conv_engine,
+                   "what-if: the ResNet workload's convolution engine, auto, im2col or cudnn, instead of the config's");
+}
+
+// --batch-size (alias --batch): project takes 'max' too, compare a number (the largest batch differs per GPU).
+void add_batch_option(CLI::App& sub, ProjectOptions& o, bool offer_max) {
+    sub.add_option("--batch-size,--batch", o.batch,
+                   offer_max ? "per-GPU batch: a number, or 'max' for the largest whose footprint fits the GPU (weak scaling)"
+                             : "per-GPU batch (weak scaling)");
+}
+
+// --scaling (alias --gpus): the GPUs per node projected, as train's --scaling names its world sizes.
+void add_scaling_option(CLI::App& sub, ProjectOptions& o, const std::string& help) {
+    sub.add_option("--scaling,--gpus", o.gpus, help)->delimiter(',');
 }
 
 // --nodes, one option for project and compare (node_counts reads it for both).
@@ -85,8 +105,32 @@ TrainConfig load_workload(const ProjectOptions& o) {
     };
     if (!o.precision.empty()) cfg.precision = what_if("--precision", o.precision, parse_precision);
     if (!o.grad_dtype.empty()) cfg.grad_dtype = what_if("--grad-dtype", o.grad_dtype, parse_grad_dtype);
-    validate_config(cfg);
+    if (o.seq_len != 0) {
+        if (cfg.model != "transformer")
+            throw UserError(fmt::format("--seq-len {}: the workload is a {} model, not a transformer", o.seq_len, cfg.model));
+        if (o.seq_len < 1) throw UserError(fmt::format("--seq-len {}: must be >= 1", o.seq_len));
+        cfg.transformer.shape.seq_len = o.seq_len;
+    }
+    if (!o.conv_engine.empty()) {
+        if (cfg.model != "resnet")
+            throw UserError(fmt::format("--conv-engine {}: the workload is a {} model, not a ResNet", o.conv_engine, cfg.model));
+        if (o.conv_engine == "auto") cfg.conv_engine.reset();
+        else if (o.conv_engine == "im2col") cfg.conv_engine = ConvEngine::im2col;
+        else if (o.conv_engine == "cudnn") cfg.conv_engine = ConvEngine::cudnn;
+        else throw UserError(fmt::format("--conv-engine {}: auto, im2col or cudnn", o.conv_engine));
+    }
+    try {
+        validate_config(cfg);
+    } catch (const UserError& e) {
+        throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
+    }
     return cfg;
+}
+
+// ", convolutions traced as ENGINE" for a ResNet workload (the engine resolved as the trace runs it), else "".
+std::string traced_engine(const TrainConfig& cfg) {
+    if (cfg.model != "resnet") return "";
+    return fmt::format(", convolutions traced as {}", conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))));
 }
 
 std::string profile_list() {
@@ -105,7 +149,7 @@ std::vector<int> gpu_counts(const ProjectOptions& o, const HardwareProfile& hw) 
     }
     for (int g : o.gpus)
         if (g < 1 || g > per_node)
-            throw UserError(fmt::format("--gpus {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
+            throw UserError(fmt::format("--scaling {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
     return o.gpus;
 }
 
@@ -153,10 +197,13 @@ void add_project_options(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--hardware", o.hardware,
                    "hardware profile: a name in configs/hardware or a YAML path; shipped: " + profile_list())
         ->required();
-    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)")
-        ->delimiter(',');
+    add_batch_option(sub, o, true);
+    add_scaling_option(sub, o, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to the node's)");
     add_nodes_option(sub, o, "node counts, e.g. 1,2,4 (default 1); the network between nodes is the profile's");
     sub.add_option("--out,-o", o.out, "JSONL file the projected records are appended to");
+    sub.add_flag("--comm", o.comm,
+                 "print the projected all-reduce (float sum) against message size and GPU count in nccl-tests' "
+                 "all_reduce_perf table instead of a workload, with the busbw band over the profile's ranges");
 }
 
 void add_compare_options(CLI::App& sub, ProjectOptions& o) {
@@ -173,8 +220,8 @@ void add_compare_options(CLI::App& sub, ProjectOptions& o) {
         ->delimiter(',');
     o.out.clear();
     sub.add_option("--out,-o", o.out, "JSONL file every projected record is appended to (default: none)");
-    sub.add_option("--gpus", o.gpus, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)")
-        ->delimiter(',');
+    add_batch_option(sub, o, false);
+    add_scaling_option(sub, o, "GPUs per node to project, e.g. 1,2,4,8 (default: those up to each node's)");
     add_nodes_option(sub, o,
                      "what-if: every multi-GPU scenario judges this many nodes of the profile's node (default 1); the "
                      "network between nodes is the profile's");
@@ -217,8 +264,12 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             p.global_batch = t.local_batch * world;
             p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
             p.efficiency = p.samples_per_s / (world * samples_at_1);
+            p.speedup = p.samples_per_s / samples_at_1;
             const double algbw = t.gradient_bytes / (p.step.allreduce_ms / 1e3) / 1e9;
             p.busbw = world > 1 ? algbw * 2.0 * (world - 1) / world : 0.0;
+            auto point = [](double v) { return Band{v, v}; };
+            p.bands = {point(p.samples_per_s), point(p.efficiency), point(p.speedup), point(p.busbw),
+                       point(p.step.exposed_comm_ms)};
             const double flops_per_step = t.flops_per_sample * p.global_batch;
             const double tflops = flops_per_step / (p.step.step_ms / 1e3) / 1e12;
             const double peak = model.peak_tflops(cfg.precision);
@@ -237,6 +288,8 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"model", t.model},
                 {"num_params", t.num_params},
                 {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+                {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))))
+                                                      : nlohmann::json()},
                 {"local_batch", t.local_batch},
                 {"global_batch", p.global_batch},
                 {"step_ms", to_json(single(p.step.step_ms))},
@@ -246,7 +299,8 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"samples_per_s", p.samples_per_s},
                 {"samples_per_s_per_rank", p.samples_per_s / world},
                 {"scaling_efficiency", p.efficiency},
-                {"speedup", p.samples_per_s / samples_at_1},
+                {"speedup", p.speedup},
+                {"straggler_ms", p.step.straggler_ms},
                 {"gradient_bytes", t.gradient_bytes},
                 {"buckets", buckets.size()},
                 {"allreduce_ms", p.step.allreduce_ms},
@@ -283,11 +337,11 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw) {
     if (batch.empty()) return;
     if (cfg.scaling_mode != ScalingMode::weak)
-        throw UserError(fmt::format("--batch {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
+        throw UserError(fmt::format("--batch-size {}: sets the per-GPU batch, which needs scaling_mode: weak ({})", batch, cfg.source));
     if (batch == "max") {
         const int max = max_fitting_batch(cfg, hw.memory_gb.value);
         if (max == 0)
-            throw UserError(fmt::format("--batch max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
+            throw UserError(fmt::format("--batch-size max: not even one row of {} fits the {:.0f} GB of {}", cfg.model,
                                         hw.memory_gb.value, hw.name));
         cfg.batch_size = max;
         return;
@@ -299,23 +353,45 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
     } catch (const std::exception&) {
         used = 0;
     }
-    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch {}: a positive number or 'max'", batch));
+    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch-size {}: a positive number or 'max'", batch));
     cfg.batch_size = value;
     validate_config(cfg);
 }
 
-std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
-                                      const std::vector<int>& gpus, const std::vector<int>& nodes) {
-    std::vector<Band> bands;
-    for (const HardwareProfile& corner : range_corners(hw)) {
-        const std::vector<Projection> rows = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
-        if (bands.empty()) bands.resize(rows.size(), Band{INFINITY, -INFINITY});
+nlohmann::json to_json(const FigureBands& b) {
+    auto pair = [](const Band& band) { return nlohmann::json::array({band.lo, band.hi}); };
+    return {{"samples_per_s", pair(b.samples_per_s)},
+            {"scaling_efficiency", pair(b.efficiency)},
+            {"speedup", pair(b.speedup)},
+            {"allreduce_busbw_gbps", pair(b.busbw)},
+            {"exposed_comm_ms", pair(b.exposed_comm_ms)}};
+}
+
+void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    auto widen = [](Band& band, double v) {
+        band.lo = std::min(band.lo, v);
+        band.hi = std::max(band.hi, v);
+    };
+    const std::vector<HardwareProfile> corners = range_corners(hw);
+    for (const HardwareProfile& corner : corners) {
+        if (corners.size() == 1) break;  // no ranges: the bands are the points
+        const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
+        SB_REQUIRE(at.size() == rows.size(), "widen_to_ranges: rows of other arguments");
         for (size_t i = 0; i < rows.size(); ++i) {
-            bands[i].lo = std::min(bands[i].lo, rows[i].samples_per_s);
-            bands[i].hi = std::max(bands[i].hi, rows[i].samples_per_s);
+            FigureBands& b = rows[i].bands;
+            widen(b.samples_per_s, at[i].samples_per_s);
+            widen(b.efficiency, at[i].efficiency);
+            widen(b.speedup, at[i].speedup);
+            widen(b.busbw, at[i].busbw);
+            widen(b.exposed_comm_ms, at[i].step.exposed_comm_ms);
         }
     }
-    return bands;
+    for (Projection& p : rows) {
+        p.record["bands"] = to_json(p.bands);
+        p.record["samples_per_s_band"] = {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi};
+        p.record["ranges"] = ranged_keys(hw);
+    }
 }
 
 namespace {
@@ -341,8 +417,69 @@ std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
 
 }  // namespace
 
+std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes) {
+    const std::vector<HardwareProfile> corners = range_corners(model.hw);
+    std::vector<CommRow> rows;
+    for (int N : nodes)
+        for (int g : gpus) {
+            if (g * N < 2) continue;  // nccl-tests' busbw of one rank is 0
+            for (double bytes = 8; bytes <= 4.0 * 1024 * 1024 * 1024; bytes *= 2) {
+                CommRow r{g, N, bytes};
+                r.time_us = model.all_reduce_ms(bytes, g, N) * 1e3;
+                r.algbw = bytes / (r.time_us * 1e-6) / 1e9;
+                r.busbw = model.all_reduce_busbw_gbps(bytes, g, N);
+                r.busbw_band = {r.busbw, r.busbw};
+                for (const HardwareProfile& corner : corners) {
+                    const double b = CostModel(corner, model.calibration).all_reduce_busbw_gbps(bytes, g, N);
+                    r.busbw_band = {std::min(r.busbw_band.lo, b), std::max(r.busbw_band.hi, b)};
+                }
+                rows.push_back(r);
+            }
+        }
+    return rows;
+}
+
+namespace {
+
+// project --comm: nccl-tests' all_reduce_perf table (out-of-place columns), one block per GPU count.
+int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const CostModel& model) {
+    ProjectOptions asked = o;
+    if (o.gpus.empty())  // 2, 4, 8 up to the node: one GPU has no bus bandwidth
+        for (int g : {2, 4, 8})
+            if (g <= hw.gpus_per_node.value) asked.gpus.push_back(g);
+    const std::vector<int> nodes = node_counts(o);
+    for (int N : nodes)
+        if (N > 1 && !hw.has_network())
+            throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, hw.source));
+    const std::vector<CommRow> rows = comm_table(model, gpu_counts(asked, hw), nodes);
+    fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", hw.name, hw.device_name);
+    fmt::print("# busbw band: every ranged number of the profile at its ends ({})\n", range_list(hw));
+    for (size_t i = 0; i < rows.size();) {
+        const int g = rows[i].gpus_per_node, N = rows[i].nodes;
+        fmt::print("#\n# nGpus {} per node, {} node{}: {} ranks\n", g, N, N > 1 ? "s" : "", g * N);
+        fmt::print("#{:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>17}\n", "size", "count", "type", "redop", "root",
+                   "time", "algbw", "busbw", "busbw band");
+        fmt::print("#{:>12} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>17}\n", "(B)", "(elements)", "", "", "", "(us)",
+                   "(GB/s)", "(GB/s)", "(GB/s)");
+        double sum = 0;
+        size_t count = 0;
+        for (; i < rows.size() && rows[i].gpus_per_node == g && rows[i].nodes == N; ++i, ++count) {
+            const CommRow& r = rows[i];
+            sum += r.busbw;
+            fmt::print(" {:>12.0f} {:>12.0f} {:>8} {:>6} {:>6} {:>10.1f} {:>8.2f} {:>8.2f} {:>17}\n", r.bytes, r.bytes / 4,
+                       "float", "sum", -1, r.time_us, r.algbw, r.busbw,
+                       fmt::format("{:.2f}-{:.2f}", r.busbw_band.lo, r.busbw_band.hi));
+        }
+        fmt::print("# Avg bus bandwidth    : {:.4g}\n", sum / count);
+    }
+    return 0;
+}
+
+}  // namespace
+
 int run_project(const ProjectOptions& o) {
     const HardwareProfile hw = load_profile(o, o.hardware);
+    if (o.comm) return print_comm_table(o, hw, CostModel(hw, calibrate(hw, o.calibrate)));
     TrainConfig cfg = load_workload(o);
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
@@ -350,15 +487,11 @@ int run_project(const ProjectOptions& o) {
     if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
-    const std::vector<Band> bands = samples_per_s_bands(cfg, hw, model.calibration, gpus, nodes);
-    for (size_t i = 0; i < rows.size(); ++i) {
-        rows[i].record["samples_per_s_band"] = {bands[i].lo, bands[i].hi};
-        rows[i].record["ranges"] = ranged_keys(hw);
-    }
-    fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}\n",
+    widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
+    fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}{}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
-               cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global");
+               cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", traced_engine(cfg));
     fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : hw.host,
                o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
@@ -381,10 +514,18 @@ int run_project(const ProjectOptions& o) {
         print_scaling_table_row(row);
         append_record(o.out, p.record);
     }
-    fmt::print("band of samples/s over the profile's ranges ({}):\n", range_list(hw));
-    for (size_t i = 0; i < rows.size(); ++i)
-        fmt::print("  {:>5} GPUs: {:.1f} [{:.1f}-{:.1f}]{}\n", rows[i].step.world_size, rows[i].samples_per_s, bands[i].lo,
-                   bands[i].hi, fits ? "" : " (does not fit)");
+    fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
+    fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
+               "busbw GB/s", "exposed comm ms");
+    for (const Projection& p : rows) {
+        const FigureBands& b = p.bands;
+        auto cell = [](double v, const Band& band, double scale, int digits) {
+            return fmt::format("{:.{}f} [{:.{}f}-{:.{}f}]", v * scale, digits, band.lo * scale, digits, band.hi * scale, digits);
+        };
+        fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}{}\n", p.step.world_size, cell(p.samples_per_s, b.samples_per_s, 1, 1),
+                   cell(p.efficiency, b.efficiency, 100, 1), cell(p.speedup, b.speedup, 1, 2), cell(p.busbw, b.busbw, 1, 1),
+                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), fits ? "" : " (does not fit)");
+    }
     fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
                rows.size(), o.out);
     return 0;
@@ -435,8 +576,7 @@ std::pair<const Projection*, Band> judged_configuration(const CompareRow& r, int
     const size_t i = index_of(r, gpus);
     const bool across = gpus > 1 && !r.on_nodes.empty();
     const Projection& p = across ? r.on_nodes[i] : r.by_gpus[i];
-    const std::vector<Band>& bands = across ? r.on_nodes_bands : r.bands;
-    return {&p, i < bands.size() ? bands[i] : Band{p.samples_per_s, p.samples_per_s}};
+    return {&p, p.bands.samples_per_s};
 }
 
 }  // namespace
@@ -559,6 +699,8 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
         reason += "; soak " + soak.brief;
     }
+    // What the winner's figures rest on: said beside every verdict it wins.
+    for (const Caveat& c : pick.row->hw.caveats) reason += fmt::format("; caveat: {} ({})", c.text, c.source);
     if (!excluded.empty()) reason += "; excluded: " + excluded;
     return {rule.scenario, pick.row, reason};
 }
@@ -567,25 +709,17 @@ namespace {
 
 std::string winner_name(const Verdict& v) { return v.winner ? v.winner->hw.name : std::string("none"); }
 
-// The end of ranged number `key` in the first profile that has it.
-double range_end_value(const std::vector<HardwareProfile>& profiles, const std::string& key, bool high) {
-    for (HardwareProfile p : profiles)
-        for (const auto& [k, number] : sourced_numbers(p))
-            if (k == key && number->is_range()) return high ? number->hi : number->lo;
-    return 0;
-}
-
 }  // namespace
 
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high,
-                                     const CompareSetup& setup) {
+                                     const CompareSetup& setup, size_t moved) {
     std::vector<CompareRow> rows;
     for (size_t i = 0; i < profiles.size(); ++i) {
         const std::vector<std::string> ranged = ranged_keys(profiles[i]);
-        const bool moved = !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
+        const bool at_end = i == moved && !key.empty() && std::find(ranged.begin(), ranged.end(), key) != ranged.end();
         CompareRow row;
-        row.hw = moved ? at_range_end(profiles[i], key, high) : profiles[i];
+        row.hw = at_end ? at_range_end(profiles[i], key, high) : profiles[i];
         if (i < setup.soaks.size()) row.soaks = setup.soaks[i];
         ProjectOptions asked;
         asked.gpus = setup.gpus;
@@ -594,15 +728,10 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         // records say nodes and gpus_per_node.
         const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
         std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, nodes);
+        if (key.empty()) widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes);
         row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
         all.resize(gpus.size());
         row.by_gpus = std::move(all);
-        if (key.empty()) {
-            std::vector<Band> bands = samples_per_s_bands(cfg, row.hw, calibrations[i], gpus, nodes);
-            row.on_nodes_bands.assign(bands.begin() + static_cast<std::ptrdiff_t>(gpus.size()), bands.end());
-            bands.resize(gpus.size());
-            row.bands = std::move(bands);
-        }
         rows.push_back(std::move(row));
     }
     return rows;
@@ -613,34 +742,33 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules, const CostTerms& terms,
                                                     const CompareSetup& setup) {
-    std::vector<std::string> keys;
-    for (const HardwareProfile& p : profiles)
-        for (const std::string& key : ranged_keys(p))
-            if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
     std::vector<std::vector<std::string>> flips(central.size());
-    for (const std::string& key : keys)
-        for (bool high : {false, true}) {
-            bool moves = false;  // an end at the central value changes nothing
-            for (HardwareProfile p : profiles)
-                for (const auto& [k, number] : sourced_numbers(p))
-                    if (k == key && number->is_range() && (high ? number->hi : number->lo) != number->value) moves = true;
-            if (!moves) continue;
-            const std::vector<CompareRow> moved = compare_rows(cfg, profiles, calibrations, key, high, setup);
-            std::vector<Verdict> at_end;
-            for (const ScenarioRule& rule : rules) at_end.push_back(decide(moved, rule, terms));
-            for (size_t s = 0; s < central.size(); ++s)
-                if (winner_name(at_end[s]) != winner_name(central[s]))
-                    flips[s].push_back(fmt::format("{} with {} at its {} end ({:g})", winner_name(at_end[s]), key,
-                                                   high ? "high" : "low", range_end_value(profiles, key, high)));
-        }
+    // The rows as given, without their bands (as every end is decided): a key no profile has.
+    const std::vector<CompareRow> given =
+        compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup, profiles.size());
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        HardwareProfile profile = profiles[i];
+        CompareSetup alone = setup;  // profile i's own soaks
+        alone.soaks = i < setup.soaks.size() ? std::vector<std::vector<SoakRun>>{setup.soaks[i]} : std::vector<std::vector<SoakRun>>{};
+        for (const auto& [key, number] : sourced_numbers(profile))
+            for (bool high : {false, true}) {
+                const double end = high ? number->hi : number->lo;
+                if (!number->is_range() || end == number->value) continue;  // an end at the central value changes nothing
+                std::vector<CompareRow> moved = given;  // only profile i moves
+                moved[i] = compare_rows(cfg, {profiles[i]}, {calibrations[i]}, key, high, alone).front();
+                for (size_t s = 0; s < central.size(); ++s)
+                    if (const Verdict v = decide(moved, rules[s], terms); winner_name(v) != winner_name(central[s]))
+                        flips[s].push_back(fmt::format("{} with {}'s {} at its {} end ({:g})", winner_name(v),
+                                                       profiles[i].name, key, high ? "high" : "low", end));
+            }
+    }
     // The soak drift bound's ends, where a soak's drift lies between them (else no end changes a verdict).
     bool drift_in_band = false;
     for (const auto& runs : setup.soaks)
         for (const SoakRun& run : runs)
             drift_in_band |= run.drift_pct > kSoakDriftBound.lo && run.drift_pct <= kSoakDriftBound.hi;
     if (!drift_in_band) return flips;
-    // The rows as given, without their bands (as every end above is decided): a key no profile has.
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup);
+    const std::vector<CompareRow>& rows = given;
     for (bool high : {false, true})
         for (size_t s = 0; s < central.size(); ++s) {
             if (std::find(rules[s].needs.begin(), rules[s].needs.end(), "soak") == rules[s].needs.end()) continue;
@@ -660,13 +788,8 @@ namespace {
 void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
     if (out.empty()) return;
     for (const CompareRow& r : rows)
-        for (const auto& [projections, bands] : {std::pair{&r.by_gpus, &r.bands}, std::pair{&r.on_nodes, &r.on_nodes_bands}})
-            for (size_t i = 0; i < projections->size(); ++i) {
-                nlohmann::json record = (*projections)[i].record;
-                record["samples_per_s_band"] = {(*bands)[i].lo, (*bands)[i].hi};
-                record["ranges"] = ranged_keys(r.hw);
-                append_record(out, record);
-            }
+        for (const std::vector<Projection>* projections : {&r.by_gpus, &r.on_nodes})
+            for (const Projection& p : *projections) append_record(out, p.record);
 }
 
 // The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
@@ -1012,15 +1135,17 @@ const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : 
 // compare --json: a row's configurations (by_gpus, or on_nodes), each with its band and scores;
 // with `terms`, also per $10k of the whole cost.
 nlohmann::json configurations_json(const CompareRow& row, const std::vector<Projection>& projections,
-                                   const std::vector<Band>& bands, const CostTerms* terms) {
+                                   const CostTerms* terms) {
     nlohmann::json out = nlohmann::json::array();
-    for (size_t i = 0; i < projections.size(); ++i) {
-        const Projection& p = projections[i];
+    for (const Projection& p : projections) {
         nlohmann::json j = {{"gpus", p.step.world_size},
                             {"samples_per_s", p.samples_per_s},
-                            {"samples_per_s_band", {bands[i].lo, bands[i].hi}},
+                            {"samples_per_s_band", {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi}},
                             {"scaling_efficiency", p.efficiency},
+                            {"speedup", p.speedup},
+                            {"allreduce_busbw_gbps", p.busbw},
                             {"exposed_comm_ms", p.step.exposed_comm_ms},
+                            {"bands", to_json(p.bands)},
                             {"samples_per_s_per_10k_usd", row.per_10k(p)}};
         if (terms)
             j["samples_per_s_per_10k_usd_whole_cost"] =
@@ -1043,10 +1168,27 @@ std::string on_nodes_line(const CompareRow& row) {
         cells += fmt::format("{}{} GPU{} {:.1f}", cells.empty() ? "" : ", ", p.step.world_size, p.step.world_size > 1 ? "s" : "",
                              p.samples_per_s);
     const Projection& top = row.on_nodes.back();
-    const Band band = row.on_nodes_bands.empty() ? Band{top.samples_per_s, top.samples_per_s} : row.on_nodes_bands.back();
+    const Band band = top.bands.samples_per_s;
     return fmt::format("on {} nodes: {} [{:.1f}-{:.1f}]; at {} GPUs {:.1f}% scaling, {:.2f} ms exposed communication",
                        row.nodes(), cells, band.lo, band.hi, top.step.world_size, 100.0 * top.efficiency,
                        top.step.exposed_comm_ms);
+}
+
+// Runs argv[0] with its arguments as a child process (no shell: no word splitting or quoting of the
+// paths) and waits for it. Empty when it exits 0, else what went wrong.
+std::string run_child(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int err = posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ); err != 0)
+        return fmt::format("cannot start {}: {}", argv[0], std::strerror(err));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return fmt::format("waiting for {}: {}", argv[0], std::strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+    return WIFEXITED(status) ? fmt::format("{} exited with {}", argv[0], WEXITSTATUS(status))
+                             : fmt::format("{} ended by signal {}", argv[0], WTERMSIG(status));
 }
 
 // compare without --config: every scenario preset's workloads, each judged in the two budget columns.
@@ -1164,9 +1306,9 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
                                 {"fits_memory", row.fits()},
                                 {"ranges", ranged_keys(row.hw)},
-                                {"by_gpus", configurations_json(row, row.by_gpus, row.bands, &terms)}});
+                                {"by_gpus", configurations_json(row, row.by_gpus, &terms)}});
                 if (!row.on_nodes.empty())
-                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, row.on_nodes_bands, &terms);
+                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, &terms);
             }
             out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
         }
@@ -1193,9 +1335,10 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
         const std::string json_path = (std::filesystem::path(o.report).replace_extension(".json")).string();
         std::ofstream(json_path) << out.dump(2) << "\n";
         const std::string script = (std::filesystem::path(configs).parent_path() / "results" / "compare_report.py").string();
-        const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, json_path, o.report);
-        if (std::system(command.c_str()) != 0)
-            throw UserError(fmt::format("--report {}: rendering failed; the data is in {}; run: {}", o.report, json_path, command));
+        const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, o.report};
+        if (const std::string failed = run_child(argv); !failed.empty())
+            throw UserError(fmt::format("--report {}: rendering failed ({}); the data is in {}; run: {}", o.report, failed,
+                                        json_path, fmt::join(argv, " ")));
     }
 
     std::string list;
@@ -1268,10 +1411,10 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
                                 2));
 
     for (const WorkloadResult& r : results) {
-        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}): samples/s [band] by GPUs; the rest at the most "
-                                                "GPUs",
+        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}{}): samples/s [band] by GPUs; the rest at the "
+                                                "most GPUs",
                                                 r.label, r.rows.front().at_max().record["num_params"].get<size_t>(),
-                                                precision_name(r.cfg.precision)),
+                                                precision_name(r.cfg.precision), traced_engine(r.cfg)),
                                     2));
         fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
                    "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
@@ -1284,9 +1427,12 @@ int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwarePro
             fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
                        at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
                        top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
-            if (!row.bands.empty() && row.bands.back().hi > row.bands.back().lo)
-                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}] from {}", top.step.world_size,
-                                                     row.bands.back().lo, row.bands.back().hi, range_list(row.hw)),
+            if (const Band& band = top.bands.samples_per_s; band.hi > band.lo)
+                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}], efficiency [{:.1f}-{:.1f}]%, "
+                                                     "exposed communication [{:.2f}-{:.2f}] ms, from {}",
+                                                     top.step.world_size, band.lo, band.hi, 100 * top.bands.efficiency.lo,
+                                                     100 * top.bands.efficiency.hi, top.bands.exposed_comm_ms.lo,
+                                                     top.bands.exposed_comm_ms.hi, range_list(row.hw)),
                                          4));
             if (!row.on_nodes.empty()) fmt::print("{}\n", wrapped("  " + on_nodes_line(row), 4));
         }
@@ -1339,7 +1485,7 @@ int run_compare(const ProjectOptions& o) {
             throw UserError(fmt::format("--report {}: no directory {}", o.report, dir.string()));
     }
     if (o.config.empty()) {
-        if (!o.batch.empty()) throw UserError("--batch: give it with --config (the scenario presets set their own batches)");
+        if (!o.batch.empty()) throw UserError("--batch-size: give it with --config (the scenario presets set their own batches)");
         std::vector<HardwareProfile> profiles;
         std::vector<Calibration> calibrations;
         for (const auto& name : names) {
@@ -1356,7 +1502,7 @@ int run_compare(const ProjectOptions& o) {
         profiles.push_back(load_profile(o, name));
         calibrations.push_back(calibrate(profiles.back(), o.calibrate));
     }
-    if (o.batch == "max") throw UserError("--batch max: compare takes a number (the largest batch differs per GPU; use project)");
+    if (o.batch == "max") throw UserError("--batch-size max: compare takes a number (the largest batch differs per GPU; use project)");
     apply_batch_option(o.batch, cfg, profiles.front());
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, setup);
     append_records(o.out, rows);
@@ -1372,10 +1518,10 @@ int run_compare(const ProjectOptions& o) {
                                        {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
                                        {"fits_memory", r.fits()},
                                        {"ranges", ranged_keys(r.hw)},
-                                       {"by_gpus", configurations_json(r, r.by_gpus, r.bands, nullptr)},
+                                       {"by_gpus", configurations_json(r, r.by_gpus, nullptr)},
                                        {"hardware", to_json(r.hw)}});
             if (!r.on_nodes.empty())
-                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, r.on_nodes_bands, nullptr);
+                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, nullptr);
         }
         for (size_t i = 0; i < central.size(); ++i)
             out["verdicts"].push_back({{"scenario", central[i].scenario},
@@ -1386,10 +1532,10 @@ int run_compare(const ProjectOptions& o) {
         return 0;
     }
     const auto& any = rows.front().at_max().record;
-    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}\n(projected, not measured)\n",
+    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}{}\n(projected, not measured)\n",
                cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
                scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
-               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global");
+               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global", traced_engine(cfg));
     // Two tables within 100 columns: samples/s by GPUs (one node, then the full node on N nodes),
     // then the figures at each profile's most GPUs.
     const std::string nodes_column = setup.nodes > 1 ? fmt::format(" {:>10}", fmt::format("{} nodes", setup.nodes)) : "";
@@ -1426,13 +1572,12 @@ int run_compare(const ProjectOptions& o) {
         if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
         any_range = true;
         std::string cells;
-        for (const auto& [projections, bands] :
-             {std::pair{&rows[i].by_gpus, &rows[i].bands}, std::pair{&rows[i].on_nodes, &rows[i].on_nodes_bands}})
-            for (size_t g = 0; g < projections->size(); ++g) {
-                const Projection& p = (*projections)[g];
-                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}]", cells.empty() ? "" : ", ", configuration_name(p),
-                                     p.samples_per_s, (*bands)[g].lo, (*bands)[g].hi);
-            }
+        for (const std::vector<Projection>* projections : {&rows[i].by_gpus, &rows[i].on_nodes})
+            for (const Projection& p : *projections)
+                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}] ({:.1f}% [{:.1f}-{:.1f}])", cells.empty() ? "" : ", ",
+                                     configuration_name(p), p.samples_per_s, p.bands.samples_per_s.lo,
+                                     p.bands.samples_per_s.hi, 100 * p.efficiency, 100 * p.bands.efficiency.lo,
+                                     100 * p.bands.efficiency.hi);
         fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
         std::stringstream ranges(range_list(profiles[i]));
         for (std::string range; std::getline(ranges, range, ',');)

@@ -23,10 +23,12 @@ namespace sb {
 struct ProjectOptions {
     std::string hardware;  // profile name (configs/hardware/NAME.yaml) or path; compare: comma list
     std::string config;    // workload YAML; empty = the built-in default
-    std::vector<int> gpus;   // per node; default 1, 2, 4, 8 up to the node's GPUs
+    std::vector<int> gpus;   // --scaling (alias --gpus): GPUs per node; default 1, 2, 4, 8 up to the node's GPUs
     std::vector<int> nodes;  // project: node counts (default 1); compare: one count, the multi-GPU configurations'
     std::vector<std::string> calibrate;
-    std::string batch;       // --batch N (per GPU) or "max" (the largest that fits); empty = the config's
+    std::string batch;       // --batch-size N (per GPU) or, project only, "max" (the largest that fits); empty = the config's
+    int seq_len = 0;         // --seq-len: what-if for a transformer workload; 0 = the config's
+    std::string conv_engine; // --conv-engine: what-if for a ResNet workload (auto, im2col, cudnn); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
     std::string out = default_output("projected.jsonl");  // compare: empty unless --out (then every projected record)
@@ -35,6 +37,7 @@ struct ProjectOptions {
     std::string report;         // compare --report FILE.md: the whole answer as Markdown with plots
     double years = 3;           // compare: the period the node's power is paid for
     double usd_per_kwh = 0.15;  // compare: the price of that power
+    bool comm = false;  // project --comm: the projected all-reduce busbw by message size, in nccl-tests' table
     std::string host;  // --host: a host section (configs/hosts/NAME.yaml or a path) replacing the profiles'
     std::string profile_dir;  // empty: configs/hardware found from the working directory or the binary's
 };
@@ -56,25 +59,44 @@ std::vector<int> node_counts(const ProjectOptions& opts);
 // compare --nodes: one node count (default 1); a list is a UserError naming the flag.
 int compare_node_count(const ProjectOptions& opts);
 
+// A projected figure's band: its lowest and highest over the corners of the profile's ranges
+// (sources that disagree); a point where the profile has none.
+struct Band {
+    double lo = 0, hi = 0;
+};
+// Every figure of a projected configuration carries its band, each corner projected whole (its
+// speed-up and efficiency against its own one GPU, not the central one).
+struct FigureBands {
+    Band samples_per_s, efficiency, speedup, busbw, exposed_comm_ms;
+};
+nlohmann::json to_json(const FigureBands& b);
+
+// project --comm: one row of the projected all-reduce table, nccl-tests' all_reduce_perf columns
+// (float sum, out of place) with the busbw band over the profile's ranges.
+struct CommRow {
+    int gpus_per_node = 0, nodes = 1;
+    double bytes = 0, time_us = 0, algbw = 0, busbw = 0;
+    Band busbw_band;
+};
+// The rows for every GPU count x node count, sizes 8 B to 4 GiB by factors of 2 (nccl-tests -b 8 -e 4G -f 2).
+std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes);
+
 // One projected world size of a profile, as a `train`-shaped record.
 struct Projection {
     ProjectedStep step;
-    double samples_per_s = 0, efficiency = 0, busbw = 0;
+    double samples_per_s = 0, efficiency = 0, speedup = 0, busbw = 0;
     int global_batch = 0;
+    FigureBands bands;  // points at the central values until widen_to_ranges
     nlohmann::json record;
 };
 
 // Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says).
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                          const std::vector<int>& nodes);
-
-// Every projected figure's band: its lowest and highest over the corners of the profile's ranges
-// (sources that disagree), one entry per world size of `project_workload`.
-struct Band {
-    double lo = 0, hi = 0;
-};
-std::vector<Band> samples_per_s_bands(const TrainConfig& cfg, const HardwareProfile& hw, const Calibration& cal,
-                                      const std::vector<int>& gpus, const std::vector<int>& nodes);
+// Widens the bands of `rows` (project_workload of the same arguments) to every corner of the
+// profile's ranges, and writes them into their records ("bands", "samples_per_s_band", "ranges").
+void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes);
 
 // --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
 // A batch that is not a positive number or "max" is a UserError naming the flag.
@@ -122,12 +144,10 @@ const char* soak_status_name(SoakVerdict::Status s);  // "not measured", "passed
 // the same GPU counts per node on N nodes.
 struct CompareRow {
     HardwareProfile hw;
-    std::vector<Projection> by_gpus;  // one node: 1, 2, 4, 8 up to the node's GPUs
-    std::vector<Band> bands;          // samples/s over the profile's ranges, per entry of by_gpus (empty: none computed)
+    std::vector<Projection> by_gpus;  // one node: 1, 2, 4, 8 up to the node's GPUs, each with its bands
     // --nodes N > 1: each GPU count of by_gpus on N nodes (the network between them from the
     // profile), what the multi-GPU scenarios judge; empty on one node.
     std::vector<Projection> on_nodes;
-    std::vector<Band> on_nodes_bands;  // likewise per entry of on_nodes
     std::vector<SoakRun> soaks;        // the soaks of the profile's GPU (a rule requiring `soak` judges them)
     int nodes() const { return on_nodes.empty() ? 1 : on_nodes.front().step.nodes; }
     const Projection& at_max() const { return by_gpus.back(); }  // the full node
@@ -208,13 +228,14 @@ struct CompareSetup {
     std::vector<std::vector<SoakRun>> soaks;  // per profile
 };
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
-// at one end in every profile that has it; projected as `setup` says.
+// at one end in profile `moved` (an index of `profiles`; the first unless given); projected as
+// `setup` says.
 std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                      const std::vector<Calibration>& calibrations, const std::string& key, bool high,
-                                     const CompareSetup& setup = {});
-// Per scenario of `central`, every (ranged number, end) that gives another winner, said as
-// "WINNER with KEY at its high end (VALUE)"; for a rule requiring `soak`, the drift bound's ends
-// too (KEY soak.drift_bound_pct).
+                                     const CompareSetup& setup = {}, size_t moved = 0);
+// Per scenario of `central`, every (profile, ranged number, end) that gives another winner, said as
+// "WINNER with PROFILE's KEY at its high end (VALUE)"; for a rule requiring `soak`, the drift
+// bound's ends too (KEY soak.drift_bound_pct).
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,

@@ -92,6 +92,7 @@ private:
     // with L <= V <= H, both ends or neither.
     void read_sourced(const YAML::Node& value, const YAML::Node& key_node, const std::string& path, const Field& f) {
         fields_.expect_map(value, key_node, path);
+        *f.target = Sourced{};  // the file's number replaces a default whole, its range included
         std::set<std::string> seen;
         YAML::Node lo_node, hi_node;
         auto number = [&](const YAML::Node& v, const YAML::Node& k, const std::string& key) {
@@ -197,13 +198,20 @@ private:
             {"link_latency_us", &hw.link_latency_us, 0, false, 0, true, false},
             {"comm_sms", &hw.comm_sms, 0, false, 1024, true, true},
             {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
+            {"sockets", &hw.sockets, 1, false, 8, false, true},
+            {"inter_socket_gbps", &hw.inter_socket_gbps, 0, true, 0, false, false},
+            {"gpus_per_switch", &hw.gpus_per_switch, 1, false, 64, false, true},
+            {"step_jitter_pct", &hw.step_jitter_pct, 0, false, 100, false, false},
+            {"bucket_launch_us", &hw.bucket_launch_us, 0, false, 0, false, false},
             {"server_usd", &hw.server_usd, 0, false, 0, false, false},
             {"host_power_w", &hw.host_power_w, 0, false, 0, false, false},
         };
         YAML::Node link_node;
-        read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver"},
+        read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver", "caveats"},
                      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
-                         if (key == "patched_driver") {
+                         if (key == "caveats") {
+                             read_caveats(v, k, hw);
+                         } else if (key == "patched_driver") {
                              hw.patched_driver = fields_.boolean(v, k, "node.patched_driver");
                          } else if (key == "link") {
                              link_node = v;
@@ -219,6 +227,33 @@ private:
             fields_.fail_at(value.Mark(), "key 'node.staged_overlap': missing (a host_staged node needs it)");
         if (hw.link == LinkClass::nvlink && hw.link_gbps.source.empty())
             fields_.fail_at(value.Mark(), "key 'node.link_gbps': missing (an nvlink node needs its NVLink bandwidth)");
+        check_sockets(value, hw, "node.");
+    }
+
+    // Two sockets or more: the link between them bounds a ring that spans them.
+    void check_sockets(const YAML::Node& value, const HardwareProfile& hw, const std::string& prefix) {
+        if (hw.sockets.value > 1 && hw.inter_socket_gbps.source.empty())
+            fields_.fail_at(value.Mark(), fmt::format("key '{}inter_socket_gbps': missing ({} sockets: the link between "
+                                                      "them, GB/s per direction)",
+                                                      prefix, hw.sockets.value));
+    }
+
+    // node.caveats: a list of `{text, source}`.
+    void read_caveats(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
+        if (!value.IsSequence() || value.size() == 0)
+            fields_.fail(value, key_node, "node.caveats", "a list of caveats ({text, source})");
+        for (size_t i = 0; i < value.size(); ++i) {
+            const YAML::Node& item = value[i];
+            const std::string path = fmt::format("node.caveats[{}]", i);
+            fields_.expect_map(item, key_node, path);
+            Caveat c;
+            fields_.for_each_key(item, path, {"text", "source"}, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                (key == "text" ? c.text : c.source) = fields_.non_empty_text(v, k, path + "." + key);
+            });
+            for (const auto& [key, got] : {std::pair{"text", &c.text}, std::pair{"source", &c.source}})
+                if (got->empty()) fields_.fail_at(item.Mark(), fmt::format("key '{}.{}': missing", path, key));
+            hw.caveats.push_back(std::move(c));
+        }
     }
 
     void read_network(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
@@ -273,15 +308,20 @@ private:
     }
 
 public:
-    // A host section: `name`, `description`, `sockets`, `pcie_topology`, `host_mem_bw_gbps`.
+    // A host section: `name`, `description`, `sockets`, `pcie_topology`, `host_mem_bw_gbps`, and
+    // `inter_socket_gbps` (two sockets or more), `gpus_per_switch` (optional).
     void read_host(const YAML::Node& root, HardwareProfile& hw) {
         if (!root.IsMap()) fields_.fail_at(root.Mark(), "the host section must be a map of keys");
-        Sourced sockets;
+        hw.inter_socket_gbps = {};
+        hw.gpus_per_switch = HardwareProfile{}.gpus_per_switch;
         const std::vector<Field> fields = {
-            {"sockets", &sockets, 1, false, 8, true, true},
+            {"sockets", &hw.sockets, 1, false, 8, true, true},
             {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
+            {"inter_socket_gbps", &hw.inter_socket_gbps, 0, true, 0, false, false},
+            {"gpus_per_switch", &hw.gpus_per_switch, 1, false, 64, false, true},
         };
         std::set<std::string> seen;
+        const std::vector<std::string> required = {"name", "description", "pcie_topology", "sockets", "host_mem_bw_gbps"};
         std::vector<std::string> known = {"name", "description", "pcie_topology"};
         for (const Field& f : fields) known.push_back(f.key);
         fields_.for_each_key(root, "", known, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
@@ -292,8 +332,9 @@ public:
             else if (key == "description") fields_.non_empty_text(v, k, key);
             else hw.pcie_topology = fields_.choice(v, k, key, {"root_complex", "switch"});
         });
-        for (const std::string& key : known)
+        for (const std::string& key : required)
             if (!seen.count(key)) fields_.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
+        check_sockets(root, hw, "");
     }
 
 private:
@@ -325,6 +366,11 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.link_latency_us", &hw.link_latency_us},
             {"node.comm_sms", &hw.comm_sms},
             {"node.staged_overlap", &hw.staged_overlap},
+            {"node.sockets", &hw.sockets},
+            {"node.inter_socket_gbps", &hw.inter_socket_gbps},
+            {"node.gpus_per_switch", &hw.gpus_per_switch},
+            {"node.step_jitter_pct", &hw.step_jitter_pct},
+            {"node.bucket_launch_us", &hw.bucket_launch_us},
             {"network.nic_gbps", &hw.nic_gbps},
             {"network.nics_per_node", &hw.nics_per_node},
             {"network.efficiency", &hw.network_efficiency},
@@ -420,8 +466,17 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"link_efficiency", sourced(hw.link_efficiency)},
           {"link_latency_us", sourced(hw.link_latency_us)},
           {"comm_sms", sourced(hw.comm_sms)},
-          {"staged_overlap", sourced(hw.staged_overlap)}}},
+          {"staged_overlap", sourced(hw.staged_overlap)},
+          {"sockets", sourced(hw.sockets)},
+          {"gpus_per_switch", sourced(hw.gpus_per_switch)},
+          {"step_jitter_pct", sourced(hw.step_jitter_pct)},
+          {"bucket_launch_us", sourced(hw.bucket_launch_us)}}},
     };
+    if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
+    if (!hw.caveats.empty()) {
+        j["node"]["caveats"] = nlohmann::json::array();
+        for (const Caveat& c : hw.caveats) j["node"]["caveats"].push_back({{"text", c.text}, {"source", c.source}});
+    }
     if (!hw.server_usd.source.empty()) j["node"]["server_usd"] = sourced(hw.server_usd);
     if (!hw.host_power_w.source.empty()) j["node"]["host_power_w"] = sourced(hw.host_power_w);
     if (hw.has_production())

@@ -39,6 +39,13 @@ struct PublishedGemm {
     std::string source;
 };
 
+// A condition a profile's figures rest on that a buyer must know (an unofficial driver module and
+// its preconditions, a reported failure), with its source: printed beside every verdict it wins.
+struct Caveat {
+    std::string text;
+    std::string source;
+};
+
 // How GPUs of one node exchange all-reduce data.
 enum class LinkClass {
     nvlink,       // NVLink / NVSwitch: link_gbps per GPU per direction
@@ -80,6 +87,22 @@ struct HardwareProfile {
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step
     // The cost of overlapping an all-reduce with the backward (DESIGN: Projection):
+    // The host: its sockets and the link between them (a ring that spans both crosses it), and how
+    // many GPUs share one PCIe switch uplink (pcie_topology switch).
+    Sourced sockets{1, "assumption: one socket (the profile names no host with more)", 0, 0, "", ""};
+    Sourced inter_socket_gbps;  // per direction; required when sockets > 1
+    Sourced gpus_per_switch{1, "assumption: every GPU on its own root port or switch uplink", 0, 0, "", ""};
+    // The step of N ranks (DESIGN: Projection): a rank's step-time spread (the standard deviation as
+    // % of its median) makes the step of N the slowest of N draws; each bucket's all-reduce call costs
+    // its launch besides the ring's per-step latency.
+    Sourced step_jitter_pct{0.40,
+                            "H200 one-rank train records under results/h200-*: median over 102 records of "
+                            "(p90 - p10) / 2.563 of step_ms over its median (the normal's sigma from its 10-90% spread)",
+                            0.17, 0.81, "the records' lower quartile", "the records' upper quartile"};
+    Sourced bucket_launch_us{4.4,
+                             "H200 comm records (results/h200-20261202*/comm.jsonl): median fit alpha of a one-rank "
+                             "all-reduce call, launch and smallest kernel",
+                             3.9, 8.8, "the lowest fit alpha of those records", "the highest fit alpha of those records"};
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
     Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
     // The node's cost beside its GPUs' (optional; compare's limited budget counts them when given):
@@ -90,6 +113,7 @@ struct HardwareProfile {
     SourcedText datacenter_use;  // yes: the vendor supports and licenses it in a datacenter; no
     SourcedText cooling;         // passive (server airflow), blower, open-air
     bool has_production() const { return !ecc.value.empty(); }
+    std::vector<Caveat> caveats;  // node.caveats
     // ---- network (multi-node); nic_gbps.value == 0 when the profile has none
     std::string network_kind;
     Sourced nic_gbps;  // per NIC per direction, GB/s
@@ -112,8 +136,9 @@ HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, 
 // a projected figure's band is its lowest and highest over them.
 std::vector<HardwareProfile> range_corners(const HardwareProfile& hw);
 
-// --host: a host section (configs/hosts/NAME.yaml or a path: sockets, PCIe topology, host memory
-// bandwidth) replaces the profile's; a bad file is a UserError at FILE:LINE:COL.
+// --host: a host section (configs/hosts/NAME.yaml or a path: sockets and the link between them,
+// PCIe topology, GPUs per switch, host memory bandwidth) replaces the profile's; a bad file is a
+// UserError at FILE:LINE:COL.
 void apply_host_section(HardwareProfile& hw, const std::string& yaml_text, const std::string& source);
 
 HardwareProfile parse_hardware_profile(const std::string& yaml_text, const std::string& source);

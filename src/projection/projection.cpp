@@ -527,22 +527,28 @@ CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) co
 
 double CostModel::ring_busbw_gbps(int g) const {
     if (calibration.ring_busbw_gbps > 0) return calibration.ring_busbw_gbps;
-    const double pcie = pcie_gbps(static_cast<int>(hw.pcie_gen.value), static_cast<int>(hw.pcie_lanes.value)) *
-                        hw.link_efficiency.value;
-    switch (hw.link) {
-        case LinkClass::nvlink: return hw.link_gbps.value * hw.link_efficiency.value;
-        case LinkClass::pcie_p2p: return pcie;
-        case LinkClass::host_staged: break;
+    if (hw.link == LinkClass::nvlink) return hw.link_gbps.value * hw.link_efficiency.value;
+    // A ring all-reduce at busbw B moves B into and out of every GPU. Over PCIe each GPU's link
+    // carries it at the link's efficiency.
+    double busbw = pcie_gbps(static_cast<int>(hw.pcie_gen.value), static_cast<int>(hw.pcie_lanes.value)) *
+                   hw.link_efficiency.value;
+    if (hw.link == LinkClass::host_staged) {
+        // Every hop is a copy to host memory (device to host) and one from it (host to device).
+        // GPUs under one switch share its uplink for both; host memory takes a write and a read
+        // of every GPU's B at once: 2 g B at most its bandwidth.
+        busbw /= std::min<double>(hw.gpus_per_switch.value, std::max(g, 1));
+        busbw = std::min(busbw, hw.host_mem_bw_gbps.value / (2.0 * std::max(g, 1)));
     }
-    // Every hop is a write to host memory and a read from it, each over the GPU's own PCIe
-    // link; the g GPUs of the ring do so at once, so host memory carries 2 g chunks per step
-    // and busbw = (2(g-1)/g) S / t is at most host bandwidth / 2g.
-    return std::min(pcie, hw.host_mem_bw_gbps.value / (2.0 * std::max(g, 1)));
+    // A ring over GPUs of both sockets (they fill socket 0 first) crosses the link between them.
+    const double per_socket = hw.gpus_per_node.value / hw.sockets.value;
+    if (hw.sockets.value > 1 && g > per_socket) busbw = std::min(busbw, hw.inter_socket_gbps.value);
+    return busbw;
 }
 
 double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
     SB_REQUIRE(g >= 1 && nodes >= 1, "all_reduce_ms: positive sizes");
-    const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.link_latency_us.value;
+    // The call's fixed cost: its launch and the smallest kernel (measured where calibrated).
+    const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.bucket_launch_us.value;
     double us = alpha_us;
     if (g == 1 && nodes == 1) us += 2.0 * bytes / (memory_gbps() * 1e9) * 1e6;  // NCCL's one-rank reduce kernel
     if (g > 1) {
@@ -582,6 +588,22 @@ double CostModel::overlapped_compute_rate(double bytes, double comm_ms, int g, i
 }
 
 // ---------------------------------------------------------------- schedule
+
+double expected_max_of_normals(int n) {
+    SB_REQUIRE(n >= 1, "expected_max_of_normals: n >= 1");
+    if (n == 1) return 0;
+    // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the midpoint rule over [-12, 12].
+    constexpr int kSteps = 24000;
+    constexpr double kLo = -12, kHi = 12, kDx = (kHi - kLo) / kSteps;
+    double sum = 0;
+    for (int i = 0; i < kSteps; ++i) {
+        const double x = kLo + (i + 0.5) * kDx;
+        const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+        const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+        sum += x * n * phi * std::pow(cdf, n - 1) * kDx;
+    }
+    return sum;
+}
 
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {
     ProjectedStep s;
@@ -642,7 +664,11 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
     const double optimizer_start = t;
     for (size_t i = trace.optimizer_begin; i < trace.ops.size(); ++i) t += model.op_ms(trace.ops[i], trace.precision);
     s.optimizer_ms = t - optimizer_start;
-    s.step_ms = t;
+    // The slowest of N ranks: each rank's step a normal draw around this one (sigma step_jitter_pct
+    // of it); the others wait for it in the all-reduce, which the runner times as exposed communication.
+    s.straggler_ms = expected_max_of_normals(s.world_size) * model.hw.step_jitter_pct.value / 100.0 * t;
+    s.exposed_comm_ms += s.straggler_ms;
+    s.step_ms = t + s.straggler_ms;
     return s;
 }
 
@@ -657,7 +683,13 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         "buckets start in order on one comm stream when the op that made their last gradient is done",
         "exposed communication = wait for the last bucket after backward, plus the work issued after the waits "
         "(16-bit gradient casts back, fp16 unscale)",
-        "one step of a steady state: no host launch gaps, data loading or stragglers",
+        fmt::format("each bucket's all-reduce call costs its launch ({:g} us) besides 2(n-1) ring steps of link latency",
+                    m.hw.bucket_launch_us.value),
+        fmt::format("the step of N ranks is the slowest of N: the expected maximum of N normal draws of sigma {:g}% of the "
+                    "step (0 at one rank, {:.2f} sigma at 8), charged as exposed communication",
+                    m.hw.step_jitter_pct.value, expected_max_of_normals(8)),
+        "one step of a steady state: no host launch gaps; data loading is outside the model (the runner's data is on "
+        "the device)",
         fmt::format("link class {}: ring busbw {:.1f} GB/s within a node of {} GPUs", link_class_name(m.hw.link),
                     m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value)),
     };

@@ -191,9 +191,13 @@ struct ProjectedStep {
     int world_size = 0, nodes = 1;
     double compute_ms = 0, exposed_comm_ms = 0, optimizer_ms = 0, step_ms = 0;
     double allreduce_ms = 0;  // every bucket back to back, as the runner's allreduce_ms
+    double straggler_ms = 0;  // the wait for the slowest of the ranks (in exposed_comm_ms and step_ms)
 };
 
-// Replays the buckets against the backward timeline.
+// The expected maximum of n independent standard normal draws (0 for n = 1; 1.42 for n = 8).
+double expected_max_of_normals(int n);
+
+// Replays the buckets against the backward timeline, then charges the slowest of the world's ranks.
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int gpus_per_node, int nodes);
 
 // What the model assumes, for the records and the README.

@@ -81,7 +81,7 @@ TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
     EXPECT_NE(r.err.find("; profiles: a100-pcie-40gb"), std::string::npos) << r.err;
     r = run("project --hardware rtx4090-24gb-pcie4 --gpus 16" + profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--gpus 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--scaling 16: rtx4090-24gb-pcie4 has 8 GPUs per node"), std::string::npos) << r.err;
     r = run("compare --hardware h200-sxm,nope" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_FALSE(std::filesystem::exists(dir / "x.jsonl"));
@@ -125,10 +125,17 @@ TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
     const nlohmann::json j = nlohmann::json::parse(r.out);  // stdout is the JSON object alone
     ASSERT_EQ(j["profiles"].size(), 2u);
     EXPECT_EQ(j["profiles"][1]["name"], "rtx4090-24gb-pcie4");
-    EXPECT_EQ(j["profiles"][1]["ranges"], nlohmann::json({"node.link_efficiency", "node.staged_overlap"}));
+    EXPECT_EQ(j["profiles"][1]["ranges"],
+              nlohmann::json({"node.link_efficiency", "node.staged_overlap", "node.inter_socket_gbps",
+                              "node.step_jitter_pct", "node.bucket_launch_us"}));
     for (const auto& g : j["profiles"][1]["by_gpus"]) {
         EXPECT_LE(g["samples_per_s_band"][0].get<double>(), g["samples_per_s"].get<double>() + 1e-9);
         EXPECT_GE(g["samples_per_s_band"][1].get<double>(), g["samples_per_s"].get<double>() - 1e-9);
+        // Every figure carries its band, around its central value.
+        for (const char* figure : {"samples_per_s", "scaling_efficiency", "speedup", "allreduce_busbw_gbps", "exposed_comm_ms"}) {
+            EXPECT_LE(g["bands"][figure][0].get<double>(), g[figure].get<double>() + 1e-9) << figure;
+            EXPECT_GE(g["bands"][figure][1].get<double>(), g[figure].get<double>() - 1e-9) << figure;
+        }
     }
     ASSERT_EQ(j["verdicts"].size(), 4u);
     EXPECT_EQ(j["verdicts"][0]["scenario"], "small experiments");
@@ -245,8 +252,57 @@ TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     // Bad values exit 2 naming the flag, before any record is written.
     r = run("project --hardware rtx4090-24gb-pcie4 --batch lots" + profiles() + out);
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--batch lots: a positive number or 'max'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--batch-size lots: a positive number or 'max'"), std::string::npos) << r.err;
     EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
+}
+
+TEST(ProjectCli, CommPrintsNcclTestsTableWithItsBand) {
+    const Result r = run("project --hardware rtx4090-24gb-pcie4-p2p --comm --scaling 4,8" + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("#        size        count     type  redop   root       time    algbw    busbw"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("# nGpus 4 per node, 1 node: 4 ranks"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Avg bus bandwidth    : "), std::string::npos) << r.out;
+    // The 1 GiB row of 4 GPUs: busbw = algbw x 2(n-1)/n, inside its band, the band the P2P range's ends.
+    std::istringstream lines(r.out);
+    bool found = false;
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("   1073741824", 0) != 0) continue;
+        std::istringstream f(line);
+        double size, count, root, time, algbw, busbw;
+        std::string type, redop, band;
+        f >> size >> count >> type >> redop >> root >> time >> algbw >> busbw >> band;
+        EXPECT_NEAR(busbw, algbw * 1.5, 0.02) << line;
+        EXPECT_NEAR(size / (time * 1e-6) / 1e9, algbw, 0.01) << line;
+        const double lo = std::stod(band.substr(0, band.find('-'))), hi = std::stod(band.substr(band.find('-') + 1));
+        EXPECT_LE(lo, busbw);
+        EXPECT_GE(hi, busbw);
+        EXPECT_LT(lo, 13.0);  // the P2P module's published low end, 12.7 GB/s
+        EXPECT_GT(hi, 25.0);  // and its high end, 25.95
+        found = true;
+        break;  // the 4-GPU block comes first
+    }
+    EXPECT_TRUE(found) << r.out;
+}
+
+TEST(ProjectCli, WhatIfsForSequenceLengthAndConvolutionEngine) {
+    const auto dir = sb::e2e::scratch("project-whatif");
+    const std::string out = " --out " + (dir / "p.jsonl").string();
+    Result r = run("project --hardware h200-sxm --scaling 1 --conv-engine im2col --config " + kSource +
+                   "/configs/resnet50.yaml" + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("convolutions traced as im2col"), std::string::npos) << r.out;
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.back()["conv_engine"], "im2col");
+    r = run("project --hardware h200-sxm --scaling 1 --seq-len 64 --config " + kSource + "/configs/bert-base.yaml" +
+            profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.back()["config"]["transformer"]["seq_len"], 64);
+    r = run("project --hardware h200-sxm --seq-len 64 --config " + kSource + "/configs/resnet50.yaml" + profiles() + out);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--seq-len 64: the workload is a resnet model, not a transformer"), std::string::npos) << r.err;
+    r = run("project --hardware h200-sxm --conv-engine fft --config " + kSource + "/configs/resnet50.yaml" + profiles() + out);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--conv-engine fft: auto, im2col or cudnn"), std::string::npos) << r.err;
 }
 
 TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
@@ -291,7 +347,7 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + " --gpus 16 --out " + (dir / "none.jsonl").string() +
             profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--gpus 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--scaling 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "none.jsonl"));
     // Unknown scenarios and bad presets exit 2 naming them, before any work.
     r = run("compare --hardware a100-sxm4-40gb --scenario nope" + profiles());

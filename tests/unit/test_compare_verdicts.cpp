@@ -26,6 +26,13 @@ HardwareProfile profile(const std::string& name) {
     return load_hardware_profile(kSource + "/configs/hardware/" + name + ".yaml");
 }
 
+// The profile with every range collapsed to its central value (a point): what a test about
+// something else needs when one profile's range would flip its verdict.
+HardwareProfile without_ranges(HardwareProfile hw) {
+    for (auto& [key, number] : sourced_numbers(hw)) number->lo_source = number->hi_source = "";
+    return hw;
+}
+
 TrainConfig bert_base() {
     TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
     cfg.batch_size = 8;
@@ -66,7 +73,7 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     const TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
     HardwareProfile staged = profile("rtx4090-24gb-pcie4");  // link_efficiency and staged_overlap are ranges
     staged.name = "staged";
-    const HardwareProfile p2p = profile("rtx4090-24gb-pcie4-p2p");  // no ranges
+    const HardwareProfile p2p = without_ranges(profile("rtx4090-24gb-pcie4-p2p"));
     const std::vector<Calibration> none(2);
     // Price the staged node so that, per dollar at 4 GPUs, it scores below the P2P node at the
     // central values and above it with its staged copy at the high end of its range.
@@ -90,7 +97,7 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     // With the staged copy at the high end of its range the staged node wins: reported as a flip.
     const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
     const size_t at = static_cast<size_t>(&nlp - central_verdicts.data());
-    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(), "staged with node.link_efficiency at its high end (0.7)"),
+    EXPECT_NE(std::find(flips[at].begin(), flips[at].end(), "staged with staged's node.link_efficiency at its high end (0.7)"),
               flips[at].end())
         << (flips[at].empty() ? "no flip" : flips[at].front());
     // One GPU needs no all-reduce: no range changes "small experiments".
@@ -119,8 +126,8 @@ CompareRow made_row(const std::string& name, double price, bool patched, std::ve
         p.samples_per_s = s;
         p.efficiency = s / (g * samples.front());
         p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
+        p.bands.samples_per_s = {s * (1 - band), s * (1 + band)};
         r.by_gpus.push_back(p);
-        r.bands.push_back({s * (1 - band), s * (1 + band)});
         g *= 2;
     }
     return r;
@@ -143,6 +150,24 @@ TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
     rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1100, false, {115.5})};
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
+}
+
+TEST(CompareVerdicts, AProfilesCaveatsAreSaidBesideEveryVerdictItWins) {
+    // The 48 GB P2P profile carries the module's preconditions and the report of its failing on
+    // 48 GB cards; whatever it wins says both, with their sources.
+    CompareRow p2p = made_row("p2p-48", 1000, true, {200});
+    p2p.hw.caveats = profile("rtx4090-48gb-pcie4-p2p").caveats;
+    ASSERT_EQ(p2p.hw.caveats.size(), 2u);
+    const std::vector<CompareRow> rows = {p2p, made_row("stock", 1000, false, {100})};
+    const Verdict v = scenario(verdicts(rows), "small experiments");
+    ASSERT_EQ(v.winner->hw.name, "p2p-48");
+    EXPECT_NE(v.reason.find("caveat: needs the unofficial P2P kernel module"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("IOMMU off or passthrough"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("caveat: reported failing on 48 GB cards"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("tinygrad/open-gpu-kernel-modules#36"), std::string::npos) << v.reason;
+    // A verdict it does not win says none of them.
+    const std::vector<CompareRow> others = {made_row("p2p-48", 1000, true, {50}), made_row("stock", 1000, false, {100})};
+    EXPECT_EQ(scenario(verdicts(others), "small experiments").reason.find("caveat"), std::string::npos);
 }
 
 TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer) {
@@ -221,8 +246,8 @@ void on_nodes(CompareRow& r, int nodes, std::vector<double> samples, double band
         p.samples_per_s = samples[i];
         p.efficiency = samples[i] / (p.step.world_size * r.by_gpus.front().samples_per_s);
         p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
+        p.bands.samples_per_s = {samples[i] * (1 - band), samples[i] * (1 + band)};
         r.on_nodes.push_back(p);
-        r.on_nodes_bands.push_back({samples[i] * (1 - band), samples[i] * (1 + band)});
     }
 }
 
@@ -257,7 +282,6 @@ TEST(CompareNodes, RowsOnNodesAreProjectsConfigurations) {
     const CompareRow& r = rows.front();
     ASSERT_EQ(r.by_gpus.size(), 4u);
     ASSERT_EQ(r.on_nodes.size(), 4u);
-    ASSERT_EQ(r.on_nodes_bands.size(), 4u);
     EXPECT_EQ(r.nodes(), 2);
     // project --nodes 2 --gpus 1,2,4,8 gives the same figures: one code path.
     const std::vector<Projection> project = project_workload(cfg, CostModel(a100, Calibration{}), {1, 2, 4, 8}, {2});
@@ -463,7 +487,7 @@ TEST(CompareSoaks, DriftIsJudgedAgainstARangedBoundAndItsEndsAreFlips) {
     // Two equal nodes, x the cheaper: x wins the tie at the central bound; at the bound's low end
     // its 3% drift counts against it and y wins, a flip said with the bound's end.
     const TrainConfig cfg = load_config_file(kSource + "/configs/ci-small.yaml");
-    HardwareProfile x = profile("h200-sxm"), y = profile("h200-sxm");
+    HardwareProfile x = without_ranges(profile("h200-sxm")), y = x;
     x.name = "x";
     x.price_usd.value = 30000;
     y.name = "y";

@@ -136,8 +136,31 @@ TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
               "hw.yaml:4:16: key 'gpu.device_name': unknown value 'RTX 9090'; valid values: ");
     EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: nvlink")),
               "hw.yaml:12:3: key 'node.link_gbps': missing (an nvlink node needs its NVLink bandwidth)");
+    EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: pcie_p2p\n  sockets: {value: 2, source: \"s\"}")),
+              "hw.yaml:12:3: key 'node.inter_socket_gbps': missing (2 sockets: the link between them, GB/s per direction)");
+    EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: pcie_p2p\n  caveats: [{text: \"t\"}]")),
+              "hw.yaml:14:13: key 'node.caveats[0].source': missing");
     EXPECT_EQ(profile_error("name: [\n"), "hw.yaml:2:1: YAML syntax error: end of sequence flow not found");
     EXPECT_EQ(profile_error(std::string(kGood) + "colour: red\n").substr(0, 40), "hw.yaml:21:1: key 'colour': unknown key;");
+}
+
+TEST(HardwareProfiles, CaveatsSocketsAndTheStepSpreadParse) {
+    const HardwareProfile hw = parse_hardware_profile(
+        with("link: pcie_p2p", "link: pcie_p2p\n  sockets: {value: 2, source: \"s\"}\n  inter_socket_gbps: {value: 20, source: \"x\"}\n"
+                               "  caveats: [{text: \"needs a module\", source: \"its README\"}]\n"
+                               "  step_jitter_pct: {value: 1.5, source: \"mine\"}"),
+        "hw.yaml");
+    EXPECT_EQ(hw.sockets.value, 2);
+    EXPECT_EQ(hw.inter_socket_gbps.value, 20);
+    ASSERT_EQ(hw.caveats.size(), 1u);
+    EXPECT_EQ(hw.caveats[0].text, "needs a module");
+    EXPECT_EQ(hw.caveats[0].source, "its README");
+    // A number the file gives replaces the default whole: no default range left behind.
+    EXPECT_EQ(hw.step_jitter_pct.value, 1.5);
+    EXPECT_FALSE(hw.step_jitter_pct.is_range());
+    // Not given: the H200-measured default, a range.
+    EXPECT_TRUE(hw.bucket_launch_us.is_range());
+    EXPECT_EQ(to_json(hw)["node"]["caveats"][0]["source"], "its README");
 }
 
 TEST(HardwareProfiles, NamesAndPaths) {
@@ -188,6 +211,9 @@ TEST(HostSections, BadHostsFailAtFileLineColumn) {
     EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 0, source: s}\npcie_topology: switch\n"
                     "host_mem_bw_gbps: {value: 100, source: s}\n"),
               "host.yaml:3:18: key 'sockets.value': must be >= 1, got 0");
+    EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 2, source: s}\npcie_topology: switch\n"
+                    "host_mem_bw_gbps: {value: 100, source: s}\n"),
+              "host.yaml:1:1: key 'inter_socket_gbps': missing (2 sockets: the link between them, GB/s per direction)");
 }
 
 }  // namespace

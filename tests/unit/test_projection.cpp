@@ -4,6 +4,7 @@
 // calibration read from the committed H200 records.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -357,12 +358,20 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     const HardwareProfile a100 = profile("a100-sxm4-40gb");
     const CostModel m(a100);
     const double bytes = 1e9;
-    const double expected_us = a100.link_latency_us.value * (1 + 2 * 7) + 2.0 * 7 / 8 * bytes / (300e9 * 0.8) * 1e6;
+    // The call's launch, 2(n-1) ring steps of link latency, and the bytes at the ring's busbw.
+    const double busbw = 300e9 * a100.link_efficiency.value;
+    const double expected_us =
+        a100.bucket_launch_us.value + a100.link_latency_us.value * 2 * 7 + 2.0 * 7 / 8 * bytes / busbw * 1e6;
     EXPECT_NEAR(m.all_reduce_ms(bytes, 8, 1), expected_us * 1e-3, 1e-9);
-    EXPECT_NEAR(m.all_reduce_busbw_gbps(bytes, 8, 1), 240.0, 2.0);  // latency costs a little
-    // PCIe 4.0 x16 with P2P: the line rate (31.5 GB/s) times the efficiency.
-    const CostModel p2p(profile("rtx4090-24gb-pcie4-p2p"));
-    EXPECT_NEAR(p2p.ring_busbw_gbps(8), pcie_gbps(4, 16) * 0.8, 1e-9);
+    EXPECT_NEAR(m.all_reduce_busbw_gbps(bytes, 8, 1), busbw / 1e9, 2.0);  // latency costs a little
+    // PCIe 4.0 x16 with P2P: the line rate (31.5 GB/s) times the efficiency, within one socket;
+    // a ring over both sockets is bound by the link between them.
+    const HardwareProfile p2p_hw = profile("rtx4090-24gb-pcie4-p2p");
+    const CostModel p2p(p2p_hw);
+    ASSERT_EQ(p2p_hw.sockets.value, 2);
+    EXPECT_NEAR(p2p.ring_busbw_gbps(4), pcie_gbps(4, 16) * 0.8, 1e-9);
+    EXPECT_NEAR(p2p.ring_busbw_gbps(8), std::min(pcie_gbps(4, 16) * 0.8, p2p_hw.inter_socket_gbps.value), 1e-9);
+    EXPECT_LT(p2p.ring_busbw_gbps(8), p2p.ring_busbw_gbps(4));
     EXPECT_NEAR(pcie_gbps(4, 16), 31.5077, 1e-3);
     // Without P2P the ring is bound by the staged copy, or by host memory / 2n when that is lower.
     const HardwareProfile staged_hw = profile("rtx4090-24gb-pcie4");
@@ -372,11 +381,87 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     HardwareProfile thin = staged_hw;
     thin.host_mem_bw_gbps.value = 50;
     EXPECT_NEAR(CostModel(thin).ring_busbw_gbps(8), 50.0 / 16, 1e-9);
+    // Two GPUs behind one switch share its uplink for both staged copies: half each.
+    HardwareProfile paired = staged_hw;
+    paired.gpus_per_switch.value = 2;
+    EXPECT_NEAR(CostModel(paired).ring_busbw_gbps(2), staged.ring_busbw_gbps(2) / 2, 1e-9);
+    // The inter-socket link bounds the staged ring too, once it spans both sockets.
+    HardwareProfile narrow = staged_hw;
+    narrow.inter_socket_gbps.value = 1;
+    EXPECT_NEAR(CostModel(narrow).ring_busbw_gbps(8), 1.0, 1e-9);
+    EXPECT_NEAR(CostModel(narrow).ring_busbw_gbps(4), staged.ring_busbw_gbps(4), 1e-9);
     EXPECT_LT(staged.all_reduce_busbw_gbps(bytes, 8, 1), p2p.all_reduce_busbw_gbps(bytes, 8, 1));
     // One GPU: the call's fixed cost and NCCL's one-rank reduce kernel (ncclAvg), a read and
     // a write of the bytes at the memory bandwidth.
     EXPECT_NEAR(m.all_reduce_ms(bytes, 1, 1),
-                a100.link_latency_us.value * 1e-3 + 2.0 * bytes / (a100.copy_gbps.value * 1e9) * 1e3, 1e-12);
+                a100.bucket_launch_us.value * 1e-3 + 2.0 * bytes / (a100.copy_gbps.value * 1e9) * 1e3, 1e-12);
+}
+
+TEST(Straggler, TheExpectedMaximumOfNormalDraws) {
+    // Tabulated expected maxima of n standard normals (Harter 1961; Teichroew 1956).
+    EXPECT_EQ(expected_max_of_normals(1), 0.0);
+    EXPECT_NEAR(expected_max_of_normals(2), 0.56419, 1e-4);  // 1 / sqrt(pi)
+    EXPECT_NEAR(expected_max_of_normals(4), 1.02938, 1e-4);
+    EXPECT_NEAR(expected_max_of_normals(8), 1.42360, 1e-4);
+    EXPECT_NEAR(expected_max_of_normals(100), 2.50759, 1e-4);
+}
+
+TEST(Straggler, TheStepOfNRanksIsTheSlowestOfN) {
+    // The same step on 1 and 8 GPUs with no communication cost: 8 ranks wait for the slowest, the
+    // expected maximum of 8 draws of sigma step_jitter_pct of the step, charged as exposed communication.
+    HardwareProfile hw = profile("h200-sxm");
+    hw.link_latency_us.value = 0;
+    hw.bucket_launch_us.value = 0;
+    hw.comm_sms.value = 0;
+    const CostModel m(hw);
+    StepTrace t;
+    t.precision = Precision::bf16;
+    TracedOp op;
+    op.tensor_core = true;
+    op.m = op.n = op.k = 8192;
+    op.flops = 2.0 * 8192.0 * 8192 * 8192;
+    t.ops = {op, op};
+    t.backward_end = 2;
+    t.optimizer_begin = 2;
+    const ProjectedStep one = schedule_step(t, m, 1, 1), eight = schedule_step(t, m, 8, 1);
+    EXPECT_EQ(one.straggler_ms, 0.0);
+    EXPECT_NEAR(eight.straggler_ms, 1.42360 * hw.step_jitter_pct.value / 100 * one.step_ms, 1e-6);
+    EXPECT_NEAR(eight.step_ms, one.step_ms + eight.straggler_ms, 1e-9);
+    EXPECT_NEAR(eight.exposed_comm_ms - one.exposed_comm_ms, eight.straggler_ms, 1e-9);
+}
+
+// The step-time spread and the call launch every profile carries by default are the H200's
+// records' (their sources say which): recomputed here from the records themselves.
+TEST(Straggler, TheDefaultSpreadAndLaunchAreTheH200RecordsOwn) {
+    std::vector<double> spread, alpha;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(kSource + "/results")) {
+        const std::string path = e.path().string();
+        if (e.path().extension() != ".jsonl" || path.find("/results/h200-") == std::string::npos) continue;
+        for (const nlohmann::json& r : read_records(path).records) {
+            const std::string sub = r.value("subcommand", "");
+            if (sub == "train" && r.value("world_size", 0) == 1 && r.value("backend", "") == "cuda" &&
+                r.contains("step_ms") && r["step_ms"].is_object() && r["step_ms"].contains("p90")) {
+                const nlohmann::json& st = r["step_ms"];
+                // The normal's sigma from its 10-90% spread (2 x 1.2816 sigma), over the median.
+                spread.push_back(100 * (st["p90"].get<double>() - st["p10"].get<double>()) / 2.5631 / st["median"].get<double>());
+            }
+            if (sub == "comm" && r.value("world_size", 0) == 1 && r.contains("fit") && r["fit"].contains("alpha_us"))
+                alpha.push_back(r["fit"]["alpha_us"].get<double>());
+        }
+    }
+    ASSERT_GE(spread.size(), 50u);
+    ASSERT_GE(alpha.size(), 10u);
+    auto quantile = [](std::vector<double> v, double q) {
+        std::sort(v.begin(), v.end());
+        return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
+    };
+    const HardwareProfile hw = profile("a100-sxm4-80gb");  // any profile: the defaults
+    EXPECT_NEAR(hw.step_jitter_pct.value, quantile(spread, 0.5), 0.01);
+    EXPECT_NEAR(hw.step_jitter_pct.lo, quantile(spread, 0.25), 0.01);
+    EXPECT_NEAR(hw.step_jitter_pct.hi, quantile(spread, 0.75), 0.01);
+    EXPECT_NEAR(hw.bucket_launch_us.value, quantile(alpha, 0.5), 0.1);
+    EXPECT_NEAR(hw.bucket_launch_us.lo, *std::min_element(alpha.begin(), alpha.end()), 0.1);
+    EXPECT_NEAR(hw.bucket_launch_us.hi, *std::max_element(alpha.begin(), alpha.end()), 0.1);
 }
 
 TEST(CostModel, TwoNodesAddTheNetworkPart) {
@@ -395,6 +480,8 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     HardwareProfile hw = profile("a100-sxm4-40gb");
     hw.kernel_gap_us.value = 0;
     hw.link_latency_us.value = 0;
+    hw.bucket_launch_us.value = 0;
+    hw.step_jitter_pct.value = 0;  // the straggler is Straggler.*'s
     hw.comm_sms.value = 0;
     const CostModel m(hw);
     StepTrace t;
@@ -430,6 +517,8 @@ TEST(Schedule, AnOverlappedAllReduceTakesItsShareFromCompute) {
     hw.kernel_gap_us.value = 0;
     hw.l2_copy_gbps.value = 0;  // every byte from device memory
     hw.link_latency_us.value = 0;
+    hw.bucket_launch_us.value = 0;
+    hw.step_jitter_pct.value = 0;
     auto step = [&](const HardwareProfile& p, bool memory_bound) {
         const CostModel m(p);
         StepTrace t;
