@@ -19,10 +19,12 @@ if [[ -n $cuobjdump && -n $binary && -f $binary ]]; then
   "$cuobjdump" --dump-resource-usage "$binary" > "$tmp/cuobjdump" 2>/dev/null || : > "$tmp/cuobjdump"
 fi
 
-includes=(-I"$src")
-for dir in /usr/include/nlohmann /usr/local/include/nlohmann; do
-  [[ -d $dir ]] && includes+=(-I"$(dirname "$dir")")
-done
+compile() {  # arch file: ptxas's report of one file's kernels for one architecture
+  "$nvcc" -std=c++17 -I"$src" -DSCALEBENCH_HAVE_CUDA=1 --expt-relaxed-constexpr \
+    -gencode "arch=compute_$1,code=sm_$1" --fatbin --resource-usage -o "$tmp/$1_$(basename "$2").fatbin" "$2" \
+    > "$tmp/$1_$(basename "$2").txt" 2>&1 || { echo "nvcc failed on $2 for sm_$1:" >&2; tail -20 "$tmp/$1_$(basename "$2").txt" >&2; return 1; }
+}
+work=()
 for arch in "${archs[@]}"; do
   if [[ -s $tmp/cuobjdump ]] && grep -q "^arch = sm_${arch}\$" "$tmp/cuobjdump"; then
     echo "sm_${arch}: from $binary (cuobjdump)" >&2
@@ -30,11 +32,20 @@ for arch in "${archs[@]}"; do
   fi
   echo "sm_${arch}: compiling models/cuda/*.cu (nvcc --resource-usage)" >&2
   for cu in "$src"/models/cuda/*.cu; do
-    grep -q "__global__" "$cu" || continue
-    "$nvcc" -std=c++17 "${includes[@]}" -DSCALEBENCH_HAVE_CUDA=1 --expt-relaxed-constexpr \
-      -gencode "arch=compute_${arch},code=sm_${arch}" --fatbin --resource-usage -o "$tmp/out.fatbin" "$cu" \
-      >> "$tmp/report" 2>&1 || { echo "nvcc failed on $cu for sm_${arch}:" >&2; tail -20 "$tmp/report" >&2; exit 1; }
+    grep -q "__global__" "$cu" && work+=("$arch $cu")
   done
+done
+# Two compilations at a time (CI has two cores); any failure fails the report.
+failed=0
+for job in "${work[@]}"; do
+  while (( $(jobs -rp | wc -l) >= ${KERNEL_REPORT_JOBS:-2} )); do wait -n || failed=1; done
+  compile $job &
+done
+while (( $(jobs -rp | wc -l) > 0 )); do wait -n || failed=1; done
+(( failed == 0 )) || exit 1
+for job in "${work[@]}"; do
+  set -- $job
+  cat "$tmp/$1_$(basename "$2").txt" >> "$tmp/report"
 done
 [[ -s $tmp/cuobjdump ]] && cat "$tmp/cuobjdump" >> "$tmp/report"
 c++filt < "$tmp/report" > "$out"
