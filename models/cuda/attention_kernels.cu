@@ -740,15 +740,17 @@ template <int D> constexpr int kShortCols = attention_plan::kShortCols;  // quer
 // Launches with `smem` bytes of dynamic shared memory, which the variant choice has held
 // against ctx.limits; a request beyond them is a planning error, stopped here rather than
 // by the driver. `carveout`: percent of the SM's memory as shared memory, or
-// cudaSharedmemCarveoutDefault; under emulated limits the emulated SM's (ctx.carveout_percent).
+// cudaSharedmemCarveoutDefault (left as it is); under emulated limits the emulated SM's
+// (ctx.carveout_percent) for every launch.
 template <int kBlockThreads = kWarps * 32, class K, class... Args>
 void launch(K kernel, const char* name, dim3 grid, size_t smem, int carveout, const Context& ctx, Args... args) {
     SB_REQUIRE(static_cast<int64_t>(smem) <= ctx.limits.smem_per_block_optin,
                std::string(name) + " asks for " + std::to_string(smem) + " bytes of shared memory, " +
                    ctx.limits.arch + " limits grant a block " + std::to_string(ctx.limits.smem_per_block_optin));
     SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       ctx.carveout_percent >= 0 ? ctx.carveout_percent : carveout));
+    const int percent = ctx.carveout_percent >= 0 ? ctx.carveout_percent : carveout;
+    if (percent != cudaSharedmemCarveoutDefault)
+        SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
     kernel<<<grid, kBlockThreads, smem, ctx.stream>>>(args...);
     SB_CHECK_LAUNCH();
 }

@@ -31,6 +31,11 @@
 #include "models/cuda/cudnn_conv.h"
 #endif
 
+// The build's CUDA architectures (CMakeLists.txt sets it from CMAKE_CUDA_ARCHITECTURES).
+#ifndef SCALEBENCH_CUDA_ARCHITECTURES
+#define SCALEBENCH_CUDA_ARCHITECTURES "(not recorded)"
+#endif
+
 namespace sb {
 namespace {
 
