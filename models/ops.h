@@ -60,6 +60,8 @@ struct OptimizerConfig {
     float eps = 1e-8f;          // AdamW
 };
 
+struct DeviceLimits;  // models/device_limits.h
+
 class Ops {
 protected:
     // A capability a backend lacks (graphs on the CPU) fails loudly by name.
@@ -69,6 +71,9 @@ public:
     virtual ~Ops() = default;
     virtual std::string name() const = 0;  // "cpu" or "cuda"
     virtual Precision precision() const = 0;
+    // What the GPU grants a kernel, which picks the variant of limit-dependent kernels (the
+    // CUDA backend's, the trace's target's); nullptr where nothing depends on it (the CPU).
+    virtual const DeviceLimits* device_limits() const { return nullptr; }
 
     // ---- memory (backend memory; host pointers only where the name says host)
     virtual void* alloc(size_t bytes) = 0;

@@ -27,7 +27,12 @@ public:
         double ms = 0;
     };
 
-    explicit TimedOps(Ops& backend) : backend_(backend), accounting_(backend.precision()) {}
+    // The accounting trace plans limit-dependent kernels against the backend's limits, so a
+    // timed op is named by the variant that ran.
+    explicit TimedOps(Ops& backend)
+        : backend_(backend),
+          accounting_(backend.precision(),
+                      backend.device_limits() ? *backend.device_limits() : TraceOps::default_trace_limits()) {}
 
     // Ops issued between start_recording() and stop_recording() are timed, one sample per
     // call, in issue order; outside, calls are only forwarded.
@@ -38,6 +43,7 @@ public:
 
     std::string name() const override { return backend_.name(); }
     Precision precision() const override { return backend_.precision(); }
+    const DeviceLimits* device_limits() const override { return backend_.device_limits(); }
 
     void* alloc(size_t bytes) override { return backend_.alloc(bytes); }
     void release(void* ptr) override { backend_.release(ptr); }

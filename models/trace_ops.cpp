@@ -214,6 +214,11 @@ void TraceOps::dropout(const Tensor& in, const Tensor& out, float, uint64_t) {
     record("dropout", in, static_cast<double>(in.bytes() + out.bytes()));
 }
 
+const DeviceLimits& TraceOps::default_trace_limits() {
+    static const DeviceLimits sm90 = *architecture_limits("sm_90");
+    return sm90;
+}
+
 size_t TraceOps::attention_saved_bytes(const AttentionShape& s) const {
     const DType dtype = compute_dtype(precision_);
     const size_t rows = static_cast<size_t>(s.batch) * s.heads * s.seq;
@@ -276,18 +281,23 @@ void TraceOps::attention_forward(const AttentionShape& s, const Tensor& qkv, con
 void TraceOps::attention_backward(const AttentionShape& s, const Tensor& qkv, const Tensor& out, const void*,
                                   const Tensor& grad_out, const Tensor& grad_qkv, uint64_t) {
     const double saved = static_cast<double>(attention_saved_bytes(s));
-    if (attention_fused(qkv.dtype, s.head_dim) && s.seq <= kAttentionOneBlockSeq) {
+    const bool fused = attention_fused(qkv.dtype, s.head_dim);
+    const std::string variant = fused ? attention_plan::backward_variant(limits_, qkv.dtype, s) : "";
+    if (variant == attention_plan::kOneBlock) {
         // One kernel reads Q, K, V, O, dO and the LSE once and writes dQ, dK, dV once.
         const double io = static_cast<double>(qkv.bytes() + out.bytes() + grad_out.bytes() + grad_qkv.bytes());
         record_attention("attention_backward", s, qkv.dtype, io + saved, one_block_backward_products(s));
         return;
     }
-    if (attention_fused(qkv.dtype, s.head_dim)) {
+    if (fused) {
         // rowsum(dO * O) reads O and dO and writes one float a row; the dQ kernel recomputes
         // S and dP and does dS K (3 products), the dK/dV kernel recomputes S^T and dP^T and
         // does P^T dO and dS^T Q (4). Each reads its QKV part and dO, the LSE and the row sums.
         const double io = static_cast<double>(qkv.bytes() + out.bytes() + 2 * grad_out.bytes() + grad_qkv.bytes());
-        record_attention("attention_backward", s, qkv.dtype, io + 4.0 * saved, 7.0 * fused_tile_fraction(s));
+        TracedOp& op =
+            record_attention("attention_backward", s, qkv.dtype, io + 4.0 * saved, 7.0 * fused_tile_fraction(s));
+        // A short sequence on the tiled kernels: a key of its own, so a profile costs this variant.
+        if (s.seq <= kAttentionOneBlockSeq) op.variant += std::string("+") + attention_plan::kTiled;
         return;
     }
     // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four products of the forward's size.

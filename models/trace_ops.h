@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "models/device_limits.h"
 #include "models/model.h"
 #include "models/ops.h"
 
@@ -18,8 +19,9 @@ namespace sb {
 struct TracedOp {
     std::string kind;       // the Ops method, e.g. "gemm", "layernorm_forward"
     // What else picks the kernel: a GEMM's epilogue ("bias", "accumulate" for beta != 0),
-    // the activation ("gelu_erf"), attention's mask and dropout ("causal+dropout"), an
-    // embedding added in place ("accumulate"); empty otherwise.
+    // the activation ("gelu_erf"), attention's mask and dropout ("causal+dropout", and
+    // "+tiled" for a fused backward of a short sequence that the target GPU's limits keep
+    // from the one-block kernel), an embedding added in place ("accumulate"); empty otherwise.
     std::string variant;
     DType dtype = DType::f32;  // of the main operand (gemm: the inputs)
     bool tensor_core = false;  // a GEMM-like op whose FLOPs run at the GEMM peak
@@ -40,9 +42,14 @@ std::string op_label(const TracedOp& op);
 
 class TraceOps : public Ops {
 public:
-    explicit TraceOps(Precision precision) : precision_(precision) {}
+    // `limits`: the target GPU's, which pick the variants of limit-dependent kernels; by
+    // default sm_90's (the H200 the shipped op profiles were measured on).
+    explicit TraceOps(Precision precision, const DeviceLimits& limits = default_trace_limits())
+        : precision_(precision), limits_(limits) {}
+    static const DeviceLimits& default_trace_limits();
     std::string name() const override { return "trace"; }
     Precision precision() const override { return precision_; }
+    const DeviceLimits* device_limits() const override { return &limits_; }
     // What this build's CUDA backend would run: conv_engine auto traces cuDNN's convolutions.
 #ifdef SCALEBENCH_HAVE_CUDNN
     bool has_cudnn() const override { return true; }
@@ -148,6 +155,7 @@ private:
                                double products);
 
     Precision precision_;
+    DeviceLimits limits_;
     std::vector<TracedOp> ops_;
     uintptr_t next_address_ = 4096;
     double allocated_ = 0;

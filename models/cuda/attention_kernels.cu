@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernel_util.cuh"
@@ -39,9 +40,10 @@ using namespace detail;
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kRows = 16 * kWarps;  // rows a block owns
-constexpr int kPad = 8;             // elements of padding per shared row: conflict-free fragment loads
+// The geometry the launch plans of models/device_limits.h compute shared memory from.
+constexpr int kWarps = attention_plan::kWarps;
+constexpr int kRows = attention_plan::kRows;  // rows a block owns
+constexpr int kPad = attention_plan::kPad;    // elements of padding per shared row: conflict-free fragment loads
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- tensor-core primitives. Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
@@ -552,17 +554,15 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkdv_kernel(
 // queries (warp w: queries 16w..16w+15), dQ = dS K with dS read by ldmatrix.trans out of
 // dS^T. Five products, nothing recomputed, every sum in a fixed order. Phase 1 keeps dV
 // and a 32-query chunk of S^T and dP^T live, dK comes after it: at head_dim 64 that fits
-// 128 registers, so with 107 KB of shared memory two blocks (16 warps) share an SM; at 128,
-// 171 KB, one block.
+// 128 registers, so with 107 KB of shared memory two blocks (16 warps) share an SM of sm_90
+// (one of sm_80); at 128, 171 KB, one block of sm_90. Where the device grants a block less
+// (sm_86/sm_89: 99 KB; sm_80 at 128: 163 KB) the backward takes the tiled kernels instead
+// (attention_plan::backward_variant).
 
-constexpr int kShortSeq = Ops::kAttentionOneBlockSeq;  // the longest sequence one block owns
+constexpr int kShortSeq = attention_plan::kShortSeq;  // the longest sequence one block owns
 constexpr int kShortWarps = kShortSeq / 16;
-constexpr int kShortThreads = kShortWarps * 32;
-
-template <class T, int D> constexpr size_t short_backward_smem() {
-    return (4 * static_cast<size_t>(D + kPad) + (kShortSeq + kPad)) * kShortSeq * sizeof(T) +
-           2 * kShortSeq * sizeof(float);
-}
+constexpr int kShortThreads = attention_plan::kShortThreads;
+static_assert(kShortThreads == kShortWarps * 32, "one warp per 16 rows");
 
 template <class T, int D, int kCols>
 __global__ void __launch_bounds__(kShortThreads, D == 64 ? 2 : 1) attention_backward_short_kernel(
@@ -733,16 +733,34 @@ Geometry geometry(const Ops::AttentionShape& s, uint64_t seed) {
 }
 
 // Key/query tile of the kernels: 64, or 32 where 128-wide heads would spill registers.
-template <int D> constexpr int kForwardCols = 64;
-template <int D> constexpr int kBackwardCols = D == 128 ? 32 : 64;
-template <int D> constexpr int kShortCols = 32;  // queries per step of the short kernel's phase 1
+template <int D> constexpr int kForwardCols = attention_plan::forward_cols(D);
+template <int D> constexpr int kBackwardCols = attention_plan::backward_cols(D);
+template <int D> constexpr int kShortCols = attention_plan::kShortCols;  // queries per step of phase 1
 
+// Launches with `smem` bytes of dynamic shared memory, which the variant choice has held
+// against ctx.limits; a request beyond them is a planning error, stopped here rather than
+// by the driver. `carveout`: percent of the SM's memory as shared memory, or
+// cudaSharedmemCarveoutDefault (left as it is); under emulated limits the emulated SM's
+// (ctx.carveout_percent) for every launch.
 template <int kBlockThreads = kWarps * 32, class K, class... Args>
-void launch(K kernel, dim3 grid, size_t smem, const Context& ctx, Args... args) {
+void launch(K kernel, const char* name, dim3 grid, size_t smem, int carveout, const Context& ctx, Args... args) {
+    SB_REQUIRE(static_cast<int64_t>(smem) <= ctx.limits.smem_per_block_optin,
+               std::string(name) + " asks for " + std::to_string(smem) + " bytes of shared memory, " +
+                   ctx.limits.arch + " limits grant a block " + std::to_string(ctx.limits.smem_per_block_optin));
     SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const int percent = ctx.carveout_percent >= 0 ? ctx.carveout_percent : carveout;
+    if (percent != cudaSharedmemCarveoutDefault)
+        SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
     kernel<<<grid, kBlockThreads, smem, ctx.stream>>>(args...);
     SB_CHECK_LAUNCH();
 }
+
+// Records which variant a limit-dependent kernel ran, by kernel and shape class.
+void note_variant(const Context& ctx, const std::string& kernel, const char* variant) {
+    if (ctx.variants) (*ctx.variants)[kernel] = variant;
+}
+
+template <class T> const char* dtype_label() { return std::is_same_v<T, __nv_bfloat16> ? "bf16" : "fp16"; }
 
 template <class F> void dispatch_attention(DType dtype, int head_dim, F&& f) {
     SB_REQUIRE(Ops::attention_fused(dtype, head_dim), "fused attention: bf16/fp16 with head_dim 64 or 128 only");
@@ -773,9 +791,12 @@ void fused_attention_forward(const Context& ctx, DType dtype, const Ops::Attenti
     dispatch_attention(dtype, shape.head_dim, [&](auto tag, auto dim) {
         using T = decltype(tag);
         constexpr int D = decltype(dim)::value, C = kForwardCols<D>;
-        const size_t smem = static_cast<size_t>(kRows + 2 * C) * (D + kPad) * sizeof(T);
-        launch(attention_forward_kernel<T, D, C>, tiles(shape), smem, ctx, geo, static_cast<const T*>(qkv),
-               static_cast<T*>(out), lse, static_cast<const uint64_t*>(ctx.dropout_generation));
+        const size_t smem = attention_plan::forward_smem(sizeof(T), D);
+        note_variant(ctx, std::string("attention_forward ") + dtype_label<T>() + " head_dim " + std::to_string(D),
+                     attention_plan::kTiled);
+        launch(attention_forward_kernel<T, D, C>, "attention_forward_kernel", tiles(shape), smem,
+               cudaSharedmemCarveoutDefault, ctx, geo, static_cast<const T*>(qkv), static_cast<T*>(out), lse,
+               static_cast<const uint64_t*>(ctx.dropout_generation));
     });
 }
 
@@ -786,15 +807,19 @@ void fused_attention_backward(const Context& ctx, DType dtype, const Ops::Attent
     dispatch_attention(dtype, shape.head_dim, [&](auto tag, auto dim) {
         using T = decltype(tag);
         constexpr int D = decltype(dim)::value, C = kBackwardCols<D>;
-        if (shape.seq <= kShortSeq) {
+        const char* variant = attention_plan::backward_variant(ctx.limits, dtype, shape);
+        note_variant(ctx,
+                     std::string("attention_backward ") + dtype_label<T>() + " head_dim " + std::to_string(D) +
+                         (shape.seq <= kShortSeq ? " seq <= " : " seq > ") + std::to_string(kShortSeq),
+                     variant);
+        if (std::string_view(variant) == attention_plan::kOneBlock) {
             // Two 107 KB blocks per SM at head_dim 64 need the largest shared-memory carveout.
-            const auto kernel = attention_backward_short_kernel<T, D, kShortCols<D>>;
-            SB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                               cudaSharedmemCarveoutMaxShared));
-            launch<kShortThreads>(kernel, dim3(static_cast<unsigned>(shape.batch * shape.heads)),
-                                  short_backward_smem<T, D>(), ctx, geo, static_cast<const T*>(qkv),
-                                  static_cast<const T*>(out), static_cast<const T*>(grad_out), lse,
-                                  static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
+            launch<kShortThreads>(attention_backward_short_kernel<T, D, kShortCols<D>>,
+                                  "attention_backward_short_kernel", dim3(static_cast<unsigned>(shape.batch * shape.heads)),
+                                  attention_plan::backward_short_smem(sizeof(T), D), cudaSharedmemCarveoutMaxShared, ctx,
+                                  geo, static_cast<const T*>(qkv), static_cast<const T*>(out),
+                                  static_cast<const T*>(grad_out), lse, static_cast<T*>(grad_qkv),
+                                  static_cast<const uint64_t*>(ctx.dropout_generation));
             return;
         }
         const int64_t rows = int64_t{shape.batch} * shape.seq;
@@ -802,11 +827,12 @@ void fused_attention_backward(const Context& ctx, DType dtype, const Ops::Attent
                                       ctx.stream>>>(static_cast<const T*>(grad_out), static_cast<const T*>(out), rows,
                                                     shape.seq, shape.heads, dsum);
         SB_CHECK_LAUNCH();
-        const size_t smem = static_cast<size_t>(2 * kRows + 2 * C) * (D + kPad) * sizeof(T);
-        launch(attention_backward_dq_kernel<T, D, C>, tiles(shape), smem, ctx, geo, static_cast<const T*>(qkv),
-               static_cast<const T*>(grad_out), lse, static_cast<const float*>(dsum), static_cast<T*>(grad_qkv),
-               static_cast<const uint64_t*>(ctx.dropout_generation));
-        launch(attention_backward_dkdv_kernel<T, D, C>, tiles(shape), smem + 2 * C * sizeof(float), ctx, geo,
+        launch(attention_backward_dq_kernel<T, D, C>, "attention_backward_dq_kernel", tiles(shape),
+               attention_plan::backward_dq_smem(sizeof(T), D), cudaSharedmemCarveoutDefault, ctx, geo,
+               static_cast<const T*>(qkv), static_cast<const T*>(grad_out), lse, static_cast<const float*>(dsum),
+               static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
+        launch(attention_backward_dkdv_kernel<T, D, C>, "attention_backward_dkdv_kernel", tiles(shape),
+               attention_plan::backward_dkdv_smem(sizeof(T), D), cudaSharedmemCarveoutDefault, ctx, geo,
                static_cast<const T*>(qkv), static_cast<const T*>(grad_out), lse, static_cast<const float*>(dsum),
                static_cast<T*>(grad_qkv), static_cast<const uint64_t*>(ctx.dropout_generation));
     });

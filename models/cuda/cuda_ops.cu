@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -28,6 +29,11 @@
 #include "models/cuda/kernels.cuh"
 #ifdef SCALEBENCH_HAVE_CUDNN
 #include "models/cuda/cudnn_conv.h"
+#endif
+
+// The build's CUDA architectures (CMakeLists.txt sets it from CMAKE_CUDA_ARCHITECTURES).
+#ifndef SCALEBENCH_CUDA_ARCHITECTURES
+#define SCALEBENCH_CUDA_ARCHITECTURES "(not recorded)"
 #endif
 
 namespace sb {
@@ -156,6 +162,8 @@ bool unsupported(cublasStatus_t s) { return s == CUBLAS_STATUS_NOT_SUPPORTED || 
 struct CudaOps::Impl {
     Precision precision = Precision::fp32;
     int device = 0;
+    DeviceLimits device_limits;  // the GPU's own, as read
+    std::map<std::string, std::string> kernel_variants;
     kernels::Context ctx;
     cublasLtHandle_t lt = nullptr;
     void* workspace = nullptr;
@@ -529,11 +537,52 @@ struct CudaOps::Impl {
     }
 };
 
+namespace {
+
+int attribute(cudaDeviceAttr what, int device) {
+    int value = 0;
+    SB_CHECK_CUDA(cudaDeviceGetAttribute(&value, what, device));
+    return value;
+}
+
+}  // namespace
+
+DeviceLimits read_device_limits(int device) {
+    DeviceLimits l;
+    l.major = attribute(cudaDevAttrComputeCapabilityMajor, device);
+    l.minor = attribute(cudaDevAttrComputeCapabilityMinor, device);
+    l.arch = "sm_" + std::to_string(l.major * 10 + l.minor);
+    l.smem_per_block_optin = attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    l.smem_per_sm = attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    l.smem_reserved_per_block = attribute(cudaDevAttrReservedSharedMemoryPerBlock, device);
+    l.regs_per_sm = attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device);
+    l.max_regs_per_thread = 255;  // every architecture since sm_35; the runtime has no attribute for it
+    l.max_threads_per_sm = attribute(cudaDevAttrMaxThreadsPerMultiProcessor, device);
+    l.max_blocks_per_sm = attribute(cudaDevAttrMaxBlocksPerMultiprocessor, device);
+    l.sm_count = attribute(cudaDevAttrMultiProcessorCount, device);
+    l.l2_bytes = attribute(cudaDevAttrL2CacheSize, device);
+    l.source = "device";
+    return l;
+}
+
 CudaOps::CudaOps(Precision precision, int device) : impl_(std::make_unique<Impl>()) {
     impl_->precision = precision;
     impl_->device = device;
     SB_CHECK_CUDA(cudaSetDevice(device));
-    SB_CHECK_CUDA(cudaDeviceGetAttribute(&impl_->ctx.sm_count, cudaDevAttrMultiProcessorCount, device));
+    impl_->device_limits = read_device_limits(device);
+    impl_->ctx.sm_count = impl_->device_limits.sm_count;
+    // A GPU this build has no code for is refused here, not by the first launch.
+    if (kernels::kernel_image_status() != cudaSuccess) {
+        cudaDeviceProp prop{};
+        SB_CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+        throw UserError("GPU " + std::to_string(device) + " (" + prop.name + ") has compute capability " +
+                        std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                        ", but this scalebench has code for CUDA architectures " SCALEBENCH_CUDA_ARCHITECTURES
+                        " only: rebuild with -DCMAKE_CUDA_ARCHITECTURES=" +
+                        std::to_string(prop.major * 10 + prop.minor) + " (launch/build.sh passes it on)");
+    }
+    const char* emulate = std::getenv(kDeviceLimitsVariable);
+    set_device_limits(effective_limits(impl_->device_limits, emulate ? emulate : ""));
     SB_CHECK_CUDA(cudaStreamCreateWithFlags(&impl_->ctx.stream, cudaStreamNonBlocking));
     SB_CHECK_CUBLAS(cublasLtCreate(&impl_->lt));
     SB_CHECK_CUDA(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
@@ -556,6 +605,22 @@ int visible_gpu_count() {
     }
     return count;
 }
+
+void CudaOps::set_device_limits(const DeviceLimits& limits) {
+    impl_->ctx.limits = limits;
+    impl_->ctx.variants = &impl_->kernel_variants;
+    impl_->kernel_variants.clear();
+    // The emulated SM's shared memory as a carveout of the device's (percent, rounded up, so the
+    // driver's next configuration holds at least as much); none for the device's own limits.
+    const DeviceLimits& own = impl_->device_limits;
+    impl_->ctx.carveout_percent =
+        limits.source == "device" || own.smem_per_sm <= 0
+            ? -1
+            : static_cast<int>(std::min<int64_t>(100, (limits.smem_per_sm * 100 + own.smem_per_sm - 1) / own.smem_per_sm));
+}
+const DeviceLimits& CudaOps::hardware_limits() const { return impl_->device_limits; }
+const DeviceLimits* CudaOps::device_limits() const { return &impl_->ctx.limits; }
+std::map<std::string, std::string> CudaOps::kernel_variants() const { return impl_->kernel_variants; }
 
 cudaStream_t CudaOps::cuda_stream() const { return impl_->ctx.stream; }
 int CudaOps::device() const { return impl_->device; }

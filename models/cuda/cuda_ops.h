@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include <cuda_runtime_api.h>
 
+#include "models/device_limits.h"
 #include "models/ops.h"
 
 namespace sb {
@@ -19,9 +21,15 @@ namespace sb {
 // GPUs this process can see; 0 (never an exception) when there is no driver or GPU.
 int visible_gpu_count();
 
+// The limits of `device` as the runtime reports them (source "device").
+DeviceLimits read_device_limits(int device);
+
 class CudaOps final : public Ops {
 public:
     // Makes `device` current for the calling thread and keeps it: one rank drives one GPU.
+    // Reads the device's limits, or under SCALEBENCH_DEVICE_LIMITS an architecture's
+    // (effective_limits); a GPU this build has no code for, or an unknown override, is a
+    // UserError.
     CudaOps(Precision precision, int device);
     ~CudaOps() override;
     CudaOps(const CudaOps&) = delete;
@@ -35,6 +43,17 @@ public:
     // Of those, the plans with an epilogue (bias, GELU, bias gradient) that cuBLASLt could not
     // fuse (the GEMM, then kernels).
     size_t matmul_unfused_epilogue_plan_count() const;
+
+    // The limits every limit-dependent launch is planned against (the device's, or the
+    // emulated architecture's), and the device's own.
+    const DeviceLimits* device_limits() const override;
+    const DeviceLimits& hardware_limits() const;
+    // Plans later launches against `limits` (tests: a claimed architecture's table row), with the
+    // emulated SM's shared memory as the carveout; clears kernel_variants().
+    void set_device_limits(const DeviceLimits& limits);
+    // Which variant each limit-dependent kernel ran, by kernel and shape class, since the
+    // limits were set: {"attention_backward bf16 head_dim 64 seq <= 128": "one_block", ...}.
+    std::map<std::string, std::string> kernel_variants() const;
 
     std::string name() const override { return "cuda"; }
     Precision precision() const override;

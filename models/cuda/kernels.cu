@@ -114,6 +114,13 @@ template <class T> __global__ void fill_kernel(T* out, size_t n, size_t n_vec, f
 
 __global__ void increment_kernel(uint64_t* counter) { ++*counter; }
 
+cudaError_t kernel_image_status() {
+    cudaFuncAttributes attributes{};
+    const cudaError_t rc = cudaFuncGetAttributes(&attributes, increment_kernel);
+    cudaGetLastError();  // not sticky: clear it, the caller reports it
+    return rc;
+}
+
 void increment(const Context& ctx, uint64_t* counter) {
     increment_kernel<<<1, 1, 0, ctx.stream>>>(counter);
     SB_CHECK_LAUNCH();

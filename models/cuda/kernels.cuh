@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include <cuda_runtime_api.h>
 
+#include "models/device_limits.h"
 #include "models/ops.h"
 
 namespace sb::kernels {
@@ -16,7 +19,18 @@ struct Context {
     cudaStream_t stream = nullptr;
     int sm_count = 1;  // sizes grid-stride grids
     uint64_t* dropout_generation = nullptr;  // device counter (Ops::advance_dropout_generation)
+    // The limits launches are planned against (the device's, or an emulated architecture's),
+    // and the shared-memory carveout (percent of the device's) that emulates the latter's
+    // per-SM capacity; -1: the device's default.
+    DeviceLimits limits;
+    int carveout_percent = -1;
+    // Each limit-dependent launch's variant, by kernel and shape class: what the record names.
+    std::map<std::string, std::string>* variants = nullptr;
 };
+
+// cudaSuccess when this build has code the current device can run; otherwise the error a
+// launch would fail with (cudaErrorNoKernelImageForDevice).
+cudaError_t kernel_image_status();
 
 // ++*counter on the stream: a graph node when captured, so each replay advances it.
 void increment(const Context& ctx, uint64_t* counter);

@@ -241,7 +241,7 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                                         "(scaling_mode: strong)", cfg.source, cfg.batch_size, world));
         const int local = per_rank_batch(cfg, world);
         auto it = traces.find(local);
-        if (it == traces.end()) it = traces.emplace(local, trace_step(cfg, local)).first;
+        if (it == traces.end()) it = traces.emplace(local, trace_step(cfg, local, profile_limits(model.hw))).first;
         return it->second;
     };
     const std::vector<Bucket> buckets = [&] {

@@ -491,6 +491,7 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
         {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
         {"cuda_graphs", trainer.uses_graphs()},
+        {"kernel_variants", kernel_variants(ops)},
         {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
                                               : nlohmann::json()},
         {"device_step_ms", or_null(f.device_step_ms)},

@@ -72,9 +72,13 @@ int precision_index(Precision p) { return static_cast<int>(p); }
 
 }  // namespace
 
-StepTrace trace_step(const TrainConfig& cfg, int local_batch) {
+DeviceLimits profile_limits(const HardwareProfile& hw) {
+    return architecture_limits(gpu_architecture(hw.peak)).value_or(TraceOps::default_trace_limits());
+}
+
+StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits& limits) {
     SB_REQUIRE(local_batch > 0, "trace_step: local batch must be positive");
-    TraceOps ops(cfg.precision);
+    TraceOps ops(cfg.precision, limits);
     StepTrace t;
     t.precision = cfg.precision;
     t.local_batch = local_batch;
@@ -207,8 +211,14 @@ const TracedBytes& current_bytes(std::map<std::string, TracedBytes>& traces, con
     const int batch = r.at("local_batch").get<int>();
     const std::string run = r.at("config").dump() + "|" + std::to_string(batch);
     if (auto it = traces.find(run); it != traces.end()) return it->second;
+    // Traced under the limits the profile ran with (environment.gpu.device_limits), so its variants match.
+    const nlohmann::json limits = r.value("environment", nlohmann::json::object())
+                                      .value("gpu", nlohmann::json::object())
+                                      .value("device_limits", nlohmann::json::object());
+    const DeviceLimits traced = architecture_limits(limits.value("arch", std::string()))
+                                    .value_or(TraceOps::default_trace_limits());
     TracedBytes bytes;
-    for (const TracedOp& op : trace_step(config_of_record(r, where + " config"), batch).ops)
+    for (const TracedOp& op : trace_step(config_of_record(r, where + " config"), batch, traced).ops)
         bytes.emplace(op_shape_key(op), op.bytes);
     return traces.emplace(run, std::move(bytes)).first->second;
 }

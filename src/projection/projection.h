@@ -57,7 +57,12 @@ struct StepTrace {
 };
 
 // Mirrors DataParallelTrainer::issue_step for `local_batch` rows on one rank.
-StepTrace trace_step(const TrainConfig& cfg, int local_batch);
+// `limits`: the GPU traced for, which picks limit-dependent kernels' variants.
+StepTrace trace_step(const TrainConfig& cfg, int local_batch,
+                     const DeviceLimits& limits = TraceOps::default_trace_limits());
+// The limits of a profile's GPU (its architecture's table row); the trace's default when the
+// architecture is not one scalebench claims.
+DeviceLimits profile_limits(const HardwareProfile& hw);
 
 // The GPU memory a rank's step needs beyond what the trace allocated: cuBLASLt's workspace
 // (models/cuda/cuda_ops.cu) and the runtime's own (CUDA context, cuBLAS handles, the backend's

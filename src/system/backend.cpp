@@ -291,7 +291,19 @@ std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm, Colle
 
 nlohmann::json device_environment(Ops& ops) {
 #ifdef SCALEBENCH_HAVE_CUDA
-    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) return gpu_environment(cuda->device());
+    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) {
+        nlohmann::json env = gpu_environment(cuda->device());
+        env["device_limits"] = to_json(*cuda->device_limits());
+        return env;
+    }
+#endif
+    (void)ops;
+    return nlohmann::json::object();
+}
+
+nlohmann::json kernel_variants(Ops& ops) {
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (auto* cuda = dynamic_cast<CudaOps*>(&ops)) return cuda->kernel_variants();
 #endif
     (void)ops;
     return nlohmann::json::object();

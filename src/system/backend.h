@@ -65,10 +65,13 @@ std::unique_ptr<Communicator> create_communicator(Ops& ops, MPI_Comm comm,
 bool cuda_built();
 
 // What result records need from the backend, so the runner stays backend-neutral:
-// the device's part of the environment ({} on the CPU), the datasheet peak TFLOP/s at
+// the device's part of the environment ({} on the CPU; with `device_limits`, the limits launches
+// are planned against: the device's, or SCALEBENCH_DEVICE_LIMITS's), the datasheet peak TFLOP/s at
 // the run's precision (nullopt on the CPU or for an unknown GPU), and telemetry sampled
 // while the measured steps run (nullptr on the CPU).
 nlohmann::json device_environment(Ops& ops);
+// Which variant each limit-dependent kernel ran so far ({} on the CPU): CudaOps::kernel_variants.
+nlohmann::json kernel_variants(Ops& ops);
 // The environment record of a run (collective over world): collect_environment's host
 // facts plus, where there are GPUs, rank 0's GPU as `gpu` and every rank's as `gpus_by_rank`.
 nlohmann::json run_environment(Ops& ops, MPI_Comm world);

@@ -109,6 +109,16 @@ std::optional<GpuPeak> find_gpu_peak(const std::string& device_name) {
     return std::nullopt;
 }
 
+std::string gpu_architecture(const GpuPeak& peak) {
+    static const std::vector<std::pair<const char*, const char*>> families = {
+        {"H200", "sm_90"},     {"H100", "sm_90"}, {"A100", "sm_80"},         {"RTX 4090", "sm_89"},
+        {"RTX 3090", "sm_86"}, {"L40", "sm_89"},  {"RTX 6000 Ada", "sm_89"}, {"V100", "sm_70"},
+    };
+    for (const auto& [family, arch] : families)
+        if (peak.name.find(family) != std::string::npos) return arch;
+    return "";
+}
+
 std::optional<double> peak_tflops_for_dtype(const GpuPeak& peak, const std::string& dtype) {
     double value = 0;
     if (dtype == "fp32") value = peak.fp32_tflops;

@@ -23,6 +23,11 @@ struct GpuPeak {
     std::string source;      // the document the numbers come from
 };
 
+// The compute capability of a GPU of the table as an architecture ("sm_89"), by its product
+// name (GpuPeak::name), as NVIDIA's CUDA GPUs list (developer.nvidia.com/cuda-gpus) gives it;
+// "" when unknown. The projection traces a profile's GPU with that architecture's limits.
+std::string gpu_architecture(const GpuPeak& peak);
+
 // Exact match on the device name as cudaDeviceProp spells it (case and surrounding
 // whitespace ignored); nullopt for GPUs not in the table, rather than a guess.
 std::optional<GpuPeak> find_gpu_peak(const std::string& device_name);

@@ -36,7 +36,8 @@ TEST_P(CudaOpProfile, HasTheTracesOpsWithDeviceTimesAndNeverStalls) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0)
         << "a held stream waited for its gate's timeout";
 
-    const StepTrace trace = trace_step(cfg, per_rank_batch(cfg, 1));
+    // Traced for the limits the profile ran under (the device's, or SCALEBENCH_DEVICE_LIMITS's).
+    const StepTrace trace = trace_step(cfg, per_rank_batch(cfg, 1), *gpu.device_limits());
     std::map<std::string, int> traced_calls;
     for (const TracedOp& op : trace.ops) ++traced_calls[op_key(op)];
     // fp16 may skip the optimizer in every measured step (an overflow at the first loss scale).
