@@ -7,6 +7,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/nccl_communicator.h"
@@ -123,9 +127,12 @@ TEST(CudaDataParallel, SweepRecordHasGpuFiguresAndPassesTheReplicaCheck) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     cfg.scaling = {size};
-    cfg.out = "/tmp/scalebench-gpu-sweep-test.jsonl";
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    // A path of this launch's own (rank 0's pid), so suites running side by side never share it.
+    int job = rank == 0 ? static_cast<int>(::getpid()) : 0;
+    MPI_Bcast(&job, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    cfg.out = (std::filesystem::temp_directory_path() / fmt::format("scalebench-gpu-sweep-test-{}.jsonl", job)).string();
     if (rank == 0) std::remove(cfg.out.c_str());
     CudaOps cuda(Precision::bf16, local_device());
     EXPECT_TRUE(run_training_sweep(cfg, cuda, MPI_COMM_WORLD, nlohmann::json::object()));
@@ -141,6 +148,7 @@ TEST(CudaDataParallel, SweepRecordHasGpuFiguresAndPassesTheReplicaCheck) {
         EXPECT_GT(device, 0.0);
         EXPECT_LE(device, r["step_ms"]["max"].get<double>() * 1.05);
         EXPECT_GE(r["telemetry_by_rank"].size(), 1u);
+        std::remove(cfg.out.c_str());
     }
 }
 
