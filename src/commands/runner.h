@@ -23,10 +23,21 @@
 
 namespace sb {
 
-// Local wall time of each phase of one step, in ms.
+// Local wall time of each phase of one step, in ms, and when each bucket's all-reduce was
+// ready to start on this rank (ms after the step's start; empty where not measured).
 struct StepTimes {
     double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
+    std::vector<double> bucket_arrivals;
 };
+
+// SCALEBENCH_TEST_DELAY_RANK=R:MS (test-only): world rank R sleeps MS ms at the start of each
+// step, inside its compute time, so tests can make a straggler. Unset: {-1, 0}. A bad value
+// is a UserError naming the variable.
+struct TestDelay {
+    int rank = -1;
+    double ms = 0;
+};
+TestDelay parse_test_delay(const char* text);
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {
@@ -68,6 +79,8 @@ public:
 private:
     // Forward, backward and the bucket all-reduces, up to the optimizer.
     void issue_gradients(int64_t step);
+    // The step's start marker and the buckets' arrival clock (and the test-only delay).
+    void start_step_clocks();
     void all_reduce_every_bucket();
 
     const TrainConfig& cfg_;

@@ -47,6 +47,10 @@ int shared_gpu_device(int local_rank, int visible_gpus);
 void enable_shared_gpu(MPI_Comm world);
 // Whether enable_shared_gpu ran in this process.
 bool shared_gpu_enabled();
+// The line above every table of the mode.
+constexpr const char* kSharedGpuNote =
+    "shared GPU mode (--share-gpu): ranks may share a GPU, linked by NCCL's network transport; these figures "
+    "rehearse a multi-rank run and are not hardware figures";
 
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
 // Ops. Errors (no GPU, more ranks on a host than GPUs without --share-gpu, CPU with a
