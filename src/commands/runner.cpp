@@ -34,20 +34,19 @@ constexpr float kInitialLossScale = 65536.0f;
 constexpr int kLossScaleGrowthInterval = 2000;
 }  // namespace
 
-TestDelay parse_test_delay(const char* text) {
-    TestDelay delay;
-    if (!text || !*text) return delay;
+TestHook parse_test_hook(const char* variable, const char* text, double max_value) {
+    if (!text || !*text) return {};
     const std::string value = text;
     const size_t colon = value.find(':');
     char* end = nullptr;
-    if (colon != std::string::npos) {
+    if (colon != std::string::npos && colon > 0 && colon + 1 < value.size()) {
         const long rank = std::strtol(value.c_str(), &end, 10);
-        const bool rank_ok = end == value.c_str() + colon && colon > 0 && rank >= 0 && rank < (1 << 24);
-        const double ms = std::strtod(value.c_str() + colon + 1, &end);
-        if (rank_ok && *end == '\0' && colon + 1 < value.size() && ms >= 0 && ms <= 60000) return {static_cast<int>(rank), ms};
+        const bool rank_ok = end == value.c_str() + colon && rank >= 0 && rank < (1 << 24);
+        const double number = std::strtod(value.c_str() + colon + 1, &end);
+        if (rank_ok && *end == '\0' && number >= 0 && number <= max_value) return {static_cast<int>(rank), number};
     }
-    throw UserError(fmt::format("SCALEBENCH_TEST_DELAY_RANK='{}': expected RANK:MS (a rank, then a delay of 0 to "
-                                "60000 ms per step), e.g. 1:20", value));
+    throw UserError(fmt::format("{}='{}': expected RANK:NUMBER (a rank, then 0 to {}), e.g. 1:20", variable, value,
+                                max_value));
 }
 
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
@@ -137,6 +136,7 @@ void DataParallelTrainer::issue_step(int64_t step) {
         start_step_clocks();
         issue_gradients(step);
     }
+    inject_test_fault(step);
     bool apply = true;
     if (ops_.precision() == Precision::fp16) {
         // Every rank sees the same averaged gradients, so all take the same decision.
@@ -164,9 +164,22 @@ void DataParallelTrainer::issue_step(int64_t step) {
 void DataParallelTrainer::start_step_clocks() {
     ops_.record_marker(kStepStart);
     comm_.mark_arrivals();
-    static const TestDelay delay = parse_test_delay(std::getenv("SCALEBENCH_TEST_DELAY_RANK"));
-    if (delay.rank >= 0 && delay.rank == process_info().world_rank)
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.ms));
+    static const TestHook delay =
+        parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000);
+    if (delay.rank == process_info().world_rank)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
+}
+
+void DataParallelTrainer::inject_test_fault(int64_t step) {
+    static const TestHook fault =
+        parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9);
+    if (fault.rank < 0) return;
+    if (ops_.name() != "cuda")
+        throw UserError("SCALEBENCH_TEST_CUDA_FAULT: a CUDA fault needs the cuda backend");
+    if (fault.rank != process_info().world_rank || static_cast<double>(step) != fault.value) return;
+    fmt::print(stderr, "scalebench: test fault: rank {} writes to an invalid device address in step {}\n", fault.rank,
+               step);
+    ops_.fill(Tensor{reinterpret_cast<void*>(uintptr_t{8}), DType::f32, 1, 1 << 20}, 0.0f);
 }
 
 StepTimes DataParallelTrainer::step_times() {

@@ -30,14 +30,17 @@ struct StepTimes {
     std::vector<double> bucket_arrivals;
 };
 
-// SCALEBENCH_TEST_DELAY_RANK=R:MS (test-only): world rank R sleeps MS ms at the start of each
-// step, inside its compute time, so tests can make a straggler. Unset: {-1, 0}. A bad value
-// is a UserError naming the variable.
-struct TestDelay {
+// Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):
+//   SCALEBENCH_TEST_DELAY_RANK=R:MS   rank R sleeps MS ms at the start of each step, inside
+//                                     its compute time: a straggler;
+//   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
+//                                     STEP of each world size it trains in (CUDA backend only).
+// A bad value is a UserError naming the variable.
+struct TestHook {
     int rank = -1;
-    double ms = 0;
+    double value = 0;
 };
-TestDelay parse_test_delay(const char* text);
+TestHook parse_test_hook(const char* variable, const char* text, double max_value);
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {
@@ -81,6 +84,7 @@ private:
     void issue_gradients(int64_t step);
     // The step's start marker and the buckets' arrival clock (and the test-only delay).
     void start_step_clocks();
+    void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
     void all_reduce_every_bucket();
 
     const TrainConfig& cfg_;
