@@ -10,8 +10,9 @@
 #                                      slowed by 30 ms a step named as a straggler; the fabric grid
 #                                      (comm all_reduce at 2 ranks: defaults, NCCL_SOCKET_NTHREADS x
 #                                      NCCL_NSOCKS_PERTHREAD, NCCL_BUFFSIZE, under MPS; 4 ranks)
-# Writes to $OUT (at most 8 files): part a: plan-*.md and details-part1.tar.gz from the plan,
-# a.log, a-logs.tar.gz; part b: b.log, b-records.tar.gz (records and logs), b-summary.md.
+# Writes to $OUT (at most 8 files): part a: plan-summary.md, plan-faults.md, plan-comm.md and
+# details-part1.tar.gz from the plan (every table is in the archive's folder too), a.log,
+# a-logs.tar.gz; part b: b.log, b-summary.md, b-records.tar.gz (records and logs).
 set -uo pipefail
 part=${1:?part a or b}
 O=${OUT:?OUT: the folder the results go to}
@@ -42,11 +43,10 @@ if [[ $part == a ]]; then
   mkdir -p "$W/plan" "$W/return"
   BUILD_DIR=$B FAULT_REPS=${FAULT_REPS:-3} PLAN_BUDGET_S=$(left 330) \
     launch/multi_gpu_plan.sh --share-gpu 2 --return "$W/return" "$W/plan" part1 2>&1 | tail -40
-  for f in "$W/return"/*; do
-    case $f in *.md) cp "$f" "$O/plan-$(basename "$f")" ;; *) cp "$f" "$O/" ;; esac
-  done
+  for f in summary faults comm; do cp "$W/return/$f.md" "$O/plan-$f.md" 2>/dev/null; done
+  cp "$W/return"/*.tar.gz "$O/" 2>/dev/null
   shared_tests 4
-  tar -czf "$O/a-logs.tar.gz" -C "$W" --exclude plan --exclude return .
+  tar -czf "$O/a-logs.tar.gz" -C "$W" --exclude plan .
   el "part a done"
   exit 0
 fi
