@@ -63,7 +63,8 @@ nlohmann::json straggler_check(const std::vector<std::vector<double>>& compute_m
                                 {"behind_fraction", typical > 0 && steps ? behind / typical : 0.0},
                                 {"behind_sigma_ms", spread}};
         per_rank.push_back(entry);
-        if (ranks > 1 && steps > 0 && behind > kStragglerFraction * typical && behind > kStragglerSigmas * spread)
+        if (ranks > 1 && steps > 0 && behind > kStragglerFraction * typical && behind > kStragglerSigmas * spread &&
+            behind > kStragglerMinMs)
             stragglers.push_back(entry);
     }
 

@@ -15,10 +15,12 @@
 namespace sb {
 
 // A rank is consistently behind when its compute time exceeds the median rank's, step by
-// step, by a median of more than 10% of the median compute time and more than 2 standard
-// deviations of that excess over the steps.
+// step, by a median of more than 10% of the median compute time, more than 2 standard
+// deviations of that excess over the steps, and more than 0.25 ms (below that, on steps of
+// a millisecond or less, it is the scheduler's noise: CPU ranks sharing cores).
 constexpr double kStragglerFraction = 0.10;
 constexpr double kStragglerSigmas = 2.0;
+constexpr double kStragglerMinMs = 0.25;
 
 struct RankLocation {
     std::string host = "?";

@@ -91,6 +91,14 @@ TEST(Stragglers, ASmallOrInconsistentLeadIsNotAStraggler) {
     EXPECT_TRUE(straggler_check(compute, {}, places(4))["stragglers"].empty());
 }
 
+TEST(Stragglers, ALeadUnderAQuarterMillisecondIsNoise) {
+    // 50% behind on 0.3 ms steps, steadily: 0.15 ms, the scheduler's noise on CPU ranks.
+    const auto compute = timings(4, 30, 0.3, 0.001, 1, 0.15, 5);
+    EXPECT_TRUE(straggler_check(compute, {}, places(4))["stragglers"].empty());
+    const auto slower = timings(4, 30, 0.3, 0.001, 1, 0.3, 5);
+    EXPECT_EQ(straggler_check(slower, {}, places(4))["stragglers"].size(), 1u);
+}
+
 TEST(Stragglers, OneRankOrNoStepsNamesNobody) {
     const auto one = timings(1, 10, 10.0, 0.1, 0, 5.0, 1);
     const nlohmann::json check = straggler_check(one, arrivals_of(one, 2), places(1));
