@@ -16,8 +16,9 @@ namespace sb {
 
 // A rank is consistently behind when its compute time exceeds the median rank's, step by
 // step, by a median of more than 10% of the median compute time, more than 2 standard
-// deviations of that excess over the steps, and more than 0.25 ms (below that, on steps of
-// a millisecond or less, it is the scheduler's noise: CPU ranks sharing cores).
+// deviations of that excess over the steps (estimated as 1.4826 times its median absolute
+// deviation, so a few held-up steps do not hide it), and more than 0.25 ms (below that, on
+// steps of a millisecond or less, it is the scheduler's noise: CPU ranks sharing cores).
 constexpr double kStragglerFraction = 0.10;
 constexpr double kStragglerSigmas = 2.0;
 constexpr double kStragglerMinMs = 0.25;
@@ -29,8 +30,8 @@ struct RankLocation {
 
 // compute_ms[rank][step]; arrivals_ms[rank][step][bucket] (a rank's steps may be empty where
 // arrivals were not measured; NaN marks a missing one); who[rank]. Returns
-//   {"per_rank": [{rank, host, gpu_bus_id, compute_ms (median), behind_ms, behind_fraction,
-//                  behind_sigma_ms}],
+//   {"per_rank": [{rank, host, gpu_bus_id, compute_ms (median), median_rank_compute_ms,
+//                  behind_ms, behind_fraction, behind_sigma_ms (the robust sigma)}],
 //    "buckets": [{bucket, last_rank, last_share, lag_ms}],   (lag: behind the median rank)
 //    "stragglers": [the per_rank entries that are consistently behind]}
 nlohmann::json straggler_check(const std::vector<std::vector<double>>& compute_ms,

@@ -121,7 +121,7 @@ TEST(StragglerCli, ADelayedRankIsNamedByTrainAndReportWithItsHost) {
 
 TEST(StragglerCli, WithoutADelayNobodyIsNamed) {
     const std::string out = fresh("nodelay.jsonl");
-    const Result r = run(mpirun(2) + SCALEBENCH_BINARY + kSmall + " --scaling 2 --steps 12 --out " + out, "nodelay");
+    const Result r = run(mpirun(2) + SCALEBENCH_BINARY + kSmall + " --scaling 2 --steps 30 --out " + out, "nodelay");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out.find("straggler"), std::string::npos) << r.out;
     const auto train = records_of(out, "train");

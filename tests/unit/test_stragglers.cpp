@@ -91,6 +91,17 @@ TEST(Stragglers, ASmallOrInconsistentLeadIsNotAStraggler) {
     EXPECT_TRUE(straggler_check(compute, {}, places(4))["stragglers"].empty());
 }
 
+TEST(Stragglers, AFewHeldUpStepsDoNotHideAStraggler) {
+    // Rank 3 is 3 ms behind in every step; in two of 12 steps the scheduler held rank 0 up by
+    // 60 ms (a plain standard deviation of the excess would be ~25 ms and hide it).
+    auto compute = timings(4, 12, 10.0, 0.2, 3, 3.0, 9);
+    compute[0][4] += 60.0;
+    compute[3][8] += 60.0;
+    const nlohmann::json check = straggler_check(compute, {}, places(4));
+    ASSERT_EQ(check["stragglers"].size(), 1u) << check.dump();
+    EXPECT_EQ(check["stragglers"][0]["rank"], 3);
+}
+
 TEST(Stragglers, ALeadUnderAQuarterMillisecondIsNoise) {
     // 50% behind on 0.3 ms steps, steadily: 0.15 ms, the scheduler's noise on CPU ranks.
     const auto compute = timings(4, 30, 0.3, 0.001, 1, 0.15, 5);
