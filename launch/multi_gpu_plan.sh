@@ -381,7 +381,10 @@ finish() {
 
 touch "$details/steps.tsv"
 t0_line=$(wc -l <"$details/steps.tsv")  # this call's steps are the lines after it
-echo "multi_gpu_plan.sh: $part on $N $([[ $mode == gpu ]] && echo GPU\(s\) || echo CPU ranks), world sizes $sizes, into $out"
+what="$N GPU(s)"
+[[ $mode == cpu ]] && what="$N CPU ranks"
+((share)) && what="$N ranks sharing the GPU(s)"
+echo "multi_gpu_plan.sh: $part on $what, world sizes $sizes, into $out"
 case $part in
   part1) part1 ;;
   part2) part2 ;;
