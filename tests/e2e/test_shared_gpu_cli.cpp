@@ -76,6 +76,12 @@ TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
     EXPECT_EQ(r.out.find("shared GPU"), std::string::npos) << r.out;
     r = run(std::string(SCALEBENCH_BINARY) + " report --compare " + out, "compare-only-shared");
     EXPECT_EQ(r.code, 2) << r.out;
+    // project --calibrate leaves them out, and says so.
+    r = run(std::string(SCALEBENCH_BINARY) + " project --hardware h200-sxm --config " + SCALEBENCH_SOURCE_DIR +
+                "/configs/ci-small.yaml --gpus 1,2 --calibrate " + out,
+            "calibrate");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("2 record(s) of ranks sharing a GPU (shared_gpu) not used"), std::string::npos) << r.out;
 }
 
 TEST(SharedGpuCli, ProfileOpsRefusesTheMode) {
