@@ -192,7 +192,12 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
             (void)cudaGetLastError();  // unknown is no refusal; clear it so no later launch check reports it
             return {0, ""};
         }
-        return {static_cast<double>(free_bytes), fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)))};
+        const std::string what = fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)));
+        // Ranks sharing the GPU share what is free: those of this host on the same device.
+        const int gpus = visible_gpu_count(), device = shared_gpu_device(p.local_rank, gpus);
+        const int sharers = shared_gpu_mode && gpus > 0 ? (p.local_size - device + gpus - 1) / gpus : 1;
+        if (sharers <= 1) return {static_cast<double>(free_bytes), what};
+        return {static_cast<double>(free_bytes) / sharers, fmt::format("{}, shared by {} ranks", what, sharers)};
     }
 #endif
     (void)ops;
