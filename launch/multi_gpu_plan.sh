@@ -233,7 +233,9 @@ faults() {
     for ((rep = 1; rep <= fault_reps; rep++)); do
       local name=fault_${sig,,} records=$details/faults/$sig.jsonl
       ((fault_reps > 1)) && name+=.$rep records=$details/faults/$sig.$rep.jsonl
-      run_step "$name" "$((fault_timeout + 30))" 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" \
+      local est=90  # the timeout, the watchdog's grace, the ranks' start-up; less for a small shared run
+      ((share)) && est=$([[ $sig == STOP ]] && echo $((fault_timeout + 15)) || echo 15)
+      run_step "$name" "$est" 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" \
         --rank $((N - 1)) --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
         --stderr "${records%.jsonl}.err" --report "$details/faults/report.jsonl" -- \
         "${mpirun[@]}" -np "$N" "$bin" train --config "$fault_config" --backend "$backend" "${share_flag[@]}" \
