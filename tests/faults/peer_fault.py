@@ -14,7 +14,7 @@ the line the faulting rank prints as it injects it. Checked:
               timeout, the watchdog's grace (half the timeout, 1 to 10 s) and 10 s to tear down;
   named       stderr singles out the failed rank and its host: the watchdog's "rank(s) R (HOST)
               stopped answering", mpirun's "rank R with PID P on node HOST", or the failed rank's
-              own "error on rank R (HOST)";
+              own "error on rank R (HOST)" or "error: rank R on HOST" (its watchdog's abort);
   records     the records written before the fault parse whole (train, checks passed) and an
               "incomplete" record of the train run comes last; no torn line.
 Also reported, not required: whether the error names the collective it was stuck in (all_reduce).
@@ -213,7 +213,7 @@ def main():
         short = re.escape(host.split(".")[0])
         watchdog = rf"rank\(s\) (?:[^;]*, )?{args.rank} \({short}[^)]*\)[^;]* stopped answering"
         launcher = rf"rank {args.rank} with PID \d+ on node {short}"  # Open MPI may print PID 0
-        own = rf"error on rank {args.rank} \({short}"
+        own = rf"error on rank {args.rank} \({short}|error: rank {args.rank} on {short}"  # main's, or the watchdog's
         checks["named"] = bool(re.search(watchdog, text) or re.search(launcher, text) or re.search(own, text))
         if args.signal == "CUDA":
             checks["injected"] = outcome.get("fault_injected", False)
