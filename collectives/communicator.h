@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/ops.h"
 
@@ -73,6 +74,14 @@ public:
     // Puts work already queued on the compute stream under the collective deadline, as
     // if it were a collective: a replayed CUDA graph holding collectives. No-op on MPI.
     virtual void watch_stream(const char* /*what*/) {}
+    // Arrival clock of the gradient buckets, for straggler reports. After mark_arrivals(),
+    // each all_reduce notes when this rank's input became ready, on the clock its work runs
+    // by: the host's steady clock on MPI; on NCCL a timed event on the compute stream (which
+    // a CUDA graph captured after the mark replays). arrivals_ms(n) gives the first n, in ms
+    // after the last mark (empty where this communicator has no arrival clock or fewer
+    // arrived), and ends the marking.
+    virtual void mark_arrivals() {}
+    virtual std::vector<double> arrivals_ms(size_t /*n*/) { return {}; }
     // Collective: a communicator of this one's first n ranks (MPI_Comm_split,
     // ncclCommSplit); ranks >= n get nullptr. Used for each world size of a sweep.
     virtual std::unique_ptr<Communicator> split_first(int n) = 0;

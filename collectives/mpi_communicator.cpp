@@ -192,6 +192,9 @@ void MpiCommunicator::set_max_count(size_t count) { g_max_count = count; }
 
 std::unique_ptr<CommRequest> MpiCommunicator::all_reduce(const void* send, void* recv, size_t count,
                                                          DType dtype, ReduceOp op) {
+    if (marking_)
+        arrivals_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - arrival_origin_)
+                                .count());
     std::vector<MPI_Request> r;
     for_each_piece(count, [&](size_t offset, size_t length) {
         r.emplace_back();
@@ -340,6 +343,18 @@ void MpiCommunicator::barrier() {
     MPI_Request r;
     SB_CHECK_MPI(MPI_Ibarrier(comm_, &r));
     wait_requests(1, &r, comm_, "barrier");
+}
+
+void MpiCommunicator::mark_arrivals() {
+    marking_ = true;
+    arrivals_.clear();
+    arrival_origin_ = std::chrono::steady_clock::now();
+}
+
+std::vector<double> MpiCommunicator::arrivals_ms(size_t n) {
+    marking_ = false;
+    if (arrivals_.size() < n) return {};
+    return std::vector<double>(arrivals_.begin(), arrivals_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split_first(int n) {

@@ -7,6 +7,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <vector>
+
 #include "collectives/communicator.h"
 
 namespace sb {
@@ -39,6 +42,8 @@ public:
     std::unique_ptr<CommRequest> sendrecv(const void* send, void* recv, size_t count, DType dtype, int peer_send,
                                           int peer_recv) override;
     void barrier() override;
+    void mark_arrivals() override;
+    std::vector<double> arrivals_ms(size_t n) override;
     std::unique_ptr<Communicator> split_first(int n) override;
 
     // The most elements one MPI call takes: INT_MAX (MPI counts are ints); a collective of
@@ -49,6 +54,9 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;
+    bool marking_ = false;
+    std::chrono::steady_clock::time_point arrival_origin_;
+    std::vector<double> arrivals_;  // ms after the origin, one per all_reduce since the mark
 };
 
 // Collective over `parent`: a communicator of its first n ranks; the others get

@@ -102,8 +102,16 @@ struct NcclCommunicator::Impl {
     std::string members;  // "world ranks 0 (h0), 1 (h1)" for messages
     long monitor = 0;
     bool aborted = false;
+    // Arrival clock (mark_arrivals): timed events on the compute stream, the origin and one
+    // per all_reduce since the mark, reused step after step (a captured graph re-records them).
+    cudaEvent_t arrival_origin = nullptr;
+    std::vector<cudaEvent_t> arrival_events;
+    size_t arrivals = 0;
+    bool marking = false;
     ~Impl() {
         if (monitor) unregister_monitor(monitor);
+        for (cudaEvent_t e : arrival_events) cudaEventDestroy(e);
+        if (arrival_origin) cudaEventDestroy(arrival_origin);
         if (nccl && !aborted) ncclCommDestroy(nccl);
         if (inputs_ready) cudaEventDestroy(inputs_ready);
         if (stream && stream != compute) cudaStreamDestroy(stream);
@@ -167,6 +175,22 @@ struct NcclCommunicator::Impl {
                        kAbortGraceS);
     }
     static constexpr int kAbortGraceS = 10;
+
+    // An external record in a capture, so the graph timestamps the event at each replay.
+    void record_timed(cudaEvent_t event) {
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        SB_CHECK_CUDA(cudaStreamIsCapturing(compute, &capture));
+        SB_CHECK_CUDA(cudaEventRecordWithFlags(
+            event, compute, capture == cudaStreamCaptureStatusNone ? cudaEventRecordDefault : cudaEventRecordExternal));
+    }
+    void note_arrival() {
+        if (!marking) return;
+        if (arrivals == arrival_events.size()) {
+            arrival_events.emplace_back();
+            SB_CHECK_CUDA(cudaEventCreate(&arrival_events.back()));
+        }
+        record_timed(arrival_events[arrivals++]);
+    }
 };
 
 namespace {
@@ -273,8 +297,29 @@ void NcclCommunicator::watch_stream(const char* what) {
     impl_->track(event, what);
 }
 
+void NcclCommunicator::mark_arrivals() {
+    if (!impl_->arrival_origin) SB_CHECK_CUDA(cudaEventCreate(&impl_->arrival_origin));
+    impl_->record_timed(impl_->arrival_origin);
+    impl_->arrivals = 0;
+    impl_->marking = true;
+}
+
+std::vector<double> NcclCommunicator::arrivals_ms(size_t n) {
+    impl_->marking = false;
+    if (!impl_->arrival_origin || impl_->arrival_events.size() < n) return {};
+    std::vector<double> out;
+    for (size_t i = 0; i < n; ++i) {
+        SB_CHECK_CUDA(cudaEventSynchronize(impl_->arrival_events[i]));
+        float ms = 0;
+        SB_CHECK_CUDA(cudaEventElapsedTime(&ms, impl_->arrival_origin, impl_->arrival_events[i]));
+        out.push_back(ms);
+    }
+    return out;
+}
+
 std::unique_ptr<CommRequest> NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                                           ReduceOp op) {
+    impl_->note_arrival();
     return issue("all_reduce", [&](ncclComm_t c, cudaStream_t s) {
         SB_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), c, s));
     });

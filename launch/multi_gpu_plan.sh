@@ -2,7 +2,8 @@
 # The multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
 # calls of at most ten minutes each:
 #   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N, and N);
-#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2)
+#          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2); with --share-gpu,
+#          each fault and a peer whose CUDA work fails, FAULT_REPS times (default 10)
 #   part2  train --scaling 1,2,4,8 (<= N, and N) of the six workloads (CUDA graphs on, bucket_mb
 #          25) with their one-GPU op profiles; PyTorch DDP on the same GPUs and workloads
 #          (tests/reference/ddp_bench.py); `project --hardware h200-sxm --calibrate` from the
@@ -19,24 +20,29 @@
 # Each call stops starting steps that would not end within PLAN_BUDGET_S (default 540) seconds;
 # exit 1 when a step of the call failed or timed out, 2 on bad arguments.
 #
-#   launch/multi_gpu_plan.sh [--cpu] [--dry-run] [--return DIR] OUTDIR [part1|part2|part3|all]
+#   launch/multi_gpu_plan.sh [--cpu | --share-gpu N] [--dry-run] [--return DIR] OUTDIR [part1|part2|part3|all]
 # --dry-run: print each step's command instead of running it (N from nvidia-smi, else NP).
 # --cpu: the rehearsal on CPU ranks (CI-sized configs, mpirun -np ${NP:-2} --oversubscribe, the
 # MPI backend, DDP over gloo when torch imports) with an existing CPU build (build/, or the binary
 # SCALEBENCH_BIN names); its figures say nothing about GPUs.
-# Environment: PYTHON (default python3), BUILD_DIR, SCALEBENCH_BIN, PLAN_BUDGET_S, NP (--cpu),
+# --share-gpu N: the rehearsal on the GPU(s) at hand, N ranks sharing them (scalebench's
+# --share-gpu, each rank its own NCCL host identity; the GPU suite is its SharedGpu* tests,
+# the faults run on a small workload; no op profiles or projections): the multi-rank path on a
+# one-GPU machine, whose figures are not hardware figures.
+# Environment: PYTHON (default python3), BUILD_DIR, SCALEBENCH_BIN, PLAN_BUDGET_S, NP (--cpu), FAULT_REPS,
 # PLAN_VARIANTS (part3's graphs:bucket_mb pairs, default "off:25 on:1 on:100 off:1 off:100").
 set -uo pipefail
 
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
 
 command_line="$0 $*"
-mode=gpu dry_run=0 return_dir="" positional=()
+mode=gpu dry_run=0 return_dir="" share=0 positional=()
 while (($#)); do
   case $1 in
     --cpu) mode=cpu; shift ;;
     --dry-run) dry_run=1; shift ;;
+    --share-gpu) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || die "--share-gpu needs a number of ranks"; share=$2; shift 2 ;;
     --return) [[ $# -ge 2 ]] || die "--return needs a folder"; return_dir=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -45,6 +51,7 @@ while (($#)); do
 done
 ((${#positional[@]} >= 1 && ${#positional[@]} <= 2)) || { usage >&2; exit 2; }
 part=${positional[1]:-all}
+[[ $mode == cpu ]] && ((share)) && die "--cpu and --share-gpu: choose one"
 case $part in part1|part2|part3|all) ;; *) die "'$part': expected part1, part2, part3 or all" ;; esac
 if [[ -n $return_dir ]]; then
   return_dir=$(cd "$return_dir" 2>/dev/null && pwd) || die "--return $return_dir: not a folder"
@@ -74,6 +81,7 @@ if [[ $mode == gpu ]]; then
     command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found (no GPU machine?); --cpu rehearses on CPU ranks"
     N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
   fi
+  ((share)) && [[ $N =~ ^[1-9][0-9]*$ ]] && N=$share
   [[ $N =~ ^[1-9][0-9]*$ ]] || die "no GPU: nvidia-smi lists none (or NP '$N' is not a positive whole number)"
   backend=cuda comm_backend=nccl hardware=h200-sxm
   build_dir=${BUILD_DIR:-build-gpu}
@@ -91,8 +99,15 @@ if [[ $mode == gpu ]]; then
   # record lands in after the N-rank model is built. The timeout, 30 s, is longer than the n = 1
   # phase: the idle ranks wait for rank 0 that long in a barrier, and rank 0 answers their pings
   # only from its next MPI wait (its CUDA steps make none).
-  fault_workload=mlp-large fault_steps=1000 fault_timeout=30 fault_delay=12
+  fault_config=$details/configs/mlp-large.yaml fault_steps=1000 fault_timeout=30 fault_delay=12
   ddp_flags=(--device cuda --precision bf16)
+  if ((share)); then
+    # Ranks sharing a GPU talk through NCCL's socket transport at well under 1 GB/s: a small
+    # workload keeps a fault's run short (~2000 steps of ci-small fill the N-rank phase).
+    fault_config=configs/ci-small.yaml fault_steps=4000 fault_timeout=10 fault_delay=3
+    comm_sizes=(-b 8 -e 16M -f 16)
+    ddp_flags+=(--share-gpu)
+  fi
 else
   N=${NP:-2}
   [[ $N =~ ^[1-9][0-9]*$ ]] || die "NP '$N': not a positive whole number"
@@ -103,7 +118,7 @@ else
              "resnet-ci configs/ci-resnet.yaml 8 resnet-ci")
   comm_sizes=(-b 8 -e 1M -f 16)
   # CPU steps of ci-small take ~0.3 ms: 30000 keep the n = 2 phase running ~9 s, past the 1 s delay.
-  fault_workload=mlp-ci fault_steps=30000 fault_timeout=3 fault_delay=1
+  fault_config=$details/configs/mlp-ci.yaml fault_steps=30000 fault_timeout=3 fault_delay=1
   ddp_flags=(--device cpu --precision fp32)
 fi
 sizes=1
@@ -112,6 +127,11 @@ for ((s = 2; s <= N; s *= 2)); do sizes+=",$s"; done
 ends=1
 ((N > 1)) && ends+=",$N"
 mpirun=(mpirun --bind-to none --oversubscribe)
+share_flag=()
+((share)) && share_flag=(--share-gpu)
+fault_reps=${FAULT_REPS:-1}
+((share)) && fault_reps=${FAULT_REPS:-10}
+[[ $fault_reps =~ ^[1-9][0-9]*$ ]] || die "FAULT_REPS '$fault_reps': not a positive whole number"
 [[ $EUID -eq 0 ]] && mpirun+=(--allow-run-as-root)
 if [[ -n ${SCALEBENCH_BIN:-} ]]; then
   bin=$SCALEBENCH_BIN
@@ -207,14 +227,20 @@ faults() {
     skip fault_stop "a peer fault needs 2 or more GPUs; this machine has $N"
     return 0
   fi
-  local sig
-  for sig in KILL STOP; do
-    local name=fault_${sig,,} records=$details/faults/$sig.jsonl
-    run_step "$name" 90 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" --rank $((N - 1)) \
-      --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
-      --stderr "$details/faults/$sig.err" --report "$details/faults/report.jsonl" -- \
-      "${mpirun[@]}" -np "$N" "$bin" train --config "$details/configs/$fault_workload.yaml" --backend "$backend" \
-      --cuda-graphs false --scaling "$ends" --steps "$fault_steps" --warmup 5 --out "$records"
+  local sig rep kinds=(KILL STOP)
+  ((share)) && kinds+=(CUDA)
+  for sig in "${kinds[@]}"; do
+    for ((rep = 1; rep <= fault_reps; rep++)); do
+      local name=fault_${sig,,} records=$details/faults/$sig.jsonl
+      ((fault_reps > 1)) && name+=.$rep records=$details/faults/$sig.$rep.jsonl
+      local est=90  # the timeout, the watchdog's grace, the ranks' start-up; less for a small shared run
+      ((share)) && est=$([[ $sig == STOP ]] && echo $((fault_timeout + 15)) || echo 15)
+      run_step "$name" "$est" 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" \
+        --rank $((N - 1)) --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
+        --stderr "${records%.jsonl}.err" --report "$details/faults/report.jsonl" -- \
+        "${mpirun[@]}" -np "$N" "$bin" train --config "$fault_config" --backend "$backend" "${share_flag[@]}" \
+        --cuda-graphs false --scaling "$ends" --steps "$fault_steps" --warmup 5 --out "$records"
+    done
   done
 }
 
@@ -225,7 +251,7 @@ train() {
   local name=train.$label.graphs-$graphs.bucket-$bucket flag=true
   [[ $graphs == off ]] && flag=false
   run_step "$name" "$([[ $list == "$sizes" ]] && echo 60 || echo 25)" 300 "$details/train/$name.jsonl" -- \
-    "${mpirun[@]}" -np "$N" "$bin" train --config "$details/configs/$label.yaml" --backend "$backend" \
+    "${mpirun[@]}" -np "$N" "$bin" train --config "$details/configs/$label.yaml" --backend "$backend" "${share_flag[@]}" \
     --scaling "$list" --cuda-graphs "$flag" --bucket-mb "$bucket" --out "$details/train/$name.jsonl" "$@"
 }
 
@@ -251,6 +277,7 @@ ddp() {
 # measured scaling is checked against. And again with the measured multi-GPU comm records too
 # (the link rate measured, not the profile's): how much of a miss is the fabric model.
 projections() {
+  ((share)) && { skip project "ranks share a GPU: no hardware figures to calibrate from"; return 0; }
   local one_gpu=() f w label
   for f in "$details"/opprof/*.ops.jsonl; do [[ -s $f ]] && one_gpu+=("$f"); done
   for f in "$details"/train/train.*.graphs-on.bucket-25.jsonl; do  # calibrate reads their n = 1 records
@@ -302,12 +329,14 @@ part1() {
   if [[ $mode == gpu ]]; then build scalebench scalebench_gpu_tests || return 1; else build scalebench || return 1; fi
   machine_records
   if [[ $mode == gpu ]]; then
-    run_step gpu_tests 120 400 - -- "${mpirun[@]}" -np "$N" "$build_dir/tests/scalebench_gpu_tests"
+    local filter=()
+    ((share)) && filter=(--gtest_filter='SharedGpu*')
+    run_step gpu_tests 120 400 - -- "${mpirun[@]}" -np "$N" "$build_dir/tests/scalebench_gpu_tests" "${filter[@]}"
   else
     skip gpu_tests "the GPU test suite needs CUDA (ctest's mpi_tests_np2 and np4 are the CPU ranks' suite)"
   fi
   run_step comm 90 300 "$details/comm.jsonl" -- "${mpirun[@]}" -np "$N" "$bin" comm --op all --backend "$comm_backend" \
-    --scaling "$sizes" "${comm_sizes[@]}" --out "$details/comm.jsonl"
+    "${share_flag[@]}" --scaling "$sizes" "${comm_sizes[@]}" --out "$details/comm.jsonl"
   faults
 }
 
@@ -320,7 +349,11 @@ part2() {
   for w in "${workloads[@]}"; do
     read -r label _ <<<"$w"
     [[ -e $details/done/train.$label.graphs-on.bucket-25 ]] || ((dry_run)) || rm -f "$details/opprof/$label.ops.jsonl"
-    train "$label" on 25 "$sizes" --profile-ops "$details/opprof/$label.ops.jsonl"
+    if ((share)); then  # an op profile times one rank alone: not with ranks sharing its GPU
+      train "$label" on 25 "$sizes"
+    else
+      train "$label" on 25 "$sizes" --profile-ops "$details/opprof/$label.ops.jsonl"
+    fi
   done
   ddp
   projections  # host-only: what a call has no time left for can be made later from the records
@@ -350,7 +383,10 @@ finish() {
 
 touch "$details/steps.tsv"
 t0_line=$(wc -l <"$details/steps.tsv")  # this call's steps are the lines after it
-echo "multi_gpu_plan.sh: $part on $N $([[ $mode == gpu ]] && echo GPU\(s\) || echo CPU ranks), world sizes $sizes, into $out"
+what="$N GPU(s)"
+[[ $mode == cpu ]] && what="$N CPU ranks"
+((share)) && what="$N ranks sharing the GPU(s)"
+echo "multi_gpu_plan.sh: $part on $what, world sizes $sizes, into $out"
 case $part in
   part1) part1 ;;
   part2) part2 ;;

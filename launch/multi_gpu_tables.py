@@ -75,8 +75,8 @@ class Details:
         for r in read_jsonl(os.path.join(d, "ddp.jsonl")):
             self.ddp.setdefault((r["workload"], r["local_batch"]), {})[r["world_size"]] = r
         self.comm = [r for r in read_jsonl(os.path.join(d, "comm.jsonl")) if r.get("subcommand") == "comm"]
-        # The latest run of each fault (a repeated call appends another).
-        self.faults = list({f.get("fault"): f for f in read_jsonl(os.path.join(d, "faults", "report.jsonl"))}.values())
+        # Every fault run (repetitions of one fault are rows of their own).
+        self.faults = list(read_jsonl(os.path.join(d, "faults", "report.jsonl")))
         self.project = {}
         for path in glob.glob(os.path.join(d, "project", "*.jsonl")):
             base = os.path.basename(path)[:-len(".jsonl")]
@@ -265,8 +265,8 @@ def headline(fault):
 
 def faults_md(dt):
     lines = ["# Peer faults on NCCL (tests/faults/peer_fault.py)\n\n",
-             "One rank of a running `train --scaling 1,N` signalled once the n = 1 record is written and the N-rank "
-             "steps run. Checked: the job ends non-zero with every rank gone within the collective timeout plus the "
+             "One rank of a running `train --scaling 1,N` signalled (or its CUDA work made to fail) once the n = 1 "
+             "record is written and the N-rank steps run. Checked: the job ends non-zero with every rank gone within the collective timeout plus the "
              "watchdog's grace and 10 s to tear down; the failed rank and its host singled out in the output; the "
              "n = 1 record intact and an incomplete record last.\n\n"]
     if not dt.faults:
@@ -282,7 +282,7 @@ def faults_md(dt):
                      f"{rec.get('intact_world_sizes', '-')} then {rec.get('last', {}).get('subcommand', '-')}",
                      "yes" if f.get("collective_named") else "no", "PASS" if f.get("passed") else "FAIL",
                      headline(f)[:200].replace("|", "/")])
-    lines.append(table(["signal", "rank (host)", "seconds to end", "exit", "all ended", "rank named", "records",
+    lines.append(table(["fault", "rank (host)", "seconds to end", "exit", "all ended", "rank named", "records",
                         "records (world sizes)", "names all_reduce", "verdict", "last message"], rows))
     return "".join(lines)
 
@@ -369,10 +369,18 @@ def summary_md(dt):
             f"{r['world_size']} GPUs {num((r['rows'][-1].get('out_of_place') or {}).get('busbw_gbps'), 1)} GB/s"
             for r in sorted(ar, key=lambda r: r["world_size"])) + ".\n")
     if dt.faults:
-        lines.append("\nFaults: " + "; ".join(
-            f"{f['fault']} rank {f['rank']} {'PASS' if f.get('passed') else 'FAIL'}"
-            + (f" ({', '.join(k for k, v in f.get('checks', {}).items() if not v)} failed)" if not f.get("passed") else "")
-            for f in dt.faults) + ".\n")
+        by_kind = {}
+        for f in dt.faults:
+            by_kind.setdefault(f["fault"], []).append(f)
+        parts = []
+        for kind, runs in by_kind.items():
+            passed = sum(bool(f.get("passed")) for f in runs)
+            ends = [f["seconds_to_end"] for f in runs if f.get("seconds_to_end") is not None]
+            failed = sorted({k for f in runs for k, v in f.get("checks", {}).items() if not v})
+            parts.append(f"{kind} rank {runs[0]['rank']} {passed} of {len(runs)} passed"
+                         + (f", ended within {max(ends):.1f} s" if ends else "")
+                         + (f" ({', '.join(failed)} failed)" if failed else ""))
+        lines.append("\nFaults: " + "; ".join(parts) + ".\n")
     prow = [r for r in projection_rows(dt, "one-gpu") if r["n"] >= 2]
     if prow:
         lines.append(f"\nProjection from one GPU: {sum(r['ok'] for r in prow)} of {len(prow)} multi-GPU rows within "

@@ -13,6 +13,8 @@ writes, as PNG and SVG:
   busbw       bus bandwidth (out-of-place, nccl-tests' busbw) against message size of each
               collective in `scalebench comm` records (only when the files hold some)
 Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
+Records of ranks sharing a GPU (`"shared_gpu": true`, `--share-gpu`) are left out with a
+warning: they rehearse a multi-rank run and are not hardware figures.
 A system is named from the environment record: the GPU name (environment.gpu.name, else the
 backend) and the host of rank 0, or the Slurm partition when the run was a Slurm job (as
 `scalebench report` names them). The same system and workload found in two files are two lines,
@@ -182,10 +184,15 @@ MAX_WORLD_SIZE = 1 << 24
 def load(paths, labels, skip_bad_lines):
     train, comm = {}, {}
     runs = {}
+    shared_total = 0
     for path in paths:
         valid = 0
+        shared = 0
         for line, r in read_jsonl(path, skip_bad_lines, runs):
             where = f"{path}:{line}"
+            if r.get("shared_gpu") is True:
+                shared += 1
+                continue
             try:
                 add_record(r, where, path, labels, train, comm)
                 valid += 1
@@ -194,14 +201,19 @@ def load(paths, labels, skip_bad_lines):
             except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
                 bad_line(f"{where}: not a valid {r.get('subcommand')!s:.20} record: {type(e).__name__}: {str(e)[:200]}",
                          skip_bad_lines)
-        if valid == 0 and not any(start.startswith(f"{path}:") for start, _, _ in runs.values()):
+        if shared:
+            print(f"{PROG}: warning: {path}: {shared} record(s) of ranks sharing a GPU (shared_gpu) left out: "
+                  "not hardware figures", file=sys.stderr)
+        shared_total += shared
+        if valid + shared == 0 and not any(start.startswith(f"{path}:") for start, _, _ in runs.values()):
             raise InputError(f"{path}: no valid record in the file")
     for start, kind, closed in runs.values():
         if not closed:
             print(f"{PROG}: warning: {start}: the {kind} run started here has no end record: it was cut short "
                   "(or is still running)", file=sys.stderr)
     if not train and not comm:
-        raise InputError(f"{', '.join(paths)}: no train or comm records to plot")
+        only_shared = " (only records of ranks sharing a GPU, which are not plotted)" if shared_total else ""
+        raise InputError(f"{', '.join(paths)}: no train or comm records to plot{only_shared}")
     for group in (train.values(), comm.values()):
         # The same system and workload in two files (NCCL_ALGO=Ring in one, Tree in the other)
         # are two lines, told apart by file name; --label merges files on purpose.

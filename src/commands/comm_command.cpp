@@ -145,6 +145,7 @@ nlohmann::json comm_size_record(const SweepResult& r, const SweepRow& row, const
             {"timestamp", utc_timestamp()},
             {"world_size", r.nranks},
             {"backend", backend},
+            {"shared_gpu", shared_gpu_enabled()},
             {"op", r.collective->name},
             {"dtype", nccl_type_name(r.dtype)},
             {"redop", r.collective->reduces ? reduce_op_name(r.redop) : "none"},
@@ -179,6 +180,7 @@ nlohmann::json comm_record(const SweepResult& r, const CommPlan& p, const std::s
             {"world_size", r.nranks},
             {"launched_world_size", launched},
             {"backend", backend},
+            {"shared_gpu", shared_gpu_enabled()},
             {"op", r.collective->name},
             {"dtype", nccl_type_name(r.dtype)},
             {"redop", r.collective->reduces ? reduce_op_name(r.redop) : "none"},
@@ -280,6 +282,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
                     o.dtype = dtype;
                     o.redop = redop;
                     if (rank == 0) {
+                        if (shared_gpu_enabled()) std::printf("# %s\n", kSharedGpuNote);
                         std::fputs(preamble(*c, plan, backend, n, size, devices).c_str(), stdout);
                         std::fflush(stdout);
                     }

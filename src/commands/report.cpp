@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "src/commands/stragglers.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 
@@ -93,7 +94,17 @@ static bool is_scaling_record(const nlohmann::json& record) {
     return sub != record.end() && (*sub == "train" || *sub == "project");
 }
 
+bool is_shared_gpu(const nlohmann::json& record) {
+    const auto shared = record.find("shared_gpu");
+    return shared != record.end() && shared->is_boolean() && shared->get<bool>();
+}
+
 std::string system_label(const nlohmann::json& record) {
+    if (is_shared_gpu(record)) {
+        nlohmann::json own_gpu = record;
+        own_gpu.erase("shared_gpu");
+        return system_label(own_gpu) + " shared GPU";
+    }
     if (record.value("projected", false)) {
         nlohmann::json measured_like = record;
         measured_like.erase("projected");
@@ -127,6 +138,19 @@ std::vector<std::string> table_row(const nlohmann::json& r) {
             fixed(median_of(r, "compute_ms"), 3), fixed(median_of(r, "exposed_comm_ms"), 3),
             fixed(median_of(r, "optimizer_ms"), 3), fixed(number(r, "allreduce_busbw_gbps"), 2),
             percent(number(r, "scaling_efficiency"))};
+}
+
+// The stragglers a train record names (stragglers.h), one line each.
+std::vector<std::string> stragglers_of(const nlohmann::json& r) {
+    std::vector<std::string> lines;
+    const auto check = r.find("straggler_check");
+    if (check == r.end() || !check->is_object() || !check->contains("stragglers") || !(*check)["stragglers"].is_array())
+        return lines;
+    for (const nlohmann::json& s : (*check)["stragglers"]) try {
+            if (s.is_object()) lines.push_back(straggler_line(s));
+        } catch (const nlohmann::json::exception&) {  // a field of the wrong type: nothing to name
+        }
+    return lines;
 }
 
 // Why a train or project record cannot be shown, or "" when it can.
@@ -176,10 +200,22 @@ int write_report(const ReportOptions& options, std::ostream& out, std::ostream& 
                                              "global batch", "samples/s", "per rank", "step ms", "compute ms",
                                              "exposed comm ms", "optimizer ms", "busbw GB/s", "efficiency"};
     std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> straggler_lines;
+    bool shared = false;
     for (const std::string& file : options.files)
-        for (const auto& r : read_scaling_records(file, err)) rows.push_back(table_row(r));
+        for (const auto& r : read_scaling_records(file, err)) {
+            rows.push_back(table_row(r));
+            shared = shared || is_shared_gpu(r);
+            for (const std::string& line : stragglers_of(r))
+                straggler_lines.push_back(fmt::format("straggler in {} ({}, {} ranks): {}", file, system_label(r),
+                                                      r["world_size"].get<int>(), line));
+        }
     if (rows.empty()) return 0;
+    // CSV stays a table: its system column says "shared GPU" on those rows, stragglers go to err.
+    if (shared && !options.csv) out << kSharedGpuReportNote << "\n\n";
     write_table(header, rows, 5, options.csv, out);
+    if (!straggler_lines.empty() && !options.csv) out << "\n";
+    for (const std::string& line : straggler_lines) (options.csv ? err : out) << line << "\n";
     return static_cast<int>(rows.size());
 }
 
@@ -205,7 +241,12 @@ int write_comparison(const ReportOptions& options, std::ostream& out, std::ostre
     std::vector<Group> groups;  // in the order first seen
     int compared = 0;
     for (const std::string& file : options.files) {
+        int shared = 0;
         for (const auto& r : read_scaling_records(file, err)) {
+            if (is_shared_gpu(r)) {  // a comparison of systems takes hardware figures only
+                ++shared;
+                continue;
+            }
             const std::string system = system_label(r), config = config_label(r);
             auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
                 return x.file == file && x.system == system && x.config == config;
@@ -217,6 +258,9 @@ int write_comparison(const ReportOptions& options, std::ostream& out, std::ostre
             p.busbw.push_back(number(r, "allreduce_busbw_gbps"));
             ++compared;
         }
+        if (shared > 0)
+            err << fmt::format("scalebench report: warning: {}: {} record(s) of ranks sharing a GPU (shared_gpu) left "
+                               "out of the comparison: not hardware figures\n", file, shared);
     }
     // Name each group by its system; add the workload, then the file, only where names collide.
     auto names_with = [&](bool config, bool file) {

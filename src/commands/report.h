@@ -19,7 +19,9 @@ struct ReportOptions {
 
 // Writes the table of the `train` records to `out`, warnings to `err`: each line that is not
 // a valid record is named by FILE:LINE and skipped, as is each run cut short (a start record
-// without its end). Returns the number of records shown (with `compare`: the number of records
+// without its end). Records of ranks sharing a GPU (shared_gpu) are shown with "shared GPU" in
+// their system and, in Markdown, kSharedGpuReportNote above the table; a comparison leaves
+// them out with a warning: they are no hardware figures. Returns the number of records shown (with `compare`: the number of records
 // compared). A file without any valid record is a UserError.
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err);
 
@@ -36,8 +38,13 @@ int write_comparison(const ReportOptions& options, std::ostream& out, std::ostre
 std::string config_label(const nlohmann::json& record);
 
 // The system a record ran on, as people name it: the GPU name (else the backend) and the host of
-// rank 0, or the Slurm partition for a Slurm job: "NVIDIA H200 (node17)", "cpu (Slurm partition gpu)".
+// rank 0, or the Slurm partition for a Slurm job: "NVIDIA H200 (node17)", "cpu (Slurm partition gpu)";
+// with " shared GPU" after it for a record of ranks sharing a GPU.
 // results/plot_scaling.py names systems the same way.
 std::string system_label(const nlohmann::json& record);
+bool is_shared_gpu(const nlohmann::json& record);  // its `shared_gpu` is true
+constexpr const char* kSharedGpuReportNote =
+    "Rows marked \"shared GPU\" come from ranks sharing a GPU (--share-gpu): they rehearse a multi-rank run and are "
+    "not hardware figures.";
 
 }  // namespace sb

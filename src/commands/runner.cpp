@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "collectives/mpi_communicator.h"
+#include "src/commands/stragglers.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
 #include "collectives/deadline.h"
@@ -30,6 +33,21 @@ enum Marker { kStepStart = 0, kBackwardEnd = 1, kCommWaited = 2, kOptimizerEnd =
 constexpr float kInitialLossScale = 65536.0f;
 constexpr int kLossScaleGrowthInterval = 2000;
 }  // namespace
+
+TestHook parse_test_hook(const char* variable, const char* text, double max_value) {
+    if (!text || !*text) return {};
+    const std::string value = text;
+    const size_t colon = value.find(':');
+    char* end = nullptr;
+    if (colon != std::string::npos && colon > 0 && colon + 1 < value.size()) {
+        const long rank = std::strtol(value.c_str(), &end, 10);
+        const bool rank_ok = end == value.c_str() + colon && rank >= 0 && rank < (1 << 24);
+        const double number = std::strtod(value.c_str() + colon + 1, &end);
+        if (rank_ok && *end == '\0' && number >= 0 && number <= max_value) return {static_cast<int>(rank), number};
+    }
+    throw UserError(fmt::format("{}='{}': expected RANK:NUMBER (a rank, then 0 to {}), e.g. 1:20", variable, value,
+                                max_value));
+}
 
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
     : cfg_(cfg), ops_(ops), comm_(comm) {
@@ -100,6 +118,7 @@ void DataParallelTrainer::issue_step(int64_t step) {
         const void* inputs = data_->inputs(step).data;
         auto it = graphs_.find(slot);
         if (it == graphs_.end()) {
+            comm_.mark_arrivals();  // the capture records the buckets' arrival events from the first
             ops_.begin_capture();
             try {
                 issue_gradients(step);
@@ -110,13 +129,14 @@ void DataParallelTrainer::issue_step(int64_t step) {
             it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
         }
         SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");
-        ops_.record_marker(kStepStart);
+        start_step_clocks();
         ops_.replay(it->second.graph);
         comm_.watch_stream("training step (CUDA graph)");
     } else {
-        ops_.record_marker(kStepStart);
+        start_step_clocks();
         issue_gradients(step);
     }
+    inject_test_fault(step);
     bool apply = true;
     if (ops_.precision() == Precision::fp16) {
         // Every rank sees the same averaged gradients, so all take the same decision.
@@ -141,8 +161,30 @@ void DataParallelTrainer::issue_step(int64_t step) {
     ops_.record_marker(kOptimizerEnd);
 }
 
+void DataParallelTrainer::start_step_clocks() {
+    ops_.record_marker(kStepStart);
+    comm_.mark_arrivals();
+    static const TestHook delay =
+        parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000);
+    if (delay.rank == process_info().world_rank)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
+}
+
+void DataParallelTrainer::inject_test_fault(int64_t step) {
+    static const TestHook fault =
+        parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9);
+    if (fault.rank < 0) return;
+    if (ops_.name() != "cuda")
+        throw UserError("SCALEBENCH_TEST_CUDA_FAULT: a CUDA fault needs the cuda backend");
+    if (fault.rank != process_info().world_rank || static_cast<double>(step) != fault.value) return;
+    fmt::print(stderr, "scalebench: test fault: rank {} writes to an invalid device address in step {}\n", fault.rank,
+               step);
+    ops_.fill(Tensor{reinterpret_cast<void*>(uintptr_t{8}), DType::f32, 1, 1 << 20}, 0.0f);
+}
+
 StepTimes DataParallelTrainer::step_times() {
     StepTimes t;
+    t.bucket_arrivals = comm_.arrivals_ms(bucketer_->buckets().size());
     t.step = ops_.elapsed_ms(kStepStart, kOptimizerEnd);
     t.compute = ops_.elapsed_ms(kStepStart, kBackwardEnd);
     t.exposed_comm = ops_.elapsed_ms(kBackwardEnd, kCommWaited);
@@ -231,6 +273,7 @@ void print_header(const TrainConfig& cfg, const Ops& ops, size_t params, int wor
                cfg.model, params, ops.name(), precision_name(ops.precision()), scaling_mode_name(cfg.scaling_mode),
                cfg.batch_size, cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", world,
                world == 1 ? "" : "s");
+    if (shared_gpu_enabled()) fmt::print("{}\n", kSharedGpuNote);
     print_scaling_table_columns();
 }
 
@@ -348,6 +391,7 @@ namespace {
 // What one world size's steps measured on this rank.
 struct LocalSamples {
     std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
+    std::vector<double> arrivals;  // buckets per measured step: each bucket's arrival (NaN: not measured)
     float initial_loss = 0, final_loss = 0;
     nlohmann::json telemetry;          // NVML summary over the measured steps (null on the CPU)
     std::vector<double> device_times;  // the steps again, issued with the stream held
@@ -363,7 +407,11 @@ LocalSamples run_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, Ops
         if (s == cfg.warmup) telemetry = start_telemetry(ops);
         StepTimes t = trainer.step(s);
         if (s == 0) local.initial_loss = trainer.last_loss();
-        if (s >= cfg.warmup) local.times.insert(local.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+        if (s >= cfg.warmup) {
+            local.times.insert(local.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+            t.bucket_arrivals.resize(trainer.bucketer().buckets().size(), NAN);
+            local.arrivals.insert(local.arrivals.end(), t.bucket_arrivals.begin(), t.bucket_arrivals.end());
+        }
         progress.step_done(s + 1);
     }
     progress.clear();
@@ -390,12 +438,13 @@ struct SizeFigures {
     long long recheck_mismatched = 0;
     double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank
     std::vector<nlohmann::json> telemetry_by_rank;
+    nlohmann::json straggler_check;  // stragglers.h
 };
 
 // Collective over `sub` (n ranks): reduces the samples and runs the checks (the replica
 // checksums always, the all-reduce recheck on demand) and the gradient all-reduce timing.
 SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& local, MPI_Comm sub, int n,
-                           const SweepChecks& checks) {
+                           const SweepChecks& checks, const nlohmann::json& environment) {
     SizeFigures f;
     // Each step's figure is the slowest rank's (the step ends when the last rank is done).
     std::vector<double> slowest(local.times.size());
@@ -403,6 +452,10 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
                                MPI_MAX, sub));
     for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
     f.median_step = median_step_phases(local.times, sub);
+    std::vector<double> compute;
+    for (size_t i = 1; i < local.times.size(); i += 4) compute.push_back(local.times[i]);
+    f.straggler_check =
+        gather_straggler_check(compute, local.arrivals, trainer.bucketer().buckets().size(), environment, sub);
 
     float losses[2] = {local.initial_loss, local.final_loss};
     SB_CHECK_MPI(MPI_Allreduce(losses, f.mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
@@ -492,12 +545,14 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
         {"cuda_graphs", trainer.uses_graphs()},
         {"kernel_variants", kernel_variants(ops)},
+        {"shared_gpu", shared_gpu_enabled()},
         {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
                                               : nlohmann::json()},
         {"device_step_ms", or_null(f.device_step_ms)},
         {"host_overhead_ms", or_null(row.step.median - f.device_step_ms)},
         {"gpu_busy_fraction", or_null(f.device_step_ms / row.step.median)},
         {"telemetry_by_rank", f.telemetry_by_rank},
+        {"straggler_check", f.straggler_check},
         {"initial_loss", f.mean_losses[0]},
         {"final_loss", f.mean_losses[1]},
         {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", f.checksums[0])},
@@ -559,7 +614,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
             }
             ProgressLine progress(show_progress, n, cfg.warmup + cfg.steps);
             const LocalSamples local = run_steps(trainer, cfg, ops, progress);
-            const SizeFigures figures = reduce_figures(trainer, local, sub, n, checks);
+            const SizeFigures figures = reduce_figures(trainer, local, sub, n, checks, environment);
             if (world_rank == 0) {
                 const nlohmann::json mismatched = mismatched_replicas(figures, hosts);
                 if (figures.recheck_mismatched != 0)
@@ -576,6 +631,8 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
         SB_CHECK_MPI(MPI_Barrier(world));  // ranks outside this sub-world wait here
         if (world_rank == 0) {
             print_scaling_table_row(row);
+            for (const nlohmann::json& s : record["straggler_check"]["stragglers"])
+                fmt::print("  straggler at {} ranks: {}\n", n, straggler_line(s));
             append_record(cfg.out, record);
         }
     }

@@ -23,10 +23,24 @@
 
 namespace sb {
 
-// Local wall time of each phase of one step, in ms.
+// Local wall time of each phase of one step, in ms, and when each bucket's all-reduce was
+// ready to start on this rank (ms after the step's start; empty where not measured).
 struct StepTimes {
     double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
+    std::vector<double> bucket_arrivals;
 };
+
+// Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):
+//   SCALEBENCH_TEST_DELAY_RANK=R:MS   rank R sleeps MS ms at the start of each step, inside
+//                                     its compute time: a straggler;
+//   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
+//                                     STEP of each world size it trains in (CUDA backend only).
+// A bad value is a UserError naming the variable.
+struct TestHook {
+    int rank = -1;
+    double value = 0;
+};
+TestHook parse_test_hook(const char* variable, const char* text, double max_value);
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {
@@ -68,6 +82,9 @@ public:
 private:
     // Forward, backward and the bucket all-reduces, up to the optimizer.
     void issue_gradients(int64_t step);
+    // The step's start marker and the buckets' arrival clock (and the test-only delay).
+    void start_step_clocks();
+    void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
     void all_reduce_every_bucket();
 
     const TrainConfig& cfg_;

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "src/commands/stragglers.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
@@ -247,6 +248,7 @@ struct Interval {
     int index = 0, workload = 0;
     int64_t first_step = 0;     // the workload's step index at the interval's start
     std::vector<double> times;  // 4 per step: step, compute, exposed, optimizer
+    std::vector<double> arrivals;  // buckets per step: each bucket's arrival (NaN: not measured)
     std::vector<SdcEvent> events;
     int sdc_checks = 0;
     double sdc_check_s = 0;  // what the checks cost the interval
@@ -261,6 +263,7 @@ struct IntervalFigures {
     double busy_pct = 0;
     float mean_loss = 0;
     std::vector<nlohmann::json> telemetry_by_rank;
+    nlohmann::json straggler_check;  // stragglers.h
 };
 
 // The soak across its intervals: the trainers (one per workload, alternated interval by
@@ -297,6 +300,7 @@ public:
         for (size_t w = 0; w < plan_.workloads.size(); ++w)
             fmt::print("  workload {}: {} ({} parameters, global batch {})\n", w, plan_.workloads[w].source,
                        trainers_[w]->model().num_params(), trainers_[w]->global_batch());
+        if (shared_gpu_enabled()) fmt::print("{}\n", kSharedGpuNote);
         fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval",
                    "elapsed", "remaining", "w", "steps", "samples/s", "busy", "drift", "step ms", "p90", "max", "sdc",
                    "telemetry");
@@ -322,9 +326,11 @@ public:
             iv.sdc_check_s += seconds_since(check_start);
         };
         for (;;) {
-            const StepTimes t = trainer.step(workload_step++);
+            StepTimes t = trainer.step(workload_step++);
             ++global_step_;
             iv.times.insert(iv.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
+            t.bucket_arrivals.resize(trainer.bucketer().buckets().size(), NAN);
+            iv.arrivals.insert(iv.arrivals.end(), t.bucket_arrivals.begin(), t.bucket_arrivals.end());
             if (plan_.planted_flip && plan_.planted_flip->step == global_step_ && plan_.planted_flip->rank == rank_) {
                 trainer.flip_parameter_bit(0, 22);  // the top mantissa bit: a visible, finite change
                 fmt::print(stderr, "stress: planted a bit flip in rank {}'s parameters after step {}\n", rank_,
@@ -378,6 +384,8 @@ public:
                    : iv.events.empty()        ? fmt::format("{} ok", iv.sdc_checks)
                                               : fmt::format("{} BAD", iv.events.size()),
                    telemetry_brief(f.telemetry_by_rank));
+        for (const nlohmann::json& s : f.straggler_check["stragglers"])
+            fmt::print("  straggler in interval {}: {}\n", iv.index, straggler_line(s));
         std::fflush(stdout);
     }
 
@@ -408,6 +416,7 @@ public:
             {"elapsed_s", seconds_since(start_)},
             {"world_size", size_},
             {"backend", ops_.name()},
+            {"shared_gpu", shared_gpu_enabled()},
             {"precision", precision_name(ops_.precision())},
             {"total_steps", global_step_},
             {"workloads", workloads},
@@ -440,6 +449,11 @@ private:
         SB_CHECK_MPI(MPI_Allreduce(iv.times.data(), slowest.data(), static_cast<int>(iv.times.size()), MPI_DOUBLE,
                                    MPI_MAX, world_));
         for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
+        std::vector<double> compute;
+        for (size_t i = 1; i < iv.times.size(); i += 4) compute.push_back(iv.times[i]);
+        const DataParallelTrainer& trainer = *trainers_[static_cast<size_t>(iv.workload)];
+        f.straggler_check =
+            gather_straggler_check(compute, iv.arrivals, trainer.bucketer().buckets().size(), environment_, world_);
         const float loss = trainers_[static_cast<size_t>(iv.workload)]->last_loss();
         SB_CHECK_MPI(MPI_Allreduce(&loss, &f.mean_loss, 1, MPI_FLOAT, MPI_SUM, world_));
         f.mean_loss /= static_cast<float>(size_);
@@ -493,6 +507,7 @@ private:
             {"remaining_s", std::max(0.0, plan_.duration_s - iv.elapsed_s)},
             {"world_size", size_},
             {"backend", ops_.name()},
+            {"shared_gpu", shared_gpu_enabled()},
             {"precision", precision_name(ops_.precision())},
             {"model", trainer.model().name()},
             {"num_params", trainer.model().num_params()},
@@ -516,6 +531,7 @@ private:
             {"sdc_events", event_json},
             {"checks_passed", iv.events.empty()},
             {"telemetry_by_rank", f.telemetry_by_rank},
+            {"straggler_check", f.straggler_check},
             {"config", to_json(cfg)},
             {"environment", environment_},
         };

@@ -294,8 +294,13 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
     for (const auto& file : files) {
         ReadResult read = read_records(file);
         if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
+        size_t shared = 0;
         for (size_t index = 0; index < read.records.size(); ++index) {
             const nlohmann::json& r = read.records[index];
+            if (r.contains("shared_gpu") && r["shared_gpu"] == true) {  // not this hardware's figures
+                ++shared;
+                continue;
+            }
             try {
                 const std::string sub = r.value("subcommand", "");
                 const std::string gpu = record_gpu(r);
@@ -365,6 +370,9 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                                             r.is_object() ? r.value("subcommand", std::string("?")) : "?", e.what()));
             }
         }
+        if (shared > 0)
+            cal.notes.push_back(fmt::format("{}: {} record(s) of ranks sharing a GPU (shared_gpu) not used: not "
+                                            "hardware figures", file, shared));
     }
     for (int i = 0; i < 4; ++i) {
         if (bases[i].empty()) continue;

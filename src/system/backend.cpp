@@ -101,19 +101,22 @@ void check_one_rank_per_gpu(int device, MPI_Comm world) {
     SB_CHECK_MPI(MPI_Allgather(mine.data(), 32, MPI_CHAR, all.data(), 32, MPI_CHAR, local));
     SB_CHECK_MPI(MPI_Allgather(&p.world_rank, 1, MPI_INT, ranks.data(), 1, MPI_INT, local));
     SB_CHECK_MPI(MPI_Comm_free(&local));
-    std::string error;
-    for (int i = 0; i < p.local_size && error.empty(); ++i)
-        for (int j = i + 1; j < p.local_size; ++j)
-            if (std::string(&all[32 * static_cast<size_t>(i)]) == std::string(&all[32 * static_cast<size_t>(j)])) {
-                error = fmt::format("ranks {} and {} on host {} both drive GPU {}: one rank per GPU (--share-gpu "
-                                    "lets ranks share a GPU, for rehearsal and tests: no hardware figures)",
-                                    ranks[static_cast<size_t>(i)], ranks[static_cast<size_t>(j)], p.host,
-                                    std::string(&all[32 * static_cast<size_t>(i)]));
-                break;
-            }
-    agree_on_errors(world, error);
+    std::vector<std::string> bus_ids;
+    for (int i = 0; i < p.local_size; ++i) bus_ids.emplace_back(&all[32 * static_cast<size_t>(i)]);
+    agree_on_errors(world, one_rank_per_gpu_problem(bus_ids, ranks, p.host));
 }
 }  // namespace
+
+std::string one_rank_per_gpu_problem(const std::vector<std::string>& bus_ids, const std::vector<int>& ranks,
+                                     const std::string& host) {
+    for (size_t i = 0; i < bus_ids.size(); ++i)
+        for (size_t j = i + 1; j < bus_ids.size(); ++j)
+            if (bus_ids[i] == bus_ids[j])
+                return fmt::format("ranks {} and {} on host {} both drive GPU {}: one rank per GPU (--share-gpu lets "
+                                   "ranks share a GPU, for rehearsal and tests: no hardware figures)",
+                                   ranks[i], ranks[j], host, bus_ids[i]);
+    return "";
+}
 
 TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     int rank = 0;
@@ -189,7 +192,12 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
             (void)cudaGetLastError();  // unknown is no refusal; clear it so no later launch check reports it
             return {0, ""};
         }
-        return {static_cast<double>(free_bytes), fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)))};
+        const std::string what = fmt::format("GPU memory free of {}", gib(static_cast<double>(total_bytes)));
+        // Ranks sharing the GPU share what is free: those of this host on the same device.
+        const int gpus = visible_gpu_count(), device = shared_gpu_device(p.local_rank, gpus);
+        const int sharers = shared_gpu_mode && gpus > 0 ? (p.local_size - device + gpus - 1) / gpus : 1;
+        if (sharers <= 1) return {static_cast<double>(free_bytes), what};
+        return {static_cast<double>(free_bytes) / sharers, fmt::format("{}, shared by {} ranks", what, sharers)};
     }
 #endif
     (void)ops;

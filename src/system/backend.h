@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -45,8 +46,16 @@ int shared_gpu_device(int local_rank, int visible_gpus);
 // environment (shared_gpu_env) and turns the mode on for this process, so create_ops places
 // ranks round-robin over the visible GPUs and records say `shared_gpu: true`.
 void enable_shared_gpu(MPI_Comm world);
+// Without the mode: the error when two ranks of `host` (world `ranks`, by local rank) drive
+// the same GPU (`bus_ids`, by local rank), naming them and --share-gpu; "" when none do.
+std::string one_rank_per_gpu_problem(const std::vector<std::string>& bus_ids, const std::vector<int>& ranks,
+                                     const std::string& host);
 // Whether enable_shared_gpu ran in this process.
 bool shared_gpu_enabled();
+// The line above every table of the mode.
+constexpr const char* kSharedGpuNote =
+    "shared GPU mode (--share-gpu): ranks may share a GPU, linked by NCCL's network transport; these figures "
+    "rehearse a multi-rank run and are not hardware figures";
 
 // Collective over `world`: resolves `auto`, checks the GPUs on each host and builds the
 // Ops. Errors (no GPU, more ranks on a host than GPUs without --share-gpu, CPU with a

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """A peer that fails in the middle of training: SIGKILL or SIGSTOP one rank of a running
-multi-rank `scalebench train` and check what the job does (on NCCL with real GPUs, or
-on CPU ranks over MPI).
+multi-rank `scalebench train`, or make its CUDA work fail (CUDA: the test-only
+SCALEBENCH_TEST_CUDA_FAULT=RANK:STEP, an illegal-address kernel fault in step --fault-step of
+the world size after the first), and check what the job does (on NCCL with real or shared
+GPUs, or on CPU ranks over MPI).
 
 The command after `--` is started in a session of its own, with SCALEBENCH_COLLECTIVE_TIMEOUT_S
 set. Once the records file holds its first record (the first world size of the scaling list is
 done and written) and --delay-s more seconds have passed (the next world size is in its steps,
-its ranks exchanging bucket all-reduces), the rank --rank is signalled. Checked:
+its ranks exchanging bucket all-reduces), the rank --rank is signalled; a CUDA fault counts from
+the line the faulting rank prints as it injects it. Checked:
   ended       the job exits non-zero, every rank process is gone, within the bound: the collective
               timeout, the watchdog's grace (half the timeout, 1 to 10 s) and 10 s to tear down;
   named       stderr singles out the failed rank and its host: the watchdog's "rank(s) R (HOST)
-              stopped answering" or mpirun's "rank R with PID P on node HOST";
+              stopped answering", mpirun's "rank R with PID P on node HOST", or the failed rank's
+              own "error on rank R (HOST)" or "error: rank R on HOST" (its watchdog's abort);
   records     the records written before the fault parse whole (train, checks passed) and an
               "incomplete" record of the train run comes last; no torn line.
 Also reported, not required: whether the error names the collective it was stuck in (all_reduce).
@@ -31,6 +35,8 @@ import sys
 import time
 
 SIGNALS = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP}
+FAULTS = sorted(SIGNALS) + ["CUDA"]
+CUDA_FAULT_LINE = "scalebench: test fault: rank"
 
 
 def process_table():
@@ -109,7 +115,9 @@ def first_record_written(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--signal", choices=sorted(SIGNALS), required=True, help="KILL or STOP the rank")
+    ap.add_argument("--signal", choices=FAULTS, required=True,
+                    help="KILL or STOP the rank, or CUDA: its CUDA work faults (SCALEBENCH_TEST_CUDA_FAULT)")
+    ap.add_argument("--fault-step", type=int, default=20, help="CUDA: the step of the N-rank phase that faults")
     ap.add_argument("--rank", type=int, required=True, help="the world rank to signal (not 0: rank 0 writes the records)")
     ap.add_argument("--timeout-s", type=float, required=True, help="SCALEBENCH_COLLECTIVE_TIMEOUT_S for the job")
     ap.add_argument("--delay-s", type=float, default=3.0, help="seconds between the first record and the signal")
@@ -132,10 +140,12 @@ def main():
         os.remove(args.records)
 
     env = dict(os.environ, SCALEBENCH_COLLECTIVE_TIMEOUT_S=f"{args.timeout_s:g}")
+    if args.signal == "CUDA":
+        env["SCALEBENCH_TEST_CUDA_FAULT"] = f"{args.rank}:{args.fault_step}"
     grace = min(10.0, max(1.0, args.timeout_s / 2))
     bound = args.timeout_s + grace + 10.0
     host = socket.gethostname()
-    outcome = {"fault": f"SIG{args.signal}", "rank": args.rank, "host": host, "timeout_s": args.timeout_s,
+    outcome = {"fault": "CUDA fault" if args.signal == "CUDA" else f"SIG{args.signal}", "rank": args.rank, "host": host, "timeout_s": args.timeout_s,
                "bound_s": bound, "command": command}
     with open(args.stderr, "w") as err:
         job = subprocess.Popen(command, stdout=err, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -146,7 +156,8 @@ def main():
             time.sleep(0.05)
         victim, ranks = None, {}
         if job.poll() is None and first_record_written(args.records):
-            time.sleep(args.delay_s)
+            if args.signal != "CUDA":
+                time.sleep(args.delay_s)
             for pid in descendants(job.pid):
                 r = rank_of(pid)
                 # A rank's own children (a shell, a helper) inherit its variable: keep the first found.
@@ -163,7 +174,14 @@ def main():
             job.wait()
         else:
             records_before = len(read_records(args.records)[0])
-            os.kill(victim, SIGNALS[args.signal])
+            if args.signal == "CUDA":  # from the moment the rank injects it
+                while job.poll() is None and CUDA_FAULT_LINE not in open(args.stderr, errors="replace").read():
+                    if time.monotonic() - started > args.start_limit_s:
+                        break
+                    time.sleep(0.01)
+                outcome["fault_injected"] = CUDA_FAULT_LINE in open(args.stderr, errors="replace").read()
+            else:
+                os.kill(victim, SIGNALS[args.signal])
             fault = time.monotonic()
             try:
                 job.wait(timeout=bound + 60)
@@ -195,7 +213,10 @@ def main():
         short = re.escape(host.split(".")[0])
         watchdog = rf"rank\(s\) (?:[^;]*, )?{args.rank} \({short}[^)]*\)[^;]* stopped answering"
         launcher = rf"rank {args.rank} with PID \d+ on node {short}"  # Open MPI may print PID 0
-        checks["named"] = bool(re.search(watchdog, text) or re.search(launcher, text))
+        own = rf"error on rank {args.rank} \({short}|error: rank {args.rank} on {short}"  # main's, or the watchdog's
+        checks["named"] = bool(re.search(watchdog, text) or re.search(launcher, text) or re.search(own, text))
+        if args.signal == "CUDA":
+            checks["injected"] = outcome.get("fault_injected", False)
         # The run's "start" record brackets it; what is checked is the measurements and the end.
         measured = [r for r in records if r.get("subcommand") != "start"]
         intact = measured[:-1]
@@ -218,7 +239,7 @@ def main():
     verdict = "PASS" if outcome["passed"] else "FAIL"
     detail = ", ".join(f"{k} {'ok' if v else 'NO'}" for k, v in checks.items()) or outcome.get("error", "")
     took = f"ended {outcome['seconds_to_end']:.1f} s after the signal (bound {bound:g} s), " if "seconds_to_end" in outcome else ""
-    print(f"peer_fault: SIG{args.signal} rank {args.rank}: {verdict}: {took}{detail}", flush=True)
+    print(f"peer_fault: {outcome['fault']} rank {args.rank}: {verdict}: {took}{detail}", flush=True)
     sys.exit(0 if outcome["passed"] else 1)
 
 

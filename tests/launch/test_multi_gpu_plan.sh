@@ -36,7 +36,7 @@ expect_in "$out/faults.md" '^\| SIGKILL \| 1 \(.*\| PASS \|' "the SIGKILL fault"
 expect_in "$out/faults.md" '^\| SIGSTOP \| 1 \(.*\| PASS \|' "the SIGSTOP fault"
 expect_in "$out/comm.md" '^\| all_reduce \| algbw [0-9]+ \| [0-9.]+ \(fit' "the all_reduce row"
 expect_in "$out/projection.md" '^\| transformer-ci \| 2 \| [0-9.]+ \| [0-9.]+ \|' "a projection beside a measurement"
-expect_in "$out/summary.md" 'Faults: SIGKILL rank 1 PASS; SIGSTOP rank 1 PASS' "the summary's faults"
+expect_in "$out/summary.md" 'Faults: SIGKILL rank 1 1 of 1 passed, ended within [0-9.]+ s; SIGSTOP rank 1 1 of 1 passed, ended within [0-9.]+ s' "the summary's faults"
 tar -tzf "$out/details-all.tar.gz" >"$tmp/archive.txt" || fail "the archive does not list"
 grep -q '^details/train/train.mlp-ci.graphs-on.bucket-25.jsonl$' "$tmp/archive.txt" \
   || fail "the archive lacks the train records"

@@ -15,7 +15,12 @@ DDP's defaults but bucket_cap_mb (25, as scalebench's bucket_mb).
 Per world size: warm-up steps, then every measured step between two CUDA events (the steady clock
 on the CPU); a step's time is the slowest rank's, as scalebench's; median/min/max. Then the same
 number of steps under DDP's no_sync() (no gradient all-reduce, the same kernels otherwise):
-exposed_comm_ms = median step - median no_sync step, the time the all-reduce adds to a step.
+exposed_comm_ms = median step - median no_sync step, the time the all-reduce adds to a step; and
+the gradients all-reduced alone, in buckets of bucket_cap_mb (allreduce_ms, the median of 5), so
+hidden_fraction = 1 - exposed_comm_ms / allreduce_ms is the share of the all-reduce the backward hides.
+--share-gpu: several ranks on one GPU (round-robin over the visible ones), each with its own NCCL
+host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host),
+as scalebench's --share-gpu; records say "shared_gpu": true.
 samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
 Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
 
@@ -221,7 +226,37 @@ def measure(work, group, args, device, local_rank):
     losses = (losses / dist.get_world_size(group)).tolist()
     gradient_bytes = sum(p.numel() * p.element_size() for p in work.model.parameters() if p.requires_grad)
     del ddp
-    return times[:args.steps], times[args.steps:], losses, gradient_bytes
+    allreduce_ms = time_allreduce(work.model, group, args.bucket_cap_mb, device)
+    return times[:args.steps], times[args.steps:], losses, gradient_bytes, allreduce_ms
+
+
+def time_allreduce(model, group, bucket_cap_mb, device, repeats=5):
+    """The model's fp32 gradients all-reduced alone, bucket by bucket (DDP's bucket size), the
+    slowest rank's median time in ms: what the step would wait for with nothing to hide it."""
+    import torch
+    import torch.distributed as dist
+    count = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    flat = torch.zeros(count, dtype=torch.float32, device=device)
+    per_bucket = max(1, int(bucket_cap_mb * 2**20) // 4)
+    timer = Timer(device)
+
+    def all_buckets():
+        for start in range(0, count, per_bucket):
+            dist.all_reduce(flat[start:start + per_bucket], group=group)
+
+    dist.barrier(group=group)
+    times = torch.tensor(timer.run(all_buckets, repeats), dtype=torch.float64, device=device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
+    return statistics.median(times.tolist())
+
+
+def share_gpu_environment(rank, world):
+    """Each rank its own NCCL host, as scalebench's enable_shared_gpu (src/system/backend.h)."""
+    import socket
+    os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID') or socket.gethostname()}-rank{rank}"
+    one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
+    if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
+        os.environ["NCCL_SOCKET_IFNAME"] = "lo"
 
 
 def main():
@@ -237,6 +272,8 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cuda (NCCL) or cpu (gloo)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", required=True, help="JSONL file rank 0 appends the records to")
+    ap.add_argument("--share-gpu", action="store_true",
+                    help="several ranks on one GPU, each its own NCCL host identity (not hardware figures)")
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 1:
         ap.error("--steps and --warmup must be >= 1")
@@ -258,6 +295,9 @@ def main():
     if args.device == "cuda":
         if not torch.cuda.is_available():
             raise SystemExit("ddp_bench.py: no CUDA GPU visible (use --device cpu for gloo on the CPU)")
+        if args.share_gpu:
+            local_rank %= torch.cuda.device_count()
+            share_gpu_environment(rank, world)
         torch.cuda.set_device(local_rank)
     dist.init_process_group(backend="nccl" if args.device == "cuda" else "gloo")
     # Every rank creates every group, in the same order; idle ranks wait on the CPU (gloo).
@@ -276,7 +316,8 @@ def main():
             record = None
             if rank < n:
                 work = Workload(name, batch, args.device, args.seed)
-                synced, unsynced, losses, gradient_bytes = measure(work, groups[n], args, args.device, local_rank)
+                synced, unsynced, losses, gradient_bytes, allreduce_ms = measure(work, groups[n], args, args.device,
+                                                                                 local_rank)
                 step, nosync = summary(synced), summary(unsynced)
                 samples_per_s = n * batch / (step["median"] / 1e3)
                 if n == 1:
@@ -290,6 +331,10 @@ def main():
                     "num_params": work.num_params, "gradient_bytes": gradient_bytes,
                     "step_ms": step, "no_sync_step_ms": nosync,
                     "exposed_comm_ms": step["median"] - nosync["median"],
+                    "allreduce_ms": allreduce_ms,
+                    "hidden_fraction": (1 - (step["median"] - nosync["median"]) / allreduce_ms
+                                        if n > 1 and allreduce_ms > 0 else None),
+                    "shared_gpu": args.share_gpu,
                     "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / n,
                     "scaling_efficiency": efficiency,
                     "speedup": samples_per_s / samples_at_1 if samples_at_1 else None,

@@ -165,7 +165,7 @@ TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
               "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, resnet, batch_size, scaling_mode, scaling, "
-              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, out, "
+              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, share_gpu, out, "
               "cuda_graphs, conv_engine, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  nesterov: true\n"),
@@ -753,6 +753,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
         {"grad_dtype", "fp32"},
         {"seed", 7},
         {"backend", "cpu"},
+        {"share_gpu", false},
         {"out", "runs/train.jsonl"},
         {"cuda_graphs", true},
         {"conv_engine", "auto"},
@@ -764,7 +765,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     EXPECT_EQ(j["optimizer"].size(), 7u);
     EXPECT_EQ(j["transformer"].size(), 13u);
     EXPECT_EQ(j["resnet"].size(), 5u);
-    EXPECT_EQ(j.size(), 21u);  // the 20 YAML keys and the source
+    EXPECT_EQ(j.size(), 22u);  // the 21 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }

@@ -1,0 +1,170 @@
+// End to end on CPU ranks: the shared-GPU mode's marks (the flag and the config key put
+// shared_gpu in records and a line above the table; report marks the rows and --compare
+// leaves them out; --profile-ops refuses the mode) and the straggler report (a rank slowed
+// by the test-only SCALEBENCH_TEST_DELAY_RANK is named by train, report and stress with its
+// host; without the delay nobody is named as far behind).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "src/core/results.h"
+#include "tests/e2e/e2e_util.h"
+
+namespace {
+
+using sb::e2e::Result;
+
+std::filesystem::path dir() { return sb::e2e::scratch("shared-gpu-e2e"); }
+
+std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " "; }
+
+const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
+
+std::string fresh(const std::string& name) {
+    const auto p = dir() / name;
+    std::filesystem::remove(p);
+    return p.string();
+}
+
+Result run(const std::string& command, const std::string& name) { return sb::e2e::run_shell(command, dir() / name); }
+
+std::vector<nlohmann::json> records_of(const std::string& path, const std::string& subcommand) {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : sb::read_records(path).records)
+        if (r["subcommand"] == subcommand) out.push_back(r);
+    return out;
+}
+
+TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
+    const std::string out = fresh("flag.jsonl");
+    Result r = run(mpirun(2) + SCALEBENCH_BINARY + kSmall + " --share-gpu --scaling 1,2 --steps 3 --out " + out, "flag");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("shared GPU mode (--share-gpu)"), std::string::npos) << r.out;
+    const auto train = records_of(out, "train");
+    ASSERT_EQ(train.size(), 2u);
+    for (const auto& rec : train) {
+        EXPECT_EQ(rec["shared_gpu"], true);
+        EXPECT_EQ(rec["config"]["share_gpu"], true);
+    }
+
+    const std::string yaml = (dir() / "share.yaml").string();
+    std::ofstream(yaml) << "model: mlp\nmlp: {input_dim: 16, hidden: [16], num_classes: 4, teacher_hidden: 4}\n"
+                           "batch_size: 8\nsteps: 2\nwarmup: 1\nbackend: cpu\nshare_gpu: true\n";
+    const std::string keyed = fresh("key.jsonl");
+    r = run(mpirun(2) + SCALEBENCH_BINARY + " --config " + yaml + " --scaling 2 --out " + keyed, "key");
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(records_of(keyed, "train").size(), 1u);
+    EXPECT_EQ(records_of(keyed, "train")[0]["shared_gpu"], true);
+
+    const std::string plain = fresh("plain.jsonl");
+    r = run(mpirun(2) + SCALEBENCH_BINARY + kSmall + " --scaling 2 --steps 3 --out " + plain, "plain");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("shared GPU"), std::string::npos) << r.out;
+    EXPECT_EQ(records_of(plain, "train")[0]["shared_gpu"], false);
+
+    // report: the rows say so and a line above the table explains; --compare leaves them out.
+    r = run(std::string(SCALEBENCH_BINARY) + " report " + out + " " + plain, "report");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("come from ranks sharing a GPU"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" shared GPU |"), std::string::npos) << r.out;
+    r = run(std::string(SCALEBENCH_BINARY) + " report --compare " + out + " " + plain, "compare");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("2 record(s) of ranks sharing a GPU (shared_gpu) left out of the comparison"),
+              std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("shared GPU"), std::string::npos) << r.out;
+    r = run(std::string(SCALEBENCH_BINARY) + " report --compare " + out, "compare-only-shared");
+    EXPECT_EQ(r.code, 2) << r.out;
+    // project --calibrate leaves them out, and says so.
+    r = run(std::string(SCALEBENCH_BINARY) + " project --hardware h200-sxm --config " + SCALEBENCH_SOURCE_DIR +
+                "/configs/ci-small.yaml --gpus 1,2 --calibrate " + out,
+            "calibrate");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("2 record(s) of ranks sharing a GPU (shared_gpu) not used"), std::string::npos) << r.out;
+}
+
+TEST(SharedGpuCli, ProfileOpsRefusesTheMode) {
+    const Result r = run(std::string(SCALEBENCH_BINARY) + kSmall + " --share-gpu --steps 2 --profile-ops " +
+                             fresh("ops.jsonl") + " --out " + fresh("p.jsonl"),
+                         "profile");
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("--profile-ops with --share-gpu"), std::string::npos) << r.err;
+}
+
+TEST(StragglerCli, ADelayedRankIsNamedByTrainAndReportWithItsHost) {
+    const std::string out = fresh("delay.jsonl");
+    const Result r = run("SCALEBENCH_TEST_DELAY_RANK=1:20 " + mpirun(2) + SCALEBENCH_BINARY + kSmall +
+                             " --scaling 2 --steps 12 --out " + out,
+                         "delay");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("straggler at 2 ranks: rank 1 on "), std::string::npos) << r.out;
+    const auto train = records_of(out, "train");
+    ASSERT_EQ(train.size(), 1u);
+    const nlohmann::json& check = train[0]["straggler_check"];
+    ASSERT_EQ(check["stragglers"].size(), 1u) << check.dump();
+    const nlohmann::json& s = check["stragglers"][0];
+    EXPECT_EQ(s["rank"], 1);
+    EXPECT_EQ(s["host"], train[0]["environment"]["hostnames"][1]);
+    // Two ranks: half the 20 ms gap lies above their midpoint; the record's compute time per
+    // step (the slowest rank's) holds the whole delay.
+    EXPECT_GT(s["behind_ms"].get<double>(), 6.0) << s.dump();
+    EXPECT_LT(s["behind_ms"].get<double>(), 16.0) << s.dump();
+    EXPECT_GT(train[0]["compute_ms"]["median"].get<double>(), 20.0);
+    ASSERT_EQ(check["per_rank"].size(), 2u);
+    ASSERT_EQ(check["buckets"].size(), train[0]["buckets"].get<size_t>());
+    for (const auto& b : check["buckets"]) {
+        EXPECT_EQ(b["last_rank"], 1) << b.dump();
+        EXPECT_GT(b["lag_ms"].get<double>(), 6.0) << b.dump();
+    }
+
+    const Result report = run(std::string(SCALEBENCH_BINARY) + " report " + out, "delay-report");
+    ASSERT_EQ(report.code, 0) << report.err;
+    EXPECT_NE(report.out.find("straggler in " + out), std::string::npos) << report.out;
+    EXPECT_NE(report.out.find("rank 1 on " + train[0]["environment"]["hostnames"][1].get<std::string>() + " is behind"),
+              std::string::npos) << report.out;
+}
+
+// Without the delay no rank is named behind by anything like the delayed rank's lead (over
+// 6 ms above). On CPU ranks a rank whose core other processes load does lag, consistently, by
+// a fraction of a millisecond on these sub-millisecond steps, and the rule names it (on a 2-core
+// VM running other builds, 1 run in 5); that is a straggler, not a false one, so what is held
+// here is the size of the lead.
+TEST(StragglerCli, WithoutADelayNobodyIsNamedAsFarBehind) {
+    const std::string out = fresh("nodelay.jsonl");
+    const Result r = run(mpirun(2) + SCALEBENCH_BINARY + kSmall + " --scaling 2 --steps 30 --out " + out, "nodelay");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto train = records_of(out, "train");
+    ASSERT_EQ(train.size(), 1u);
+    for (const auto& s : train[0]["straggler_check"]["stragglers"])
+        EXPECT_LT(s["behind_ms"].get<double>(), 2.0) << train[0]["straggler_check"].dump() << r.out;
+    EXPECT_EQ(train[0]["straggler_check"]["per_rank"].size(), 2u);
+    EXPECT_EQ(train[0]["straggler_check"]["buckets"].size(), train[0]["buckets"].get<size_t>());
+}
+
+TEST(StragglerCli, StressNamesADelayedRank) {
+    const std::string out = fresh("stress.jsonl");
+    const Result r = run("SCALEBENCH_TEST_DELAY_RANK=0:20 " + mpirun(2) + SCALEBENCH_BINARY + " stress" + kSmall +
+                             " --duration 3s --interval 1s --out " + out,
+                         "stress");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(": rank 0 on "), std::string::npos) << r.out;
+    int named = 0, intervals = 0;
+    for (const auto& rec : records_of(out, "stress")) {
+        if (rec.value("complete", true)) continue;
+        ++intervals;
+        for (const auto& s : rec["straggler_check"]["stragglers"]) named += s["rank"] == 0;
+    }
+    EXPECT_GE(intervals, 2);
+    EXPECT_EQ(named, intervals) << "every interval names rank 0";
+}
+
+TEST(StragglerCli, ABadDelayIsRefusedNamingTheVariable) {
+    const Result r = run("SCALEBENCH_TEST_DELAY_RANK=one:20 " + std::string(SCALEBENCH_BINARY) + kSmall +
+                             " --steps 2 --out " + fresh("bad.jsonl"),
+                         "bad");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("SCALEBENCH_TEST_DELAY_RANK='one:20'"), std::string::npos) << r.err;
+}
+
+}  // namespace
