@@ -18,7 +18,7 @@ set -uo pipefail
 part=${1:?part a or b}
 O=${OUT:?OUT: the folder the results go to}
 cd "$(dirname "$0")/../.." || exit 2
-B=build
+B=build-gpu
 W=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
@@ -30,7 +30,7 @@ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=
 
 el build
 # launch/build.sh's configure, and only the two targets used here (the whole tree takes longer).
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 &&
   cmake --build "$B" -j"$(nproc)" --target scalebench scalebench_gpu_tests; } >"$W/build.log" 2>&1 ||
   { tail -30 "$W/build.log"; cp "$W/build.log" "$O/"; exit 1; }
 el "built: $(grep -c 'Building' "$W/build.log") compile steps"
