@@ -20,7 +20,9 @@ T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 left() { local l=$(( ${LIMIT:-545} - ($(date +%s) - T0) )); (( l < $1 )) && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
 nvidia-smi >"$D/nvidia-smi.txt" 2>&1
 el "build (sm_90)"
-(cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 &&
+# Configured once: the three limits may run side by side on one build, and configuring
+# concurrently breaks CMake's compiler probes.
+({ [[ -f $B/CMakeCache.txt ]] || cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90; } &&
    cmake --build "$B" -j"$(nproc)" --target scalebench scalebench_gpu_tests scalebench_export_step) >"$D/build.log" 2>&1 ||
   { tail -30 "$D/build.log"; exit 1; }
 if [[ $L == native ]]; then unset SCALEBENCH_DEVICE_LIMITS; else export SCALEBENCH_DEVICE_LIMITS=$L; fi

@@ -23,7 +23,7 @@ W=$(mktemp -d)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 # Seconds left of the call's 520, capped at $1: no stage runs past it, so the results are packed.
-left() { local l=$(( 520 - ($(date +%s) - T0) )); (( l < $1 )) && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
+left() { local l=$(( ${LIMIT:-520} - ($(date +%s) - T0) )); (( l < $1 )) && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
 mpirun=(mpirun --bind-to none --oversubscribe); [[ $EUID -eq 0 ]] && mpirun+=(--allow-run-as-root)
 exec > >(tee "$O/$part.log") 2>&1
 nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

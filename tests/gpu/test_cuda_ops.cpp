@@ -350,7 +350,14 @@ TEST_P(ActivationTest, BackwardMatchesCpuAlsoInPlace) {
                 std::vector<float> ref(n);
                 cpu_.activation_backward(act, host_view(pre, rows, cols), host_view(grad, rows, cols),
                                          host_view(ref, rows, cols));
-                EXPECT_TRUE(close(result.get(), ref, tolerance(dtype)));
+                if (n > 1) {
+                    EXPECT_TRUE(close(result.get(), ref, tolerance(dtype)));
+                } else {
+                    // One element is held relative to its incoming gradient: GELU's derivative crosses zero
+                    // near x = -0.75, where the element's own relative error is unbounded.
+                    const double got = result.get()[0];
+                    EXPECT_LE(std::fabs(got - ref[0]), tolerance(dtype) * std::fabs(grad[0])) << got << " vs " << ref[0];
+                }
                 EXPECT_TRUE(result.guards_intact());
             }
 }
