@@ -362,13 +362,19 @@ void collective_deadline_passed(const char* what, MPI_Comm comm, double waited_s
     abort_job(message);
 }
 
+void announce_failure(const std::string& message) {
+    static std::atomic<bool> announced{false};
+    if (announced.exchange(true)) return;
+    fmt::print(stderr, "scalebench: error: {}\n", message);
+    std::fflush(stderr);
+    record_failure(message);
+}
+
 [[noreturn]] void abort_job(const std::string& message) {
     if (g_aborting.exchange(true)) {
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // another thread is aborting the job
     }
-    fmt::print(stderr, "scalebench: error: {}\n", message);
-    std::fflush(stderr);
-    record_failure(message);
+    announce_failure(message);
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }

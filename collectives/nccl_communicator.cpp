@@ -123,10 +123,12 @@ struct NcclCommunicator::Impl {
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
             const std::string detail = ncclGetLastError(nccl);
+            const std::string failure =
+                fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}", this_rank_text(),
+                            members, ncclGetErrorString(async), detail.empty() ? "" : ": ", detail);
+            announce_failure(failure);
             abort_comm();
-            return fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}", this_rank_text(),
-                               members, ncclGetErrorString(async),
-                               detail.empty() ? "" : ": ", detail);
+            return failure;
         }
         const char* what = nullptr;
         {
@@ -137,11 +139,14 @@ struct NcclCommunicator::Impl {
             if (age <= collective_timeout_s()) return "";
             what = pending.front().what;
         }
+        const std::string failure =
+            fmt::format("{}: NCCL collective {} did not complete within {} s; a rank of the communicator ({}) "
+                        "stopped answering",
+                        this_rank_text(), what, collective_timeout_s(), members);
+        announce_failure(failure);
         // Not under the lock: the main thread may be in track() and must still answer pings.
         abort_comm();
-        return fmt::format("{}: NCCL collective {} did not complete within {} s; a rank of the communicator ({}) "
-                           "stopped answering",
-                           this_rank_text(), what, collective_timeout_s(), members);
+        return failure;
     }
     // Highest priority, so bucket all-reduces are not queued behind backward kernels.
     void create_stream() {
