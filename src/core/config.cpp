@@ -643,19 +643,6 @@ YAML::Node load_yaml_document(const std::string& yaml_text, const std::string& s
     }
 }
 
-std::string read_text_file(const std::string& path, const std::string& what) {
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (!file) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
-    std::string text;
-    char chunk[65536];
-    size_t got = 0;
-    while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
-    int read_errno = std::ferror(file) ? errno : 0;  // e.g. EISDIR: fopen accepts a directory
-    std::fclose(file);
-    if (read_errno != 0) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(read_errno)));
-    return text;
-}
-
 TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
     TrainConfig cfg;
     cfg.source = source;
