@@ -4,6 +4,9 @@
 // 1 an internal failure (the job is aborted so no rank waits forever).
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <optional>
 
@@ -285,6 +288,9 @@ int main(int argc, char** argv) {
             code = sb::run_gemm(gemm_options, MPI_COMM_WORLD);
         }
 #endif
+        // A table that could not be printed whole (report > /dev/full) is a failed write: exit 1.
+        if (std::fflush(stdout) != 0 || std::ferror(stdout))
+            throw std::runtime_error(fmt::format("cannot write the standard output: {}", std::strerror(errno)));
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
         sb::record_incomplete(e.what());  // when the run had begun
