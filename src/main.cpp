@@ -147,8 +147,9 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         set_by_flags = apply_flags(flags, cfg);
         validate_config(cfg, set_by_flags);
         validate_for_world(cfg, size, set_by_flags);
-        if (rank == 0) error = results_file_problem(cfg.out);
-        if (rank == 0 && error.empty() && !flags.profile_ops.empty()) error = results_file_problem(flags.profile_ops);
+        if (rank == 0) error = results_file_problem(cfg.out, key_origin(cfg, set_by_flags, "out"));
+        if (rank == 0 && error.empty() && !flags.profile_ops.empty())
+            error = results_file_problem(flags.profile_ops, "--profile-ops");
         if (error.empty() && cfg.share_gpu && !flags.profile_ops.empty())
             error = fmt::format("--profile-ops with {}: an op profile times one rank's ops, which ranks sharing its GPU "
                                 "would slow down", key_origin(cfg, set_by_flags, "share_gpu"));

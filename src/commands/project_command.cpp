@@ -484,7 +484,7 @@ int run_project(const ProjectOptions& o) {
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
     const std::vector<int> nodes = node_counts(o);
-    if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
+    if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
     widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
@@ -1472,7 +1472,7 @@ int run_compare(const ProjectOptions& o) {
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     if (!o.out.empty())
-        if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
+        if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
     if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
     if (!o.report.empty()) {
