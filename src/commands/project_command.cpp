@@ -181,7 +181,8 @@ std::vector<std::string> shipped_profile_names() {
 
 std::vector<int> node_counts(const ProjectOptions& o) {
     for (int N : o.nodes)
-        if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
+        if (N < 1 || N > kMaxWorldSize)
+            throw UserError(fmt::format("--nodes {}: must be >= 1 and <= {}", N, kMaxWorldSize));
     return o.nodes.empty() ? std::vector<int>{1} : o.nodes;
 }
 
@@ -257,11 +258,14 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
         if (N > 1 && !model.hw.has_network())
             throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, model.hw.source));
         for (int g : gpus) {
+            if (int64_t{g} * N > kMaxWorldSize)
+                throw UserError(fmt::format("--nodes {}: {} nodes of {} GPUs are more than the {} GPUs a projection "
+                                            "takes", N, N, g, kMaxWorldSize));
             const int world = g * N;
             const StepTrace& t = trace_for(world);
             Projection p;
             p.step = schedule_step(t, model, g, N);
-            p.global_batch = t.local_batch * world;
+            p.global_batch = int64_t{t.local_batch} * world;
             p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
             p.efficiency = p.samples_per_s / (world * samples_at_1);
             p.speedup = p.samples_per_s / samples_at_1;
@@ -355,7 +359,7 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
     }
     if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch-size {}: a positive number or 'max'", batch));
     cfg.batch_size = value;
-    validate_config(cfg);
+    validate_config(cfg, {{"batch_size", "--batch-size"}});  // bounded as the config's batch_size is
 }
 
 nlohmann::json to_json(const FigureBands& b) {

@@ -29,11 +29,11 @@ namespace {
 
 // ---- limits that keep a typo from asking for an absurd allocation or run
 constexpr int64_t kMaxWidth = int64_t{1} << 20;       // input_dim, hidden widths, classes
-constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxBatch = kMaxBatchSize;
 constexpr int64_t kMaxSteps = 1000000000;             // steps and warmup: their sum fits an int
 constexpr int64_t kMaxDatasetBatches = int64_t{1} << 20;
 constexpr int64_t kMaxHiddenLayers = 1024;
-constexpr int64_t kMaxWorld = int64_t{1} << 20;       // a scaling entry
+constexpr int64_t kMaxWorld = kMaxWorldSize;           // a scaling entry
 constexpr double kMaxBucketMb = 4096.0;
 
 struct IntRange {

@@ -59,4 +59,34 @@ TEST(RobustChecks, ALossThatStopsBeingFiniteFailsTheRunNamingTheStep) {
               std::string::npos);
 }
 
+TEST(RobustChecks, AProjectionOfAHugeClusterStaysIn64BitsOrIsRefused) {
+    const fs::path out = scratch() / "huge.jsonl";
+    fs::remove(out);
+    // 65536 nodes of 8 GPUs at 4096 per GPU: a global batch of 2^31, past a 32-bit int.
+    auto r = run("project --hardware a100-sxm4-40gb --batch-size 4096 --nodes 65536 --gpus 8 --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::istringstream lines(slurp(out));
+    int projected = 0;
+    for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        if (rec["subcommand"] != "project") continue;
+        ++projected;
+        EXPECT_EQ(rec["global_batch"].get<int64_t>(), int64_t{4096} * 8 * 65536);
+        EXPECT_GT(rec["samples_per_s"].get<double>(), 0);
+        EXPECT_GT(rec["scaling_efficiency"].get<double>(), 0);
+        EXPECT_LE(rec["scaling_efficiency"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(projected, 1);
+    r = run("project --hardware a100-sxm4-40gb --nodes 1048576 --gpus 8");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--nodes 1048576: 1048576 nodes of 8 GPUs are more than the 1048576 GPUs"), std::string::npos)
+        << r.err;
+    r = run("project --hardware a100-sxm4-40gb --nodes 99999999");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--nodes 99999999: must be >= 1 and <= 1048576"), std::string::npos) << r.err;
+    r = run("project --hardware a100-sxm4-40gb --batch-size 16777217");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--batch-size: must be <= 16777216, got 16777217"), std::string::npos) << r.err;
+}
+
 }  // namespace
