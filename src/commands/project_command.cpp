@@ -23,6 +23,7 @@
 
 #include "collectives/bucketer.h"
 #include "src/core/errors.h"
+#include "src/core/plausible.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
@@ -1477,8 +1478,10 @@ int run_compare(const ProjectOptions& o) {
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     if (!o.out.empty())
         if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
-    if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
-    if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
+    if (const std::string p = implausible(o.years, {0, true, 100}); !p.empty())
+        throw UserError(fmt::format("--years {}: {}", o.years, p));
+    if (const std::string p = implausible(o.usd_per_kwh, {0, false, 100}); !p.empty())
+        throw UserError(fmt::format("--usd-per-kwh {}: {}", o.usd_per_kwh, p));
     if (!o.report.empty()) {
         if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
         if (o.json) throw UserError("--report: give it or --json, not both");

@@ -89,4 +89,38 @@ TEST(RobustChecks, AProjectionOfAHugeClusterStaysIn64BitsOrIsRefused) {
     EXPECT_NE(r.err.find("--batch-size: must be <= 16777216, got 16777217"), std::string::npos) << r.err;
 }
 
+TEST(RobustChecks, ImplausibleNumbersInFlagsProfilesAndRecordsAreRefused) {
+    for (const std::string& flag : {std::string("--years nan"), std::string("--years 0"), std::string("--years inf"),
+                                    std::string("--usd-per-kwh nan"), std::string("--usd-per-kwh -1")}) {
+        const auto r = run("compare --hardware a100-sxm4-40gb " + flag);
+        EXPECT_EQ(r.code, 2) << flag << "\n" << r.err;
+        EXPECT_NE(r.err.find(flag.substr(0, flag.find(' ')) + " "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(": must be in "), std::string::npos) << r.err;
+    }
+    // Profiles: a field far outside any physical value, in either direction.
+    const std::string shipped = slurp(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hardware/a100-sxm4-40gb.yaml");
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"copy_gbps", "1e-300"}, {"kernel_gap_us", "1e300"}, {"price_usd", "1e-320"}}) {
+        const size_t at = shipped.find("  " + key + ": {value: ");
+        ASSERT_NE(at, std::string::npos) << key;
+        const size_t begin = at + key.size() + 12, end = shipped.find(',', begin);
+        const fs::path profile = scratch() / (key + ".yaml");
+        std::ofstream(profile) << shipped.substr(0, begin) + value + shipped.substr(end);
+        const auto r = run("project --hardware " + profile.string());
+        EXPECT_EQ(r.code, 2) << key << "\n" << r.err;
+        EXPECT_NE(r.err.find(profile.string() + ":"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(key + ".value': " + value + " is not a plausible value"), std::string::npos) << r.err;
+    }
+    // Records given to --calibrate: the file and the record are named.
+    for (const std::string& fraction : {std::string("0"), std::string("-0.5"), std::string("1e-300"), std::string("1.43")}) {
+        const fs::path records = scratch() / "gemm.jsonl";
+        std::ofstream(records) << "{\"subcommand\":\"gemm\",\"gpu\":{\"name\":\"NVIDIA A100-SXM4-40GB\"},\"dtype\":\"bf16\","
+                                  "\"m\":4096,\"n\":4096,\"k\":4096,\"fraction_of_peak\":" << fraction << "}\n";
+        const auto r = run("project --hardware a100-sxm4-40gb --calibrate " + records.string());
+        EXPECT_EQ(r.code, 2) << fraction << "\n" << r.err;
+        EXPECT_NE(r.err.find(records.string() + ": record 1: key 'fraction_of_peak': must be in [0.0001, 1.2]"),
+                  std::string::npos) << r.err;
+    }
+}
+
 }  // namespace
