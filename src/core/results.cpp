@@ -94,7 +94,10 @@ void append_record(const std::string& path, const nlohmann::json& record) {
 }
 
 ReadResult read_records(const std::string& path) {
-    const std::string text = read_input_file(path, "results file", kMaxRecordFileBytes);
+    return parse_records(read_input_file(path, "results file", kMaxRecordFileBytes), path);
+}
+
+ReadResult parse_records(const std::string& text, const std::string& path) {
     ReadResult result;
     std::map<std::string, size_t> open_runs;  // run_id -> index in result.runs
     size_t start = 0;

@@ -53,6 +53,8 @@ struct ReadResult {
     // one that lacks its newline), and one warning per run whose end record is missing.
     std::vector<std::string> warnings;
 };
-ReadResult read_records(const std::string& path);
+ReadResult read_records(const std::string& path);  // the file checked and read whole (src/core/files.h)
+// The same for text already read; `path` names it in warnings.
+ReadResult parse_records(const std::string& text, const std::string& path);
 
 }  // namespace sb
