@@ -25,4 +25,4 @@ export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:strict_string_che
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALEBENCH_CUDA=OFF -DSCALEBENCH_SANITIZE=ON
 cmake --build build-asan -j"$(nproc)"
-ctest --test-dir build-asan --output-on-failure -j2 -E '^(slurm_batch_scripts|plot_scaling|multi_gpu_plan_cpu|fuzz_config)$' "$@"
+ctest --test-dir build-asan --output-on-failure -j2 -E '^(slurm_batch_scripts|plot_scaling|multi_gpu_plan_cpu|fuzz_inputs)$' "$@"

@@ -4,6 +4,9 @@
 // 1 an internal failure (the job is aborted so no rank waits forever).
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <optional>
 
@@ -144,8 +147,9 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         set_by_flags = apply_flags(flags, cfg);
         validate_config(cfg, set_by_flags);
         validate_for_world(cfg, size, set_by_flags);
-        if (rank == 0) error = results_file_problem(cfg.out);
-        if (rank == 0 && error.empty() && !flags.profile_ops.empty()) error = results_file_problem(flags.profile_ops);
+        if (rank == 0) error = results_file_problem(cfg.out, key_origin(cfg, set_by_flags, "out"));
+        if (rank == 0 && error.empty() && !flags.profile_ops.empty())
+            error = results_file_problem(flags.profile_ops, "--profile-ops");
         if (error.empty() && cfg.share_gpu && !flags.profile_ops.empty())
             error = fmt::format("--profile-ops with {}: an op profile times one rank's ops, which ranks sharing its GPU "
                                 "would slow down", key_origin(cfg, set_by_flags, "share_gpu"));
@@ -285,6 +289,9 @@ int main(int argc, char** argv) {
             code = sb::run_gemm(gemm_options, MPI_COMM_WORLD);
         }
 #endif
+        // A table that could not be printed whole (report > /dev/full) is a failed write: exit 1.
+        if (std::fflush(stdout) != 0 || std::ferror(stdout))
+            throw std::runtime_error(fmt::format("cannot write the standard output: {}", std::strerror(errno)));
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
         sb::record_incomplete(e.what());  // when the run had begun

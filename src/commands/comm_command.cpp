@@ -253,8 +253,7 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
     std::string error;
     try {
         plan = plan_comm(opts, size);
-        if (rank == 0) error = results_file_problem(plan.out);
-        if (!error.empty()) error = "--out " + error;
+        if (rank == 0) error = results_file_problem(plan.out, "--out");
     } catch (const UserError& e) {
         error = e.what();
     }

@@ -23,6 +23,7 @@
 
 #include "collectives/bucketer.h"
 #include "src/core/errors.h"
+#include "src/core/plausible.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
@@ -181,7 +182,8 @@ std::vector<std::string> shipped_profile_names() {
 
 std::vector<int> node_counts(const ProjectOptions& o) {
     for (int N : o.nodes)
-        if (N < 1) throw UserError(fmt::format("--nodes {}: must be >= 1", N));
+        if (N < 1 || N > kMaxWorldSize)
+            throw UserError(fmt::format("--nodes {}: must be >= 1 and <= {}", N, kMaxWorldSize));
     return o.nodes.empty() ? std::vector<int>{1} : o.nodes;
 }
 
@@ -257,11 +259,14 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
         if (N > 1 && !model.hw.has_network())
             throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, model.hw.source));
         for (int g : gpus) {
+            if (int64_t{g} * N > kMaxWorldSize)
+                throw UserError(fmt::format("--nodes {}: {} nodes of {} GPUs are more than the {} GPUs a projection "
+                                            "takes", N, N, g, kMaxWorldSize));
             const int world = g * N;
             const StepTrace& t = trace_for(world);
             Projection p;
             p.step = schedule_step(t, model, g, N);
-            p.global_batch = t.local_batch * world;
+            p.global_batch = int64_t{t.local_batch} * world;
             p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
             p.efficiency = p.samples_per_s / (world * samples_at_1);
             p.speedup = p.samples_per_s / samples_at_1;
@@ -355,7 +360,7 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
     }
     if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch-size {}: a positive number or 'max'", batch));
     cfg.batch_size = value;
-    validate_config(cfg);
+    validate_config(cfg, {{"batch_size", "--batch-size"}});  // bounded as the config's batch_size is
 }
 
 nlohmann::json to_json(const FigureBands& b) {
@@ -484,7 +489,7 @@ int run_project(const ProjectOptions& o) {
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = gpu_counts(o, hw);
     const std::vector<int> nodes = node_counts(o);
-    if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
+    if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
     widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
@@ -1472,9 +1477,11 @@ int run_compare(const ProjectOptions& o) {
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     if (!o.out.empty())
-        if (const std::string problem = results_file_problem(o.out); !problem.empty()) throw UserError(problem);
-    if (o.years <= 0) throw UserError(fmt::format("--years {}: must be > 0", o.years));
-    if (o.usd_per_kwh < 0) throw UserError(fmt::format("--usd-per-kwh {}: must be >= 0", o.usd_per_kwh));
+        if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
+    if (const std::string p = implausible(o.years, {0, true, 100}); !p.empty())
+        throw UserError(fmt::format("--years {}: {}", o.years, p));
+    if (const std::string p = implausible(o.usd_per_kwh, {0, false, 100}); !p.empty())
+        throw UserError(fmt::format("--usd-per-kwh {}: {}", o.usd_per_kwh, p));
     if (!o.report.empty()) {
         if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
         if (o.json) throw UserError("--report: give it or --json, not both");

@@ -85,7 +85,7 @@ std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& 
 struct Projection {
     ProjectedStep step;
     double samples_per_s = 0, efficiency = 0, speedup = 0, busbw = 0;
-    int global_batch = 0;
+    int64_t global_batch = 0;
     FigureBands bands;  // points at the central values until widen_to_ranges
     nlohmann::json record;
 };

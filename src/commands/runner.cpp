@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -393,6 +394,7 @@ struct LocalSamples {
     std::vector<double> times;  // 4 per measured step: step, compute, exposed, optimizer
     std::vector<double> arrivals;  // buckets per measured step: each bucket's arrival (NaN: not measured)
     float initial_loss = 0, final_loss = 0;
+    int first_nonfinite_step = -1;     // the first step (0-based, warm-up included) whose loss is inf or NaN
     nlohmann::json telemetry;          // NVML summary over the measured steps (null on the CPU)
     std::vector<double> device_times;  // the steps again, issued with the stream held
 };
@@ -406,7 +408,10 @@ LocalSamples run_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, Ops
     for (int s = 0; s < cfg.warmup + cfg.steps; ++s) {
         if (s == cfg.warmup) telemetry = start_telemetry(ops);
         StepTimes t = trainer.step(s);
-        if (s == 0) local.initial_loss = trainer.last_loss();
+        // After the step's timing is read (the step has ended): not part of the measured time.
+        const float loss = trainer.last_loss();
+        if (s == 0) local.initial_loss = loss;
+        if (local.first_nonfinite_step < 0 && !std::isfinite(loss)) local.first_nonfinite_step = s;
         if (s >= cfg.warmup) {
             local.times.insert(local.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
             t.bucket_arrivals.resize(trainer.bucketer().buckets().size(), NAN);
@@ -434,6 +439,7 @@ struct SizeFigures {
     std::vector<double> phase[4];  // per measured step, the slowest rank's: step, compute, exposed, optimizer
     nlohmann::json median_step;
     float mean_losses[2] = {0, 0};  // first step, last measured step
+    int first_nonfinite_step = -1;  // the earliest over the ranks, or -1: the loss stayed finite
     std::vector<uint64_t> checksums;  // every rank's parameter checksum
     long long recheck_mismatched = 0;
     double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank
@@ -460,6 +466,9 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
     float losses[2] = {local.initial_loss, local.final_loss};
     SB_CHECK_MPI(MPI_Allreduce(losses, f.mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
     for (float& l : f.mean_losses) l /= static_cast<float>(n);
+    int mine = local.first_nonfinite_step < 0 ? INT_MAX : local.first_nonfinite_step, first = INT_MAX;
+    SB_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, sub));
+    f.first_nonfinite_step = first == INT_MAX ? -1 : first;
 
     // Replica check: data parallelism keeps every rank's parameters bitwise identical.
     const uint64_t checksum = trainer.params_checksum();
@@ -557,7 +566,9 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"final_loss", f.mean_losses[1]},
         {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", f.checksums[0])},
                            {"mismatched_ranks", mismatched}}},
-        {"checks_passed", replicas_ok && recheck_ok},
+        {"loss_check", {{"passed", f.first_nonfinite_step < 0},
+                        {"first_nonfinite_step", f.first_nonfinite_step < 0 ? nlohmann::json() : nlohmann::json(f.first_nonfinite_step + 1)}}},
+        {"checks_passed", replicas_ok && recheck_ok && f.first_nonfinite_step < 0},
         {"config", to_json(cfg)},
         {"environment", environment},
     };
@@ -620,7 +631,12 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                 if (figures.recheck_mismatched != 0)
                     fmt::print(stderr, "all-reduce recheck FAILED at {} ranks: {} gradient elements differ between two "
                                        "all-reduces of identical inputs\n", n, figures.recheck_mismatched);
-                all_passed = all_passed && mismatched.empty() && figures.recheck_mismatched == 0;
+                if (figures.first_nonfinite_step >= 0)
+                    fmt::print(stderr, "loss check FAILED at {} ranks: the loss stopped being finite at step {} of {} "
+                                       "(warm-up included); the run diverged (too large a learning rate?)\n",
+                               n, figures.first_nonfinite_step + 1, cfg.warmup + cfg.steps);
+                all_passed = all_passed && mismatched.empty() && figures.recheck_mismatched == 0 &&
+                             figures.first_nonfinite_step < 0;
                 row = scaling_row(trainer, figures, n, samples_per_s_at_1);
                 if (n == 1) samples_per_s_at_1 = row.samples_per_s;
                 record = train_record(cfg, ops, trainer, figures, row, samples_per_s_at_1, world_size, mismatched,

@@ -685,7 +685,7 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::string error;
     try {
         plan = plan_stress(opts, std::move(workloads), size);
-        if (rank == 0) error = results_file_problem(plan.out);
+        if (rank == 0) error = results_file_problem(plan.out, "--out");
     } catch (const UserError& e) {
         error = e.what();
     }

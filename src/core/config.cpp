@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/core/errors.h"
+#include "src/core/plausible.h"
 #include "src/core/yaml_fields.h"
 
 namespace sb {
@@ -29,11 +30,11 @@ namespace {
 
 // ---- limits that keep a typo from asking for an absurd allocation or run
 constexpr int64_t kMaxWidth = int64_t{1} << 20;       // input_dim, hidden widths, classes
-constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxBatch = kMaxBatchSize;
 constexpr int64_t kMaxSteps = 1000000000;             // steps and warmup: their sum fits an int
 constexpr int64_t kMaxDatasetBatches = int64_t{1} << 20;
 constexpr int64_t kMaxHiddenLayers = 1024;
-constexpr int64_t kMaxWorld = int64_t{1} << 20;       // a scaling entry
+constexpr int64_t kMaxWorld = kMaxWorldSize;           // a scaling entry
 constexpr double kMaxBucketMb = 4096.0;
 
 struct IntRange {
@@ -643,19 +644,6 @@ YAML::Node load_yaml_document(const std::string& yaml_text, const std::string& s
     }
 }
 
-std::string read_text_file(const std::string& path, const std::string& what) {
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (!file) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
-    std::string text;
-    char chunk[65536];
-    size_t got = 0;
-    while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, got);
-    int read_errno = std::ferror(file) ? errno : 0;  // e.g. EISDIR: fopen accepts a directory
-    std::fclose(file);
-    if (read_errno != 0) throw UserError(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(read_errno)));
-    return text;
-}
-
 TrainConfig parse_config(const std::string& yaml_text, const std::string& source) {
     TrainConfig cfg;
     cfg.source = source;
@@ -690,7 +678,14 @@ int64_t YamlFields::integer(const YAML::Node& value, const YAML::Node& key_node,
 
 double YamlFields::real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo,
                         bool lo_open, double hi) const {
-    return impl_->reader.real(value, key_node, key, RealRange{lo, lo_open, hi > lo, hi, false});
+    const double v = impl_->reader.real(value, key_node, key, RealRange{lo, lo_open, hi > lo, hi, false});
+    // Profile numbers are rates, sizes, times, prices and fractions in units where a physical
+    // value is neither below 1e-6 nor above 1e9 (1e-300 GB/s or a 1e300 us gap are typos).
+    if (v != 0 && !implausible(std::fabs(v), kProfileMagnitude).empty())
+        fail(value, key_node, key, fmt::format("{} is not a plausible value: a non-zero profile number has a magnitude "
+                                               "from {:g} to {:g}", value.Scalar(), kProfileMagnitude.lo,
+                                               kProfileMagnitude.hi));
+    return v;
 }
 
 std::string YamlFields::non_empty_text(const YAML::Node& value, const YAML::Node& key_node,

@@ -19,6 +19,11 @@
 namespace sb {
 
 enum class ScalingMode { weak, strong };
+
+// Limits that keep products of sizes far inside 64 bits (a global batch is at most
+// kMaxBatchSize * kMaxWorldSize = 2^44 rows) and a typo from asking for an absurd run.
+constexpr int kMaxBatchSize = 1 << 24;   // batch_size, --batch-size, project --batch
+constexpr int kMaxWorldSize = 1 << 20;   // ranks: a scaling entry, project's GPUs x nodes
 enum class BackendChoice { auto_select, cpu, cuda };
 
 struct MlpConfig {

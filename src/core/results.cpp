@@ -11,13 +11,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "src/core/errors.h"
+#include "src/core/files.h"
 
 namespace sb {
 
@@ -28,19 +27,8 @@ std::string g_run_id;
 const std::string& run_id() { return g_run_id; }
 void set_run_id(const std::string& id) { g_run_id = id; }
 
-std::string results_file_problem(const std::string& path) {
-    if (path.empty()) return "the results file name is empty";
-    std::filesystem::path p(path);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return fmt::format("{}: cannot create folder for results: {}", path, ec.message());
-    if (std::filesystem::is_directory(p, ec)) return fmt::format("{}: is a folder, not a results file", path);
-    const bool existed = std::filesystem::exists(p, ec);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return fmt::format("{}: cannot open results file for appending: {}", path, std::strerror(errno));
-    ::close(fd);
-    if (!existed) std::filesystem::remove(p, ec);
-    return "";
+std::string results_file_problem(const std::string& path, const std::string& flag) {
+    return output_path_problem(path, flag);
 }
 
 namespace {
@@ -61,36 +49,55 @@ std::string string_field(const nlohmann::json& record, const char* key) {
 }  // namespace
 
 void append_record(const std::string& path, const nlohmann::json& record) {
-    std::filesystem::path p(path);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) throw UserError(fmt::format("{}: cannot create folder: {}", p.parent_path().string(), ec.message()));
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // write-only files
-    if (fd < 0) throw UserError(fmt::format("{}: cannot open results file: {}", path, std::strerror(errno)));
-    ::flock(fd, LOCK_EX);  // concurrent writers: the fresh-line check and the write as one
-    const std::string line = (ends_on_fresh_line(fd) ? "" : "\n") + record.dump() + "\n";
-    size_t written = 0;
-    while (written < line.size()) {
-        ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int err = errno;
-            ::close(fd);
-            throw UserError(fmt::format("{}: cannot write results: {}", path, std::strerror(err)));
-        }
-        written += static_cast<size_t>(n);
+    const std::string body = record.dump() + "\n";  // before anything is created: dump throws on bad UTF-8
+    const std::vector<std::filesystem::path> made = create_parent_folders(path);
+    bool created = true;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        created = false;
+        fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);  // write-only files
     }
-    ::fsync(fd);
-    ::close(fd);  // releases the lock
+    if (fd < 0) {
+        const int err = errno;
+        remove_folders(made);
+        throw std::runtime_error(fmt::format("{}: cannot open results file: {}", printable(path), std::strerror(err)));
+    }
+    ::flock(fd, LOCK_EX);  // concurrent writers: the fresh-line check, the write and its undo as one
+    struct stat st {};
+    const off_t before = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+    const std::string line = (ends_on_fresh_line(fd) ? "" : "\n") + body;
+    size_t written = 0;
+    int err = 0;
+    while (written < line.size() && err == 0) {
+        const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) err = n < 0 ? errno : ENOSPC;
+        else written += static_cast<size_t>(n);
+    }
+    if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;  // EINVAL: no fsync on it
+    if (err == 0) {
+        ::close(fd);  // releases the lock
+        return;
+    }
+    // A record that cannot be written whole is not written at all: the file goes back to its
+    // size before the append, and a file or folder this append created goes away.
+    const bool undone = before >= 0 && ::ftruncate(fd, before) == 0;
+    if (created && before == 0 && undone) ::unlink(path.c_str());
+    ::close(fd);
+    remove_folders(made);
+    throw std::runtime_error(fmt::format("{}: cannot write a record ({} of {} bytes written): {}; {}", printable(path),
+                                         written, line.size(), std::strerror(err),
+                                         before < 0 ? std::string("it is not a regular file")
+                                         : undone   ? fmt::format("the file is back to its {} bytes before it", before)
+                                                    : std::string("cutting the file back failed")));
 }
 
 ReadResult read_records(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UserError(fmt::format("{}: cannot read results file: {}", path, std::strerror(errno)));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    return parse_records(read_input_file(path, "results file", kMaxRecordFileBytes), path);
+}
+
+ReadResult parse_records(const std::string& text, const std::string& path) {
     ReadResult result;
     std::map<std::string, size_t> open_runs;  // run_id -> index in result.runs
     size_t start = 0;

@@ -25,13 +25,16 @@ inline std::string default_output(const std::string& file) { return "runs/" + fi
 const std::string& run_id();
 void set_run_id(const std::string& id);
 
-// Checked before any work is done: `path` is not a folder and can be opened for appending
-// (a file that does not exist yet is created, and removed again). Empty when fine, else the
-// reason, naming the path.
-std::string results_file_problem(const std::string& path);
+// Checked before any work is done (output_path_problem): `path` can take appended records
+// and is no input or special file. Empty when fine, else the reason, naming `flag` when given
+// and the path. Nothing is left behind.
+std::string results_file_problem(const std::string& path, const std::string& flag = "");
 
 // Appends one line (creating folders as needed), flushed and fsynced. When the file's last
-// byte is not a newline (a writer killed mid-line), the record starts on a fresh line.
+// byte is not a newline (a writer killed mid-line), the record starts on a fresh line. A line
+// that cannot be written whole (a full disk) is undone: the file is cut back to its size
+// before it (a file or folder the append created is removed) and std::runtime_error names
+// the path: an internal failure, exit 1, as the path was checked before the run.
 void append_record(const std::string& path, const nlohmann::json& record);
 
 // One run as its bracket records show it: the `start` record and, once it ended, its `end`
@@ -50,6 +53,8 @@ struct ReadResult {
     // one that lacks its newline), and one warning per run whose end record is missing.
     std::vector<std::string> warnings;
 };
-ReadResult read_records(const std::string& path);
+ReadResult read_records(const std::string& path);  // the file checked and read whole (src/core/files.h)
+// The same for text already read; `path` names it in warnings.
+ReadResult parse_records(const std::string& text, const std::string& path);
 
 }  // namespace sb

@@ -1,6 +1,6 @@
 // The YAML reading rules of src/core/config.cpp for other YAML inputs (hardware profiles):
-// one document loaded with the same checks (UTF-8, a single document, syntax errors at
-// FILE:LINE:COL) and typed fields that fail as "FILE:LINE:COL: key 'a.b': reason",
+// the file read with read_text_file (src/core/files.h: type and size first), one document
+// loaded with the same checks (UTF-8, a single document, syntax errors at FILE:LINE:COL) and typed fields that fail as "FILE:LINE:COL: key 'a.b': reason",
 // unknown and repeated keys included. Implemented in config.cpp, next to the config reader
 // it shares its code with.
 #pragma once
@@ -13,10 +13,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "src/core/files.h"  // read_text_file
+#include "src/core/plausible.h"
+
 namespace sb {
 
-// The whole file; a missing or unreadable one is a UserError "PATH: cannot read WHAT: why".
-std::string read_text_file(const std::string& path, const std::string& what);
+constexpr Plausible kProfileMagnitude{1e-6, false, 1e9};
+
 // One YAML document of `text`; `source` names it in errors, `what` says what it is ("config").
 YAML::Node load_yaml_document(const std::string& text, const std::string& source, const std::string& what);
 
@@ -31,7 +34,8 @@ public:
     void expect_map(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
     int64_t integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, int64_t lo,
                     int64_t hi) const;
-    // A number in (lo, hi] (lo_open) or [lo, hi]; hi <= lo means unbounded above.
+    // A number in (lo, hi] (lo_open) or [lo, hi]; hi <= lo means unbounded above. Either way
+    // a non-zero value has a magnitude in kProfileMagnitude.
     double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo, bool lo_open,
                 double hi = 0.0) const;
     std::string non_empty_text(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/workload.h"
 #include "src/projection/projection.h"
 #include "src/system/environment.h"
@@ -122,31 +122,21 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world) {
     int rank = 0;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     std::string text, error;
+    TrainConfig cfg;
     if (rank == 0 && !path.empty()) {
-        std::error_code ec;
-        if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-            error = fmt::format("{}: not a config file ({}): --config takes a YAML file", path,
-                                std::filesystem::is_directory(path, ec) ? "a folder" : "not a regular file");
-        } else {
-            std::ifstream in(path);
-            if (!in) error = fmt::format("{}: cannot read config file: {}", path, std::strerror(errno));
-            std::stringstream buffer;
-            buffer << in.rdbuf();
-            text = buffer.str();
+        try {
+            text = read_text_file(path, "config file");  // type and size checked before a byte is read
+            cfg = parse_config(text, path);
+        } catch (const UserError& e) {
+            error = e.what();
         }
     }
-    agree_on_errors(world, error);
+    agree_on_errors(world, error);  // a bad config is refused before the other ranks parse it
     long length = static_cast<long>(text.size());
     SB_CHECK_MPI(MPI_Bcast(&length, 1, MPI_LONG, 0, world));
     text.resize(static_cast<size_t>(length));
     SB_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world));
-    TrainConfig cfg;
-    try {
-        cfg = path.empty() ? TrainConfig{} : parse_config(text, path);
-    } catch (const UserError& e) {
-        error = e.what();
-    }
-    agree_on_errors(world, error);
+    if (rank != 0 && !path.empty()) cfg = parse_config(text, path);
     return cfg;
 }
 

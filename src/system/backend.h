@@ -21,8 +21,9 @@ namespace sb {
 // with the message of the lowest failing rank.
 void agree_on_errors(MPI_Comm comm, const std::string& local_error);
 
-// Collective: rank 0 reads the config file and broadcasts its text, so every rank parses
-// the same bytes even where the file exists only on rank 0's host; errors are agreed on.
+// Collective: rank 0 reads the config file (its type and size checked first) and parses it;
+// once it parsed, its text is broadcast, so every rank parses the same bytes even where the
+// file exists only on rank 0's host; errors are agreed on.
 // An empty path is the built-in default.
 TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
 

@@ -114,8 +114,10 @@ void write_prepared_line(const char* prepared) {
             if (::pread(fd, &last, 1, st.st_size - 1) != 1) last = '\n';
         }
         const size_t skip = last == '\n' ? 1 : 0;  // the leading newline only after a torn line
-        ssize_t ignored = ::write(fd, line + skip, n - skip);
-        (void)ignored;
+        if (::write(fd, line + skip, n - skip) != static_cast<ssize_t>(n - skip) && S_ISREG(st.st_mode)) {
+            int ignored = ::ftruncate(fd, st.st_size);  // a full disk: no torn record (see append_record)
+            (void)ignored;
+        }
     }
     tell_guard_closed();  // before the slow part, so a SIGKILL during fsync leaves no second record
     for (int i = 0; i < g_signal_path_count; ++i)
@@ -254,7 +256,6 @@ void begin_run(const std::vector<std::string>& outputs, const std::string& subco
         std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(bits));
     }
     SB_CHECK_MPI(MPI_Bcast(id, 16, MPI_CHAR, 0, world));
-    std::string error;
     {
         std::lock_guard<std::mutex> lock(g_record_mutex);
         set_run_id(id);
@@ -272,27 +273,20 @@ void begin_run(const std::vector<std::string>& outputs, const std::string& subco
         for (const std::string& out : outputs) {
             try {
                 append_record(out, start);
-            } catch (const std::exception& e) {
-                error = e.what();
-                break;
+            } catch (const std::exception& e) {  // the path was checked: a failed write is internal (exit 1)
+                write_incomplete_record(e.what());  // closes the outputs that took the start record
+                throw;
             }
             std::lock_guard<std::mutex> lock(g_record_mutex);
             g_record_outs.push_back(out);
         }
-        if (!error.empty()) {
-            write_incomplete_record(error);  // closes the outputs that took the start record
-        } else {
+        {
             std::lock_guard<std::mutex> lock(g_record_mutex);
             arm_signal_records();
         }
         set_incomplete_recorder(write_incomplete_record);  // the deadline's abort closes the run
     }
-    try {
-        agree_on_errors(world, error);
-    } catch (...) {
-        set_run_id("");
-        throw;
-    }
+    SB_CHECK_MPI(MPI_Barrier(world));  // no rank starts work before the start record is written
 }
 
 void end_run(int exit_code) {

@@ -11,8 +11,8 @@
 namespace sb {
 
 // Collective over `world`: rank 0 appends a `start` record to each output file before any
-// work (a file that cannot take it is bad input: every rank throws the same AgreedError,
-// exit 2) and arms the `incomplete` record, which rank 0 appends instead of the end when
+// work (the paths were checked before: a file that cannot take it now, a full disk, is an
+// internal failure that rank 0 throws, exit 1, with the job aborted) and arms the `incomplete` record, which rank 0 appends instead of the end when
 // the run is cut short: by abort_job, main's error paths, a signal a launcher stops a job
 // with (SIGTERM, SIGINT, SIGHUP, SIGPIPE once its output pipe is gone), the launcher's own
 // end (the parent process changes), or an exit() from inside a library.

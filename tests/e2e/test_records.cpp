@@ -279,7 +279,7 @@ TEST(Records, AConfigThatIsAFolderOrHoldsNoKeysIsRefused) {
     fs::remove(out);
     Refusal r = refuse("--config " + dir.string() + " --out " + out);
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "scalebench: error: " + dir.string() + ": not a config file (a folder): --config takes a YAML file\n");
+    EXPECT_EQ(r.err, "scalebench: error: " + dir.string() + ": cannot read config file: Is a directory\n");
     r = refuse("--config " + comma + " --out " + out);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find(comma + ":1:1: the config holds no keys"), std::string::npos) << r.err;

@@ -319,8 +319,8 @@ TEST(CompareNodes, NodeCountsAreReadAsProjectReadsThem) {
         }
         return std::string("accepted");
     };
-    EXPECT_EQ(refused({0}, false), "--nodes 0: must be >= 1");
-    EXPECT_EQ(refused({-2}, true), "--nodes -2: must be >= 1");
+    EXPECT_EQ(refused({0}, false), "--nodes 0: must be >= 1 and <= 1048576");
+    EXPECT_EQ(refused({-2}, true), "--nodes -2: must be >= 1 and <= 1048576");
     EXPECT_EQ(refused({1, 2}, true), "--nodes 1,2: compare judges one node count (project takes a list)");
     EXPECT_EQ(refused({2}, true), "accepted");
 }

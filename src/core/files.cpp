@@ -1,0 +1,190 @@
+// Input and output files checked before use: type and size before a read, identity and
+// type before a write (see files.h).
+#include "src/core/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "src/core/errors.h"
+
+namespace sb {
+
+namespace {
+
+using FileId = std::pair<dev_t, ino_t>;
+
+// YAML inputs read by this process (by identity, so another spelling of the path or a
+// link is the same file) and the outputs checked so far.
+std::mutex g_mutex;
+std::map<FileId, std::string> g_yaml_inputs;  // -> "the config file PATH"
+std::map<FileId, std::string> g_outputs;      // -> the path
+
+// "a FIFO", "a character device", ... for a file that is not regular.
+const char* kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+std::string with_flag(const std::string& flag, const std::string& path) {
+    return flag.empty() ? printable(path) : fmt::format("{} {}", flag, printable(path));
+}
+
+// The nearest folder above `path` that exists ("." for a bare name).
+std::filesystem::path existing_ancestor(const std::filesystem::path& path) {
+    std::filesystem::path p = path.parent_path();
+    std::error_code ec;
+    while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+    return p.empty() ? std::filesystem::path(".") : p;
+}
+
+}  // namespace
+
+std::string printable(const std::string& text) {
+    std::string out;
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f)
+            out += fmt::format("\\x{:02x}", u);
+        else
+            out += c;
+    }
+    return out;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes) {
+    auto fail = [&](const std::string& why) {
+        return UserError(fmt::format("{}: cannot read {}: {}", printable(path), what, why));
+    };
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw fail(std::strerror(EISDIR));
+    if (!S_ISREG(st.st_mode)) throw fail(fmt::format("it is {}, not a regular file", kind_of(st.st_mode)));
+    // O_NONBLOCK: should the path have become a FIFO since the stat, the open does not wait.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw fail(std::strerror(errno));
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+        ::close(fd);
+        throw fail("it is not a regular file");
+    }
+    if (opened.st_size > max_bytes) {
+        ::close(fd);
+        throw fail(fmt::format("it is {} bytes, more than the {} bytes a {} may have", opened.st_size, max_bytes, what));
+    }
+    std::string text;
+    char chunk[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            throw fail(std::strerror(err));
+        }
+        if (n == 0) break;
+        text.append(chunk, static_cast<size_t>(n));
+        if (static_cast<int64_t>(text.size()) > max_bytes) {  // it grew while being read
+            ::close(fd);
+            throw fail(fmt::format("it is more than the {} bytes a {} may have", max_bytes, what));
+        }
+    }
+    ::close(fd);
+    return text;
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        if (const auto it = g_outputs.find({st.st_dev, st.st_ino}); it != g_outputs.end())
+            throw UserError(fmt::format("{}: cannot read {}: it is the output {} of this run", printable(path), what,
+                                        printable(it->second)));
+    }
+    std::string text = read_input_file(path, what, kMaxYamlBytes);
+    if (::stat(path.c_str(), &st) == 0) {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        g_yaml_inputs[{st.st_dev, st.st_ino}] = fmt::format("the {} {}", what, printable(path));
+    }
+    return text;
+}
+
+std::string output_path_problem(const std::string& path, const std::string& flag) {
+    if (path.empty()) return flag.empty() ? "the results file name is empty" : flag + ": the file name is empty";
+    const std::string name = with_flag(flag, path);
+    for (size_t i = 0; i < path.size(); ++i) {
+        const auto u = static_cast<unsigned char>(path[i]);
+        if (u < 0x20 || u == 0x7f)
+            return fmt::format("{}: the path holds a control character (byte 0x{:02x} at offset {}); choose "
+                               "another name", name, u, i);
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return fmt::format("{}: is a folder, not a results file", name);
+        if (!S_ISREG(st.st_mode))
+            return fmt::format("{}: is {}, not a regular file; results go to a regular file", name, kind_of(st.st_mode));
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            if (const auto it = g_yaml_inputs.find({st.st_dev, st.st_ino}); it != g_yaml_inputs.end())
+                return fmt::format("{}: is {}; results appended to it would break it", name, it->second);
+            g_outputs[{st.st_dev, st.st_ino}] = path;
+        }
+        const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) return fmt::format("{}: cannot open results file for appending: {}", name, std::strerror(errno));
+        ::close(fd);
+        return "";
+    }
+    if (errno != ENOENT) return fmt::format("{}: cannot open results file: {}", name, std::strerror(errno));
+    const std::filesystem::path p(path);
+    const std::filesystem::path folder = existing_ancestor(p);  // a folder: else the stat failed with ENOTDIR
+    if (folder != p.parent_path() && !p.parent_path().empty()) {
+        // The folders are made at the first append; here only whether one can be, under a
+        // name of this process's own (another run may be making the same folders now).
+        const std::filesystem::path probe = folder / fmt::format(".scalebench-check-{}", ::getpid());
+        if (::mkdir(probe.c_str(), 0700) != 0)
+            return fmt::format("{}: cannot create folder in {}: {}", name, printable(folder.string()), std::strerror(errno));
+        ::rmdir(probe.c_str());
+        return "";
+    }
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return fmt::format("{}: cannot create results file: {}", name, std::strerror(errno));
+    ::close(fd);
+    ::unlink(path.c_str());
+    return "";
+}
+
+std::vector<std::filesystem::path> create_parent_folders(const std::filesystem::path& file) {
+    std::vector<std::filesystem::path> missing;
+    std::error_code ec;
+    for (std::filesystem::path p = file.parent_path(); !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path())
+        missing.insert(missing.begin(), p);
+    std::vector<std::filesystem::path> made;
+    for (const std::filesystem::path& p : missing) {
+        if (::mkdir(p.c_str(), 0755) == 0) {
+            made.push_back(p);
+        } else if (errno != EEXIST) {  // EEXIST: another writer made it; it is theirs to keep
+            const int err = errno;
+            remove_folders(made);
+            throw std::runtime_error(fmt::format("{}: cannot create folder: {}", printable(p.string()), std::strerror(err)));
+        }
+    }
+    return made;
+}
+
+void remove_folders(const std::vector<std::filesystem::path>& made) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());  // fails, harmlessly, when not empty
+}
+
+}  // namespace sb

@@ -1,0 +1,46 @@
+// The files the program reads and writes, checked before use (DESIGN: Records that tell
+// the truth). An input is a regular file of bounded size, read whole: a FIFO, a device or
+// a 50 MB YAML is refused before a byte is parsed. An output path holds no control
+// character, is not a special file or folder, and is not one of the YAML inputs of this
+// process (a config, a profile): results appended to a config would break its next run.
+// Folders an append creates are removed again when the append fails.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+// Upper bounds of the inputs: the largest shipped YAML is under 64 KiB and the largest
+// record file (an op profile) under 1 MiB, so these leave room and still stop a runaway
+// (yaml-cpp takes about 240 bytes of memory per byte of a long YAML list).
+constexpr int64_t kMaxYamlBytes = int64_t{1} << 20;          // config, hardware profile, scenario
+constexpr int64_t kMaxRecordFileBytes = int64_t{512} << 20;  // JSONL records (report, calibrate)
+
+// The whole of an input file, or a UserError "PATH: cannot read WHAT: why" when it is missing,
+// a folder, not a regular file (never opened for a blocking read), or over max_bytes.
+std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes);
+
+// A YAML input (config, hardware profile, scenario): read_input_file with kMaxYamlBytes,
+// remembered so that no output of this process may be the same file (output_path_problem);
+// a path already checked as an output is refused.
+std::string read_text_file(const std::string& path, const std::string& what);
+
+// Empty when `path` may take appended records, else one line naming `flag` (when given) and
+// the path: empty, a control character in it, a folder or special file (FIFO, device,
+// socket), a YAML input of this process, or a file or folder that cannot be written. Nothing
+// is left behind: a file it creates to test is removed, and missing folders are only checked.
+std::string output_path_problem(const std::string& path, const std::string& flag = "");
+
+// `text` with control characters as \xNN, for messages that must stay one line.
+std::string printable(const std::string& text);
+
+// The folders above `file` that do not exist yet, created outermost first; throws
+// std::runtime_error naming the folder when one cannot be made (after removing those it made).
+std::vector<std::filesystem::path> create_parent_folders(const std::filesystem::path& file);
+// Removes `made` (from create_parent_folders) innermost first, where they are empty.
+void remove_folders(const std::vector<std::filesystem::path>& made);
+
+}  // namespace sb

@@ -1,0 +1,126 @@
+// Numbers through the real binary (docs/reliability.md): a run whose loss stops being finite
+// fails its check (exit 3) naming the step, in its record and on stderr; sizes and products
+// past their limits and implausible numbers from flags, profiles and records are refused
+// with exit 2, naming the flag, or the file and record.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/e2e_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sb::e2e::slurp;
+
+fs::path scratch() { return sb::e2e::scratch("robust-checks"); }
+
+sb::e2e::Result run(const std::string& args, int np = 1) {
+    return sb::e2e::run_shell("timeout 120 " +
+                                  (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") +
+                                  SCALEBENCH_BINARY + " " + args,
+                              scratch() / "run");
+}
+
+TEST(RobustChecks, ALossThatStopsBeingFiniteFailsTheRunNamingTheStep) {
+    const fs::path config = scratch() / "diverges.yaml", out = scratch() / "diverges.jsonl";
+    std::ofstream(config) << "model: mlp\nmlp:\n  input_dim: 64\n  hidden: [128, 128]\n  num_classes: 10\n"
+                             "batch_size: 32\nsteps: 6\nwarmup: 2\noptimizer:\n  kind: sgd\n  lr: 1.0e+30\n";
+    fs::remove(out);
+    const auto r = run("train --backend cpu --config " + config.string() + " --out " + out.string(), 2);
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("loss check FAILED at 2 ranks: the loss stopped being finite at step "), std::string::npos)
+        << r.err;
+    int trains = 0;
+    std::istringstream lines(slurp(out));
+    for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        if (rec["subcommand"] == "end") EXPECT_EQ(rec["exit_code"], 3);
+        if (rec["subcommand"] != "train") continue;
+        ++trains;
+        EXPECT_EQ(rec["checks_passed"], false) << line;
+        EXPECT_EQ(rec["loss_check"]["passed"], false) << line;
+        const int step = rec["loss_check"]["first_nonfinite_step"].get<int>();
+        EXPECT_GE(step, 1);
+        EXPECT_LE(step, 8);
+        EXPECT_NE(r.err.find("finite at step " + std::to_string(step) + " of 8"), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(trains, 2);  // world sizes 1 and 2
+    // A sane learning rate passes the same check.
+    const auto ok = run("train --backend cpu --config " + std::string(SCALEBENCH_SOURCE_DIR) +
+                        "/configs/ci-small.yaml --steps 2 --warmup 0 --out " + (scratch() / "ok.jsonl").string());
+    EXPECT_EQ(ok.code, 0) << ok.err;
+    EXPECT_NE(slurp(scratch() / "ok.jsonl").find("\"loss_check\":{\"first_nonfinite_step\":null,\"passed\":true}"),
+              std::string::npos);
+}
+
+TEST(RobustChecks, AProjectionOfAHugeClusterStaysIn64BitsOrIsRefused) {
+    const fs::path out = scratch() / "huge.jsonl";
+    fs::remove(out);
+    // 65536 nodes of 8 GPUs at 4096 per GPU: a global batch of 2^31, past a 32-bit int.
+    auto r = run("project --hardware a100-sxm4-40gb --batch-size 4096 --nodes 65536 --gpus 8 --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::istringstream lines(slurp(out));
+    int projected = 0;
+    for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        if (rec["subcommand"] != "project") continue;
+        ++projected;
+        EXPECT_EQ(rec["global_batch"].get<int64_t>(), int64_t{4096} * 8 * 65536);
+        EXPECT_GT(rec["samples_per_s"].get<double>(), 0);
+        EXPECT_GT(rec["scaling_efficiency"].get<double>(), 0);
+        EXPECT_LE(rec["scaling_efficiency"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(projected, 1);
+    r = run("project --hardware a100-sxm4-40gb --nodes 1048576 --gpus 8");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--nodes 1048576: 1048576 nodes of 8 GPUs are more than the 1048576 GPUs"), std::string::npos)
+        << r.err;
+    r = run("project --hardware a100-sxm4-40gb --nodes 99999999");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--nodes 99999999: must be >= 1 and <= 1048576"), std::string::npos) << r.err;
+    r = run("project --hardware a100-sxm4-40gb --batch-size 16777217");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--batch-size: must be <= 16777216, got 16777217"), std::string::npos) << r.err;
+}
+
+TEST(RobustChecks, ImplausibleNumbersInFlagsProfilesAndRecordsAreRefused) {
+    for (const std::string& flag : {std::string("--years nan"), std::string("--years 0"), std::string("--years inf"),
+                                    std::string("--usd-per-kwh nan"), std::string("--usd-per-kwh -1")}) {
+        const auto r = run("compare --hardware a100-sxm4-40gb " + flag);
+        EXPECT_EQ(r.code, 2) << flag << "\n" << r.err;
+        EXPECT_NE(r.err.find(flag.substr(0, flag.find(' ')) + " "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(": must be in "), std::string::npos) << r.err;
+    }
+    // Profiles: a field far outside any physical value, in either direction.
+    const std::string shipped = slurp(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hardware/a100-sxm4-40gb.yaml");
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"copy_gbps", "1e-300"}, {"kernel_gap_us", "1e300"}, {"price_usd", "1e-320"}}) {
+        const size_t at = shipped.find("  " + key + ": {value: ");
+        ASSERT_NE(at, std::string::npos) << key;
+        const size_t begin = at + key.size() + 12, end = shipped.find(',', begin);
+        const fs::path profile = scratch() / (key + ".yaml");
+        std::ofstream(profile) << shipped.substr(0, begin) + value + shipped.substr(end);
+        const auto r = run("project --hardware " + profile.string());
+        EXPECT_EQ(r.code, 2) << key << "\n" << r.err;
+        EXPECT_NE(r.err.find(profile.string() + ":"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(key + ".value': " + value + " is not a plausible value"), std::string::npos) << r.err;
+    }
+    // Records given to --calibrate: the file and the record are named.
+    for (const std::string& fraction : {std::string("0"), std::string("-0.5"), std::string("1e-300"), std::string("1.43")}) {
+        const fs::path records = scratch() / "gemm.jsonl";
+        std::ofstream(records) << "{\"subcommand\":\"gemm\",\"gpu\":{\"name\":\"NVIDIA A100-SXM4-40GB\"},\"dtype\":\"bf16\","
+                                  "\"m\":4096,\"n\":4096,\"k\":4096,\"fraction_of_peak\":" << fraction << "}\n";
+        const auto r = run("project --hardware a100-sxm4-40gb --calibrate " + records.string());
+        EXPECT_EQ(r.code, 2) << fraction << "\n" << r.err;
+        EXPECT_NE(r.err.find(records.string() + ": record 1: key 'fraction_of_peak': must be in [0.0001, 1.2]"),
+                  std::string::npos) << r.err;
+    }
+}
+
+}  // namespace
