@@ -89,7 +89,7 @@ TEST(DoctorFixtures, HgxA100PassesEveryTier) {
     const ExpectedBands b = bands_for(s);
     EXPECT_EQ(b.profile, "a100-sxm4-80gb");
     EXPECT_DOUBLE_EQ(b.busbw.ceiling, 300);
-    EXPECT_DOUBLE_EQ(b.busbw.lo, kBusbwAllowance * 0.80 * 300);
+    EXPECT_DOUBLE_EQ(b.busbw.lo, kBusbwAllowance * 0.667 * 300);  // the profile's low link efficiency
     ASSERT_FALSE(b.published.empty());  // the nccl-tests#149 row stands beside the measurement
     EXPECT_EQ(verdicts(checks), "topology=pass configuration=pass transfer=pass collective=pass training=pass ");
     EXPECT_EQ(exit_code(checks), 0);
