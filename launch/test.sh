@@ -15,7 +15,7 @@ if grep -q '^CUDNN_LIBRARY:FILEPATH=/' build/CMakeCache.txt; then
   cmake --build build-nocudnn -j"$(nproc)" --target scalebench
 fi
 # The sanitizer pass: CPU-only (no CUDA compile), every unit, MPI and e2e test; the
-# Slurm, plot, plan and fuzz tests are left to the normal build (they test scripts, or are
+# Slurm, plot, plan, fuzz and kernel-resource tests are left to the normal build (they test scripts or compiled GPU code, or are
 # already sanitized). Leak detection is off: Open MPI keeps its internal allocations
 # until exit (and some past MPI_Finalize), which LeakSanitizer reports as leaks that
 # are not ours; ASan's memory errors and UBSan's checks stay on and fail the run.
@@ -25,4 +25,4 @@ export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:strict_string_che
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALEBENCH_CUDA=OFF -DSCALEBENCH_SANITIZE=ON
 cmake --build build-asan -j"$(nproc)"
-ctest --test-dir build-asan --output-on-failure -j2 -E '^(slurm_batch_scripts|plot_scaling|multi_gpu_plan_cpu|fuzz_inputs)$' "$@"
+ctest --test-dir build-asan --output-on-failure -j2 -E '^(slurm_batch_scripts|plot_scaling|multi_gpu_plan_cpu|fuzz_inputs|kernel_resources_report|kernel_resources_check)$' "$@"
