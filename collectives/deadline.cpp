@@ -292,19 +292,21 @@ FailedPeers find_failed_peers(const std::vector<int>& world_ranks, double settle
     for (;;) {
         named.clear();
         elsewhere.clear();
+        int looked_at = 0;
         for (int rank : world_ranks) {
             if (rank == g_self_rank || rank < 0 || rank >= static_cast<int>(g_pids.size())) continue;
             if (g_hosts[static_cast<size_t>(rank)] != g_self_host) {
                 elsewhere.push_back(rank_and_host(rank));
                 continue;
             }
+            ++looked_at;
             const ProcessState state = process_state(g_pids[static_cast<size_t>(rank)]);
             if (state == ProcessState::running) continue;
             found.ranks.push_back(rank);
             named.push_back(fmt::format("{} ({}, process {})", rank, g_self_host,
                                         state == ProcessState::stopped ? "stopped" : "gone"));
         }
-        if (!found.ranks.empty() || Clock::now() >= until) break;
+        if (!found.ranks.empty() || looked_at == 0 || Clock::now() >= until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (!named.empty())

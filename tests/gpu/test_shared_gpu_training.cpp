@@ -200,7 +200,8 @@ TEST(SharedGpuOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
             EXPECT_GE(t.bucket_starts[b], t.bucket_arrivals[b] - 1e-3) << "bucket " << b << " started before it was ready";
             if (b > 0) EXPECT_GE(t.bucket_starts[b], t.bucket_starts[b - 1]);
         }
-        EXPECT_LT(t.bucket_starts[0], t.compute)
+        // 0.9: well inside the backward, not a clock's tick before its end.
+        EXPECT_LT(t.bucket_starts[0], 0.9 * t.compute)
             << "rank " << world_rank() << " step " << s << ": bucket 0 started " << t.bucket_starts[0]
             << " ms after the step's start, the backward ended at " << t.compute << " ms";
     }

@@ -132,7 +132,8 @@ TEST(DataParallelTraining, LossFallsOnTheLearnableTask) {
 }
 
 // The overlap on CPU ranks, read from the bucket timeline: with several buckets the first
-// bucket's all-reduce starts (MPI_Iallreduce issued) before the backward ends, step after step.
+// bucket's all-reduce starts (MPI_Iallreduce issued) well inside the backward: before 90% of
+// the step's compute in the median step (a core other processes load may hold up one step).
 TEST(DataParallelOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
     TrainConfig cfg = small_config(OptimizerConfig::Kind::sgd);
     cfg.mlp.input_dim = 128;
@@ -143,14 +144,17 @@ TEST(DataParallelOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
     DataParallelTrainer trainer(cfg, ops, comm);
     const size_t buckets = trainer.bucketer().buckets().size();
     ASSERT_GE(buckets, 3u);
-    for (int s = 0; s < 6; ++s) {
+    std::vector<double> first_start, compute;
+    for (int s = 0; s < 9; ++s) {
         const StepTimes t = trainer.step(s);
         ASSERT_EQ(t.bucket_starts.size(), buckets) << "step " << s;
         for (size_t b = 1; b < buckets; ++b) EXPECT_GE(t.bucket_starts[b], t.bucket_starts[b - 1]);
-        EXPECT_LT(t.bucket_starts[0], t.compute)
-            << "step " << s << ": bucket 0 started " << t.bucket_starts[0] << " ms after the step's start, the backward "
-            << "ended at " << t.compute << " ms";
+        first_start.push_back(t.bucket_starts[0]);
+        compute.push_back(t.compute);
     }
+    EXPECT_LT(percentile(first_start, 50), 0.9 * percentile(compute, 50))
+        << "bucket 0 started " << percentile(first_start, 50) << " ms after the step's start, the backward ended at "
+        << percentile(compute, 50) << " ms (medians)";
 }
 
 TEST(ScalingSweep, WritesOneRecordPerWorldSize) {
