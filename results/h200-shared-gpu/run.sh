@@ -108,3 +108,4 @@ grid ranks4 4
 mps_off
 grid time-sliced 2
 grid time-sliced-nccl-defaults 2 NCCL_BUFFSIZE=4194304
+exit 0  # the verdicts are in b-summary.md

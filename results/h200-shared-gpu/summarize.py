@@ -42,7 +42,7 @@ def verdict(ok):
 def gtest_requirement(folder, ranks):
     per_rank = gtest_ranks(folder)
     if not per_rank:
-        return None
+        return verdict(False), "no rank wrote its results"
     ok = (len(per_rank) == ranks and
           all(tests == SHARED_GPU_TESTS and failures == 0 and skipped == 0 for _, tests, failures, skipped, _ in per_rank))
     return verdict(ok), gtest_ranks_line(folder)
@@ -51,7 +51,7 @@ def gtest_requirement(folder, ranks):
 def comm_requirement(plan):
     records = [r for r in read_jsonl(os.path.join(plan, "details", "comm.jsonl")) if r.get("subcommand") == "comm"]
     if not records:
-        return None
+        return verdict(False), "no comm records"
     sizes = sorted({r["world_size"] for r in records})
     wrong = sum(r.get("out_of_bounds") or 0 for r in records)
     ok = wrong == 0 and sizes == [1, 2] and all(r.get("checks_passed") for r in records)
@@ -61,7 +61,7 @@ def comm_requirement(plan):
 def fault_requirement(plan):
     faults = read_jsonl(os.path.join(plan, "details", "faults", "report.jsonl"))
     if not faults:
-        return None
+        return verdict(False), "no fault runs"
     parts, ok = [], True
     for kind in ("SIGKILL", "SIGSTOP", "CUDA fault"):
         runs = [f for f in faults if f["fault"] == kind]
@@ -97,8 +97,6 @@ def training_rows(records_dir):
 
 def side_by_side_requirements(rows):
     at2 = {(r["workload"], r["tool"]): r for r in rows if r["n"] == 2}
-    if not rows:
-        return None, None
     trained = [at2.get((w, "scalebench")) for w in ("bert-base", "resnet50")]
     checks = (verdict(all(r and r["checks"] and r["shared"] for r in trained)),
               "; ".join(f"{w}: " + ("no record at 2 ranks" if r is None else
@@ -122,8 +120,6 @@ def straggler_requirement(records_dir):
         records = [r for r in read_jsonl(os.path.join(records_dir, f"{name}.jsonl")) if r.get("subcommand") == "train"]
         return None if not records else records[-1].get("straggler_check", {}).get("stragglers", [])
     slowed, plain = named("straggler"), named("no-straggler")
-    if slowed is None and plain is None:
-        return None
     ok = (slowed is not None and [s["rank"] for s in slowed] == [1] and plain is not None and
           all(s["behind_ms"] < STRAGGLER_MS for s in plain))
     words = lambda found: ("no record" if found is None else  # noqa: E731
@@ -150,7 +146,7 @@ def fabric_requirement(rows):
     two = [r for r in rows if r["n"] == 2 and r["busbw"] is not None]
     default = next((r for r in two if r["setting"] == "mode-default"), None)
     if not two:
-        return None
+        return verdict(False), "no all_reduce measured at 2 ranks"
     fastest = max(two, key=lambda r: r["busbw"])
     ok = default is not None and default["busbw"] >= (1 - FASTEST_WITHIN) * fastest["busbw"] and \
         all(r["wrong"] == 0 for r in rows)
@@ -164,21 +160,25 @@ def main():
     rows = training_rows(records_dir)
     checks, side = side_by_side_requirements(rows)
     fabric = fabric_rows(records_dir)
+    in_a, in_b = os.path.isdir(plan), os.path.isdir(records_dir)  # which call made this folder
     requirements = [
-        ("SharedGpu* GPU tests at 2 ranks, every rank", gtest_requirement(os.path.join(plan, "details", "gtest"), 2)),
-        ("SharedGpu* GPU tests at 4 ranks, every rank", gtest_requirement(os.path.join(work, "gtest-np4"), 4)),
-        ("comm: every collective correct at 1 and 2 ranks", comm_requirement(plan)),
-        (f"faults: {FAULT_REPS} of {FAULT_REPS} each, rank named, incomplete record, no crash",
-         fault_requirement(plan)),
-        ("training at 2 ranks: replicas identical, --recheck-allreduce", checks),
-        ("beside PyTorch DDP: exposed comm and hidden share, bert-base and resnet50, same bucket", side),
-        ("stragglers: the slowed rank named with host and bus id, nobody without", straggler_requirement(records_dir)),
-        ("fabric: the mode's default (NCCL_BUFFSIZE 16 MiB, MPS) the fastest measured", fabric_requirement(fabric)),
+        ("SharedGpu* GPU tests at 2 ranks, every rank", in_a,
+         lambda: gtest_requirement(os.path.join(plan, "details", "gtest"), 2)),
+        ("comm: every collective correct at 1 and 2 ranks", in_a, lambda: comm_requirement(plan)),
+        (f"faults: {FAULT_REPS} of {FAULT_REPS} each, rank named, incomplete record, no crash", in_a,
+         lambda: fault_requirement(plan)),
+        ("SharedGpu* GPU tests at 4 ranks, every rank", in_b, lambda: gtest_requirement(os.path.join(work, "gtest-np4"), 4)),
+        ("training at 2 ranks: replicas identical, --recheck-allreduce", in_b, lambda: checks),
+        ("beside PyTorch DDP: exposed comm and hidden share, bert-base and resnet50, same bucket", in_b, lambda: side),
+        ("stragglers: the slowed rank named with host and bus id, nobody without", in_b,
+         lambda: straggler_requirement(records_dir)),
+        ("fabric: the mode's default (NCCL_BUFFSIZE 16 MiB, MPS) the fastest measured", in_b,
+         lambda: fabric_requirement(fabric)),
     ]
     print("# Ranks sharing one H200 (--share-gpu): not hardware figures\n")
     print("| requirement | verdict | what was seen |\n| --- | --- | --- |")
-    for name, result in requirements:
-        state, seen = result or ("not in this call", "-")
+    for name, ran, judge in requirements:
+        state, seen = judge() if ran else ("not in this call", "-")
         print(f"| {name} | {state} | {seen.replace('|', '/')} |")
     summary = os.path.join(plan, "summary.md")
     if os.path.exists(summary):
