@@ -273,7 +273,7 @@ faults() {
       local name=fault_${sig,,} records=$details/faults/$sig.jsonl
       ((fault_reps > 1)) && name+=.$rep records=$details/faults/$sig.$rep.jsonl
       local est=90  # the timeout, the watchdog's grace, the ranks' start-up; less for a small shared run
-      # Shared: 10 of each in 10 x (16 + 8 + 6) = 300 s of estimates, ~270 s measured.
+      # Shared: 10 of each in 10 x (16 + 8 + 6) = 300 s of estimates; ~260 s at the H200's run times.
       ((share)) && est=$(case $sig in STOP) echo $((fault_timeout + 8)) ;; KILL) echo 8 ;; *) echo 6 ;; esac)
       run_step "$name" "$est" 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" \
         --rank $((N - 1)) --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \

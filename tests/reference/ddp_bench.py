@@ -19,8 +19,9 @@ exposed_comm_ms = median step - median no_sync step, the time the all-reduce add
 the gradients all-reduced alone, in buckets of bucket_cap_mb (allreduce_ms, the median of 5), so
 hidden_fraction = 1 - exposed_comm_ms / allreduce_ms is the share of the all-reduce the backward hides.
 --share-gpu: several ranks on one GPU (round-robin over the visible ones), each with its own NCCL
-host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host),
-as scalebench's --share-gpu; records say "shared_gpu": true.
+host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host)
+and NCCL_BUFFSIZE 16 MiB when unset, as scalebench's --share-gpu; records say "shared_gpu": true
+and keep the NCCL settings in environment.tuning_variables.
 samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
 Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
 
@@ -150,7 +151,10 @@ def environment(device):
     import socket
     import torch
     env = {"torch": torch.__version__, "host": socket.gethostname(), "device": device,
-           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           # the settings scalebench's records keep too (src/system/environment.cpp)
+           "tuning_variables": {k: v for k, v in os.environ.items()
+                                if k.startswith("NCCL_") or k == "CUDA_MPS_PIPE_DIRECTORY"}}
     if device == "cuda":
         nccl = torch.cuda.nccl.version()  # a tuple, or one int in older releases
         env.update(cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(),
@@ -251,12 +255,15 @@ def time_allreduce(model, group, bucket_cap_mb, device, repeats=5):
 
 
 def share_gpu_environment(rank, world):
-    """Each rank its own NCCL host, as scalebench's enable_shared_gpu (src/system/backend.h)."""
+    """Each rank its own NCCL host and the mode's NCCL buffer size, as scalebench's
+    enable_shared_gpu (src/system/backend.h), so both peers run on the same fabric settings."""
     import socket
     os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID') or socket.gethostname()}-rank{rank}"
     one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
     if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
         os.environ["NCCL_SOCKET_IFNAME"] = "lo"
+    if not os.environ.get("NCCL_BUFFSIZE"):
+        os.environ["NCCL_BUFFSIZE"] = str(16 << 20)  # kSharedGpuNcclBuffsize
 
 
 def main():
