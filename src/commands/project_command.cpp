@@ -1,13 +1,8 @@
 // `scalebench project` and `scalebench compare` (src/commands/project_command.h).
 #include "src/commands/project_command.h"
 
-#include <algorithm>
-#include <cmath>
-#include <map>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <set>
 #include <sstream>
 
 #include <spawn.h>
@@ -27,8 +22,10 @@
 #include "src/core/plausible.h"
 #include "src/core/results.h"
 #include "src/projection/buyers_guide.h"
+#include "src/projection/buyers_guide_output.h"
 #include "src/projection/shipped_configs.h"
 #include "src/projection/workload_projection.h"
+#include "src/system/run_records.h"
 
 namespace sb {
 
@@ -90,6 +87,7 @@ HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
         const std::string path = hardware_profile_path(o.host, hosts.empty() ? "configs/hosts" : hosts);
         apply_host_section(hw, read_text_file(path, "host section"), path);
     }
+    check_ranged_count(hw);  // the bands' cost, refused before any projection
     return hw;
 }
 
@@ -124,6 +122,13 @@ TrainConfig load_workload(const ProjectOptions& o) {
         throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
     }
     return cfg;
+}
+
+// A projected record as this run appends it: with its time and the run's id, as train's records.
+nlohmann::json stamped(nlohmann::json record, const std::string& run_id) {
+    record["timestamp"] = utc_timestamp();
+    record["run_id"] = run_id;
+    return record;
 }
 
 std::string profile_list() {
@@ -192,15 +197,15 @@ namespace {
 
 // project --comm: nccl-tests' all_reduce_perf table (out-of-place columns), one block per GPU count.
 int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const CostModel& model) {
-    ProjectOptions asked = o;
-    if (o.gpus.empty())  // 2, 4, 8 up to the node: one GPU has no bus bandwidth
+    std::vector<int> asked = o.gpus;
+    if (asked.empty())  // 2, 4, 8 up to the node: one GPU has no bus bandwidth
         for (int g : {2, 4, 8})
-            if (g <= hw.gpus_per_node.value) asked.gpus.push_back(g);
+            if (g <= hw.gpus_per_node.value) asked.push_back(g);
     const std::vector<int> nodes = node_counts(o);
     for (int N : nodes)
         if (N > 1 && !hw.has_network())
             throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, hw.source));
-    const std::vector<CommRow> rows = comm_table(model, projected_gpu_counts(asked.gpus, hw), nodes);
+    const std::vector<CommRow> rows = comm_table(model, projected_gpu_counts(asked, hw), nodes);
     fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", hw.name, hw.device_name);
     fmt::print("# busbw band: every ranged number of the profile at its ends ({})\n", range_list(hw));
     for (size_t i = 0; i < rows.size();) {
@@ -235,6 +240,7 @@ int run_project(const ProjectOptions& o) {
     const std::vector<int> nodes = node_counts(o);
     if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
+    const std::string run_id = new_run_id();
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
     widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}{}\n",
@@ -261,7 +267,7 @@ int run_project(const ProjectOptions& o) {
         row.exposed = point_summary(p.step.exposed_comm_ms);
         row.optimizer = point_summary(p.step.optimizer_ms);
         print_scaling_table_row(row);
-        append_record(o.out, p.record);
+        append_record(o.out, stamped(p.record, run_id));
     }
     fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
     fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
@@ -280,23 +286,15 @@ int run_project(const ProjectOptions& o) {
     return 0;
 }
 
-}  // namespace sb
-
-namespace sb {
 namespace {
 
 // compare --out: every projected record of the rows (with its band and the profile's ranges).
-void append_records(const std::string& out, const std::vector<CompareRow>& rows) {
+void append_records(const std::string& out, const std::vector<CompareRow>& rows, const std::string& run_id) {
     if (out.empty()) return;
     for (const CompareRow& r : rows)
         for (const std::vector<Projection>* projections : {&r.by_gpus, &r.on_nodes})
-            for (const Projection& p : *projections) append_record(out, p.record);
+            for (const Projection& p : *projections) append_record(out, stamped(p.record, run_id));
 }
-
-// The latest record under `dir` (recursively, *.jsonl, measured only) that `matches`, with its file.
-}  // namespace
-
-namespace {
 
 std::vector<std::string> profile_names(const ProjectOptions& o) {
     std::vector<std::string> names;
@@ -304,84 +302,11 @@ std::vector<std::string> profile_names(const ProjectOptions& o) {
     for (std::string item; std::getline(list, item, ',');)
         if (!item.empty()) names.push_back(item);
     if (names == std::vector<std::string>{"all"}) {
-        const std::string dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
-        names.clear();
-        if (!dir.empty())
-            for (const auto& e : std::filesystem::directory_iterator(dir))
-                if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-        std::sort(names.begin(), names.end());
+        names = yaml_names_in(o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir);
         if (names.empty()) throw UserError("--hardware all: no profiles found (give --profile-dir)");
     }
     if (names.empty()) throw UserError("--hardware: name at least one profile");
     return names;
-}
-
-// "bert-large-s384 b32": the workload's file name and its per-GPU batch (unless the name says it).
-std::string workload_label(const std::string& path, const TrainConfig& cfg) {
-    const std::string stem = std::filesystem::path(path).stem().string();
-    const std::string batch = fmt::format("b{}", cfg.batch_size);
-    return stem.find(batch) != std::string::npos ? stem : stem + " " + batch;
-}
-
-// Text wrapped at `width` columns: its own leading spaces kept, continuation lines indented by `indent`.
-std::string wrapped(const std::string& text, size_t indent, size_t width = 100) {
-    const size_t lead = std::min(text.find_first_not_of(' '), text.size());
-    std::string out, line = text.substr(0, lead);
-    bool first = true;
-    std::stringstream words(text.substr(lead));
-    for (std::string w; words >> w; first = false) {
-        if (!first && line.size() + 1 + w.size() > width) {
-            out += line + "\n";
-            line = std::string(indent, ' ') + w;
-        } else {
-            line += (first ? "" : " ") + w;
-        }
-    }
-    return out + line;
-}
-
-const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
-
-// compare --json: a row's configurations (by_gpus, or on_nodes), each with its band and scores;
-// with `terms`, also per $10k of the whole cost.
-nlohmann::json configurations_json(const CompareRow& row, const std::vector<Projection>& projections,
-                                   const CostTerms* terms) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const Projection& p : projections) {
-        nlohmann::json j = {{"gpus", p.step.world_size},
-                            {"samples_per_s", p.samples_per_s},
-                            {"samples_per_s_band", {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi}},
-                            {"scaling_efficiency", p.efficiency},
-                            {"speedup", p.speedup},
-                            {"allreduce_busbw_gbps", p.busbw},
-                            {"exposed_comm_ms", p.step.exposed_comm_ms},
-                            {"bands", to_json(p.bands)},
-                            {"samples_per_s_per_10k_usd", row.per_10k(p)}};
-        if (terms)
-            j["samples_per_s_per_10k_usd_whole_cost"] =
-                p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, *terms).total();
-        j["samples_per_s_per_kw"] = row.per_kw(p);
-        if (p.step.nodes > 1) j.update({{"nodes", p.step.nodes}, {"gpus_per_node", p.step.world_size / p.step.nodes}});
-        out.push_back(std::move(j));
-    }
-    return out;
-}
-
-// The node count of a multi-GPU scenario's configuration, said after its GPUs: " per node on 2 nodes".
-std::string on_nodes_text(int nodes) { return nodes > 1 ? fmt::format(" per node on {} nodes", nodes) : ""; }
-
-// A row's configurations on N nodes, one line: "on 2 nodes: 2 GPUs 5371.0, ..., 16 GPUs 42000.0
-// [41000.0-42000.0]; at 16 GPUs 97.7% scaling, 0.80 ms exposed communication".
-std::string on_nodes_line(const CompareRow& row) {
-    std::string cells;
-    for (const Projection& p : row.on_nodes)
-        cells += fmt::format("{}{} GPU{} {:.1f}", cells.empty() ? "" : ", ", p.step.world_size, p.step.world_size > 1 ? "s" : "",
-                             p.samples_per_s);
-    const Projection& top = row.on_nodes.back();
-    const Band band = top.bands.samples_per_s;
-    return fmt::format("on {} nodes: {} [{:.1f}-{:.1f}]; at {} GPUs {:.1f}% scaling, {:.2f} ms exposed communication",
-                       row.nodes(), cells, band.lo, band.hi, top.step.world_size, 100.0 * top.efficiency,
-                       top.step.exposed_comm_ms);
 }
 
 // Runs argv[0] with its arguments as a child process (no shell: no word splitting or quoting of the
@@ -401,277 +326,62 @@ std::string run_child(const std::vector<std::string>& argv) {
                              : fmt::format("{} ended by signal {}", argv[0], WTERMSIG(status));
 }
 
-// compare without --config: every scenario preset's workloads, each judged in the two budget columns.
-int run_compare_scenarios(const ProjectOptions& o, const std::vector<HardwareProfile>& profiles,
-                          const std::vector<Calibration>& calibrations) {
-    const std::string configs = [] {
-        const std::string hw = shipped_config_dir("hardware");
-        return hw.empty() ? std::string("configs") : std::filesystem::path(hw).parent_path().string();
-    }();
-    const std::vector<std::string> names = o.scenarios.empty() ? shipped_scenario_names() : o.scenarios;
-    if (names.empty()) throw UserError("compare: no scenario presets found in configs/scenarios (give --config)");
-    const std::vector<std::string> known = shipped_scenario_names();
-    std::vector<Scenario> scenarios;
-    for (const std::string& name : names) {
-        const bool is_path = name.find('/') != std::string::npos || name.find(".yaml") != std::string::npos;
-        if (!is_path && std::find(known.begin(), known.end(), name) == known.end()) {
-            std::string list;
-            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", name, list));
-        }
-        scenarios.push_back(load_scenario(is_path ? name : configs + "/scenarios/" + name + ".yaml", configs));
-    }
-    const CostTerms terms{o.years, o.usd_per_kwh};
-    // The soaks of each profile's GPU among the committed records (results/ beside configs/).
-    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
-    CompareSetup setup{o.gpus, compare_node_count(o), {}};
-    for (const HardwareProfile& hw : profiles) setup.soaks.push_back(soak_runs(hw, results_dir));
-    // Every workload once: its rows, and its verdicts and flips under every rule that judges it.
-    struct WorkloadResult {
-        std::string path, label;
-        TrainConfig cfg;
-        std::vector<CompareRow> rows;
-        std::vector<ScenarioRule> rules;
-        std::vector<Verdict> verdicts;
-        std::vector<std::vector<std::string>> flips;
-    };
-    std::vector<WorkloadResult> results;
-    auto result_of = [&](const std::string& path) -> WorkloadResult& {
-        for (auto& r : results)
-            if (r.path == path) return r;
-        ProjectOptions one = o;
-        one.config = path;
-        WorkloadResult r;
-        r.path = path;
-        r.cfg = load_workload(one);
-        r.label = workload_label(path, r.cfg);
-        results.push_back(std::move(r));
-        return results.back();
-    };
-    for (const Scenario& sc : scenarios)
-        for (const std::string& w : sc.workloads)
-            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
-                ScenarioRule rule = sc.rule;
-                rule.score = score;
-                result_of(w).rules.push_back(rule);
-            }
-    for (WorkloadResult& r : results) {
-        r.rows = compare_rows(r.cfg, profiles, calibrations, "", false, setup);
-        for (const ScenarioRule& rule : r.rules) r.verdicts.push_back(decide(r.rows, rule, terms));
-        r.flips = verdict_flips(r.cfg, profiles, calibrations, r.verdicts, r.rules, terms, setup);
-    }
-    for (const WorkloadResult& r : results) append_records(o.out, r.rows);
-    std::vector<std::vector<CardFigure>> cards;
-    for (size_t i = 0; i < profiles.size(); ++i) cards.push_back(card_tests(profiles[i], calibrations[i], configs, results_dir));
-    auto cell = [&](const Scenario& sc, const std::string& w, Score score) {
-        const WorkloadResult& r = result_of(w);
-        for (size_t i = 0; i < r.rules.size(); ++i)
-            if (r.rules[i].scenario == sc.rule.scenario && r.rules[i].score == score)
-                return std::make_pair(&r.verdicts[i], &r.flips[i]);
-        throw std::logic_error("compare: a scenario's rule was not decided");
-    };
+// compare --report FILE.md: the guide's data goes to FILE.json beside it.
+std::string report_json_path(const std::string& report) {
+    return std::filesystem::path(report).replace_extension(".json").string();
+}
 
-    if (o.json || !o.report.empty()) {
-        nlohmann::json out = {{"projected", true},
-                              {"nodes", setup.nodes},
-                              {"cost_terms", {{"years", terms.years}, {"usd_per_kwh", terms.usd_per_kwh}}},
-                              {"profiles", nlohmann::json::array()},
-                              {"workloads", nlohmann::json::array()},
-                              {"scenarios", nlohmann::json::array()}};
-        for (const HardwareProfile& hw : profiles) {
-            const int g = static_cast<int>(hw.gpus_per_node.value);
-            const ConfigurationCost c = configuration_cost(hw, g, terms);
-            out["profiles"].push_back({{"name", hw.name},
-                                       {"node_cost_usd", {{"gpus", c.gpus_usd}, {"server", c.server_usd}, {"power", c.power_usd},
-                                                          {"total", c.total()}, {"gpus_per_node", g}}},
-                                       {"hardware", to_json(hw)}});
-        }
-        for (size_t i = 0; i < profiles.size(); ++i) {
-            nlohmann::json figures = nlohmann::json::array();
-            for (const CardFigure& f : cards[i]) {
-                nlohmann::json j = {{"test", f.test}, {"unit", f.unit}, {"projected", f.projected}};
-                if (f.measured >= 0) j.update({{"measured", f.measured}, {"measured_from", f.measured_from}});
-                figures.push_back(j);
-            }
-            const HardwareProfile& hw = profiles[i];
-            if (const std::string soak = soak_summary(profiles[i], results_dir); !soak.empty()) out["profiles"][i]["soak"] = soak;
-            const SoakVerdict soak = soak_verdict(setup.soaks[i]);
-            out["profiles"][i]["soak_verdict"] = {{"status", soak_status_name(soak.status)},
-                                                  {"said", soak.said},
-                                                  {"runs", setup.soaks[i].size()},
-                                                  {"drift_bound_pct", {kSoakDriftBound.value, kSoakDriftBound.lo, kSoakDriftBound.hi}}};
-            out["profiles"][i]["card"] = {{"figures", figures},
-                                          {"memory_gib", hw.memory_gb.value},
-                                          {"memory_bandwidth_gbps", hw.peak.mem_bw_gbps},
-                                          {"copy_gbps", hw.copy_gbps.value},
-                                          {"tdp_w", hw.tdp_w.value},
-                                          {"price_usd", hw.price_usd.value}};
-        }
-        for (const WorkloadResult& r : results) {
-            nlohmann::json rows = nlohmann::json::array();
-            for (const CompareRow& row : r.rows) {
-                rows.push_back({{"name", row.hw.name},
-                                {"memory_per_gpu_gib", row.at_max().record["memory_per_gpu_gb"]},
-                                {"memory_breakdown_gib", row.at_max().record["memory_breakdown_gb"]},
-                                {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
-                                {"fits_memory", row.fits()},
-                                {"ranges", ranged_keys(row.hw)},
-                                {"by_gpus", configurations_json(row, row.by_gpus, &terms)}});
-                if (!row.on_nodes.empty())
-                    rows.back()["on_nodes"] = configurations_json(row, row.on_nodes, &terms);
-            }
-            out["workloads"].push_back({{"workload", r.label}, {"config", to_json(r.cfg)}, {"profiles", rows}});
-        }
-        for (const Scenario& sc : scenarios) {
-            nlohmann::json cells = nlohmann::json::array();
-            for (const std::string& w : sc.workloads)
-                for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
-                    const auto [v, flips] = cell(sc, w, score);
-                    cells.push_back({{"workload", result_of(w).label},
-                                     {"budget", budget_name(score)},
-                                     {"winner", v->winner ? nlohmann::json(v->winner->hw.name) : nlohmann::json()},
-                                     {"reason", v->reason},
-                                     {"flips", *flips}});
-                }
-            out["scenarios"].push_back({{"scenario", sc.rule.scenario}, {"preset", sc.source}, {"gpus", sc.rule.gpus},
-                                        {"nodes", sc.rule.gpus > 1 ? setup.nodes : 1}, {"requires", sc.rule.needs},
-                                        {"cells", cells}});
-        }
-        if (o.json) {
-            fmt::print("{}\n", out.dump(2));
-            return 0;
-        }
-        // --report: the JSON beside the Markdown, rendered with its plots by results/compare_report.py.
-        const std::string json_path = (std::filesystem::path(o.report).replace_extension(".json")).string();
-        std::ofstream(json_path) << out.dump(2) << "\n";
-        const std::string script = (std::filesystem::path(configs).parent_path() / "results" / "compare_report.py").string();
-        const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, o.report};
-        if (const std::string failed = run_child(argv); !failed.empty())
-            throw UserError(fmt::format("--report {}: rendering failed ({}); the data is in {}; run: {}", o.report, failed,
-                                        json_path, fmt::join(argv, " ")));
-    }
+// Whether two paths name the same file (either may not exist yet).
+bool same_file(const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(a, b, ec)) return true;
+    const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ec), cb = std::filesystem::weakly_canonical(b, ec);
+    return !ec && ca == cb;
+}
 
-    std::string list;
-    for (const HardwareProfile& hw : profiles) list += (list.empty() ? "" : ", ") + hw.name;
-    fmt::print("{}\n", wrapped("scalebench compare: the buyer's table for " + list +
-                                    " (projected, not measured). ample: the most samples/s per node; limited: the "
-                                    "most samples/s per $10k of the whole cost (GPUs, their share of the server, power "
-                                    "over the period). * : a range of a profile flips the cell (below)." +
-                                    (setup.nodes > 1 ? fmt::format(" --nodes {}: every multi-GPU scenario judges {} nodes "
-                                                                   "of each profile's node, the network between them the "
-                                                                   "profile's.", setup.nodes, setup.nodes)
-                                                     : std::string()),
-                                0));
-    fmt::print("\n{:<19} {:<19} {:<29} {}\n", "scenario", "workload", "ample budget", "limited budget");
-    for (const Scenario& sc : scenarios) {
-        bool first = true;
-        for (const std::string& w : sc.workloads) {
-            std::string cols[2];
-            int c = 0;
-            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
-                const auto [v, flips] = cell(sc, w, score);
-                cols[c++] = (v->winner ? v->winner->hw.name : std::string("none qualifies")) + (flips->empty() ? "" : " *");
-            }
-            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", result_of(w).label, cols[0], cols[1]);
-            first = false;
-        }
+// compare --report: both of its files (FILE.md and FILE.json) may be written, checked before any
+// work as --out is: a Markdown name in an existing folder, no special file, no input of this run.
+void check_report_paths(const ProjectOptions& o) {
+    if (std::filesystem::path(o.report).extension() != ".md")
+        throw UserError(fmt::format("--report {}: a Markdown file name ending in .md", printable(o.report)));
+    const std::filesystem::path dir = std::filesystem::path(o.report).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+        throw UserError(fmt::format("--report {}: no directory {}", printable(o.report), printable(dir.string())));
+    for (const std::string& path : {o.report, report_json_path(o.report)}) {
+        if (const std::string problem = output_path_problem(path, "--report"); !problem.empty()) throw UserError(problem);
+        std::vector<std::string> others = o.calibrate;
+        if (!o.out.empty()) others.push_back(o.out);
+        for (const std::string& other : others)
+            if (same_file(path, other))
+                throw UserError(fmt::format("--report {}: writes {}, which is {} of this run", printable(o.report),
+                                            printable(path), other == o.out ? "the --out file" : "a --calibrate input"));
     }
+}
 
-    fmt::print("\nnode cost per profile, full node (power: GPUs' TDP and host, {:g} years at {:g} USD/kWh):\n",
-               terms.years, terms.usd_per_kwh);
-    fmt::print("{:<24} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "profile", "GPUs USD", "server USD", "power USD", "total USD",
-               "node kW");
-    for (const HardwareProfile& hw : profiles) {
-        const int g = static_cast<int>(hw.gpus_per_node.value);
-        const ConfigurationCost c = configuration_cost(hw, g, terms);
-        fmt::print("{:<24} {:>11.0f} {:>11} {:>11.0f} {:>11.0f} {:>8.2f}\n", hw.name, c.gpus_usd,
-                   hw.server_usd.source.empty() ? std::string("not given") : fmt::format("{:.0f}", c.server_usd),
-                   c.power_usd, c.total(), (g * hw.tdp_w.value + hw.host_power_w.value) / 1e3);
+// Writes `text` as the whole of `path` (checked before the run); a write that fails is an internal
+// failure (exit 1) and leaves no partial file.
+void write_whole_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::trunc | std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) {
+        const int err = errno;
+        std::error_code ec;
+        std::filesystem::remove(path, ec);
+        throw std::runtime_error(fmt::format("{}: cannot write: {}", printable(path), std::strerror(err)));
     }
+}
 
-    fmt::print("\ncard tests, one GPU: projected, and measured (m) where results/ has the GPU's records\n");
-    fmt::print("{:<22} {:>14} {:>13} {:>9} {:>9} {:>5} {:>6} {:>5} {:>6}\n", "profile", "fp16 8192^3", "fp32 4096^3",
-               "RN50 b256", "BERT-b 32", "GiB", "GB/s", "TDP W", "USD");
-    fmt::print("{:<22} {:>14} {:>13} {:>9} {}\n", "", "ms TFLOP/s", "ms TFLOP/s", "samples/s", "samples/s");
-    std::vector<std::string> measured_files;
-    for (size_t i = 0; i < profiles.size(); ++i) {
-        const std::vector<CardFigure>& c = cards[i];
-        const HardwareProfile& hw = profiles[i];
-        auto cells = [&](bool measured) {
-            std::string out;
-            const int widths[] = {6, 7, 5, 7, 9, 9};
-            for (size_t k = 0; k < c.size(); ++k) {
-                const double v = measured ? c[k].measured : c[k].projected;
-                out += fmt::format(" {:>{}}", v < 0 ? std::string("-") : fmt::format("{:.{}f}", v, c[k].unit == "ms" ? 2 : 1),
-                                   widths[k]);
-            }
-            return out;
-        };
-        fmt::print("{:<22}{} {:>5.0f} {:>6.0f} {:>5.0f} {:>6.0f}\n", hw.name, cells(false), hw.memory_gb.value,
-                   hw.peak.mem_bw_gbps, hw.tdp_w.value, hw.price_usd.value);
-        if (std::any_of(c.begin(), c.end(), [](const CardFigure& f) { return f.measured >= 0; })) {
-            fmt::print("{:<22}{}\n", "  (m)", cells(true));
-            for (const CardFigure& f : c)
-                if (f.measured >= 0 && std::find(measured_files.begin(), measured_files.end(), f.measured_from) == measured_files.end())
-                    measured_files.push_back(f.measured_from);
-        }
-    }
-    fmt::print("{}\n", wrapped("GiB: the GPU's memory; GB/s: its datasheet memory bandwidth; measured from: " +
-                                    (measured_files.empty() ? std::string("none") : fmt::format("{}", fmt::join(measured_files, ", "))),
-                                2));
-
-    for (const WorkloadResult& r : results) {
-        fmt::print("\n{}\n", wrapped(fmt::format("{} ({} parameters, {}{}): samples/s [band] by GPUs; the rest at the "
-                                                "most GPUs",
-                                                r.label, r.rows.front().at_max().record["num_params"].get<size_t>(),
-                                                precision_name(r.cfg.precision), traced_engine(r.cfg)),
-                                    2));
-        fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8} {:>9} {:>7}\n", "profile", "1 GPU", "2 GPUs", "4 GPUs",
-                   "8 GPUs", "eff.", "exp.ms", "mem GiB", "fits");
-        for (const CompareRow& row : r.rows) {
-            auto at = [&](int g) {
-                const Projection* p = row.at(g);
-                return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
-            };
-            const Projection& top = row.at_max();
-            fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
-                       at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
-                       top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
-            if (const Band& band = top.bands.samples_per_s; band.hi > band.lo)
-                fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}], efficiency [{:.1f}-{:.1f}]%, "
-                                                     "exposed communication [{:.2f}-{:.2f}] ms, from {}",
-                                                     top.step.world_size, band.lo, band.hi, 100 * top.bands.efficiency.lo,
-                                                     100 * top.bands.efficiency.hi, top.bands.exposed_comm_ms.lo,
-                                                     top.bands.exposed_comm_ms.hi, range_list(row.hw)),
-                                         4));
-            if (!row.on_nodes.empty()) fmt::print("{}\n", wrapped("  " + on_nodes_line(row), 4));
-        }
-    }
-
-    fmt::print("\nthe figures behind each cell:\n");
-    for (const Scenario& sc : scenarios) {
-        fmt::print("{}\n", wrapped(fmt::format("{} ({} GPU{}{}; {})", sc.rule.scenario, sc.rule.gpus,
-                                              sc.rule.gpus > 1 ? "s" + on_nodes_text(setup.nodes) + " or the node's largest below"
-                                                               : std::string(),
-                                              sc.rule.needs.empty() ? "" : ", requires " + fmt::format("{}", fmt::join(sc.rule.needs, ", ")),
-                                              sc.source),
-                                  2));
-        if (std::find(sc.rule.needs.begin(), sc.rule.needs.end(), "soak") != sc.rule.needs.end())
-            for (size_t i = 0; i < profiles.size(); ++i) {  // the soaks the cells judge, and the latest one's telemetry
-                const std::string latest = soak_summary(profiles[i], results_dir);
-                fmt::print("{}\n", wrapped("  " + profiles[i].name + ": soak " + soak_verdict(setup.soaks[i]).said +
-                                               (latest.empty() ? "" : "; the latest: " + latest),
-                                           4));
-            }
-        for (const std::string& w : sc.workloads)
-            for (Score score : {Score::samples_per_s, Score::per_10k_whole_cost}) {
-                const auto [v, flips] = cell(sc, w, score);
-                const std::string head = fmt::format("  {}, {}: ", result_of(w).label, budget_name(score));
-                fmt::print("{}\n", wrapped(head + (v->winner ? v->winner->hw.name + ": " : std::string("none: ")) + v->reason, 4));
-                for (const std::string& f : *flips) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
-            }
-    }
-    return 0;
+// compare --report: the guide's JSON beside the Markdown, rendered with its plots by
+// results/compare_report.py (results/ beside configs/).
+void write_report(const std::string& report, const nlohmann::json& guide, const std::string& configs_dir) {
+    const std::string json_path = report_json_path(report);
+    write_whole_file(json_path, guide.dump(2) + "\n");
+    const std::string script = (std::filesystem::path(configs_dir).parent_path() / "results" / "compare_report.py").string();
+    const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, report};
+    if (const std::string failed = run_child(argv); !failed.empty())
+        throw UserError(fmt::format("--report {}: rendering failed ({}); the data is in {}; run: {}", report, failed,
+                                    json_path, fmt::join(argv, " ")));
 }
 
 }  // namespace
@@ -690,119 +400,48 @@ int run_compare(const ProjectOptions& o) {
     if (!o.report.empty()) {
         if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
         if (o.json) throw UserError("--report: give it or --json, not both");
-        const std::filesystem::path dir = std::filesystem::path(o.report).parent_path();
-        if (std::filesystem::path(o.report).extension() != ".md")
-            throw UserError(fmt::format("--report {}: a Markdown file name ending in .md", o.report));
-        if (!dir.empty() && !std::filesystem::is_directory(dir))
-            throw UserError(fmt::format("--report {}: no directory {}", o.report, dir.string()));
+        check_report_paths(o);
     }
-    if (o.config.empty()) {
-        if (!o.batch.empty()) throw UserError("--batch-size: give it with --config (the scenario presets set their own batches)");
-        std::vector<HardwareProfile> profiles;
-        std::vector<Calibration> calibrations;
-        for (const auto& name : names) {
-            profiles.push_back(load_profile(o, name));
-            calibrations.push_back(calibrate(profiles.back(), o.calibrate));
-            projected_gpu_counts(o.gpus, profiles.back());  // a bad --gpus refused before any work
-        }
-        return run_compare_scenarios(o, profiles, calibrations);
-    }
-    TrainConfig cfg = load_workload(o);
     std::vector<HardwareProfile> profiles;
     std::vector<Calibration> calibrations;
     for (const auto& name : names) {
         profiles.push_back(load_profile(o, name));
         calibrations.push_back(calibrate(profiles.back(), o.calibrate));
+        projected_gpu_counts(o.gpus, profiles.back());  // a bad --gpus refused before any work
     }
-    if (o.batch == "max") throw UserError("--batch-size max: compare takes a number (the largest batch differs per GPU; use project)");
-    apply_batch_option(o.batch, cfg, profiles.front());
-    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, calibrations, "", false, setup);
-    append_records(o.out, rows);
-    const std::vector<Verdict> central = verdicts(rows);
-    const std::vector<std::vector<std::string>> flips =
-        verdict_flips(cfg, profiles, calibrations, central, single_workload_rules(), CostTerms{o.years, o.usd_per_kwh}, setup);
-    if (o.json) {
-        nlohmann::json out = {{"workload", to_json(cfg)}, {"projected", true}, {"nodes", setup.nodes},
-                              {"profiles", nlohmann::json::array()}, {"verdicts", nlohmann::json::array()}};
-        for (const CompareRow& r : rows) {
-            out["profiles"].push_back({{"name", r.hw.name},
-                                       {"memory_per_gpu_gib", r.at_max().record["memory_per_gpu_gb"]},
-                                       {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
-                                       {"fits_memory", r.fits()},
-                                       {"ranges", ranged_keys(r.hw)},
-                                       {"by_gpus", configurations_json(r, r.by_gpus, nullptr)},
-                                       {"hardware", to_json(r.hw)}});
-            if (!r.on_nodes.empty())
-                out["profiles"].back()["on_nodes"] = configurations_json(r, r.on_nodes, nullptr);
-        }
-        for (size_t i = 0; i < central.size(); ++i)
-            out["verdicts"].push_back({{"scenario", central[i].scenario},
-                                       {"winner", central[i].winner ? nlohmann::json(central[i].winner->hw.name) : nlohmann::json()},
-                                       {"reason", central[i].reason},
-                                       {"flips", flips[i]}});
-        fmt::print("{}\n", out.dump(2));
+    const CostTerms terms{o.years, o.usd_per_kwh};
+    if (!o.config.empty()) {
+        TrainConfig cfg = load_workload(o);
+        if (o.batch == "max")
+            throw UserError("--batch-size max: compare takes a number (the largest batch differs per GPU; use project)");
+        apply_batch_option(o.batch, cfg, profiles.front());
+        const WorkloadComparison c = compare_workload(cfg, profiles, calibrations, terms, setup);
+        append_records(o.out, c.rows, new_run_id());
+        if (o.json) fmt::print("{}\n", to_json(c).dump(2));
+        else print_workload_comparison(c);
         return 0;
     }
-    const auto& any = rows.front().at_max().record;
-    fmt::print("compare: {} model, {} parameters, precision {}, {} scaling, batch {} {}{}\n(projected, not measured)\n",
-               cfg.model, any["num_params"].get<size_t>(), precision_name(cfg.precision),
-               scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
-               cfg.scaling_mode == ScalingMode::weak ? "per GPU" : "global", traced_engine(cfg));
-    // Two tables within 100 columns: samples/s by GPUs (one node, then the full node on N nodes),
-    // then the figures at each profile's most GPUs.
-    const std::string nodes_column = setup.nodes > 1 ? fmt::format(" {:>10}", fmt::format("{} nodes", setup.nodes)) : "";
-    fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>7}\n", "samples/s", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs",
-               nodes_column, "eff.");
-    for (const auto& r : rows) {
-        auto cell = [&](int g) {
-            const Projection* p = r.at(g);
-            return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
-        };
-        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
-                   r.on_nodes.empty() ? "" : fmt::format(" {:>10.1f}", r.top().samples_per_s), 100.0 * r.top().efficiency);
+    if (!o.batch.empty()) throw UserError("--batch-size: give it with --config (the scenario presets set their own batches)");
+    const std::string configs = [] {
+        const std::string hw = shipped_config_dir("hardware");
+        return hw.empty() ? std::string("configs") : std::filesystem::path(hw).parent_path().string();
+    }();
+    // The soaks and card tests of each profile's GPU among the committed records (results/ beside configs/).
+    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
+    const ScenarioGuide guide = judge_scenarios(profiles, calibrations, resolve_scenarios(o.scenarios, configs), terms, setup,
+                                                configs, results_dir, [&](const std::string& path) {
+                                                    ProjectOptions one = o;
+                                                    one.config = path;
+                                                    return load_workload(one);
+                                                });
+    const std::string run_id = new_run_id();
+    for (const JudgedWorkload& w : guide.workloads) append_records(o.out, w.rows, run_id);
+    if (o.json) {
+        fmt::print("{}\n", to_json(guide).dump(2));
+        return 0;
     }
-    fmt::print("\n{:<24} {:>5} {:>10} {:>10} {:>10} {:>10} {:>6}\n", "at the most GPUs", "GPUs", "exp.comm ms",
-               "per $10k", "per kW", "mem GiB", "fits");
-    for (const auto& r : rows) {
-        const Projection& top = r.top();
-        fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
-                   top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
-                   r.fits() ? "yes" : "NO");
-    }
-    fmt::print("{}\n", wrapped((setup.nodes > 1 ? fmt::format("{} nodes: the full node on {} nodes (the network between "
-                                                                  "them the profile's); ",
-                                                                  setup.nodes, setup.nodes)
-                                                    : std::string()) +
-                                      "eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of "
-                                      "GPUs (the profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem "
-                                      "GiB: per GPU",
-                                  2));
-    // The band each profile's ranges give its figures, at each GPU count and on N nodes.
-    bool any_range = false;
-    for (size_t i = 0; i < profiles.size(); ++i) {
-        if (ranged_keys(profiles[i]).empty()) continue;
-        if (!any_range) fmt::print("\nbands (every ranged number of the profile at its ends):\n");
-        any_range = true;
-        std::string cells;
-        for (const std::vector<Projection>* projections : {&rows[i].by_gpus, &rows[i].on_nodes})
-            for (const Projection& p : *projections)
-                cells += fmt::format("{}{}: {:.1f} [{:.1f}-{:.1f}] ({:.1f}% [{:.1f}-{:.1f}])", cells.empty() ? "" : ", ",
-                                     configuration_name(p), p.samples_per_s, p.bands.samples_per_s.lo,
-                                     p.bands.samples_per_s.hi, 100 * p.efficiency, 100 * p.bands.efficiency.lo,
-                                     100 * p.bands.efficiency.hi);
-        fmt::print("{}\n    from:\n", wrapped("  " + profiles[i].name + " " + cells, 4));
-        std::stringstream ranges(range_list(profiles[i]));
-        for (std::string range; std::getline(ranges, range, ',');)
-            fmt::print("      {}\n", range.substr(range.find_first_not_of(' ')));
-    }
-
-    fmt::print("\nverdicts for this workload:\n");
-    for (size_t s = 0; s < central.size(); ++s) {
-        const Verdict& v = central[s];
-        const std::string said = v.winner ? v.winner->hw.name + ": " + v.reason : "none of the profiles: " + v.reason;
-        fmt::print("{}\n", wrapped("  " + v.scenario + ": " + said, 4));
-        for (const std::string& f : flips[s]) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
-    }
+    if (!o.report.empty()) write_report(o.report, to_json(guide), configs);
+    print_scenario_guide(guide);
     return 0;
 }
 

@@ -2,16 +2,19 @@
 #include "src/projection/buyers_guide.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/core/errors.h"
 #include "src/core/files.h"
 #include "src/core/workload.h"
 #include "src/core/yaml_fields.h"
 #include "src/projection/record_scan.h"
+#include "src/projection/shipped_configs.h"
 
 namespace sb {
 
@@ -243,6 +246,21 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
     return flips;
 }
 
+namespace {
+
+// The value at `key` of a JSON object (null when missing, or when `j` is no object).
+nlohmann::json field(const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
+}
+
+// A measured figure a card can stand beside its projection: a positive finite number.
+bool measured(const nlohmann::json& r, const char* key) {
+    const double v = number_of(r, key);
+    return std::isfinite(v) && v > 0;
+}
+
+}  // namespace
+
 std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
                                    const std::string& results_dir) {
     const CostModel model(hw, cal);
@@ -257,14 +275,14 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
         op.bytes = 3.0 * size * size * dtype_size(op.dtype);
         const double ms = model.op_ms(op, precision);
         const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
-            return r.value("subcommand", "") == "gemm" && r.value("dtype", "") == precision_name(precision) &&
-                   r.value("m", 0) == size && r.value("n", 0) == size && r.value("k", 0) == size &&
-                   gpu_name_of(r) == hw.device_name;
+            return text_of(r, "subcommand") == "gemm" && text_of(r, "dtype") == precision_name(precision) &&
+                   count_of(r, "m") == size && count_of(r, "n") == size && count_of(r, "k") == size &&
+                   gpu_name_of(r) == hw.device_name && measured(field(r, "time_ms"), "median") && measured(r, "tflops");
         });
         const std::string name = fmt::format("GEMM {} {}^3", precision_name(precision), size);
-        out.push_back({name, "ms", ms, record.is_null() ? -1.0 : record["time_ms"]["median"].get<double>(), file});
-        out.push_back({name, "TFLOP/s", op.flops / (ms / 1e3) / 1e12,
-                       record.is_null() ? -1.0 : record["tflops"].get<double>(), file});
+        out.push_back({name, "ms", ms, record.is_null() ? -1.0 : number_of(record["time_ms"], "median"), file});
+        out.push_back({name, "TFLOP/s", op.flops / (ms / 1e3) / 1e12, record.is_null() ? -1.0 : number_of(record, "tflops"),
+                       file});
     }
     for (const auto& [preset, label] : {std::pair{"resnet50.yaml", "ResNet-50"}, std::pair{"bert-base.yaml", "BERT-base"}}) {
         const TrainConfig cfg = load_config_file(configs_dir + "/" + preset);
@@ -273,21 +291,21 @@ std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration&
         const std::string engine =
             cfg.model == "resnet" ? conv_engine_name(resolve_conv_engine(cfg, TraceOps(cfg.precision))) : "";
         const auto [record, file] = latest_record(results_dir, [&](const nlohmann::json& r) {
-            if (r.value("subcommand", "") != "train" || r.value("world_size", 0) != 1 || gpu_name_of(r) != hw.device_name ||
-                r.value("local_batch", 0) != cfg.batch_size || r.value("precision", "") != precision_name(cfg.precision) ||
-                !r.contains("config"))
+            if (text_of(r, "subcommand") != "train" || count_of(r, "world_size") != 1 || gpu_name_of(r) != hw.device_name ||
+                count_of(r, "local_batch") != cfg.batch_size || text_of(r, "precision") != precision_name(cfg.precision) ||
+                !measured(r, "samples_per_s"))
                 return false;
-            const nlohmann::json& c = r["config"];
-            if (c.value("model", "") != cfg.model) return false;
+            const nlohmann::json c = field(r, "config");
+            if (text_of(c, "model") != cfg.model) return false;
             const nlohmann::json want = to_json(cfg);
-            return cfg.model == "resnet" ? c["resnet"] == want["resnet"] && conv_engine_of_record(r) == engine
-                                         : c["transformer"]["arch"] == want["transformer"]["arch"] &&
-                                               c["transformer"]["layers"] == want["transformer"]["layers"] &&
-                                               c["transformer"]["hidden"] == want["transformer"]["hidden"] &&
-                                               c["transformer"]["seq_len"] == want["transformer"]["seq_len"];
+            if (cfg.model == "resnet") return field(c, "resnet") == want["resnet"] && conv_engine_of_record(r) == engine;
+            const nlohmann::json t = field(c, "transformer");
+            for (const char* key : {"arch", "layers", "hidden", "seq_len"})
+                if (field(t, key) != want["transformer"][key]) return false;
+            return true;
         });
         out.push_back({fmt::format("{} batch {}", label, cfg.batch_size), "samples/s", p.samples_per_s,
-                       record.is_null() ? -1.0 : record["samples_per_s"].get<double>(), file});
+                       record.is_null() ? -1.0 : number_of(record, "samples_per_s"), file});
     }
     return out;
 }
@@ -326,6 +344,96 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
     for (const char* key : {"scenario", "gpus", "workloads"})
         if (!seen.count(key)) f.fail_at(root.Mark(), fmt::format("key '{}': missing", key));
     return sc;
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+// "bert-large-s384 b32": the workload's file name and its per-GPU batch (unless the name says it).
+std::string workload_label(const std::string& path, const TrainConfig& cfg) {
+    const std::string stem = std::filesystem::path(path).stem().string();
+    const std::string batch = fmt::format("b{}", cfg.batch_size);
+    return stem.find(batch) != std::string::npos ? stem : stem + " " + batch;
+}
+
+}  // namespace
+
+std::vector<Scenario> resolve_scenarios(const std::vector<std::string>& names, const std::string& configs_dir) {
+    const std::vector<std::string> known = shipped_scenario_names();
+    const std::vector<std::string>& asked = names.empty() ? known : names;
+    if (asked.empty()) throw UserError("compare: no scenario presets found in configs/scenarios (give --config)");
+    std::vector<Scenario> scenarios;
+    for (const std::string& name : asked) {
+        const bool is_path = name.find('/') != std::string::npos || name.find(".yaml") != std::string::npos;
+        if (!is_path && std::find(known.begin(), known.end(), name) == known.end())
+            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", name, fmt::join(known, ", ")));
+        scenarios.push_back(load_scenario(is_path ? name : configs_dir + "/scenarios/" + name + ".yaml", configs_dir));
+    }
+    return scenarios;
+}
+
+WorkloadComparison compare_workload(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                    const std::vector<Calibration>& calibrations, const CostTerms& terms,
+                                    const CompareSetup& setup) {
+    WorkloadComparison c{cfg, setup.nodes, compare_rows(cfg, profiles, calibrations, "", false, setup), {}, {}};
+    c.verdicts = verdicts(c.rows);
+    c.flips = verdict_flips(cfg, profiles, calibrations, c.verdicts, single_workload_rules(), terms, setup);
+    return c;
+}
+
+const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
+
+const JudgedWorkload& ScenarioGuide::workload(const std::string& path) const {
+    for (const JudgedWorkload& w : workloads)
+        if (w.path == path) return w;
+    throw std::logic_error("compare: a scenario's workload was not judged");
+}
+
+std::pair<const Verdict*, const std::vector<std::string>*> ScenarioGuide::cell(const Scenario& scenario,
+                                                                               const std::string& path, Score score) const {
+    const JudgedWorkload& w = workload(path);
+    for (size_t i = 0; i < w.rules.size(); ++i)
+        if (w.rules[i].scenario == scenario.rule.scenario && w.rules[i].score == score) return {&w.verdicts[i], &w.flips[i]};
+    throw std::logic_error("compare: a scenario's rule was not decided");
+}
+
+ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, const std::vector<Calibration>& calibrations,
+                              const std::vector<Scenario>& scenarios, const CostTerms& terms, CompareSetup setup,
+                              const std::string& configs_dir, const std::string& results_dir,
+                              const std::function<TrainConfig(const std::string&)>& load_workload) {
+    ScenarioGuide guide{profiles, scenarios, terms, {}, results_dir, {}, {}};
+    for (const HardwareProfile& hw : profiles) setup.soaks.push_back(soak_runs(hw, results_dir));
+    guide.setup = std::move(setup);
+    // Every workload once, with every rule that judges it.
+    for (const Scenario& sc : scenarios)
+        for (const std::string& path : sc.workloads) {
+            auto it = std::find_if(guide.workloads.begin(), guide.workloads.end(),
+                                   [&](const JudgedWorkload& w) { return w.path == path; });
+            if (it == guide.workloads.end()) {
+                JudgedWorkload w;
+                w.path = path;
+                w.cfg = load_workload(path);
+                w.label = workload_label(path, w.cfg);
+                guide.workloads.push_back(std::move(w));
+                it = guide.workloads.end() - 1;
+            }
+            for (Score score : kBudgets) {
+                ScenarioRule rule = sc.rule;
+                rule.score = score;
+                it->rules.push_back(rule);
+            }
+        }
+    for (JudgedWorkload& w : guide.workloads) {
+        w.rows = compare_rows(w.cfg, profiles, calibrations, "", false, guide.setup);
+        for (const ScenarioRule& rule : w.rules) w.verdicts.push_back(decide(w.rows, rule, terms));
+        w.flips = verdict_flips(w.cfg, profiles, calibrations, w.verdicts, w.rules, terms, guide.setup);
+    }
+    for (size_t i = 0; i < profiles.size(); ++i)
+        guide.cards.push_back(card_tests(profiles[i], calibrations[i], configs_dir, results_dir));
+    return guide;
 }
 
 }  // namespace sb

@@ -3,7 +3,9 @@
 // configuration costs, the card tests, and the scenario presets.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/core/config.h"
@@ -125,7 +127,6 @@ struct Scenario {
 };
 // Loads a preset; a bad key, a workload that is not there or an unknown requirement is a UserError at FILE:LINE:COL.
 Scenario load_scenario(const std::string& path, const std::string& configs_dir);
-std::vector<std::string> shipped_scenario_names();
 
 // The card tests every buyer's guide prints, for one GPU of a profile: GEMM fp16 8192^3 and fp32
 // 4096^3 (ms and TFLOP/s), ResNet-50 at batch 256 and BERT-base at batch 32 (samples/s), each
@@ -139,5 +140,59 @@ struct CardFigure {
 };
 std::vector<CardFigure> card_tests(const HardwareProfile& hw, const Calibration& cal, const std::string& configs_dir,
                                    const std::string& results_dir);
+
+// compare --config: one workload projected on every profile, judged under the single-workload
+// rules, with the flips the profiles' ranges allow.
+struct WorkloadComparison {
+    TrainConfig cfg;
+    int nodes = 1;
+    std::vector<CompareRow> rows;
+    std::vector<Verdict> verdicts;
+    std::vector<std::vector<std::string>> flips;
+};
+WorkloadComparison compare_workload(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
+                                    const std::vector<Calibration>& calibrations, const CostTerms& terms,
+                                    const CompareSetup& setup);
+
+// compare without --config: the scenario presets named (names in configs/scenarios or paths;
+// empty: every shipped one); an unknown name is a UserError naming --scenario.
+std::vector<Scenario> resolve_scenarios(const std::vector<std::string>& names, const std::string& configs_dir);
+
+// One workload of the scenario presets: its rows, and its verdicts and flips under every rule
+// (scenario x budget) that judges it, in the same order.
+struct JudgedWorkload {
+    std::string path, label;
+    TrainConfig cfg;
+    std::vector<CompareRow> rows;
+    std::vector<ScenarioRule> rules;
+    std::vector<Verdict> verdicts;
+    std::vector<std::vector<std::string>> flips;
+};
+// The two budgets every scenario is judged in: ample (the most samples/s per node) and limited
+// (the most samples/s per $10k of the whole cost).
+inline constexpr Score kBudgets[] = {Score::samples_per_s, Score::per_10k_whole_cost};
+const char* budget_name(Score s);  // "ample", "limited"
+
+// The buyer's guide over the scenario presets: every workload judged once, each profile's soaks
+// and card tests.
+struct ScenarioGuide {
+    std::vector<HardwareProfile> profiles;
+    std::vector<Scenario> scenarios;
+    CostTerms terms;
+    CompareSetup setup;
+    std::string results_dir;  // where the soaks and card tests' measured records were looked up
+    std::vector<JudgedWorkload> workloads;
+    std::vector<std::vector<CardFigure>> cards;  // per profile
+    const JudgedWorkload& workload(const std::string& path) const;
+    // The verdict and flips of `scenario`'s rule for `workload` under the budget `score`.
+    std::pair<const Verdict*, const std::vector<std::string>*> cell(const Scenario& scenario, const std::string& workload,
+                                                                    Score score) const;
+};
+// Judges every workload of `scenarios` on the profiles (`load_workload` reads a workload path,
+// with the user's what-ifs). `setup.soaks` is filled from `results_dir`.
+ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, const std::vector<Calibration>& calibrations,
+                              const std::vector<Scenario>& scenarios, const CostTerms& terms, CompareSetup setup,
+                              const std::string& configs_dir, const std::string& results_dir,
+                              const std::function<TrainConfig(const std::string&)>& load_workload);
 
 }  // namespace sb

@@ -3,9 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -26,7 +25,7 @@ bool soak_of_profiles_gpu(const nlohmann::json& r, const HardwareProfile& hw) {
         return true;
     const nlohmann::json& gpu = r["environment"]["gpu"];
     if (!gpu.contains("memory_total_mib") || !gpu["memory_total_mib"].is_number()) return true;
-    const double gib = gpu["memory_total_mib"].get<double>() / 1024.0;
+    const double gib = number_of(gpu, "memory_total_mib") / 1024.0;
     return std::abs(gib - hw.memory_gb.value) <= 0.15 * hw.memory_gb.value;
 }
 
@@ -34,22 +33,31 @@ bool soak_of_profiles_gpu(const nlohmann::json& r, const HardwareProfile& hw) {
 
 std::string soak_summary(const HardwareProfile& hw, const std::string& results_dir) {
     const auto [r, file] = latest_record(results_dir, [&](const nlohmann::json& x) {
-        return x.value("subcommand", "") == "stress" && x.value("complete", false) && soak_of_profiles_gpu(x, hw);
+        return text_of(x, "subcommand") == "stress" && x.contains("complete") && x["complete"] == true &&
+               soak_of_profiles_gpu(x, hw);
     });
     if (r.is_null()) return "";
     double drift = 0;  // the largest |drift| of any workload over its intervals
-    for (const auto& w : r["workloads"])
-        drift = std::max({drift, std::abs(w["drift_pct"]["min"].get<double>()), std::abs(w["drift_pct"]["max"].get<double>())});
+    if (r.contains("workloads") && r["workloads"].is_array())
+        for (const auto& w : r["workloads"])
+            if (w.is_object() && w.contains("drift_pct"))
+                drift = std::max({drift, std::abs(number_of(w["drift_pct"], "min")), std::abs(number_of(w["drift_pct"], "max"))});
+    const long world = count_of(r, "world_size");
     std::string line = fmt::format("soak {:.0f} s on {} GPU{}: {} replica checks {}, throughput drift within {:.2f}%",
-                                   r["elapsed_s"].get<double>(), r["world_size"].get<int>(), r["world_size"].get<int>() > 1 ? "s" : "",
-                                   r["sdc_checks"].get<int>(), r["checks_passed"].get<bool>() ? "passed" : "FAILED", drift);
-    if (r["telemetry_by_rank"].is_array() && !r["telemetry_by_rank"].empty() && r["telemetry_by_rank"][0].is_object()) {
+                                   number_of(r, "elapsed_s"), world, world > 1 ? "s" : "", count_of(r, "sdc_checks"),
+                                   r.contains("checks_passed") && r["checks_passed"] == true ? "passed" : "FAILED", drift);
+    if (r.contains("telemetry_by_rank") && r["telemetry_by_rank"].is_array() && !r["telemetry_by_rank"].empty() &&
+        r["telemetry_by_rank"][0].is_object()) {
         const nlohmann::json& t = r["telemetry_by_rank"][0];
+        std::vector<std::string> throttling;
+        if (t.contains("throttle_reasons_seen") && t["throttle_reasons_seen"].is_array())
+            for (const auto& reason : t["throttle_reasons_seen"])
+                if (reason.is_string()) throttling.push_back(reason.get<std::string>());
         line += fmt::format(", ECC corrected/uncorrected {}/{}, up to {:.0f} C and {:.0f} W, throttling: {}",
-                            t["ecc_corrected_delta"].get<long>(), t["ecc_uncorrected_delta"].get<long>(),
-                            t["temperature_c"]["max"].get<double>(), t["power_w"]["max"].get<double>(),
-                            t["throttle_reasons_seen"].empty() ? std::string("none")
-                                                               : fmt::format("{}", fmt::join(t["throttle_reasons_seen"], ", ")));
+                            count_of(t, "ecc_corrected_delta"), count_of(t, "ecc_uncorrected_delta"),
+                            t.contains("temperature_c") ? number_of(t["temperature_c"], "max") : 0.0,
+                            t.contains("power_w") ? number_of(t["power_w"], "max") : 0.0,
+                            throttling.empty() ? std::string("none") : fmt::format("{}", fmt::join(throttling, ", ")));
     }
     return line + " (" + file + ")";
 }
@@ -70,60 +78,49 @@ std::vector<SoakRun> soak_runs(const HardwareProfile& hw, const std::string& res
         long n = 0;
         if (telemetry.is_array())
             for (const auto& t : telemetry)
-                if (t.is_object() && t.contains("ecc_uncorrected_delta") && t["ecc_uncorrected_delta"].is_number())
-                    n += t["ecc_uncorrected_delta"].get<long>();
+                n += count_of(t, "ecc_uncorrected_delta");
         return n;
     };
-    std::error_code ec;
-    if (results_dir.empty() || !std::filesystem::is_directory(results_dir, ec)) return {};
-    std::vector<std::string> files;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(results_dir, ec))
-        if (e.path().extension() == ".jsonl") files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    for (const std::string& file : files) {
-        std::ifstream in(file);
-        int anonymous = 0;  // runs of this file without a run_id, each ending at its summary
-        for (std::string line; std::getline(in, line);) {
-            const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
-            if (r.is_discarded() || !r.is_object() || r.value("projected", false)) continue;
-            const std::string sub = r.value("subcommand", "");
-            const std::string id = r.contains("run_id") && r["run_id"].is_string() ? r["run_id"].get<std::string>() : "";
-            if (sub == "incomplete" && r.value("run_subcommand", "") == "stress" && !id.empty()) {
-                runs[id].run.ended = r.value("error", std::string("(no reason recorded)"));
-                continue;
-            }
-            if (sub != "stress") continue;
-            Pending& p = runs[id.empty() ? fmt::format("{}#{}", file, anonymous) : id];
-            const bool summary = r.value("complete", false);
-            if (summary && id.empty()) ++anonymous;
-            if (p.run.file.empty()) p.run.file = file;
-            p.this_gpu |= soak_of_profiles_gpu(r, hw);
-            p.run.timestamp = std::max(p.run.timestamp, r.value("timestamp", std::string()));
-            p.run.world_size = std::max(p.run.world_size, r.value("world_size", 0));
-            p.run.elapsed_s = std::max(p.run.elapsed_s, r.value("elapsed_s", 0.0));
-            const long events = r.contains("sdc_events") && r["sdc_events"].is_array() ? static_cast<long>(r["sdc_events"].size()) : 0;
-            const long checks = r.value("sdc_checks", 0L);
-            const long ecc = r.contains("telemetry_by_rank") ? ecc_of(r["telemetry_by_rank"]) : 0;
-            if (summary) {  // the whole run's totals
-                p.run.complete = true;
-                p.run.mismatches = std::max(p.run.mismatches, events);
-                p.run.replica_checks = std::max(p.run.replica_checks, checks);
-                p.run.ecc_uncorrected = std::max(p.run.ecc_uncorrected, ecc);
-                if (r.contains("workloads") && r["workloads"].is_array())
-                    for (const auto& w : r["workloads"])
-                        if (w.is_object() && w.contains("drift_pct") && w["drift_pct"].is_object())
-                            for (const char* end : {"min", "max"})
-                                if (w["drift_pct"].contains(end) && w["drift_pct"][end].is_number())
-                                    p.run.drift_pct = std::max(p.run.drift_pct, std::abs(w["drift_pct"][end].get<double>()));
-            } else {  // an interval: counted where the run has no summary
-                p.interval_mismatches += events;
-                p.interval_checks += checks;
-                p.interval_ecc += ecc;
-                if (r.contains("drift_pct") && r["drift_pct"].is_number())
-                    p.run.drift_pct = std::max(p.run.drift_pct, std::abs(r["drift_pct"].get<double>()));
-            }
+    std::string file_now;
+    int anonymous = 0;  // runs of the file without a run_id, each ending at its summary
+    for_each_measured_record(results_dir, [&](const nlohmann::json& r, const std::string& file) {
+        if (file != file_now) file_now = file, anonymous = 0;
+        const std::string sub = text_of(r, "subcommand");
+        const std::string id = text_of(r, "run_id");
+        if (sub == "incomplete" && text_of(r, "run_subcommand") == "stress" && !id.empty()) {
+            const std::string error = text_of(r, "error");
+            runs[id].run.ended = error.empty() ? "(no reason recorded)" : error;
+            return;
         }
-    }
+        if (sub != "stress") return;
+        Pending& p = runs[id.empty() ? fmt::format("{}#{}", file, anonymous) : id];
+        const bool summary = r.contains("complete") && r["complete"] == true;
+        if (summary && id.empty()) ++anonymous;
+        if (p.run.file.empty()) p.run.file = file;
+        p.this_gpu |= soak_of_profiles_gpu(r, hw);
+        p.run.timestamp = std::max(p.run.timestamp, text_of(r, "timestamp"));
+        p.run.world_size = std::max(p.run.world_size, static_cast<int>(count_of(r, "world_size")));
+        p.run.elapsed_s = std::max(p.run.elapsed_s, number_of(r, "elapsed_s"));
+        const long events = r.contains("sdc_events") && r["sdc_events"].is_array() ? static_cast<long>(r["sdc_events"].size()) : 0;
+        const long checks = count_of(r, "sdc_checks");
+        const long ecc = r.contains("telemetry_by_rank") ? ecc_of(r["telemetry_by_rank"]) : 0;
+        if (summary) {  // the whole run's totals
+            p.run.complete = true;
+            p.run.mismatches = std::max(p.run.mismatches, events);
+            p.run.replica_checks = std::max(p.run.replica_checks, checks);
+            p.run.ecc_uncorrected = std::max(p.run.ecc_uncorrected, ecc);
+            if (r.contains("workloads") && r["workloads"].is_array())
+                for (const auto& w : r["workloads"])
+                    if (w.is_object() && w.contains("drift_pct"))
+                        for (const char* end : {"min", "max"})
+                            p.run.drift_pct = std::max(p.run.drift_pct, std::abs(number_of(w["drift_pct"], end)));
+        } else {  // an interval: counted where the run has no summary
+            p.interval_mismatches += events;
+            p.interval_checks += checks;
+            p.interval_ecc += ecc;
+            p.run.drift_pct = std::max(p.run.drift_pct, std::abs(number_of(r, "drift_pct")));
+        }
+    });
     std::vector<SoakRun> out;
     for (auto& [key, p] : runs) {
         if (!p.this_gpu) continue;  // another GPU's, or an incomplete record whose run left no stress record

@@ -5,9 +5,9 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "collectives/bucketer.h"
-#include "src/commands/runner.h"
 #include "src/core/errors.h"
 #include "src/core/results.h"
 #include "src/core/workload.h"
@@ -33,6 +33,20 @@ std::vector<int> projected_gpu_counts(const std::vector<int>& asked, const Hardw
         if (g < 1 || g > per_node)
             throw UserError(fmt::format("--scaling {}: {} has {} GPUs per node ({})", g, hw.name, per_node, hw.source));
     return asked;
+}
+
+void check_ranged_count(const HardwareProfile& hw) {
+    const std::vector<std::string> keys = ranged_keys(hw);
+    if (keys.size() > kMaxRangedNumbers)
+        throw UserError(fmt::format("{}: {} ranged numbers ({}); a band projects every corner of them (2^{}), and a "
+                                    "profile may have at most {} ({} corners): give the others one value",
+                                    hw.source, keys.size(), fmt::join(keys, ", "), keys.size(), kMaxRangedNumbers,
+                                    size_t{1} << kMaxRangedNumbers));
+}
+
+std::vector<HardwareProfile> band_corners(const HardwareProfile& hw) {
+    check_ranged_count(hw);
+    return range_corners(hw);
 }
 
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
@@ -84,7 +98,6 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"schema_version", kSchemaVersion},
                 {"subcommand", "project"},
                 {"projected", true},
-                {"timestamp", utc_timestamp()},
                 {"world_size", world},
                 {"nodes", N},
                 {"gpus_per_node", g},
@@ -179,7 +192,7 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
         band.lo = std::min(band.lo, v);
         band.hi = std::max(band.hi, v);
     };
-    const std::vector<HardwareProfile> corners = range_corners(hw);
+    const std::vector<HardwareProfile> corners = band_corners(hw);
     for (const HardwareProfile& corner : corners) {
         if (corners.size() == 1) break;  // no ranges: the bands are the points
         const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
@@ -220,13 +233,16 @@ std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
 }
 
 std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes) {
-    const std::vector<HardwareProfile> corners = range_corners(model.hw);
+    const std::vector<HardwareProfile> corners = band_corners(model.hw);
     std::vector<CommRow> rows;
     for (int N : nodes)
         for (int g : gpus) {
             if (g * N < 2) continue;  // nccl-tests' busbw of one rank is 0
             for (double bytes = 8; bytes <= 4.0 * 1024 * 1024 * 1024; bytes *= 2) {
-                CommRow r{g, N, bytes};
+                CommRow r;
+                r.gpus_per_node = g;
+                r.nodes = N;
+                r.bytes = bytes;
                 r.time_us = model.all_reduce_ms(bytes, g, N) * 1e3;
                 r.algbw = bytes / (r.time_us * 1e-6) / 1e9;
                 r.busbw = model.all_reduce_busbw_gbps(bytes, g, N);

@@ -39,7 +39,8 @@ struct CommRow {
 // The rows for every GPU count x node count, sizes 8 B to 4 GiB by factors of 2 (nccl-tests -b 8 -e 4G -f 2).
 std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes);
 
-// One projected world size of a profile, as a `train`-shaped record.
+// One projected world size of a profile, as a `train`-shaped record (its timestamp and run_id are
+// the run's: the command stamps them as it appends the record).
 struct Projection {
     ProjectedStep step;
     double samples_per_s = 0, efficiency = 0, speedup = 0, busbw = 0;
@@ -59,6 +60,16 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
 // --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
 // A batch that is not a positive number or "max" is a UserError naming the flag.
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
+
+// The most ranged numbers a profile may have: a band projects the workload at every corner of
+// them (2^k profiles for k ranged numbers), so each one more doubles the work. The shipped
+// profiles have at most 4.
+inline constexpr size_t kMaxRangedNumbers = 8;
+// Refuses (UserError naming the profile and its ranged numbers) a profile with more than
+// kMaxRangedNumbers, before any projection.
+void check_ranged_count(const HardwareProfile& hw);
+// The corners a band is taken over: range_corners(hw), once check_ranged_count passes.
+std::vector<HardwareProfile> band_corners(const HardwareProfile& hw);
 
 // The GPUs per node projected: `asked` (each within the profile's node, else a UserError naming
 // --scaling), or 1, 2, 4, 8 up to the node's GPUs when none are asked.
