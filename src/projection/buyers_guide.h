@@ -16,7 +16,6 @@
 
 namespace sb {
 
-
 // compare's rows: each profile projected at 1, 2, 4, 8 GPUs up to its node, and with --nodes N
 // the same GPU counts per node on N nodes.
 struct CompareRow {
