@@ -339,14 +339,19 @@ bool same_file(const std::string& a, const std::string& b) {
     return !ec && ca == cb;
 }
 
-// compare --report: both of its files (FILE.md and FILE.json) may be written, checked before any
-// work as --out is: a Markdown name in an existing folder, no special file, no input of this run.
+// compare --report: its files (FILE.md, FILE.json, and the folder FILE-plots/) may be written,
+// checked before any work as --out is: a Markdown name in an existing folder, no special file, no
+// input of this run.
 void check_report_paths(const ProjectOptions& o) {
     if (std::filesystem::path(o.report).extension() != ".md")
         throw UserError(fmt::format("--report {}: a Markdown file name ending in .md", printable(o.report)));
     const std::filesystem::path dir = std::filesystem::path(o.report).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir))
         throw UserError(fmt::format("--report {}: no directory {}", printable(o.report), printable(dir.string())));
+    const std::filesystem::path plots = std::filesystem::path(o.report).replace_extension("").string() + "-plots";
+    if (std::error_code ec; std::filesystem::exists(plots, ec) && !std::filesystem::is_directory(plots, ec))
+        throw UserError(fmt::format("--report {}: {}, where its plots go, is not a folder", printable(o.report),
+                                    printable(plots.string())));
     for (const std::string& path : {o.report, report_json_path(o.report)}) {
         if (const std::string problem = output_path_problem(path, "--report"); !problem.empty()) throw UserError(problem);
         std::vector<std::string> others = o.calibrate;

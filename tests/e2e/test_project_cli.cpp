@@ -407,6 +407,12 @@ TEST(CompareCli, ReportPathsAreCheckedBeforeAnyWork) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--report /proc/scalebench-guide.md: cannot create"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
+    // Where the plots go is a file, not a folder.
+    std::ofstream(dir / "guide-plots").close();
+    r = run("compare --hardware all --report " + guide + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("guide-plots, where its plots go, is not a folder"), std::string::npos) << r.err;
+    std::filesystem::remove(dir / "guide-plots");
     // The report's JSON is the --out file, or a --calibrate input of the run: it would be overwritten.
     r = run("compare --hardware all --out " + (dir / "guide.json").string() + " --report " + guide + profiles());
     EXPECT_EQ(r.code, 2);
