@@ -29,7 +29,7 @@
 
 #include "src/core/config.h"
 #include "src/projection/hardware.h"
-#include "src/commands/project_command.h"
+#include "src/projection/buyers_guide.h"
 #include "src/projection/projection.h"
 #include "src/core/results.h"
 #include "src/core/yaml_fields.h"
