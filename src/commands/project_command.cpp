@@ -208,6 +208,7 @@ int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const C
     const std::vector<CommRow> rows = comm_table(model, projected_gpu_counts(asked, hw), nodes);
     fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", hw.name, hw.device_name);
     fmt::print("# busbw band: every ranged number of the profile at its ends ({})\n", range_list(hw));
+    if (const std::string note = busbw_provenance(hw); !note.empty()) fmt::print("# {}\n", note);
     for (size_t i = 0; i < rows.size();) {
         const int g = rows[i].gpus_per_node, N = rows[i].nodes;
         fmt::print("#\n# nGpus {} per node, {} node{}: {} ranks\n", g, N, N > 1 ? "s" : "", g * N);

@@ -286,6 +286,18 @@ TEST(ProjectCli, CommPrintsNcclTestsTableWithItsBand) {
     EXPECT_TRUE(found) << r.out;
 }
 
+// A host-staged profile's busbw is fitted to training speed-ups, not checked against an
+// all_reduce_perf run: the table says so, and a P2P profile's table does not.
+TEST(ProjectCli, CommLabelsAHostStagedBusbwFitted) {
+    const Result staged = run("project --hardware rtx4090-24gb-pcie4 --comm --scaling 2" + profiles());
+    ASSERT_EQ(staged.code, 0) << staged.err;
+    EXPECT_NE(staged.out.find("# the host-staged busbw is a fitted figure, not validated"), std::string::npos)
+        << staged.out;
+    const Result p2p = run("project --hardware rtx4090-24gb-pcie4-p2p --comm --scaling 2" + profiles());
+    ASSERT_EQ(p2p.code, 0) << p2p.err;
+    EXPECT_EQ(p2p.out.find("fitted figure"), std::string::npos) << p2p.out;
+}
+
 TEST(ProjectCli, WhatIfsForSequenceLengthAndConvolutionEngine) {
     const auto dir = sb::e2e::scratch("project-whatif");
     const std::string out = " --out " + (dir / "p.jsonl").string();
