@@ -707,10 +707,14 @@ double scale_that_meets(const std::pair<PublishedRow, PublishedRow>& pair, doubl
     const auto miss = [&](double s) { return projected_ratio(pair, at(s)) - published; };
     double m_lo = miss(lo);
     if (m_lo * miss(hi) > 0) return NAN;
-    for (int i = 0; i < 60; ++i) {
+    for (int i = 0; i < 40; ++i) {
         const double mid = 0.5 * (lo + hi), m = miss(mid);
-        (m * m_lo > 0 ? lo : hi) = mid;
-        if (m * m_lo > 0) m_lo = m;
+        if (m * m_lo > 0) {
+            lo = mid;
+            m_lo = m;
+        } else {
+            hi = mid;
+        }
     }
     return 0.5 * (lo + hi);
 }
