@@ -880,6 +880,50 @@ def table_projection_resnet_amp_over_tf32():
     return header, "llllllrrr", rows
 
 
+def _tf32_pairs(rows):
+    """The TF32 pairs of the candidates check in record order, each named for its A100 row: (a100 entry, header)."""
+    pairs = []
+    for _, r in rows:
+        if r["a100_entry"] not in [p for p, _ in pairs]:
+            a100 = r["a100_entry"][len("lambda-a100-"):r["a100_entry"].index("-fp32-")].replace("-", " ").upper()
+            a100 = a100.replace("PCIE", "PCIe")
+            pairs.append((r["a100_entry"], f"A100 {a100}, {r['gpus']} GPU{'s' if r['gpus'] > 1 else ''}"))
+    return pairs
+
+
+def table_projection_resnet_tf32_candidates():
+    rows, _ = _check("resnet_tf32_pair_candidates")
+    candidates = [(n, r) for n, r in rows if "candidate" in r]
+    pairs = _tf32_pairs(candidates)
+    header = ["candidate", "what it changes (source)"] + [name for _, name in pairs] + ["median absolute error"]
+    out = []
+    for name in dict.fromkeys(r["candidate"] for _, r in candidates):
+        mine = [(n, r) for n, r in candidates if r["candidate"] == name]
+        cells = [_err(r, n) for a100, _ in pairs for n, r in mine if r["a100_entry"] == a100]
+        whole = Fig(f"{_median([abs(r['error_pct']) for _, r in mine]):.1f}%", VALIDATION)  # over several rows
+        out.append([name, mine[0][1]["source"]] + cells + [whole])
+    return header, "ll" + "r" * (len(pairs) + 1), out
+
+
+def table_projection_resnet_tf32_needs():
+    """Per TF32 pair, the value each term would need alone, with the profile's and the datasheet's beside it."""
+    rows, _ = _check("resnet_tf32_pair_candidates")
+    terms = [(n, r) for n, r in rows if "term" in r]
+    names = list(dict.fromkeys(r["term"] for _, r in terms))
+    units = {r["term"]: r["unit"] for _, r in terms}
+    header = ["pair"] + [f"{t}: {units[t]} needed (profile; datasheet)" for t in names]
+    out = []
+    for a100, pair in _tf32_pairs(terms):
+        cells = [pair]
+        for t in names:
+            n, r = next((n, r) for n, r in terms if r["term"] == t and r["a100_entry"] == a100)
+            value = (lambda x: fmt(x, 0)) if r["unit"].endswith("GB/s") else (lambda x: f"{x:.3f}")
+            needed = value(r["needed"]) if r["needed"] is not None else "none up to 8x"
+            cells.append(_v(f"{needed} ({value(r['central'])}; {value(r['datasheet'])})", n))
+        out.append(cells)
+    return header, "l" + "r" * len(names), out
+
+
 H200_CURRENT = "results/h200-step-vs-pytorch/"
 
 
