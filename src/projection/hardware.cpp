@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/core/errors.h"
 #include "src/core/yaml_fields.h"
@@ -397,7 +398,17 @@ HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, 
     return out;
 }
 
+void check_ranged_count(const HardwareProfile& hw) {
+    const std::vector<std::string> keys = ranged_keys(hw);
+    if (keys.size() > kMaxRangedNumbers)
+        throw UserError(fmt::format("{}: {} ranged numbers ({}); a band projects every corner of them (2^{}), and a "
+                                    "profile may have at most {} ({} corners): give the others one value",
+                                    hw.source, keys.size(), fmt::join(keys, ", "), keys.size(), kMaxRangedNumbers,
+                                    size_t{1} << kMaxRangedNumbers));
+}
+
 std::vector<HardwareProfile> range_corners(const HardwareProfile& hw) {
+    check_ranged_count(hw);
     const std::vector<std::string> keys = ranged_keys(hw);
     std::vector<HardwareProfile> corners;
     for (size_t corner = 0; corner < (size_t{1} << keys.size()); ++corner) {

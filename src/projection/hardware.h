@@ -132,8 +132,15 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
 std::vector<std::string> ranged_keys(const HardwareProfile& hw);
 // The profile with the ranged number `key` at its low or high end.
 HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, bool high);
-// The profile at every corner of its ranges (2^k profiles, k ranged numbers; {hw} when none):
-// a projected figure's band is its lowest and highest over them.
+// The most ranged numbers a profile may have: a band projects the workload at every corner of
+// them (2^k profiles for k ranged numbers), so each one more doubles the work. The shipped
+// profiles have at most 4.
+inline constexpr size_t kMaxRangedNumbers = 8;
+// Refuses (UserError naming the profile and its ranged numbers) a profile with more than
+// kMaxRangedNumbers: `project` and `compare` call it before any projection.
+void check_ranged_count(const HardwareProfile& hw);
+// The profile at every corner of its ranges (2^k profiles, k ranged numbers; {hw} when none;
+// check_ranged_count first): a projected figure's band is its lowest and highest over them.
 std::vector<HardwareProfile> range_corners(const HardwareProfile& hw);
 
 // --host: a host section (configs/hosts/NAME.yaml or a path: sockets and the link between them,

@@ -35,20 +35,6 @@ std::vector<int> projected_gpu_counts(const std::vector<int>& asked, const Hardw
     return asked;
 }
 
-void check_ranged_count(const HardwareProfile& hw) {
-    const std::vector<std::string> keys = ranged_keys(hw);
-    if (keys.size() > kMaxRangedNumbers)
-        throw UserError(fmt::format("{}: {} ranged numbers ({}); a band projects every corner of them (2^{}), and a "
-                                    "profile may have at most {} ({} corners): give the others one value",
-                                    hw.source, keys.size(), fmt::join(keys, ", "), keys.size(), kMaxRangedNumbers,
-                                    size_t{1} << kMaxRangedNumbers));
-}
-
-std::vector<HardwareProfile> band_corners(const HardwareProfile& hw) {
-    check_ranged_count(hw);
-    return range_corners(hw);
-}
-
 std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                          const std::vector<int>& nodes) {
     std::map<int, StepTrace> traces;  // by local batch
@@ -192,7 +178,7 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
         band.lo = std::min(band.lo, v);
         band.hi = std::max(band.hi, v);
     };
-    const std::vector<HardwareProfile> corners = band_corners(hw);
+    const std::vector<HardwareProfile> corners = range_corners(hw);
     for (const HardwareProfile& corner : corners) {
         if (corners.size() == 1) break;  // no ranges: the bands are the points
         const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
@@ -233,7 +219,7 @@ std::string footprint_line(const Projection& p, const HardwareProfile& hw) {
 }
 
 std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes) {
-    const std::vector<HardwareProfile> corners = band_corners(model.hw);
+    const std::vector<HardwareProfile> corners = range_corners(model.hw);
     std::vector<CommRow> rows;
     for (int N : nodes)
         for (int g : gpus) {

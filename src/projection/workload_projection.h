@@ -61,16 +61,6 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
 // A batch that is not a positive number or "max" is a UserError naming the flag.
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
 
-// The most ranged numbers a profile may have: a band projects the workload at every corner of
-// them (2^k profiles for k ranged numbers), so each one more doubles the work. The shipped
-// profiles have at most 4.
-inline constexpr size_t kMaxRangedNumbers = 8;
-// Refuses (UserError naming the profile and its ranged numbers) a profile with more than
-// kMaxRangedNumbers, before any projection.
-void check_ranged_count(const HardwareProfile& hw);
-// The corners a band is taken over: range_corners(hw), once check_ranged_count passes.
-std::vector<HardwareProfile> band_corners(const HardwareProfile& hw);
-
 // The GPUs per node projected: `asked` (each within the profile's node, else a UserError naming
 // --scaling), or 1, 2, 4, 8 up to the node's GPUs when none are asked.
 std::vector<int> projected_gpu_counts(const std::vector<int>& asked, const HardwareProfile& hw);
