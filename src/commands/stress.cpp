@@ -23,6 +23,7 @@
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
@@ -304,7 +305,7 @@ public:
         fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval",
                    "elapsed", "remaining", "w", "steps", "samples/s", "busy", "drift", "step ms", "p90", "max", "sdc",
                    "telemetry");
-        std::fflush(stdout);
+        flush_stdout();
     }
 
     // Collective: the steps of interval `index` until its time (or the run's) is up, with the
@@ -337,10 +338,13 @@ public:
                            global_step_);
             }
             if (plan_.sdc_check_every > 0 && global_step_ % plan_.sdc_check_every == 0) check();
-            // Rank 0's clock decides, so every rank runs the same steps.
+            // Rank 0's clock decides, so every rank runs the same steps. The run ends only once
+            // every workload has had an interval: should steps outlast the planned intervals, a
+            // workload still waiting gets one of at least one step.
             int stop = 0;
             if (rank_ == 0) {
-                if (seconds_since(start_) >= plan_.duration_s) stop = 2;
+                const bool every_workload_ran = static_cast<size_t>(index) + 1 >= plan_.workloads.size();
+                if (seconds_since(start_) >= plan_.duration_s) stop = every_workload_ran ? 2 : 1;
                 else if (seconds_since(interval_start) >= plan_.interval_s) stop = 1;
             }
             SB_CHECK_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, world_));
@@ -386,7 +390,7 @@ public:
                    telemetry_brief(f.telemetry_by_rank));
         for (const nlohmann::json& s : f.straggler_check["stragglers"])
             fmt::print("  straggler in interval {}: {}\n", iv.index, straggler_line(s));
-        std::fflush(stdout);
+        flush_stdout();
     }
 
     // Rank 0: the summary per workload, printed and appended as the final record.
@@ -634,6 +638,13 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
     StressPlan plan;
     plan.duration_s = parse_duration(o.duration, "--duration");
     plan.interval_s = parse_duration(o.interval, "--interval");
+    // Workloads alternate interval by interval: each needs an interval of its own.
+    const double intervals = std::ceil(plan.duration_s / plan.interval_s);
+    if (static_cast<double>(workloads.size()) > intervals)
+        throw UserError(fmt::format("--duration {} in intervals of {} (--interval) gives {} interval{}, fewer than the {} "
+                                    "workloads of --config, which alternate interval by interval: give a longer "
+                                    "--duration or a shorter --interval",
+                                    o.duration, o.interval, intervals, intervals == 1 ? "" : "s", workloads.size()));
     if (o.sdc_check_every && *o.sdc_check_every < 0)
         throw UserError(fmt::format("--sdc-check-every {}: must be >= 0", *o.sdc_check_every));
     // One period for the whole run (steps are counted across the alternating workloads).

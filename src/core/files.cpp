@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -51,6 +52,11 @@ std::filesystem::path existing_ancestor(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+void flush_stdout() {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+        throw std::runtime_error(fmt::format("cannot write the standard output: {}", std::strerror(errno)));
+}
 
 std::string printable(const std::string& text) {
     std::string out;

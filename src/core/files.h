@@ -34,6 +34,11 @@ std::string read_text_file(const std::string& path, const std::string& what);
 // is left behind: a file it creates to test is removed, and missing folders are only checked.
 std::string output_path_problem(const std::string& path, const std::string& flag = "");
 
+// Flushes standard output; a table that could not be printed whole (stdout on a full disk,
+// /dev/full) throws std::runtime_error "cannot write the standard output: why", an internal
+// failure (exit 1), so a long run does not go on printing into nothing.
+void flush_stdout();
+
 // `text` with control characters as \xNN, for messages that must stay one line.
 std::string printable(const std::string& text);
 
