@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/yaml_fields.h"
 
@@ -784,6 +785,9 @@ void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
     check.real("optimizer.eps", opt.eps, kPositive);
     check.real("bucket_mb", cfg.bucket_mb, number_text(cfg.bucket_mb), kBucketMbRange);
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
+    if (const size_t at = invalid_utf8_at(cfg.out); at != std::string::npos)
+        check.report("out", fmt::format("is not UTF-8 text (byte {} of the path), which records, being JSON, cannot hold",
+                                        at + 1));
 }
 
 std::vector<int> world_sizes(const TrainConfig& cfg, int launched) {
