@@ -215,7 +215,7 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 }
 
 void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world) {
-    std::string error, what_needs;
+    std::string error, what_needs, teachers;
     double needed = 0, host_needed = 0;  // on the backend; on the host while the data is generated
     try {
         int size = 1;
@@ -230,20 +230,20 @@ void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops
             host_needed += dataset_host_bytes(cfg, batch);
             what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
                                       cfg.source, trace.model, trace.num_params, batch);
-            if (cfg.model == "mlp") what_needs += fmt::format(" (mlp.teacher_hidden {})", cfg.mlp.teacher_hidden);
+            if (cfg.model == "mlp")
+                teachers += fmt::format("{}{}mlp.teacher_hidden {}", teachers.empty() ? "" : ", ",
+                                        workloads.size() > 1 ? cfg.source + "'s " : "", cfg.mlp.teacher_hidden);
         }
         const std::string parts = fmt::format("parameters, gradients, optimizer state, activations and data{}",
                                               workloads.size() > 1 ? ", every workload held at once" : "");
-        const bool teacher = std::any_of(workloads.begin(), workloads.end(), [](const TrainConfig& c) { return c.model == "mlp"; });
-        const std::string remedy = teacher ? "use a smaller model, batch or mlp.teacher_hidden" : "use a smaller model or batch";
+        const std::string generation =
+            "the data as generated on the host" + (teachers.empty() ? "" : ", labelled by a teacher network of " + teachers);
+        const std::string remedy = "use a smaller model or batch" + (teachers.empty() ? "" : std::string(" (or mlp.teacher_hidden)"));
         if (ops.name() == "cuda") {
             error = shortfall(needed, memory_free_to_rank(ops), what_needs, parts, remedy);
-            if (error.empty())
-                error = shortfall(host_needed, host_memory_free_to_rank(), what_needs,
-                                  "host memory to generate the data", remedy);
+            if (error.empty()) error = shortfall(host_needed, host_memory_free_to_rank(), what_needs, generation, remedy);
         } else {
-            error = shortfall(needed + host_needed, memory_free_to_rank(ops), what_needs,
-                              parts + ", generated on the host", remedy);
+            error = shortfall(needed + host_needed, memory_free_to_rank(ops), what_needs, parts + "; " + generation, remedy);
         }
     } catch (const std::exception& e) {
         error = fmt::format("{}: the workload's memory footprint could not be computed: {}", workloads.front().source,

@@ -167,7 +167,7 @@ TEST(CommCommand, BadFlagsAreUserErrorsNamingTheFlag) {
     EXPECT_NE(with([](CommOptions& o) { o.iters = 1000001; }).find("-n 1000001: from 1 to 1000000"), std::string::npos);
     EXPECT_NE(with([](CommOptions& o) { o.warmup_iters = 1000001; }).find("-w 1000001"), std::string::npos);
     EXPECT_NE(with([](CommOptions& o) { o.check = 1000001; }).find("-c 1000001"), std::string::npos);
-    EXPECT_NE(with([](CommOptions& o) { o.max_bytes = "1048577M"; }).find("more than any machine holds"),
+    EXPECT_NE(with([](CommOptions& o) { o.max_bytes = "1048577G"; }).find("more than any machine holds"),
               std::string::npos);
 }
 
