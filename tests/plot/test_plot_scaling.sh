@@ -105,8 +105,7 @@ grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
 expect_ok "$tmp/project2.log" "scalebench project (a second profile)" \
   "$bin" project --hardware "$src/configs/hardware/rtx4090-24gb-pcie4-p2p.yaml" --config "$src/configs/ci-small.yaml" \
   --gpus 1,2 --out "$tmp/projected-4090.jsonl"
-"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' ||
-  fail "the breakdown plot does not stack steps"
+"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' || fail "the breakdown plot does not stack steps"
 import importlib.util, json, sys
 errors = []
 for line in open(sys.argv[2]):
@@ -205,7 +204,7 @@ refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-lau
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 bad_record negative-throughput "field 'samples_per_s' is -5, expected a number from 0 to 1e+15" \
   "json.dumps(dict(r, samples_per_s=-5)).encode()"
-bad_record huge-step "field 'median' is 1e+300, expected a number from 0 to 1e+09" \
+bad_record huge-step "step_ms: field 'median' is 1e+300, expected a number from 0 to 1e+09" \
   "json.dumps(dict(r, step_ms={'median': 1e300}, median_step=None)).encode()"
 # A name from a record is text in a plot, never matplotlib's math ($\frac$ would not parse).
 "$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["a$\\frac$b"]; print(json.dumps(r))' \
