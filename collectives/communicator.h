@@ -82,6 +82,11 @@ public:
     // arrived), and ends the marking.
     virtual void mark_arrivals() {}
     virtual std::vector<double> arrivals_ms(size_t /*n*/) { return {}; }
+    // Where each of those all_reduces started, on the same clock: on NCCL a timed event on the
+    // communication stream just before the collective, reached once its inputs are ready and
+    // the collectives before it are done; on MPI the arrival (a non-blocking call starts as
+    // it is issued). Read after the step's work is issued; empty as arrivals_ms.
+    virtual std::vector<double> starts_ms(size_t /*n*/) { return {}; }
     // Collective: a communicator of this one's first n ranks (MPI_Comm_split,
     // ncclCommSplit); ranks >= n get nullptr. Used for each world size of a sweep.
     virtual std::unique_ptr<Communicator> split_first(int n) = 0;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -41,6 +42,7 @@ double read_timeout() {
 std::atomic<double> g_timeout{-1};
 MPI_Comm g_side = MPI_COMM_NULL;  // duplicate of world: pings, pongs, notices to rank 0
 std::vector<std::string> g_hosts;  // by world rank
+std::vector<long> g_pids;          // by world rank
 std::atomic<bool> g_aborting{false};
 Clock::time_point g_last_served;
 int g_self_rank = 0;  // of world, set by init_fault_handling
@@ -174,6 +176,9 @@ void init_fault_handling(MPI_Comm world) {
                                 MPI_CHAR, world));
     g_hosts.clear();
     for (int r = 0; r < size; ++r) g_hosts.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+    const long pid = ::getpid();
+    g_pids.assign(static_cast<size_t>(size), 0);
+    SB_CHECK_MPI(PMPI_Allgather(&pid, 1, MPI_LONG, g_pids.data(), 1, MPI_LONG, world));
     // Under a launcher (not a singleton, whose parent is a shell that may end on purpose).
     if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK"))
         g_parent = ::getppid();
@@ -266,6 +271,55 @@ void set_incomplete_recorder(void (*record)(const std::string& error)) { g_incom
 std::string rank_and_host_text(int world_rank) { return rank_and_host(world_rank); }
 
 std::string this_rank_text() { return me(); }
+
+ProcessState process_state(long pid) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string text;
+    if (!std::getline(stat, text)) return ProcessState::gone;
+    const size_t name_end = text.rfind(')');  // the state follows the command name, which may hold anything
+    if (name_end == std::string::npos || name_end + 2 >= text.size()) return ProcessState::gone;
+    switch (text[name_end + 2]) {
+        case 'T': case 't': return ProcessState::stopped;
+        case 'Z': case 'X': return ProcessState::gone;
+        default: return ProcessState::running;
+    }
+}
+
+FailedPeers find_failed_peers(const std::vector<int>& world_ranks, double settle_s) {
+    FailedPeers found;
+    std::vector<std::string> named, elsewhere;
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settle_s));
+    for (;;) {
+        named.clear();
+        elsewhere.clear();
+        int looked_at = 0;
+        for (int rank : world_ranks) {
+            if (rank == g_self_rank || rank < 0 || rank >= static_cast<int>(g_pids.size())) continue;
+            if (g_hosts[static_cast<size_t>(rank)] != g_self_host) {
+                elsewhere.push_back(rank_and_host(rank));
+                continue;
+            }
+            ++looked_at;
+            const ProcessState state = process_state(g_pids[static_cast<size_t>(rank)]);
+            if (state == ProcessState::running) continue;
+            found.ranks.push_back(rank);
+            named.push_back(fmt::format("{} ({}, process {})", rank, g_self_host,
+                                        state == ProcessState::stopped ? "stopped" : "gone"));
+        }
+        if (!found.ranks.empty() || looked_at == 0 || Clock::now() >= until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!named.empty())
+        found.text = fmt::format("rank(s) {} stopped answering", fmt::join(named, ", "));
+    else if (world_ranks.size() <= 1)
+        found.text = "it has no other rank: the stall is this rank's own";
+    else if (elsewhere.empty())
+        found.text = "every other rank of it is running on this host";
+    else
+        found.text = fmt::format("no rank of it on this host is stopped or gone; rank(s) {} run on other hosts, "
+                                 "whose ranks name them", fmt::join(elsewhere, ", "));
+    return found;
+}
 
 void serve_side_channel() {
     if (g_side == MPI_COMM_NULL) return;

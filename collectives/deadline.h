@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace sb {
 
@@ -73,6 +74,23 @@ void set_incomplete_recorder(void (*record)(const std::string& error));
 // "rank 3 on host-a" for this process, and "3 (host-a)" for any world rank, in messages.
 std::string this_rank_text();
 std::string rank_and_host_text(int world_rank);
+
+// What this host can tell of a process without MPI (callable from the watchdog thread), from
+// /proc: running (or sleeping, or waiting), stopped (SIGSTOP, a debugger), gone (exited or
+// killed: absent, or a zombie its parent has not reaped).
+enum class ProcessState { running, stopped, gone };
+ProcessState process_state(long pid);
+// Which of `world_ranks` stopped answering, as far as this host can see (no MPI: callable
+// from the watchdog thread): the ranks whose process here is stopped or gone, and the
+// sentence for messages, "rank(s) 1 (h0, process stopped) stopped answering", or, where none
+// is, one saying so and which ranks run on other hosts (the watchdogs of those hosts' ranks
+// name them). A failure seen as a broken connection can come a moment before the peer's
+// process shows as gone: while none is found it looks again every 10 ms for up to `settle_s`.
+struct FailedPeers {
+    std::vector<int> ranks;
+    std::string text;
+};
+FailedPeers find_failed_peers(const std::vector<int>& world_ranks, double settle_s);
 
 // Arms the watchdog thread around a call that cannot be polled (MPI_Comm_split,
 // ncclCommInitRank): if it is still running after the timeout, abort_job.

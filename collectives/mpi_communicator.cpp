@@ -353,8 +353,7 @@ void MpiCommunicator::mark_arrivals() {
 
 std::vector<double> MpiCommunicator::arrivals_ms(size_t n) {
     marking_ = false;
-    if (arrivals_.size() < n) return {};
-    return std::vector<double>(arrivals_.begin(), arrivals_.begin() + static_cast<std::ptrdiff_t>(n));
+    return starts_ms(n);  // the same moments: see starts_ms
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split_first(int n) {
@@ -371,6 +370,12 @@ MPI_Comm split_first_ranks(MPI_Comm parent, int n) {
     MPI_Comm sub = MPI_COMM_NULL;
     SB_CHECK_MPI(MPI_Comm_split(parent, rank < n ? 0 : MPI_UNDEFINED, rank, &sub));
     return sub;
+}
+
+// A non-blocking MPI collective starts where it is issued: at its arrival.
+std::vector<double> MpiCommunicator::starts_ms(size_t n) {
+    if (arrivals_.size() < n) return {};
+    return std::vector<double>(arrivals_.begin(), arrivals_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 }  // namespace sb

@@ -44,6 +44,7 @@ public:
     void barrier() override;
     void mark_arrivals() override;
     std::vector<double> arrivals_ms(size_t n) override;
+    std::vector<double> starts_ms(size_t n) override;
     std::unique_ptr<Communicator> split_first(int n) override;
 
     // The most elements one MPI call takes: INT_MAX (MPI counts are ints); a collective of

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -88,8 +89,12 @@ struct Pending {
 
 // The watchdog thread (collectives/deadline.h) polls every communicator every 100 ms: an
 // asynchronous NCCL error (a peer's connection broke) or a collective pending longer than
-// the collective timeout (a peer stopped) aborts the communicator, so its kernels stop
-// spinning, and then the job. The hot path only appends to `pending`.
+// the collective timeout (a peer stopped) ends the job. The order matters, as NCCL allows no
+// two threads in calls on one communicator and frees it in ncclCommAbort: name the peer
+// that failed (from this host's process table: no MPI from this thread), print the one line
+// and write the incomplete record, take the fence so the main thread never enters NCCL on
+// this communicator again, abort the communicator, and end the job (deadline.h's abort_job).
+// The hot path only takes the fence around the NCCL call and appends to `pending`.
 struct NcclCommunicator::Impl {
     MPI_Comm mpi = MPI_COMM_NULL;  // own duplicate, for the unique id and host barriers
     ncclComm_t nccl = nullptr;
@@ -99,18 +104,23 @@ struct NcclCommunicator::Impl {
     std::shared_ptr<EventPool> events = std::make_shared<EventPool>();
     std::mutex mutex;
     std::deque<Pending> pending;
-    std::string members;  // "world ranks 0 (h0), 1 (h1)" for messages
+    // Held by whichever thread is in an NCCL call on `nccl`: the main thread while it issues,
+    // the watchdog while it queries, and, once it aborts, by the watchdog until the process ends.
+    std::timed_mutex fence;
+    std::vector<int> members;  // world ranks
     long monitor = 0;
-    bool aborted = false;
+    std::atomic<bool> aborted{false};
     // Arrival clock (mark_arrivals): timed events on the compute stream, the origin and one
-    // per all_reduce since the mark, reused step after step (a captured graph re-records them).
+    // per all_reduce since the mark, reused step after step (a captured graph re-records them);
+    // and where each all_reduce started on the communication stream.
     cudaEvent_t arrival_origin = nullptr;
-    std::vector<cudaEvent_t> arrival_events;
+    std::vector<cudaEvent_t> arrival_events, start_events;
     size_t arrivals = 0;
     bool marking = false;
     ~Impl() {
         if (monitor) unregister_monitor(monitor);
         for (cudaEvent_t e : arrival_events) cudaEventDestroy(e);
+        for (cudaEvent_t e : start_events) cudaEventDestroy(e);
         if (arrival_origin) cudaEventDestroy(arrival_origin);
         if (nccl && !aborted) ncclCommDestroy(nccl);
         if (inputs_ready) cudaEventDestroy(inputs_ready);
@@ -118,18 +128,35 @@ struct NcclCommunicator::Impl {
         if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
     }
 
+    std::string members_text() const {
+        std::vector<std::string> named;
+        for (int r : members) named.push_back(rank_and_host_text(r));
+        return fmt::format("world ranks {}", fmt::join(named, ", "));
+    }
+
     // On the watchdog thread: empty while healthy.
     std::string poll() {
+        std::string failure = async_failure();
+        if (failure.empty()) failure = overdue_failure();
+        if (failure.empty()) return "";
+        announce_failure(failure);
+        abort_comm();
+        return failure;
+    }
+    // NCCL's asynchronous error, queried while the main thread is outside NCCL (the fence is
+    // free); a main thread held inside NCCL by a broken peer is left to the timeout.
+    std::string async_failure() {
+        std::unique_lock<std::timed_mutex> lock(fence, std::try_to_lock);
+        if (!lock.owns_lock()) return "";
         ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-            const std::string detail = ncclGetLastError(nccl);
-            const std::string failure =
-                fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}", this_rank_text(),
-                            members, ncclGetErrorString(async), detail.empty() ? "" : ": ", detail);
-            announce_failure(failure);
-            abort_comm();
-            return failure;
-        }
+        if (ncclCommGetAsyncError(nccl, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress)
+            return "";
+        const std::string detail = ncclGetLastError(nccl);
+        return fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}; {}", this_rank_text(),
+                           members_text(), ncclGetErrorString(async), detail.empty() ? "" : ": ", detail,
+                           find_failed_peers(members, kSettleS).text);
+    }
+    std::string overdue_failure() {
         const char* what = nullptr;
         {
             std::lock_guard<std::mutex> lock(mutex);
@@ -139,15 +166,18 @@ struct NcclCommunicator::Impl {
             if (age <= collective_timeout_s()) return "";
             what = pending.front().what;
         }
-        const std::string failure =
-            fmt::format("{}: NCCL collective {} did not complete within {} s; a rank of the communicator ({}) "
-                        "stopped answering",
-                        this_rank_text(), what, collective_timeout_s(), members);
-        announce_failure(failure);
-        // Not under the lock: the main thread may be in track() and must still answer pings.
-        abort_comm();
-        return failure;
+        return fmt::format("{}: NCCL collective {} did not complete within {} s; {}", this_rank_text(), what,
+                           collective_timeout_s(), find_failed_peers(members, kSettleS).text);
     }
+    // Where the main thread's NCCL call failed: a peer that stopped or is gone ends the job
+    // with it named (the watchdog may be aborting the communicator: the fence is released
+    // first), anything else is an internal error as before.
+    [[noreturn]] void call_failed(const char* what, const std::exception& error) {
+        const FailedPeers peers = find_failed_peers(members, kSettleS);
+        if (peers.ranks.empty()) throw;
+        abort_job(fmt::format("{}: NCCL {} failed ({}); {}", this_rank_text(), what, error.what(), peers.text));
+    }
+    static constexpr double kSettleS = 2;
     // Highest priority, so bucket all-reduces are not queued behind backward kernels.
     void create_stream() {
         int least = 0, greatest = 0;
@@ -162,13 +192,21 @@ struct NcclCommunicator::Impl {
         while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
         pending.push_back({event, Clock::now(), what});
     }
-    // NCCL's way to stop kernels waiting on a peer that will not come. It also frees device
-    // memory, which waits for the device: where the stall is not NCCL's own (work ahead of
-    // the collective that never ends) it does not return, so it runs on a thread of its
-    // own and the job is ended after a grace period either way.
+    // NCCL's way to stop kernels waiting on a peer that will not come, called holding the
+    // fence, which is never released: the main thread cannot enter NCCL on the freed
+    // communicator. Where the main thread is inside NCCL (waiting for room in its queue
+    // behind the stalled collective) the fence is not free: no abort, the job's end tears
+    // the communicator down. ncclCommAbort also frees device memory, which waits for the
+    // device: where the stall is not NCCL's own (work ahead of the collective that never
+    // ends) it does not return, so it runs on a thread of its own with a grace period.
     void abort_comm() {
         if (aborted) return;
         aborted = true;
+        if (!fence.try_lock_for(std::chrono::seconds(1))) {
+            fmt::print(stderr, "{}: a thread is inside NCCL on the stalled communicator; ending the job without "
+                               "ncclCommAbort\n", this_rank_text());
+            return;
+        }
         auto finished = std::make_shared<std::promise<void>>();
         std::future<void> done = finished->get_future();
         std::thread([comm = nccl, finished] {
@@ -182,19 +220,37 @@ struct NcclCommunicator::Impl {
     static constexpr int kAbortGraceS = 10;
 
     // An external record in a capture, so the graph timestamps the event at each replay.
-    void record_timed(cudaEvent_t event) {
+    void record_timed(cudaEvent_t event, cudaStream_t on) {
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        SB_CHECK_CUDA(cudaStreamIsCapturing(compute, &capture));
+        SB_CHECK_CUDA(cudaStreamIsCapturing(on, &capture));
         SB_CHECK_CUDA(cudaEventRecordWithFlags(
-            event, compute, capture == cudaStreamCaptureStatusNone ? cudaEventRecordDefault : cudaEventRecordExternal));
+            event, on, capture == cudaStreamCaptureStatusNone ? cudaEventRecordDefault : cudaEventRecordExternal));
+    }
+    // The next of `events` (created on first use), recorded on `on`.
+    static void record_next(std::vector<cudaEvent_t>& events, size_t index, cudaStream_t on, Impl& impl) {
+        if (index == events.size()) {
+            events.emplace_back();
+            SB_CHECK_CUDA(cudaEventCreate(&events.back()));
+        }
+        impl.record_timed(events[index], on);
     }
     void note_arrival() {
-        if (!marking) return;
-        if (arrivals == arrival_events.size()) {
-            arrival_events.emplace_back();
-            SB_CHECK_CUDA(cudaEventCreate(&arrival_events.back()));
+        if (marking) record_next(arrival_events, arrivals, compute, *this);
+    }
+    // On the communication stream, after its wait for the inputs: where the collective starts.
+    void note_start() {
+        if (marking) record_next(start_events, arrivals++, stream, *this);
+    }
+    std::vector<double> elapsed_since_mark(const std::vector<cudaEvent_t>& events, size_t n) const {
+        if (!arrival_origin || events.size() < n) return {};
+        std::vector<double> out;
+        for (size_t i = 0; i < n; ++i) {
+            SB_CHECK_CUDA(cudaEventSynchronize(events[i]));
+            float ms = 0;
+            SB_CHECK_CUDA(cudaEventElapsedTime(&ms, arrival_origin, events[i]));
+            out.push_back(ms);
         }
-        record_timed(arrival_events[arrivals++]);
+        return out;
     }
 };
 
@@ -243,14 +299,14 @@ private:
     Event done_;
 };
 
-std::string describe_members(MPI_Comm comm) {
+std::vector<int> world_ranks_of(MPI_Comm comm) {
     int size = 0;
     SB_CHECK_MPI(MPI_Comm_size(comm, &size));
     std::vector<int> ranks(static_cast<size_t>(size));
     int mine = 0;
     SB_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &mine));
     SB_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, ranks.data(), 1, MPI_INT, comm));
-    return fmt::format("world ranks {}", fmt::join(ranks, ", "));
+    return ranks;
 }
 
 }  // namespace
@@ -269,7 +325,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream, Collecti
         WatchdogScope guard("ncclCommInitRank");
         SB_CHECK_NCCL(ncclCommInitRank(&impl_->nccl, size_, id, rank_));
     }
-    impl_->members = describe_members(impl_->mpi);
+    impl_->members = world_ranks_of(impl_->mpi);
     Impl* impl = impl_.get();
     impl_->monitor = register_monitor([impl] { return impl->poll(); });
     impl_->stream = impl_->compute;
@@ -279,7 +335,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, void* compute_stream, Collecti
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
     SB_CHECK_NCCL(ncclCommUserRank(impl_->nccl, &rank_));
     SB_CHECK_NCCL(ncclCommCount(impl_->nccl, &size_));
-    impl_->members = describe_members(impl_->mpi);
+    impl_->members = world_ranks_of(impl_->mpi);
     Impl* raw = impl_.get();
     impl_->monitor = register_monitor([raw] { return raw->poll(); });
 }
@@ -292,7 +348,12 @@ std::unique_ptr<CommRequest> NcclCommunicator::issue(const char* what, Launch&& 
         SB_CHECK_CUDA(cudaEventRecord(impl_->inputs_ready, impl_->compute));
         SB_CHECK_CUDA(cudaStreamWaitEvent(impl_->stream, impl_->inputs_ready, 0));
     }
-    launch(impl_->nccl, impl_->stream);
+    try {
+        std::lock_guard<std::timed_mutex> fence(impl_->fence);
+        launch(impl_->nccl, impl_->stream);
+    } catch (const std::runtime_error& error) {
+        impl_->call_failed(what, error);
+    }
     return std::make_unique<NcclRequest>(impl_.get(), what);
 }
 
@@ -304,28 +365,23 @@ void NcclCommunicator::watch_stream(const char* what) {
 
 void NcclCommunicator::mark_arrivals() {
     if (!impl_->arrival_origin) SB_CHECK_CUDA(cudaEventCreate(&impl_->arrival_origin));
-    impl_->record_timed(impl_->arrival_origin);
+    impl_->record_timed(impl_->arrival_origin, impl_->compute);
     impl_->arrivals = 0;
     impl_->marking = true;
 }
 
 std::vector<double> NcclCommunicator::arrivals_ms(size_t n) {
     impl_->marking = false;
-    if (!impl_->arrival_origin || impl_->arrival_events.size() < n) return {};
-    std::vector<double> out;
-    for (size_t i = 0; i < n; ++i) {
-        SB_CHECK_CUDA(cudaEventSynchronize(impl_->arrival_events[i]));
-        float ms = 0;
-        SB_CHECK_CUDA(cudaEventElapsedTime(&ms, impl_->arrival_origin, impl_->arrival_events[i]));
-        out.push_back(ms);
-    }
-    return out;
+    return impl_->elapsed_since_mark(impl_->arrival_events, n);
 }
+
+std::vector<double> NcclCommunicator::starts_ms(size_t n) { return impl_->elapsed_since_mark(impl_->start_events, n); }
 
 std::unique_ptr<CommRequest> NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType dtype,
                                                           ReduceOp op) {
     impl_->note_arrival();
     return issue("all_reduce", [&](ncclComm_t c, cudaStream_t s) {
+        impl_->note_start();
         SB_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), c, s));
     });
 }
@@ -414,6 +470,7 @@ std::unique_ptr<Communicator> NcclCommunicator::split_first(int n) {
     SB_CHECK_MPI(MPI_Comm_split(impl_->mpi, member ? 0 : MPI_UNDEFINED, rank_, &impl->mpi));
     {
         WatchdogScope guard("ncclCommSplit");
+        std::lock_guard<std::timed_mutex> fence(impl_->fence);
         SB_CHECK_NCCL(ncclCommSplit(impl_->nccl, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &impl->nccl, nullptr));
     }
     if (!member) return nullptr;

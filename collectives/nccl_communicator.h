@@ -47,6 +47,7 @@ public:
     void watch_stream(const char* what) override;
     void mark_arrivals() override;
     std::vector<double> arrivals_ms(size_t n) override;
+    std::vector<double> starts_ms(size_t n) override;
     std::unique_ptr<Communicator> split_first(int n) override;
 
     struct Impl;  // in the .cpp; its requests use it too

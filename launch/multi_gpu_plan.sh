@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The multi-GPU measurement on the GPUs of one machine (docs/multi-gpu.md), in three
 # calls of at most ten minutes each:
-#   part1  build; the GPU test suite under mpirun -np N; comm --op all over 1,2,4,8 (<= N, and N);
+#   part1  build; the GPU test suite under mpirun -np N (each rank's results in details/gtest/rankR.xml);
+#          comm --op all over 1,2,4,8 (<= N, and N);
 #          a peer SIGKILLed and one SIGSTOPped in the middle of training (N >= 2); with --share-gpu,
 #          each fault and a peer whose CUDA work fails, FAULT_REPS times (default 10)
 #   part2  train --scaling 1,2,4,8 (<= N, and N) of the six workloads (CUDA graphs on, bucket_mb
@@ -27,13 +28,14 @@
 # SCALEBENCH_BIN names); its figures say nothing about GPUs.
 # --share-gpu N: the rehearsal on the GPU(s) at hand, N ranks sharing them (scalebench's
 # --share-gpu, each rank its own NCCL host identity; the GPU suite is its SharedGpu* tests,
-# the faults run on a small workload; no op profiles or projections): the multi-rank path on a
-# one-GPU machine, whose figures are not hardware figures.
+# the faults run on a small workload, timeout 8 s; no op profiles or projections; the ranks are
+# clients of an MPS daemon the call starts where nvidia-cuda-mps-control exists, but in the
+# faults): the multi-rank path on a one-GPU machine, whose figures are not hardware figures.
 # Environment: PYTHON (default python3), BUILD_DIR, SCALEBENCH_BIN, PLAN_BUDGET_S, NP (--cpu), FAULT_REPS,
 # PLAN_VARIANTS (part3's graphs:bucket_mb pairs, default "off:25 on:1 on:100 off:1 off:100").
 set -uo pipefail
 
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
 
 command_line="$0 $*"
@@ -103,8 +105,11 @@ if [[ $mode == gpu ]]; then
   ddp_flags=(--device cuda --precision bf16)
   if ((share)); then
     # Ranks sharing a GPU talk through NCCL's socket transport at well under 1 GB/s: a small
-    # workload keeps a fault's run short (~2000 steps of ci-small fill the N-rank phase).
-    fault_config=configs/ci-small.yaml fault_steps=4000 fault_timeout=10 fault_delay=3
+    # workload keeps a fault's run short (4000 steps of ci-small, ~9 ms each at 2 ranks, fill
+    # the N-rank phase well past the signal). Timeout 8 s: a rank busy in CUDA start-up while
+    # its peers wait in MPI has 8 s and the 4 s grace to answer their pings; a SIGSTOP run
+    # then lasts ~15 s (start-up, n = 1, the 3 s delay, the timeout), SIGKILL ~7, CUDA ~5.
+    fault_config=configs/ci-small.yaml fault_steps=4000 fault_timeout=8 fault_delay=3
     comm_sizes=(-b 8 -e 16M -f 16)
     ddp_flags+=(--share-gpu)
   fi
@@ -221,6 +226,40 @@ machine_records() {
   { nvidia-smi; nvidia-smi topo -m; } >"$details/machine.txt" 2>&1 || lscpu >"$details/machine.txt" 2>&1
 }
 
+# The MPS daemon with --share-gpu: ranks sharing a GPU as clients of one MPS server moved the
+# all_reduce of 64 MiB at 2 ranks from 2.16 to 2.83 GB/s busbw against time slicing (docs/multi-gpu.md,
+# "What the fabric is"), so the mode's runs use it where nvidia-cuda-mps-control exists: a daemon of
+# this call's own (its pipe folder under /tmp, named in CUDA_MPS_PIPE_DIRECTORY, which the records
+# keep), stopped before the faults and when the call ends.
+mps_dir=""
+mps_start() {
+  ((share)) && [[ -z $mps_dir ]] && command -v nvidia-cuda-mps-control >/dev/null 2>&1 || return 0
+  if ((dry_run)); then
+    echo "== mps: nvidia-cuda-mps-control -d (CUDA_MPS_PIPE_DIRECTORY a folder of its own under /tmp)"
+    return 0
+  fi
+  mps_dir=$(mktemp -d /tmp/sb-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    echo "== mps: daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+  else
+    echo "== mps: the daemon did not start; the ranks time-slice the GPU"
+    mps_stop
+  fi
+}
+mps_stop() {
+  [[ -n $mps_dir ]] || return 0
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  mkdir -p "$details/mps-log"
+  cp "$mps_dir"/log/* "$details/mps-log/" 2>/dev/null
+  rm -rf "$mps_dir"
+  mps_dir=""
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  echo "== mps: daemon stopped"
+}
+trap mps_stop EXIT
+
 faults() {
   if ((N < 2)); then
     skip fault_kill "a peer fault needs 2 or more GPUs; this machine has $N"
@@ -234,7 +273,8 @@ faults() {
       local name=fault_${sig,,} records=$details/faults/$sig.jsonl
       ((fault_reps > 1)) && name+=.$rep records=$details/faults/$sig.$rep.jsonl
       local est=90  # the timeout, the watchdog's grace, the ranks' start-up; less for a small shared run
-      ((share)) && est=$([[ $sig == STOP ]] && echo $((fault_timeout + 15)) || echo 15)
+      # Shared: 10 of each in 10 x (16 + 8 + 6) = 300 s of estimates; ~260 s at the H200's run times.
+      ((share)) && est=$(case $sig in STOP) echo $((fault_timeout + 8)) ;; KILL) echo 8 ;; *) echo 6 ;; esac)
       run_step "$name" "$est" 240 "$records" -- "$python" tests/faults/peer_fault.py --signal "$sig" \
         --rank $((N - 1)) --timeout-s "$fault_timeout" --delay-s "$fault_delay" --records "$records" \
         --stderr "${records%.jsonl}.err" --report "$details/faults/report.jsonl" -- \
@@ -259,7 +299,7 @@ ddp() {
   local runs=() w label peer batch
   for w in "${workloads[@]}"; do
     read -r label _ batch peer <<<"$w"
-    [[ $peer != - ]] && runs+=(--run "$peer:$batch")
+    [[ $peer != - ]] && runs+=(--workload "$peer:$batch")
   done
   if ((!dry_run)) && ! "$python" -c 'import torch' 2>/dev/null; then
     skip ddp "$python cannot import torch"
@@ -328,15 +368,22 @@ variant_runs() {  # "GRAPHS:BUCKET ...": each workload at 1 and N, 10 measured s
 part1() {
   if [[ $mode == gpu ]]; then build scalebench scalebench_gpu_tests || return 1; else build scalebench || return 1; fi
   machine_records
+  mps_start
   if [[ $mode == gpu ]]; then
-    local filter=()
-    ((share)) && filter=(--gtest_filter='SharedGpu*')
-    run_step gpu_tests 120 400 - -- "${mpirun[@]}" -np "$N" "$build_dir/tests/scalebench_gpu_tests" "${filter[@]}"
+    local filter=() xml=$details/gtest
+    ((share)) && filter=(--gtest_filter='*SharedGpu*')
+    mkdir -p "$xml"
+    [[ -e $details/done/gpu_tests ]] || rm -f "$xml"/rank*.xml
+    # Every rank's results: the test main prints rank 0's only, so each rank writes its own XML.
+    run_step gpu_tests 120 400 - -- "${mpirun[@]}" -np "$N" bash -c \
+      'exec "$@" --gtest_output="xml:'"$xml"'/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.xml"' _ \
+      "$build_dir/tests/scalebench_gpu_tests" "${filter[@]}"
   else
     skip gpu_tests "the GPU test suite needs CUDA (ctest's mpi_tests_np2 and np4 are the CPU ranks' suite)"
   fi
   run_step comm 90 300 "$details/comm.jsonl" -- "${mpirun[@]}" -np "$N" "$bin" comm --op all --backend "$comm_backend" \
     "${share_flag[@]}" --scaling "$sizes" "${comm_sizes[@]}" --out "$details/comm.jsonl"
+  mps_stop  # MPS hands one client's fatal GPU fault to every client of the GPU: the faults run time-sliced
   faults
 }
 
@@ -345,6 +392,7 @@ part1() {
 part2() {
   build scalebench || return 1
   machine_records
+  mps_start
   local w label
   for w in "${workloads[@]}"; do
     read -r label _ <<<"$w"
@@ -362,10 +410,12 @@ part2() {
 part3() {
   build scalebench || return 1
   machine_records
+  mps_start
   variant_runs "$variants"
 }
 
 finish() {
+  mps_stop
   ((dry_run)) && return 0
   "$python" launch/multi_gpu_tables.py "$out" >/dev/null 2>"$details/logs/tables.log" \
     || { echo "multi_gpu_plan.sh: the tables failed:"; cat "$details/logs/tables.log"; }

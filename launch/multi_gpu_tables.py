@@ -268,7 +268,7 @@ def faults_md(dt):
              "One rank of a running `train --scaling 1,N` signalled (or its CUDA work made to fail) once the n = 1 "
              "record is written and the N-rank steps run. Checked: the job ends non-zero with every rank gone within the collective timeout plus the "
              "watchdog's grace and 10 s to tear down; the failed rank and its host singled out in the output; the "
-             "n = 1 record intact and an incomplete record last.\n\n"]
+             "n = 1 record intact and an incomplete record last; no rank crashed on the way out.\n\n"]
     if not dt.faults:
         return "".join(lines) + "No fault runs in this folder (part1; they need 2 or more GPUs).\n"
     rows = []
@@ -278,12 +278,12 @@ def faults_md(dt):
         yes = lambda k: "-" if k not in c else ("yes" if c[k] else "NO")  # noqa: E731
         rows.append([f["fault"], f"{f['rank']} ({f['host']})",
                      f"{num(f.get('seconds_to_end'), 1)} (bound {f['bound_s']:g})", f.get("exit_code", "-"),
-                     yes("ended"), yes("named"), yes("records"),
+                     yes("ended"), yes("named"), yes("records"), yes("no crash"),
                      f"{rec.get('intact_world_sizes', '-')} then {rec.get('last', {}).get('subcommand', '-')}",
                      "yes" if f.get("collective_named") else "no", "PASS" if f.get("passed") else "FAIL",
                      headline(f)[:200].replace("|", "/")])
     lines.append(table(["fault", "rank (host)", "seconds to end", "exit", "all ended", "rank named", "records",
-                        "records (world sizes)", "names all_reduce", "verdict", "last message"], rows))
+                        "no crash", "records (world sizes)", "names all_reduce", "verdict", "last message"], rows))
     return "".join(lines)
 
 
@@ -323,7 +323,49 @@ def projection_md(dt):
     return "".join(lines)
 
 
+def gtest_ranks(folder):
+    """Per rank, from the rank*.xml files GoogleTest wrote (one a rank: the test main prints rank
+    0's results only): (rank, tests, failures, skipped, ["Suite.test: file:line and message"])."""
+    import xml.etree.ElementTree as ET
+    ranks = []
+    for path in sorted(glob.glob(os.path.join(folder, "rank*.xml")), key=lambda p: int(re.sub(r"\D", "", os.path.basename(p)) or 0)):
+        rank = int(re.sub(r"\D", "", os.path.basename(path)) or 0)
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError:
+            ranks.append((rank, 0, 1, 0, [f"{os.path.basename(path)}: not whole XML (the rank ended mid-run)"]))
+            continue
+        failed, skipped = [], 0
+        for case in root.iter("testcase"):
+            skipped += case.get("result") == "skipped"
+            for failure in case.findall("failure"):
+                message = " ".join((failure.get("message") or "").split())
+                failed.append(f"{case.get('classname')}.{case.get('name')}: {message[:160]}")
+        ranks.append((rank, int(root.get("tests", 0)), len(failed), skipped, failed))
+    return ranks
+
+
+def gtest_ranks_line(folder):
+    """'rank 0: 10 passed; rank 1: 9 passed, 1 failed (...)', or None without XML files."""
+    ranks = gtest_ranks(folder)
+    if not ranks:
+        return None
+    parts = []
+    for rank, tests, failures, skipped, failed in ranks:
+        failing_tests = len({f.split(": ")[0] for f in failed})
+        text = f"rank {rank}: {tests - failing_tests - skipped} passed"
+        if skipped:
+            text += f", {skipped} skipped"
+        if failed:
+            text += f", {failing_tests} failed ({'; '.join(failed[:3])[:300]})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def gpu_tests_line(dt):
+    per_rank = gtest_ranks_line(os.path.join(dt.dir, "gtest"))
+    if per_rank:
+        return per_rank
     path = os.path.join(dt.dir, "logs", "gpu_tests.log")
     if not os.path.exists(path):
         return None

@@ -848,12 +848,85 @@ def table_projection_published_groups():
 
 def table_projection_published_speedups():
     header = ["entry", "GPUs", "published speed-up", "projected", "error", "band (every range at each end)", "inside",
-              "ms per step beyond the model"]
+              "ms per step beyond the model", "cause"]
     rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
              _v(f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", n), _v("yes" if r["inside_band"] else "no", n),
-             _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n)]
+             _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n), _v(r["cause"], n)]
             for n, r in _check("published_speedup")[0]]
-    return header, "lrrrrrlr", rows
+    return header, "lrrrrrlrl", rows
+
+
+def table_projection_speedup_causes():
+    """The published speed-ups by the cause their rows carry (its figures stripped): how many of each."""
+    rows, _ = _check("published_speedup")
+    groups = {}
+    for n, r in rows:
+        groups.setdefault(r["cause"].split(":")[0], []).append(r)
+    out = []
+    for cause, chosen in groups.items():
+        errors = [r["error_pct"] for r in chosen]
+        out.append([cause, Fig(str(len(chosen)), VALIDATION), Fig(f"{min(errors):+.1f}% to {max(errors):+.1f}%", VALIDATION),
+                    ", ".join(sorted({r["entry"].split("-")[0] for r in chosen}))])
+    return ["cause", "rows", "error", "sources"], "lrrl", out
+
+
+def table_projection_resnet_amp_over_tf32():
+    header = ["AMP row", "TF32 row", "profile", "batch AMP, TF32", "AMP memory format", "input", "published AMP/TF32",
+              "projected", "error"]
+    rows = [[_entry(r, "amp_entry"), _entry(r, "tf32_entry"), r["profile"], f"{r['batch'][0]}, {r['batch'][1]}",
+             r["memory_format"].upper(), r["input"], _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n),
+             _err(r, n)]
+            for n, r in _check("resnet_amp_over_tf32")[0]]
+    return header, "llllllrrr", rows
+
+
+H200_CURRENT = "results/h200-step-vs-pytorch/"
+
+
+def table_projection_h200_uncalibrated():
+    """The H200 runs of the current tree's folder, per preset: the step-time error with the folder's
+    calibration and from the profile alone (median over the preset's runs)."""
+    rows = [(n, r) for n, r in _check("measured_step_time")[0] if r["record"].startswith(H200_CURRENT)]
+    if not rows:
+        raise TableError(f"{VALIDATION}: no measured run under {H200_CURRENT}")
+    presets = {}
+    for n, r in rows:
+        presets.setdefault(r["preset"], []).append((n, r))
+    out = []
+    for preset, chosen in list(presets.items()) + [("every run", rows)]:
+        whole = lambda text: Fig(text, VALIDATION)  # noqa: E731
+        batches = ", ".join(str(b) for b in sorted({r["batch"] for _, r in chosen}))
+        cal = _median([r["error_pct"] for _, r in chosen])
+        uncal = _median([r["error_uncalibrated_pct"] for _, r in chosen])
+        out.append([preset, batches, whole(str(len(chosen))), whole(f"{cal:+.1f}%"), whole(f"{uncal:+.1f}%")])
+    return (["preset", "batch", "runs", "step-time error, calibrated (median)", "from the profile alone (median)"],
+            "llrrr", out)
+
+
+def table_projection_h200_op_kinds():
+    """Per op kind of the H200's op profiles: measured and roofline ms per step; kinds whose gap is at
+    least 1% of the step, then the rest together and the whole step."""
+    header = ["model, batch", "op kind", "measured ms per step", "roofline (profile alone)", "error",
+              "gap, % of the step"]
+    out = []
+    rows, _ = _check("h200_op_kinds_uncalibrated")
+    for record in dict.fromkeys(r["record"] for _, r in rows):
+        mine = [(n, r) for n, r in rows if r["record"] == record]
+        kinds = sorted([(n, r) for n, r in mine if r["op"] != "every op"], key=lambda x: -abs(x[1]["gap_pct_of_step"]))
+        shown = [(n, r) for n, r in kinds if abs(r["gap_pct_of_step"]) >= 1.0]
+        rest = [r for n, r in kinds if abs(r["gap_pct_of_step"]) < 1.0]
+        for n, r in shown + [x for x in mine if x[1]["op"] == "every op"]:
+            out.append([f"{r['preset']}, {r['batch']}", r["op"] if r["op"] == "every op" else f"`{r['op']}`",
+                        Fig(fmt(r["measured"], 2), r["record"]), _v(fmt(r["projection"], 2), n), _err(r, n),
+                        _v(f"{r['gap_pct_of_step']:+.1f}%", n)])
+        if rest:
+            measured, projected = sum(r["measured"] for r in rest), sum(r["projection"] for r in rest)
+            gap = sum(r["gap_pct_of_step"] for r in rest)
+            out.insert(len(out) - 1, [f"{rest[0]['preset']}, {rest[0]['batch']}", f"{len(rest)} other kinds",
+                                      Fig(fmt(measured, 2), record), Fig(fmt(projected, 2), VALIDATION),
+                                      Fig(f"{100 * (projected - measured) / measured:+.1f}%", VALIDATION),
+                                      Fig(f"{gap:+.1f}%", VALIDATION)])
+    return header, "llrrrr", out
 
 
 def table_projection_allreduce():

@@ -185,6 +185,7 @@ void DataParallelTrainer::inject_test_fault(int64_t step) {
 
 StepTimes DataParallelTrainer::step_times() {
     StepTimes t;
+    t.bucket_starts = comm_.starts_ms(bucketer_->buckets().size());
     t.bucket_arrivals = comm_.arrivals_ms(bucketer_->buckets().size());
     t.step = ops_.elapsed_ms(kStepStart, kOptimizerEnd);
     t.compute = ops_.elapsed_ms(kStepStart, kBackwardEnd);

@@ -28,6 +28,7 @@ namespace sb {
 struct StepTimes {
     double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
     std::vector<double> bucket_arrivals;
+    std::vector<double> bucket_starts;  // where each bucket's all-reduce started (Communicator::starts_ms)
 };
 
 // Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):

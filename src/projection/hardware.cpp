@@ -492,4 +492,11 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     return j;
 }
 
+std::string busbw_provenance(const HardwareProfile& hw) {
+    if (hw.link != LinkClass::host_staged) return "";
+    return "the host-staged busbw is a fitted figure, not validated: its staged copy rate (node.link_efficiency) is "
+           "one published two-GPU copy test's and fits published two-GPU training speed-ups; no published "
+           "all_reduce_perf busbw of a host-staged (no-P2P) node of this GPU was found to check it (docs/projection.md)";
+}
+
 }  // namespace sb

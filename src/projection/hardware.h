@@ -149,4 +149,8 @@ std::string hardware_profile_path(const std::string& name_or_path, const std::st
 
 nlohmann::json to_json(const HardwareProfile& hw);
 
+// What the profile's projected all-reduce busbw rests on where that is not a published all_reduce_perf
+// run (`project --comm` prints it): on a host_staged node a fitted figure, not validated; "" elsewhere.
+std::string busbw_provenance(const HardwareProfile& hw);
+
 }  // namespace sb

@@ -98,6 +98,7 @@ std::vector<nlohmann::json> op_profile_records(const OpProfile& profile, const T
                                                const nlohmann::json& environment) {
     TrainConfig eager = cfg;
     eager.cuda_graphs = false;
+    const std::string emulated = emulated_arch_of_environment(environment);
     std::vector<nlohmann::json> records;
     for (const OpTiming& t : profile.ops) {
         const double median_s = t.ms.median * 1e-3;
@@ -114,6 +115,7 @@ std::vector<nlohmann::json> op_profile_records(const OpProfile& profile, const T
             {"warmup_steps", profiled_warmup(cfg)},
             {"measured_steps", profile.measured_steps},
             {"cuda_graphs", false},
+            {"emulated_arch", emulated.empty() ? nlohmann::json() : nlohmann::json(emulated)},
             {"op", to_json(t.op)},
             {"label", op_label(t.op)},
             {"first_index", t.first_index},
@@ -164,6 +166,18 @@ ProfiledOp profiled_op_of_record(const nlohmann::json& r) {
     if (p.calls_per_step < 1)
         throw UserError(fmt::format("{}: calls_per_step {} is not a positive count", op_label(op), p.calls_per_step));
     return p;
+}
+
+std::string emulated_arch_of_environment(const nlohmann::json& environment) {
+    if (!environment.is_object() || !environment.contains("gpu") || !environment["gpu"].is_object()) return "";
+    const nlohmann::json limits = environment["gpu"].value("device_limits", nlohmann::json::object());
+    if (!limits.is_object() || limits.value("source", std::string("device")) == "device") return "";
+    return limits.value("arch", std::string("unknown"));
+}
+
+std::string emulated_arch_of_record(const nlohmann::json& record) {
+    if (record.contains("emulated_arch") && record["emulated_arch"].is_string()) return record["emulated_arch"].get<std::string>();
+    return emulated_arch_of_environment(record.value("environment", nlohmann::json::object()));
 }
 
 namespace {

@@ -47,7 +47,8 @@ int profiled_warmup(const TrainConfig& cfg);
 // on `backend` wrapped in TimedOps, eagerly, and times every op of the measured steps.
 OpProfile profile_training_ops(const TrainConfig& cfg, Ops& backend);
 
-// One `op_profile` record per op of the profile.
+// One `op_profile` record per op of the profile. Under SCALEBENCH_DEVICE_LIMITS each record names
+// the architecture whose limits it ran under (`emulated_arch`; null under the device's own).
 std::vector<nlohmann::json> op_profile_records(const OpProfile& profile, const TrainConfig& cfg, const Ops& backend,
                                                const nlohmann::json& environment);
 
@@ -62,6 +63,14 @@ struct ProfiledOp {
     int calls_per_step = 0;
 };
 ProfiledOp profiled_op_of_record(const nlohmann::json& record);
+
+// The architecture whose limits a run took from SCALEBENCH_DEVICE_LIMITS, "" under the device's
+// own: from an environment's gpu.device_limits (its source is "device" when read from the GPU).
+// Such a run's figures are neither its GPU's (other kernel variants) nor the emulated GPU's (the
+// SMs, clocks and memory stay the device's): calibration leaves them out.
+std::string emulated_arch_of_environment(const nlohmann::json& environment);
+// A record's: its `emulated_arch` (op_profile records), else its environment's.
+std::string emulated_arch_of_record(const nlohmann::json& record);
 
 // `train --profile-ops FILE`, collective over `world`: rank 0 profiles (a one-rank
 // communicator of its own), prints the ops by their share of the step and appends the

@@ -296,6 +296,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
         ReadResult read = read_records(file);
         if (read.records.empty()) throw UserError(fmt::format("{}: no records to calibrate from", file));
         size_t shared = 0;
+        std::map<std::pair<std::string, std::string>, size_t> emulated;  // by (GPU, architecture emulated)
         for (size_t index = 0; index < read.records.size(); ++index) {
             const nlohmann::json& r = read.records[index];
             if (r.contains("shared_gpu") && r["shared_gpu"] == true) {  // not this hardware's figures
@@ -306,12 +307,15 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
             try {
                 const std::string sub = r.value("subcommand", "");
                 const std::string gpu = record_gpu(r);
+                // Under SCALEBENCH_DEVICE_LIMITS a record is neither its GPU's figure nor the emulated GPU's.
+                const std::string emulated_arch = emulated_arch_of_record(r);
+                if (!emulated_arch.empty()) ++emulated[{gpu.empty() ? "a GPU" : gpu, emulated_arch}];
                 if (sub == "op_profile") {
-                    add_profiled_op(cal, shape_model, traces, r, gpu == hw.device_name,
+                    add_profiled_op(cal, shape_model, traces, r, gpu == hw.device_name && emulated_arch.empty(),
                                     fmt::format("{}: record {}", file, index + 1));
                     continue;
                 }
-                if (gpu != hw.device_name) continue;  // another GPU's figures say nothing about this one
+                if (gpu != hw.device_name || !emulated_arch.empty()) continue;  // another GPU's figures say nothing about this one
                 if (sub == "gemm" && r.contains("fraction_of_peak") && r["fraction_of_peak"].is_number()) {
                     const std::string dtype = r.value("dtype", "");
                     const int i = static_cast<int>(std::find(kPrecisionNames, kPrecisionNames + 4, dtype) - kPrecisionNames);
@@ -380,6 +384,11 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
         if (shared > 0)
             cal.notes.push_back(fmt::format("{}: {} record(s) of ranks sharing a GPU (shared_gpu) not used: not "
                                             "hardware figures", file, shared));
+        for (const auto& [of, count] : emulated)
+            cal.notes.push_back(fmt::format("{}: {} record(s) of {} under {} limits (SCALEBENCH_DEVICE_LIMITS) not "
+                                            "used: neither {}'s figures (other kernel variants ran) nor {}'s (the "
+                                            "device's SMs, clocks and memory did)",
+                                            file, count, of.first, of.second, of.first, of.second));
     }
     for (int i = 0; i < 4; ++i) {
         if (bases[i].empty()) continue;

@@ -50,7 +50,8 @@ nlohmann::json slurm_facts() {
     return slurm;
 }
 
-// NCCL and MPI settings users tune; recorded so a result says how it was run.
+// NCCL and MPI settings users tune, and the MPS daemon's pipe folder where a launch script names
+// the daemon it started; recorded so a result says how it was run.
 nlohmann::json tuning_variables() {
     nlohmann::json vars = nlohmann::json::object();
     for (char** e = environ; *e; ++e) {
@@ -63,7 +64,7 @@ nlohmann::json tuning_variables() {
                                     key.rfind("OMPI_MCA_mtl", 0) == 0 || key.rfind("OMPI_MCA_coll", 0) == 0 ||
                                     key.rfind("OMPI_MCA_osc", 0) == 0;
         if (key.rfind("NCCL_", 0) == 0 || key.rfind("UCX_", 0) == 0 || ompi_transport ||
-            key == "CUDA_VISIBLE_DEVICES" || key == "OMP_NUM_THREADS")
+            key == "CUDA_VISIBLE_DEVICES" || key == "OMP_NUM_THREADS" || key == "CUDA_MPS_PIPE_DIRECTORY")
             vars[key] = eq == std::string::npos ? "" : kv.substr(eq + 1);
     }
     return vars;

@@ -245,16 +245,18 @@ void arm_signal_records() {
 
 }  // namespace
 
+std::string new_run_id() {
+    std::random_device random;
+    const uint64_t bits = (uint64_t{random()} << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
+    return fmt::format("{:016x}", bits);
+}
+
 void begin_run(const std::vector<std::string>& outputs, const std::string& subcommand, MPI_Comm world) {
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     char id[17] = {};
-    if (rank == 0) {
-        std::random_device random;
-        const uint64_t bits = (uint64_t{random()} << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
-        std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(bits));
-    }
+    if (rank == 0) std::snprintf(id, sizeof id, "%s", new_run_id().c_str());
     SB_CHECK_MPI(MPI_Bcast(id, 16, MPI_CHAR, 0, world));
     {
         std::lock_guard<std::mutex> lock(g_record_mutex);

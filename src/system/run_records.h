@@ -10,6 +10,9 @@
 
 namespace sb {
 
+// A fresh run id: 16 hex digits from the random device and the process id.
+std::string new_run_id();
+
 // Collective over `world`: rank 0 appends a `start` record to each output file before any
 // work (the paths were checked before: a file that cannot take it now, a full disk, is an
 // internal failure that rank 0 throws, exit 1, with the job aborted) and arms the `incomplete` record, which rank 0 appends instead of the end when

@@ -3,6 +3,7 @@
 // plot_scaling.py's fields), calibration lines, multi-node rows, the buyer's table with a
 // verdict per scenario, and bad profiles or flags exiting 2 with FILE:LINE:COLUMN.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -285,6 +286,18 @@ TEST(ProjectCli, CommPrintsNcclTestsTableWithItsBand) {
     EXPECT_TRUE(found) << r.out;
 }
 
+// A host-staged profile's busbw is fitted to training speed-ups, not checked against an
+// all_reduce_perf run: the table says so, and a P2P profile's table does not.
+TEST(ProjectCli, CommLabelsAHostStagedBusbwFitted) {
+    const Result staged = run("project --hardware rtx4090-24gb-pcie4 --comm --scaling 2" + profiles());
+    ASSERT_EQ(staged.code, 0) << staged.err;
+    EXPECT_NE(staged.out.find("# the host-staged busbw is a fitted figure, not validated"), std::string::npos)
+        << staged.out;
+    const Result p2p = run("project --hardware rtx4090-24gb-pcie4-p2p --comm --scaling 2" + profiles());
+    ASSERT_EQ(p2p.code, 0) << p2p.err;
+    EXPECT_EQ(p2p.out.find("fitted figure"), std::string::npos) << p2p.out;
+}
+
 TEST(ProjectCli, WhatIfsForSequenceLengthAndConvolutionEngine) {
     const auto dir = sb::e2e::scratch("project-whatif");
     const std::string out = " --out " + (dir / "p.jsonl").string();
@@ -358,6 +371,74 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("tiny-production.yaml:2:"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(ProjectCli, RecordsCarryTheirRunsIdAsTrainsDo) {
+    const auto dir = sb::e2e::scratch("project-e2e");
+    const auto out = dir / "run-ids.jsonl";
+    std::filesystem::remove(out);
+    const std::string workload = " --config " + kSource + "/configs/ci-small.yaml --scaling 1,2 --out " + out.string();
+    for (int run_index = 0; run_index < 2; ++run_index) {
+        const Result r = run("project --hardware a100-sxm4-40gb" + workload + profiles());
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    const Result r = run("compare --hardware a100-sxm4-40gb,h100-sxm" + workload + profiles());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto records = sb::read_records(out.string()).records;
+    ASSERT_EQ(records.size(), 8u);  // 2 projects of 2 world sizes, then 2 profiles x 2 in one compare
+    std::vector<std::string> ids;
+    for (const auto& rec : records) {
+        ASSERT_TRUE(rec.contains("run_id") && rec["run_id"].is_string()) << rec.dump();
+        ids.push_back(rec["run_id"].get<std::string>());
+        EXPECT_EQ(ids.back().size(), 16u);
+        EXPECT_EQ(ids.back().find_first_not_of("0123456789abcdef"), std::string::npos) << ids.back();
+        EXPECT_FALSE(rec.value("timestamp", "").empty());
+    }
+    // One id per run: each run's records share it, and no two runs have the same.
+    EXPECT_EQ(ids[0], ids[1]);
+    EXPECT_EQ(ids[2], ids[3]);
+    EXPECT_EQ(ids[4], ids[7]);
+    EXPECT_NE(ids[0], ids[2]);
+    EXPECT_NE(ids[2], ids[4]);
+    EXPECT_NE(ids[0], ids[4]);
+}
+
+TEST(CompareCli, ReportPathsAreCheckedBeforeAnyWork) {
+    const auto dir = sb::e2e::scratch("project-report-paths");
+    const std::string guide = (dir / "guide.md").string();
+    std::filesystem::remove(dir / "guide.json");
+    // The report's JSON a FIFO: refused at once (a write would wait for a reader forever).
+    ASSERT_EQ(::mkfifo((dir / "guide.json").c_str(), 0644), 0);
+    Result r = run("compare --hardware all --report " + guide + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--report " + (dir / "guide.json").string() + ": is a FIFO"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    std::filesystem::remove(dir / "guide.json");
+    // A folder that cannot be written (even by root): refused naming the flag, before any work.
+    r = run("compare --hardware all --report /proc/scalebench-guide.md" + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--report /proc/scalebench-guide.md: cannot create"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    // Where the plots go is a file, not a folder.
+    std::ofstream(dir / "guide-plots").close();
+    r = run("compare --hardware all --report " + guide + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("guide-plots, where its plots go, is not a folder"), std::string::npos) << r.err;
+    std::filesystem::remove(dir / "guide-plots");
+    // The report's JSON is the --out file, or a --calibrate input of the run: it would be overwritten.
+    r = run("compare --hardware all --out " + (dir / "guide.json").string() + " --report " + guide + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("which is the --out file"), std::string::npos) << r.err;
+    const std::string calibration = kSource + "/results/h200-gemm/gemm.jsonl";
+    const auto input = dir / "calibration.json";
+    std::filesystem::copy_file(calibration, input, std::filesystem::copy_options::overwrite_existing);
+    r = run("compare --hardware h200-sxm --calibrate " + input.string() + " --report " + (dir / "calibration.md").string() +
+            profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("which is a --calibrate input"), std::string::npos) << r.err;
+    EXPECT_EQ(sb::e2e::slurp(input), sb::e2e::slurp(calibration));
+    for (const char* left : {"guide.md", "guide.json", "calibration.md"})
+        EXPECT_FALSE(std::filesystem::exists(dir / left)) << left;
 }
 
 }  // namespace

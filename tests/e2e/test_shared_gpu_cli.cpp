@@ -1,8 +1,8 @@
 // End to end on CPU ranks: the shared-GPU mode's marks (the flag and the config key put
-// shared_gpu in records and a line above the table; report marks the rows and --compare
-// leaves them out; --profile-ops refuses the mode) and the straggler report (a rank slowed
-// by the test-only SCALEBENCH_TEST_DELAY_RANK is named by train, report and stress with its
-// host; without the delay nobody is named as far behind).
+// shared_gpu and the mode's NCCL settings in records and a line above the table; report
+// marks the rows and --compare leaves them out; --profile-ops refuses the mode) and the
+// straggler report (a rank slowed by the test-only SCALEBENCH_TEST_DELAY_RANK is named by
+// train, report and stress with its host; without the delay nobody is named as far behind).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -47,7 +47,18 @@ TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
     for (const auto& rec : train) {
         EXPECT_EQ(rec["shared_gpu"], true);
         EXPECT_EQ(rec["config"]["share_gpu"], true);
+        // The mode's NCCL settings are in the record: its buffer size, a host identity per rank.
+        const nlohmann::json& vars = rec["environment"]["tuning_variables"];
+        EXPECT_EQ(vars.value("NCCL_BUFFSIZE", ""), "16777216") << vars.dump();
+        EXPECT_NE(vars.value("NCCL_HOSTID", "").find("-rank0"), std::string::npos) << vars.dump();
     }
+    // A buffer size the user sets stays.
+    const std::string own = fresh("own-buffsize.jsonl");
+    r = run("NCCL_BUFFSIZE=8388608 " + mpirun(2) + SCALEBENCH_BINARY + kSmall + " --share-gpu --scaling 2 --steps 2 --out " +
+                own, "own-buffsize");
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(records_of(own, "train").size(), 1u);
+    EXPECT_EQ(records_of(own, "train")[0]["environment"]["tuning_variables"].value("NCCL_BUFFSIZE", ""), "8388608");
 
     const std::string yaml = (dir() / "share.yaml").string();
     std::ofstream(yaml) << "model: mlp\nmlp: {input_dim: 16, hidden: [16], num_classes: 4, teacher_hidden: 4}\n"
@@ -63,6 +74,7 @@ TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out.find("shared GPU"), std::string::npos) << r.out;
     EXPECT_EQ(records_of(plain, "train")[0]["shared_gpu"], false);
+    EXPECT_FALSE(records_of(plain, "train")[0]["environment"]["tuning_variables"].contains("NCCL_BUFFSIZE"));
 
     // report: the rows say so and a line above the table explains; --compare leaves them out.
     r = run(std::string(SCALEBENCH_BINARY) + " report " + out + " " + plain, "report");

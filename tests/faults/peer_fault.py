@@ -16,7 +16,10 @@ the line the faulting rank prints as it injects it. Checked:
               stopped answering", mpirun's "rank R with PID P on node HOST", or the failed rank's
               own "error on rank R (HOST)" or "error: rank R on HOST" (its watchdog's abort);
   records     the records written before the fault parse whole (train, checks passed) and an
-              "incomplete" record of the train run comes last; no torn line.
+              "incomplete" record of the train run comes last; no torn line;
+  no crash    no rank crashed on the way out (Open MPI's "Process received signal", a
+              segmentation fault, a core dump): the ranks end by the watchdog's abort, not by
+              touching a communicator being torn down.
 Also reported, not required: whether the error names the collective it was stuck in (all_reduce).
 One JSON line per fault is appended to --report; exit 0 when every check passed, 1 otherwise,
 2 on bad arguments.
@@ -217,6 +220,7 @@ def main():
         checks["named"] = bool(re.search(watchdog, text) or re.search(launcher, text) or re.search(own, text))
         if args.signal == "CUDA":
             checks["injected"] = outcome.get("fault_injected", False)
+        checks["no crash"] = not re.search(r"Process received signal|Segmentation fault|core dumped", text)
         # The run's "start" record brackets it; what is checked is the measurements and the end.
         measured = [r for r in records if r.get("subcommand") != "start"]
         intact = measured[:-1]

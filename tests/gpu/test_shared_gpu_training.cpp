@@ -6,6 +6,7 @@
 // size with the replica check and --recheck-allreduce passing.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -173,13 +174,16 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"resnet", Precision::fp32, 1e-4}, FamilyCase{"resnet", Precision::bf16, 3e-2}),
     [](const auto& info) { return info.param.family + "_" + precision_name(info.param.precision); });
 
-// Overlap from events: with several buckets the first bucket is ready (its all-reduce issued on
-// the communication stream) before the backward ends, and part of the all-reduce is hidden:
-// the step waits on the buckets for less than all of them take alone.
+// Overlap from events: with several buckets the first bucket's all-reduce starts (a timed
+// event on the communication stream, reached once the bucket's gradients are ready) before
+// the backward ends (the compute stream's event), in every step after the warm-up, on every rank. Had the
+// buckets been issued after the backward, every start would come after its end. The step's
+// wait on its buckets is not held against the all-reduce alone: ranks time-slicing one GPU
+// finish their backward at different moments, and a rank's wait includes the others' lag.
 TEST(SharedGpuOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
     SKIP_UNLESS_SHARED_GPU();
     TrainConfig cfg = family_config("bert", Precision::bf16);
-    TransformerShape& shape = cfg.transformer.shape;  // a backward long enough to hide something behind
+    TransformerShape& shape = cfg.transformer.shape;  // a backward long enough to overlap something with
     shape.layers = 4, shape.hidden = 128, shape.ffn = 512, shape.seq_len = 64, shape.max_positions = 64;
     cfg.batch_size = 32;
     cfg.bucket_mb = 0.1;
@@ -188,21 +192,20 @@ TEST(SharedGpuOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
     DataParallelTrainer trainer(cfg, cuda, world);
     const size_t buckets = trainer.bucketer().buckets().size();
     ASSERT_GE(buckets, 3u);
-    std::vector<double> first_arrival, compute, exposed;
     for (int s = 0; s < 12; ++s) {
         const StepTimes t = trainer.step(s);
-        if (s < 2) continue;
+        ASSERT_EQ(t.bucket_starts.size(), buckets) << "step " << s;
         ASSERT_EQ(t.bucket_arrivals.size(), buckets) << "step " << s;
-        for (size_t b = 1; b < buckets; ++b) EXPECT_GE(t.bucket_arrivals[b], t.bucket_arrivals[b - 1]);
-        first_arrival.push_back(t.bucket_arrivals[0]);
-        compute.push_back(t.compute);
-        exposed.push_back(t.exposed_comm);
+        for (size_t b = 0; b < buckets; ++b) {
+            EXPECT_GE(t.bucket_starts[b], t.bucket_arrivals[b] - 1e-3) << "bucket " << b << " started before it was ready";
+            if (b > 0) EXPECT_GE(t.bucket_starts[b], t.bucket_starts[b - 1]);
+        }
+        if (s < 2) continue;  // warm-up: cuBLAS plans and NCCL connections are made in the first steps
+        // 0.9: well inside the backward, not a clock's tick before its end.
+        EXPECT_LT(t.bucket_starts[0], 0.9 * t.compute)
+            << "rank " << world_rank() << " step " << s << ": bucket 0 started " << t.bucket_starts[0]
+            << " ms after the step's start, the backward ended at " << t.compute << " ms";
     }
-    const double allreduce_alone = trainer.time_gradient_allreduce(5);
-    EXPECT_LT(percentile(first_arrival, 50), 0.9 * percentile(compute, 50))
-        << "bucket 0 ready at " << percentile(first_arrival, 50) << " ms, backward ends at " << percentile(compute, 50);
-    EXPECT_LT(percentile(exposed, 50), allreduce_alone)
-        << "exposed " << percentile(exposed, 50) << " ms of an all-reduce taking " << allreduce_alone << " ms alone";
 }
 
 // CUDA graphs that hold the buckets' NCCL all-reduces, replayed on every rank: the same
@@ -255,7 +258,11 @@ TEST(SharedGpuSweep, EveryWorldSizeHasItsSubCommunicatorAndPassesTheChecks) {
     cfg.warmup = 1;
     cfg.scaling.clear();
     for (int n = 1; n <= world_size(); n *= 2) cfg.scaling.push_back(n);
-    cfg.out = (std::filesystem::temp_directory_path() / "scalebench-shared-gpu-sweep.jsonl").string();
+    // Rank 0's process id in the name: launches at 2 and 4 ranks may run side by side.
+    long pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    cfg.out = (std::filesystem::temp_directory_path() / ("scalebench-shared-gpu-sweep-" + std::to_string(pid) + ".jsonl"))
+                  .string();
     if (world_rank() == 0) std::remove(cfg.out.c_str());
     CudaOps cuda(cfg.precision, device());
     EXPECT_TRUE(run_training_sweep(cfg, cuda, MPI_COMM_WORLD, run_environment(cuda, MPI_COMM_WORLD),

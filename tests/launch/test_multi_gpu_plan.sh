@@ -3,7 +3,8 @@
 # binary (mpirun -np 2, CI configs, one variant), then its outputs checked: a zero exit, the six
 # tables and the archive, train records at 1 and 2 ranks with identical replicas, both peer faults
 # passing, comm and projection rows, at most 8 files copied by --return; a repeated part runs
-# nothing again; a failing step makes the exit 1 and is listed; bad arguments are exit 2.
+# nothing again; a failing step makes the exit 1 and is listed; --share-gpu's commands (dry
+# run); each rank's GoogleTest XML read into the summary; bad arguments are exit 2.
 # DDP runs only where python3 imports torch (not in CI).
 #   tests/launch/test_multi_gpu_plan.sh SCALEBENCH_BINARY SOURCE_DIR
 set -uo pipefail
@@ -55,6 +56,26 @@ rc=$?
 ((rc == 1)) || fail "a failing step gave exit $rc, not 1"
 grep -q -- '- part2 train.resnet-ci.graphs-on.bucket-25: failed (exit 1)' "$tmp/broken/summary.md" \
   || fail "the summary does not list the failed last train step"
+
+# --share-gpu's commands (a dry run, no GPU needed): every SharedGpu* test, the parameterized
+# ones too, each rank's results in its own XML; 10 of each fault at the 8 s timeout; the DDP
+# peer's --workload (torchrun takes --run for its --run-path).
+NP=2 "$plan" --share-gpu 2 --dry-run "$tmp/share" all >"$tmp/share.log" 2>&1 || fail "the --share-gpu dry run exited $?"
+expect_in "$tmp/share.log" '== gpu_tests .*--gtest_output=.*rank.*--gtest_filter=\\\*SharedGpu\\\*$' "the shared GPU tests"
+for sig in kill stop cuda; do
+  expect_in "$tmp/share.log" "== fault_$sig\.10 .*--timeout-s 8 " "the tenth $sig fault"
+  grep -q "== fault_$sig\.11 " "$tmp/share.log" && fail "more than 10 $sig faults"
+done
+expect_in "$tmp/share.log" '== ddp .*ddp_bench\.py --workload mlp-large:1024 --workload bert-base:32 ' "the DDP peer's --workload"
+
+# Each rank's GoogleTest XML in the summary: a failure on rank 1 is named with its message.
+mkdir -p "$tmp/xml/details/gtest"
+printf '<testsuites tests="2" failures="0"><testsuite name="S"><testcase name="a" classname="S"/><testcase name="b" classname="S"/></testsuite></testsuites>\n' \
+  >"$tmp/xml/details/gtest/rank0.xml"
+printf '<testsuites tests="2" failures="1"><testsuite name="S"><testcase name="a" classname="S"/><testcase name="b" classname="S"><failure message="x.cpp:1&#x0A;bucket 0 started late"/></testcase></testsuite></testsuites>\n' \
+  >"$tmp/xml/details/gtest/rank1.xml"
+python3 "$src/launch/multi_gpu_tables.py" "$tmp/xml" >/dev/null || fail "the tables of the XML folder exited $?"
+expect_in "$tmp/xml/summary.md" 'rank 0: 2 passed; rank 1: 1 passed, 1 failed \(S\.b: x\.cpp:1 bucket 0 started late\)' "rank 1's failure"
 
 # Bad input: exit 2 with a reason, before any work.
 "$plan" --cpu "$tmp/bad" part9 >"$tmp/bad.log" 2>&1

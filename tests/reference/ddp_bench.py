@@ -19,14 +19,15 @@ exposed_comm_ms = median step - median no_sync step, the time the all-reduce add
 the gradients all-reduced alone, in buckets of bucket_cap_mb (allreduce_ms, the median of 5), so
 hidden_fraction = 1 - exposed_comm_ms / allreduce_ms is the share of the all-reduce the backward hides.
 --share-gpu: several ranks on one GPU (round-robin over the visible ones), each with its own NCCL
-host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host),
-as scalebench's --share-gpu; records say "shared_gpu": true.
+host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host)
+and NCCL_BUFFSIZE 16 MiB when unset, as scalebench's --share-gpu; records say "shared_gpu": true
+and keep the NCCL settings in environment.tuning_variables.
 samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
 Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
 
   python3 -m torch.distributed.run --standalone --nproc_per_node 8 tests/reference/ddp_bench.py \\
-      --run mlp-large:1024 --run bert-base:32 --run resnet50:256 --scaling 1,2,4,8 --out ddp.jsonl
-  # CPU (gloo), tiny models: --device cpu --precision fp32 --run mlp-ci:32 --run resnet-ci:8
+      --workload mlp-large:1024 --workload bert-base:32 --workload resnet50:256 --scaling 1,2,4,8 --out ddp.jsonl
+  # CPU (gloo), tiny models: --device cpu --precision fp32 --workload mlp-ci:32 --workload resnet-ci:8
 """
 import argparse
 import contextlib
@@ -63,7 +64,7 @@ EXPECTED_PARAMS = {"mlp-large": 545_326_080, "resnet50": 25_557_032, "bert-base"
 WORKLOADS = list(MLPS) + list(RESNETS) + list(bench_bert_torch.MODELS)
 
 
-def parse_run(text):
+def parse_workload(text):
     m = re.fullmatch(r"([a-z0-9-]+):([0-9]+)", text)
     if not m or m.group(1) not in WORKLOADS or int(m.group(2)) <= 0:
         raise argparse.ArgumentTypeError(
@@ -150,7 +151,10 @@ def environment(device):
     import socket
     import torch
     env = {"torch": torch.__version__, "host": socket.gethostname(), "device": device,
-           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           # the settings scalebench's records keep too (src/system/environment.cpp)
+           "tuning_variables": {k: v for k, v in os.environ.items()
+                                if k.startswith("NCCL_") or k == "CUDA_MPS_PIPE_DIRECTORY"}}
     if device == "cuda":
         nccl = torch.cuda.nccl.version()  # a tuple, or one int in older releases
         env.update(cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(),
@@ -251,17 +255,21 @@ def time_allreduce(model, group, bucket_cap_mb, device, repeats=5):
 
 
 def share_gpu_environment(rank, world):
-    """Each rank its own NCCL host, as scalebench's enable_shared_gpu (src/system/backend.h)."""
+    """Each rank its own NCCL host and the mode's NCCL buffer size, as scalebench's
+    enable_shared_gpu (src/system/backend.h), so both peers run on the same fabric settings."""
     import socket
     os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID') or socket.gethostname()}-rank{rank}"
     one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
     if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
         os.environ["NCCL_SOCKET_IFNAME"] = "lo"
+    if not os.environ.get("NCCL_BUFFSIZE"):
+        os.environ["NCCL_BUFFSIZE"] = str(16 << 20)  # kSharedGpuNcclBuffsize
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--run", action="append", type=parse_run, required=True, metavar="WORKLOAD:BATCH",
+    # Not --run: torchrun's parser would take it for an abbreviation of its own --run-path.
+    ap.add_argument("--workload", action="append", type=parse_workload, required=True, metavar="WORKLOAD:BATCH",
                     help=f"a workload and its batch per rank (repeatable): {', '.join(WORKLOADS)}")
     ap.add_argument("--scaling", type=parse_scaling,
                     help="world sizes, e.g. 1,2,4,8 (default: 1, 2, 4, ... up to the launched world, and it)")
@@ -309,8 +317,8 @@ def main():
               f"{','.join(map(str, scaling))}; {args.warmup} warm-up + {args.steps} measured + {args.steps} "
               f"no_sync steps; bucket_cap_mb {args.bucket_cap_mb:g}, {args.precision}", flush=True)
         print(f"{'workload':<12} {'batch':>5} {'ranks':>5} {'samples/s':>11} {'step ms':>9} {'no_sync ms':>10} "
-              f"{'exp.comm':>9} {'eff.':>7}", flush=True)
-    for name, batch in args.run:
+              f"{'exp.comm':>9} {'allreduce':>9} {'hidden':>7} {'eff.':>7}", flush=True)
+    for name, batch in args.workload:
         samples_at_1 = None
         for n in scaling:
             record = None
@@ -349,9 +357,11 @@ def main():
             if rank == 0:
                 eff = record["scaling_efficiency"]
                 eff = f"{100 * eff:.1f}%" if eff is not None else "-"
+                hidden = record["hidden_fraction"]
+                hidden = f"{100 * hidden:.1f}%" if hidden is not None else "-"
                 print(f"{name:<12} {batch:>5} {n:>5} {record['samples_per_s']:>11.1f} {record['step_ms']['median']:>9.3f} "
-                      f"{record['no_sync_step_ms']['median']:>10.3f} {record['exposed_comm_ms']:>9.3f} {eff:>7}",
-                      flush=True)
+                      f"{record['no_sync_step_ms']['median']:>10.3f} {record['exposed_comm_ms']:>9.3f} "
+                      f"{record['allreduce_ms']:>9.3f} {hidden:>7} {eff:>7}", flush=True)
                 with open(args.out, "a") as f:
                     f.write(json.dumps(record) + "\n")
     dist.barrier(group=host_group)

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/commands/project_command.h"
+#include "src/projection/buyers_guide.h"
 #include "src/core/config.h"
 #include "src/core/errors.h"
 #include "src/core/workload.h"

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "models/cpu/cpu_ops.h"
 #include "models/timed_ops.h"
 #include "models/trace_ops.h"
@@ -235,6 +237,51 @@ TEST(OpProfileCalibration, AKindMeasuredAtHalfTheBandwidthDoublesItsOpsTime) {
 // A record's bytes are those of the trace it was made with: calibration takes the bytes the current
 // trace of its run gives the op, so an op of the profiled shape takes the measured time whatever
 // byte count the record carries.
+// A profile taken under SCALEBENCH_DEVICE_LIMITS names the architecture it emulated, and calibration
+// counts it as neither the device's figures (other kernel variants ran) nor the emulated GPU's (the
+// device's SMs, clocks and memory did): it is left out with a note saying so.
+TEST(OpProfileCalibration, AProfileUnderEmulatedLimitsIsNeitherGpusFigure) {
+    const std::vector<TracedOp> layernorms = distinct(bert_base_trace(32).ops, "layernorm_forward");
+    OpProfile profile;
+    profile.model = "bert";
+    profile.local_batch = 32;
+    profile.measured_steps = 1;
+    for (const TracedOp& op : layernorms) profile.ops.push_back({op, 0, 1, Summary{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1}});
+    TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
+    cfg.precision = Precision::bf16;
+    const nlohmann::json native = {{"gpu", {{"name", "NVIDIA H200"}, {"device_limits", {{"arch", "sm_90"}, {"source", "device"}}}}}};
+    const nlohmann::json emulated = {
+        {"gpu",
+         {{"name", "NVIDIA H200"},
+          {"device_limits",
+           {{"arch", "sm_89"}, {"source", "CUDA C++ Programming Guide (8.9) (SCALEBENCH_DEVICE_LIMITS on sm_90)"}}}}}};
+    EXPECT_EQ(emulated_arch_of_environment(native), "");
+    EXPECT_EQ(emulated_arch_of_environment({{"hostnames", {"test"}}}), "");  // a CPU run: no limits at all
+    EXPECT_EQ(emulated_arch_of_environment(emulated), "sm_89");
+
+    const std::string path = (std::filesystem::temp_directory_path() / "scalebench-op-profile-emulated.jsonl").string();
+    std::filesystem::remove(path);
+    for (const auto& r : op_profile_records(profile, cfg, TraceOps(Precision::bf16), native)) {
+        EXPECT_TRUE(r["emulated_arch"].is_null());
+    }
+    for (const auto& r : op_profile_records(profile, cfg, TraceOps(Precision::bf16), emulated)) {
+        EXPECT_EQ(r["emulated_arch"], "sm_89");
+        EXPECT_EQ(emulated_arch_of_record(r), "sm_89");
+        append_record(path, r);
+    }
+    // Not the H200's figures, and not the RTX 4090's (sm_89) either.
+    for (const char* profile_file : {"h200-sxm", "rtx4090-24gb-pcie4"}) {
+        const HardwareProfile hw = load_hardware_profile(kSource + "/configs/hardware/" + profile_file + ".yaml");
+        const Calibration cal = calibrate(hw, {path});
+        EXPECT_TRUE(cal.profiled_ops.empty()) << profile_file;
+        ASSERT_EQ(cal.notes.size(), 1u) << profile_file;
+        EXPECT_NE(cal.notes[0].find(fmt::format("{} record(s) of NVIDIA H200 under sm_89 limits", layernorms.size())),
+                  std::string::npos)
+            << cal.notes[0];
+    }
+    std::filesystem::remove(path);
+}
+
 TEST(OpProfileCalibration, AProfiledOpTakesTheBytesOfTheCurrentTrace) {
     const HardwareProfile hw = h200();
     const std::vector<TracedOp> layernorms = distinct(bert_base_trace(32).ops, "layernorm_forward");

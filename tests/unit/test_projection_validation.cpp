@@ -29,7 +29,7 @@
 
 #include "src/core/config.h"
 #include "src/projection/hardware.h"
-#include "src/commands/project_command.h"
+#include "src/projection/buyers_guide.h"
 #include "src/projection/projection.h"
 #include "src/core/results.h"
 #include "src/core/yaml_fields.h"
@@ -209,6 +209,21 @@ Row summary(size_t rows, const std::string& statistic, double value, double targ
               {"target_pct", target > 0 ? Row(100.0 * target) : Row()}, {"bound_pct", 100.0 * bound}}}};
 }
 
+// The preset a run is, by the model its trace names and its depth: "bert-base", "gpt2-medium",
+// "resnet50 (cudnn)" (with the convolution engine that ran), "mlp".
+std::string preset_of(const std::string& model, const TrainConfig& cfg, const nlohmann::json& record) {
+    const int layers = cfg.transformer.shape.layers;
+    if (model == "bert" && (layers == 12 || layers == 24)) return layers == 12 ? "bert-base" : "bert-large";
+    if (model == "gpt2" && (layers == 12 || layers == 24)) return layers == 12 ? "gpt2-small" : "gpt2-medium";
+    if (model == "bert" || model == "gpt2") return fmt::format("{}-{}L", model, layers);
+    if (model == "resnet") {
+        int blocks = 0;
+        for (int b : cfg.resnet.blocks) blocks += b;
+        return fmt::format("resnet{} ({})", 2 + 3 * blocks, conv_engine_of_record(record));  // bottleneck blocks
+    }
+    return model;
+}
+
 // Every one-GPU `train` record under results/<folder>/ (any depth) made on a GPU a profile describes,
 // predicted with --calibrate from the same folder's other measurements only: its gemm and
 // comm records, and train and op_profile records of *other* models (they set the optimizer's
@@ -268,6 +283,7 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             if (r.value("subcommand", "") != "train") continue;
             const HardwareProfile* hw = profile_of(gpu_of(r));
             if (!hw || r.value("world_size", 0) != 1) continue;  // CPU runs; multi-GPU runs are not here yet
+            if (!emulated_arch_of_record(r).empty()) continue;      // under another GPU's limits: neither GPU's step
             const TrainConfig cfg = config_of_record(r, file);
             // Calibration: the folder's measurements and the records of other models.
             std::vector<std::string> cal_files = measurement_files;
@@ -286,6 +302,8 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             TrainConfig at_batch = cfg;
             at_batch.batch_size = r["local_batch"].get<int>();
             const Projection p = project_workload(at_batch, model, {1}, {1}).at(0);
+            // The same run from the profile alone: what calibration corrects.
+            const double uncalibrated = project_workload(at_batch, CostModel(*hw), {1}, {1}).at(0).step.step_ms;
             // The trace is the code that ran: same parameters, same FLOPs.
             EXPECT_EQ(p.record["num_params"], r["num_params"]) << file;
             EXPECT_DOUBLE_EQ(p.record["model_flops_per_step"].get<double>(), r["model_flops_per_step"].get<double>())
@@ -296,6 +314,7 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             rows.push_back({{"record", fmt::format("results/{}/{}", folder.filename().string(), file)},
                             {"line", line},
                             {"model", r["model"]},
+                            {"preset", preset_of(r["model"].get<std::string>(), cfg, r)},
                             {"batch", r["local_batch"]},
                             {"precision", r["precision"]},
                             {"cuda_graphs", r["config"].value("cuda_graphs", true)},
@@ -303,7 +322,9 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
                             {"unit", "ms"},
                             {"measured", step},
                             {"projection", p.step.step_ms},
-                            {"error_pct", 100.0 * error}});
+                            {"error_pct", 100.0 * error},
+                            {"projection_uncalibrated", uncalibrated},
+                            {"error_uncalibrated_pct", 100.0 * (uncalibrated - step) / step}});
         }
     }
     ASSERT_GE(step_errors.size(), 1u) << "no measured one-GPU train record of a profiled GPU under results/";
@@ -424,6 +445,7 @@ TEST(ProjectionValidation, PublishedAllReduceBusBandwidths) {
 struct PublishedRow {
     std::string id, baseline, data;  // data: the file of results/published/ it is in
     std::string profile, config, precision, link;  // what a pair is matched on
+    std::string memory_format, input;  // a ResNet row's (nchw or nhwc; synthetic or real); "" for BERT's
     int gpus = 0;
     double published = 0, projected = 0;
     TrainConfig cfg;  // as projected
@@ -431,17 +453,60 @@ struct PublishedRow {
     Row record;       // the row of the published_throughput check
 };
 
-// The speed-up of row r over its 1-GPU baseline at every corner of r's profile ranges.
-Band published_speedup_band(const PublishedRow& r, const PublishedRow& base) {
+// The speed-up of row r over its 1-GPU baseline at every corner of r's profile ranges, and r's
+// projected step at the corner of the lowest (the most the model charges for N GPUs).
+struct SpeedupBand {
     Band band{INFINITY, -INFINITY};
+    ProjectedStep slowest;
+};
+SpeedupBand published_speedup_band(const PublishedRow& r, const PublishedRow& base) {
+    SpeedupBand out;
     for (const HardwareProfile& corner : range_corners(r.hw)) {
         const CostModel model(corner);
-        const double speedup = project_workload(r.cfg, model, {r.gpus}, {1}).at(0).samples_per_s /
-                               project_workload(base.cfg, model, {1}, {1}).at(0).samples_per_s;
-        band.lo = std::min(band.lo, speedup);
-        band.hi = std::max(band.hi, speedup);
+        const Projection at_n = project_workload(r.cfg, model, {r.gpus}, {1}).at(0);
+        const double speedup = at_n.samples_per_s / project_workload(base.cfg, model, {1}, {1}).at(0).samples_per_s;
+        if (speedup < out.band.lo) out.slowest = at_n.step;
+        out.band.lo = std::min(out.band.lo, speedup);
+        out.band.hi = std::max(out.band.hi, speedup);
     }
-    return band;
+    return out;
+}
+
+// Why a published speed-up lies outside its band, from the figures alone. Above it: faster than every
+// corner (beyond linear, or losing less than the least the model charges). Below it: the time the
+// published N-GPU step takes beyond the slowest corner's (a share of that step), and the nearer of the
+// two terms that could hold it, each by how far it would have to grow: the whole all-reduce, run with
+// nothing hidden (its time at the slowest corner, every bucket back to back), or the step-time
+// spread (the sigma that would hold it alone, against the end of its range).
+struct SpeedupMiss {
+    double needed_pct = 0;     // the time the published step takes beyond the slowest corner's, of that step
+    double allreduce_pct = 0;  // the slowest corner's whole all-reduce, of its step
+    double sigma_pct = 0;      // the step-time spread that would hold the miss alone
+    std::string cause;
+};
+SpeedupMiss speedup_miss(const PublishedRow& r, double published, const SpeedupBand& b) {
+    SpeedupMiss m;
+    const ProjectedStep& s = b.slowest;
+    m.allreduce_pct = 100.0 * s.allreduce_ms / s.step_ms;
+    // The same one-GPU step under both: the N-GPU steps stand as the inverse speed-ups.
+    m.needed_pct = 100.0 * (b.band.lo / published - 1.0);
+    const double straggler_pct = 100.0 * s.straggler_ms / s.step_ms;
+    m.sigma_pct = (straggler_pct + m.needed_pct) / expected_max_of_normals(r.gpus);
+    const double comm_factor = (m.allreduce_pct + m.needed_pct) / m.allreduce_pct;
+    const double spread_factor = m.sigma_pct / r.hw.step_jitter_pct.hi;
+    if (published >= b.band.lo - 1e-9 && published <= b.band.hi + 1e-9) {
+        m.cause = "inside the band";
+    } else if (published > b.band.hi) {
+        m.cause = published > r.gpus ? fmt::format("above linear: {} GPUs faster than {} x one", r.gpus, r.gpus)
+                                     : "above the band: the published run loses less than the least the model charges";
+    } else if (spread_factor <= comm_factor) {
+        m.cause = fmt::format("step-time spread: sigma {:.2f}% would hold the {:.2f}%, the range ends at {:.2f}%",
+                              m.sigma_pct, m.needed_pct, r.hw.step_jitter_pct.hi);
+    } else {
+        m.cause = fmt::format("all-reduce: {:.1f}x its slowest corner's ({:.1f}% of the step), nothing hidden, would "
+                              "hold the {:.2f}%", comm_factor, m.allreduce_pct, m.needed_pct);
+    }
+    return m;
 }
 
 // One file of published training throughputs (results/published/*_throughput.yaml): appends its rows,
@@ -472,6 +537,8 @@ void project_published(const std::string& file, std::vector<PublishedRow>& rows)
                          e["config"].as<std::string>(),
                          e["precision"].as<std::string>(),
                          link_class_name(hw.link),
+                         e["memory_format"] ? e["memory_format"].as<std::string>() : "",
+                         e["input"] ? e["input"].as<std::string>() : "",
                          e["gpus"].as<int>(),
                          e["samples_per_s"].as<double>(),
                          0,
@@ -553,6 +620,40 @@ TEST(ProjectionValidation, LambdaA100OverRtx4090Ratios) {
     EXPECT_LT(median, kRatioMedianGuard);
 }
 
+// What AMP gains over TF32 on one GPU, published and projected, for every ResNet-50 source that ran
+// both on one GPU (an AMP row and the row whose id has -fp32- or -tf32- in place of -amp-), with the
+// AMP row's memory format and input: the evidence docs/projection.md traces the A100/4090 AMP pairs'
+// miss with (Lambda's NCHW code gains less from AMP on the HBM GPUs than on the RTX 4090; NVIDIA's
+// channels_last run of the A100 far more).
+TEST(ProjectionValidation, ResNetAmpOverTf32OnOneGpu) {
+    const std::vector<PublishedRow> rows = all_published_rows();
+    std::vector<Row> record;
+    for (const PublishedRow& amp : rows) {
+        const size_t at = amp.id.find("-amp-");
+        if (amp.gpus != 1 || at == std::string::npos) continue;
+        for (const char* other : {"-fp32-", "-tf32-"}) {
+            const std::string id = amp.id.substr(0, at) + other + amp.id.substr(at + 5);
+            const auto tf32 = std::find_if(rows.begin(), rows.end(), [&](const PublishedRow& r) { return r.id == id; });
+            if (tf32 == rows.end()) continue;
+            ASSERT_EQ(tf32->precision, "tf32") << id;
+            const double published = amp.published / tf32->published, projected = amp.projected / tf32->projected;
+            record.push_back({{"amp_entry", amp.id},
+                              {"tf32_entry", tf32->id},
+                              {"data", amp.data},
+                              {"profile", amp.profile},
+                              {"memory_format", amp.memory_format},
+                              {"input", amp.input},
+                              {"batch", {amp.cfg.batch_size, tf32->cfg.batch_size}},
+                              {"unit", "AMP/TF32"},
+                              {"published", published},
+                              {"projection", projected},
+                              {"error_pct", 100.0 * (projected - published) / published}});
+        }
+    }
+    ASSERT_EQ(record.size(), 7u) << "every ResNet-50 source with an AMP and a TF32 row on one GPU";
+    expect_recorded("resnet_amp_over_tf32", record);
+}
+
 // The 4090's two-GPU speed-ups without P2P (Lambda's script sets NCCL_P2P_DISABLE=1): the
 // host-staged all-reduce and its overlap, each row at the central values and the band the
 // profile's ranges give (staged copy rate, staged overlap).
@@ -567,7 +668,7 @@ TEST(ProjectionValidation, Rtx4090HostStagedSpeedups) {
         const auto base = std::find_if(rows.begin(), rows.end(), [&](const PublishedRow& b) { return b.id == r.baseline; });
         ASSERT_NE(base, rows.end()) << r.id;
         const double published = r.published / base->published, projected = r.projected / base->projected;
-        const Band band = published_speedup_band(r, *base);
+        const Band band = published_speedup_band(r, *base).band;
         const double error = (projected - published) / published;
         errors.push_back(std::abs(error));
         const bool in = published >= band.lo - 1e-9 && published <= band.hi + 1e-9;
@@ -619,10 +720,12 @@ TEST(ProjectionValidation, PublishedTrainingThroughput) {
         const double published = r.published / base->published, projected = r.projected / base->projected;
         const double error = (projected - published) / published;
         scaling_errors.push_back(std::abs(error));
-        const Band band = published_speedup_band(r, *base);
+        const SpeedupBand b = published_speedup_band(r, *base);
+        const Band& band = b.band;
         const bool in = published >= band.lo - 1e-9 && published <= band.hi + 1e-9;
         inside += in;
         within += std::abs(error) <= kSpeedupTarget;
+        const SpeedupMiss miss = speedup_miss(r, published, b);
         // What a miss is made of: the step time at N GPUs the published speed-up implies beyond the
         // projected one, per step of one GPU's batch (negative: the published step is shorter).
         const double published_step_1 = 1e3 * r.cfg.batch_size / base->published;
@@ -638,7 +741,11 @@ TEST(ProjectionValidation, PublishedTrainingThroughput) {
                             {"band", {band.lo, band.hi}},
                             {"inside_band", in},
                             {"published_step_1gpu_ms", published_step_1},
-                            {"unexplained_ms", unexplained_ms}});
+                            {"unexplained_ms", unexplained_ms},
+                            {"needed_pct_of_step", miss.needed_pct},
+                            {"allreduce_pct_of_step", miss.allreduce_pct},
+                            {"sigma_pct_that_holds_it", miss.sigma_pct},
+                            {"cause", miss.cause}});
     }
     ASSERT_GE(scaling_errors.size(), 5u);
     const double scaling_median = median_of(scaling_errors);
@@ -740,6 +847,58 @@ TEST(ProjectionValidation, CudnnConvolutionsAgainstTheGemmModel) {
         EXPECT_LT(std::abs(error), kConvModelBound) << file;
     }
     expect_recorded("cudnn_conv_gemm_model", rows);
+}
+
+// What the H200's profile alone (no --calibrate) misjudges of the measured step, op kind by op kind:
+// the op profiles of results/h200-step-vs-pytorch/check (every op of the step, its median time), each
+// op costed from the profile with the bytes the current trace gives it, summed per kind over a step.
+TEST(ProjectionValidation, H200OpKindsWithoutCalibration) {
+    const HardwareProfile h200 = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
+    const CostModel model(h200);
+    const std::string folder = "results/h200-step-vs-pytorch/check/";
+    std::vector<Row> rows;
+    for (const char* file : {"opprof_bert-base_b256.jsonl", "opprof_gpt2-medium_b8.jsonl"}) {
+        const ReadResult read = read_records(kSource + "/" + folder + file);
+        std::map<std::string, std::pair<double, double>> ms;  // per kind: measured, projected per step
+        std::map<std::string, double> current_bytes;         // op_shape_key -> the current trace's bytes
+        std::string preset;
+        int batch = 0;
+        for (const nlohmann::json& r : read.records) {
+            if (r.value("subcommand", "") != "op_profile") continue;
+            if (current_bytes.empty()) {
+                const TrainConfig cfg = config_of_record(r, file);
+                batch = r["local_batch"].get<int>();
+                preset = preset_of(r["model"].get<std::string>(), cfg, r);
+                for (const TracedOp& op : trace_step(cfg, batch, profile_limits(h200)).ops)
+                    current_bytes.emplace(op_shape_key(op), op.bytes);
+            }
+            ProfiledOp p = profiled_op_of_record(r);
+            if (const auto it = current_bytes.find(op_shape_key(p.op)); it != current_bytes.end()) p.op.bytes = it->second;
+            auto& [measured, projected] = ms[p.op.kind];
+            measured += p.ms * p.calls_per_step;
+            projected += model.op_ms(p.op, p.precision) * p.calls_per_step;
+        }
+        ASSERT_FALSE(ms.empty()) << file << ": no op profiled";
+        double measured_step = 0, projected_step = 0;
+        for (const auto& [kind, figures] : ms) {
+            measured_step += figures.first;
+            projected_step += figures.second;
+        }
+        auto row = [&](const std::string& kind, double measured, double projected) {
+            rows.push_back({{"record", folder + file},
+                            {"preset", preset},
+                            {"batch", batch},
+                            {"op", kind},
+                            {"unit", "ms per step"},
+                            {"measured", measured},
+                            {"projection", projected},
+                            {"error_pct", 100.0 * (projected - measured) / measured},
+                            {"gap_pct_of_step", 100.0 * (measured - projected) / measured_step}});
+        };
+        for (const auto& [kind, figures] : ms) row(kind, figures.first, figures.second);
+        row("every op", measured_step, projected_step);
+    }
+    expect_recorded("h200_op_kinds_uncalibrated", rows);
 }
 
 // The large-shape GEMM efficiency each profile's published (or, for the H200, measured) GEMM rates

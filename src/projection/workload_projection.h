@@ -1,0 +1,87 @@
+// A workload projected on a hardware profile (DESIGN: Projection): the projection model
+// (src/projection/projection.h) over GPU and node counts, each world size a `train`-shaped record
+// marked "projected", with the band every figure takes over the profile's ranges; and the
+// projected all-reduce table of `project --comm`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/core/config.h"
+#include "src/core/stats.h"
+#include "src/projection/hardware.h"
+#include "src/projection/projection.h"
+
+namespace sb {
+
+// A projected figure's band: its lowest and highest over the corners of the profile's ranges
+// (sources that disagree); a point where the profile has none.
+struct Band {
+    double lo = 0, hi = 0;
+};
+// Every figure of a projected configuration carries its band, each corner projected whole (its
+// speed-up and efficiency against its own one GPU, not the central one).
+struct FigureBands {
+    Band samples_per_s, efficiency, speedup, busbw, exposed_comm_ms;
+};
+nlohmann::json to_json(const FigureBands& b);
+
+// project --comm: one row of the projected all-reduce table, nccl-tests' all_reduce_perf columns
+// (float sum, out of place) with the busbw band over the profile's ranges.
+struct CommRow {
+    int gpus_per_node = 0, nodes = 1;
+    double bytes = 0, time_us = 0, algbw = 0, busbw = 0;
+    Band busbw_band;
+};
+// The rows for every GPU count x node count, sizes 8 B to 4 GiB by factors of 2 (nccl-tests -b 8 -e 4G -f 2).
+std::vector<CommRow> comm_table(const CostModel& model, const std::vector<int>& gpus, const std::vector<int>& nodes);
+
+// One projected world size of a profile, as a `train`-shaped record (its timestamp and run_id are
+// the run's: the command stamps them as it appends the record).
+struct Projection {
+    ProjectedStep step;
+    double samples_per_s = 0, efficiency = 0, speedup = 0, busbw = 0;
+    int64_t global_batch = 0;
+    FigureBands bands;  // points at the central values until widen_to_ranges
+    nlohmann::json record;
+};
+
+// Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says).
+std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
+                                         const std::vector<int>& nodes);
+// Widens the bands of `rows` (project_workload of the same arguments) to every corner of the
+// profile's ranges, and writes them into their records ("bands", "samples_per_s_band", "ranges").
+void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes);
+
+// --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
+// A batch that is not a positive number or "max" is a UserError naming the flag.
+void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw);
+
+// The most ranged numbers a profile may have: a band projects the workload at every corner of
+// them (2^k profiles for k ranged numbers), so each one more doubles the work. The shipped
+// profiles have at most 4.
+inline constexpr size_t kMaxRangedNumbers = 8;
+// Refuses (UserError naming the profile and its ranged numbers) a profile with more than
+// kMaxRangedNumbers, before any projection.
+void check_ranged_count(const HardwareProfile& hw);
+// The corners a band is taken over: range_corners(hw), once check_ranged_count passes.
+std::vector<HardwareProfile> band_corners(const HardwareProfile& hw);
+
+// The GPUs per node projected: `asked` (each within the profile's node, else a UserError naming
+// --scaling), or 1, 2, 4, 8 up to the node's GPUs when none are asked.
+std::vector<int> projected_gpu_counts(const std::vector<int>& asked, const HardwareProfile& hw);
+
+// A projected figure as a Summary of one sample (train's records and table take Summaries).
+Summary point_summary(double v);
+// The profile's ranges, one line: "node.link_efficiency 0.187 [0.187-0.7], ..."; "none" when none.
+std::string range_list(const HardwareProfile& hw);
+// The memory footprint of a projected configuration, one line, against the GPU's memory.
+std::string footprint_line(const Projection& p, const HardwareProfile& hw);
+// ", convolutions traced as ENGINE" for a ResNet workload (the engine resolved as the trace runs it), else "".
+std::string traced_engine(const TrainConfig& cfg);
+
+}  // namespace sb
