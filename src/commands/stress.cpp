@@ -365,6 +365,15 @@ public:
     // appends its record and prints its row.
     void finish_interval(const Interval& iv) {
         const IntervalFigures f = reduce_interval(iv);
+        // A loss that stopped being finite (the same on every rank: reduced) fails the run:
+        // the model diverged, and every later step would train on NaN.
+        if (!std::isfinite(f.mean_loss) && diverged_.is_null()) {
+            diverged_ = nlohmann::json{{"workload", iv.workload}, {"after_step", global_step_}, {"interval", iv.index}};
+            if (rank_ == 0)
+                fmt::print(stderr, "stress: loss check FAILED: workload {} ({})'s loss is not finite after global step {} "
+                                   "(interval {}): the training diverged; the run stops here\n",
+                           iv.workload, plan_.workloads[static_cast<size_t>(iv.workload)].source, global_step_, iv.index);
+        }
         sdc_checks_total_ += iv.sdc_checks;
         sdc_events_total_ += static_cast<int>(iv.events.size());
         for (const SdcEvent& e : iv.events) {
@@ -427,7 +436,8 @@ public:
             {"sdc_check_every", plan_.sdc_check_every},
             {"sdc_checks", sdc_checks_total_},
             {"sdc_events", sdc_events_all_},
-            {"checks_passed", sdc_events_total_ == 0},
+            {"loss_check", loss_check(diverged_)},
+            {"checks_passed", sdc_events_total_ == 0 && diverged_.is_null()},
             {"telemetry_by_rank", telemetry_total_},
             {"environment", environment_},
         };
@@ -435,7 +445,8 @@ public:
         fmt::print("results appended to {}\n", plan_.out);
     }
 
-    int exit_code() const { return sdc_events_total_ == 0 ? 0 : 3; }
+    int exit_code() const { return sdc_events_total_ == 0 && diverged_.is_null() ? 0 : 3; }
+    bool diverged() const { return !diverged_.is_null(); }
 
 private:
     // Collective over the world.
@@ -462,6 +473,11 @@ private:
         SB_CHECK_MPI(MPI_Allreduce(&loss, &f.mean_loss, 1, MPI_FLOAT, MPI_SUM, world_));
         f.mean_loss /= static_cast<float>(size_);
         return f;
+    }
+
+    // A record's loss_check: passed, or where the loss stopped being finite.
+    static nlohmann::json loss_check(const nlohmann::json& diverged) {
+        return {{"passed", diverged.is_null()}, {"nonfinite", diverged}};
     }
 
     static void print_divergence(const SdcEvent& e) {
@@ -528,12 +544,13 @@ private:
             {"wall_samples_per_s", steps * trainer.global_batch() / iv.seconds},
             {"busy_pct", f.busy_pct},
             {"drift_pct", drift_pct},
-            {"loss", f.mean_loss},
+            {"loss", std::isfinite(f.mean_loss) ? nlohmann::json(f.mean_loss) : nlohmann::json()},
+            {"loss_check", loss_check(std::isfinite(f.mean_loss) ? nlohmann::json() : diverged_)},
             {"sdc_check_every", plan_.sdc_check_every},
             {"sdc_checks", iv.sdc_checks},
             {"sdc_check_ms", 1000.0 * iv.sdc_check_s},
             {"sdc_events", event_json},
-            {"checks_passed", iv.events.empty()},
+            {"checks_passed", iv.events.empty() && std::isfinite(f.mean_loss)},
             {"telemetry_by_rank", f.telemetry_by_rank},
             {"straggler_check", f.straggler_check},
             {"config", to_json(cfg)},
@@ -577,6 +594,7 @@ private:
     std::vector<nlohmann::json> sdc_events_all_;
     std::vector<nlohmann::json> telemetry_total_;
     int64_t global_step_ = 0, sdc_checks_total_ = 0;
+    nlohmann::json diverged_;  // where the loss first stopped being finite (workload, step, interval); null: never
     int sdc_events_total_ = 0;
     Clock::time_point start_;
 };
@@ -589,7 +607,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
     for (int index = 0;; ++index) {
         const Interval interval = soak.run_interval(index);
         soak.finish_interval(interval);
-        if (interval.last) break;
+        if (interval.last || soak.diverged()) break;
     }
     soak.finish();
     return soak.exit_code();

@@ -173,4 +173,41 @@ TEST(RobustChecks, StressWithMoreWorkloadsThanIntervalsIsRefusedUpFront) {
                            "workloads of --config", out);
 }
 
+// A soak whose loss stops being finite fails (exit 3) and stops after the interval that found
+// it; the records say where, and a sane soak passes the same check.
+TEST(RobustChecks, AStressRunWhoseLossStopsBeingFiniteFailsAndStops) {
+    const fs::path config = scratch() / "diverges-stress.yaml", out = scratch() / "diverges-stress.jsonl";
+    std::ofstream(config) << "model: mlp\nmlp:\n  input_dim: 64\n  hidden: [128, 128]\n  num_classes: 10\n"
+                             "batch_size: 32\noptimizer:\n  kind: sgd\n  lr: 1.0e+30\n";
+    const std::string small = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-small.yaml";
+    fs::remove(out);
+    const auto r = run("stress --backend cpu --config " + config.string() + "," + small +
+                       " --duration 20s --interval 1s --out " + out.string(), 2);
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("stress: loss check FAILED: workload 0 (" + config.string() + ")'s loss is not finite after "
+                         "global step "), std::string::npos) << r.err;
+    std::vector<nlohmann::json> intervals, summaries;
+    std::istringstream lines(slurp(out));
+    for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        if (rec["subcommand"] == "end") EXPECT_EQ(rec["exit_code"], 3);
+        if (rec["subcommand"] == "stress") (rec["complete"] == true ? summaries : intervals).push_back(rec);
+    }
+    ASSERT_EQ(intervals.size(), 1u) << "the run went on after its loss stopped being finite";
+    EXPECT_TRUE(intervals[0]["loss"].is_null());
+    EXPECT_EQ(intervals[0]["checks_passed"], false);
+    EXPECT_EQ(intervals[0]["loss_check"]["passed"], false);
+    EXPECT_EQ(intervals[0]["loss_check"]["nonfinite"]["workload"], 0);
+    EXPECT_EQ(intervals[0]["loss_check"]["nonfinite"]["after_step"], intervals[0]["global_step"]);
+    ASSERT_EQ(summaries.size(), 1u);
+    EXPECT_EQ(summaries[0]["checks_passed"], false);
+    EXPECT_EQ(summaries[0]["loss_check"], intervals[0]["loss_check"]);
+
+    const fs::path ok = scratch() / "sane-stress.jsonl";
+    fs::remove(ok);
+    const auto sane = run("stress --backend cpu --config " + small + " --duration 1s --interval 1s --out " + ok.string());
+    EXPECT_EQ(sane.code, 0) << sane.err;
+    EXPECT_NE(slurp(ok).find("\"loss_check\":{\"nonfinite\":null,\"passed\":true}"), std::string::npos) << slurp(ok);
+}
+
 }  // namespace
