@@ -5,14 +5,15 @@
 #   launch/soak.sh [-n NP] [--duration 72h] [--interval 30m] [--out FILE] [--bin PATH] [--dry-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source launch/options.sh
 np="" duration=72h interval=30m out="" bin=build/scalebench dry=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    -n|--np) np="$2"; shift 2 ;;
-    --duration) duration="$2"; shift 2 ;;
-    --interval) interval="$2"; shift 2 ;;
-    -o|--out) out="$2"; shift 2 ;;
-    --bin) bin="$2"; shift 2 ;;
+    -n|--np) needs_value soak.sh "$@"; np="$2"; shift 2 ;;
+    --duration) needs_value soak.sh "$@"; duration="$2"; shift 2 ;;
+    --interval) needs_value soak.sh "$@"; interval="$2"; shift 2 ;;
+    -o|--out) needs_value soak.sh "$@"; out="$2"; shift 2 ;;
+    --bin) needs_value soak.sh "$@"; bin="$2"; shift 2 ;;
     --dry-run) dry=echo; shift ;;
     -h|--help) sed -n 2,5p "$0"; exit 0 ;;
     *) echo "launch/soak.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;

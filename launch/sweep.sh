@@ -31,18 +31,19 @@ EOF
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 np="" sizes="" per_size=0 config="" backend="" out="" bin="$root/build/scalebench" bind=1 dry_run=0
+source "$root/launch/options.sh"
 mpirun_extra=() train_args=()
 while (($#)); do
   case $1 in
-    -n|--np) np=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
+    -n|--np) needs_value sweep.sh "$@"; np=$2; shift 2 ;;
+    --sizes) needs_value sweep.sh "$@"; sizes=$2; shift 2 ;;
     --per-size) per_size=1; shift ;;
-    -c|--config) config=$2; shift 2 ;;
-    --backend) backend=$2; shift 2 ;;
-    -o|--out) out=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;;
+    -c|--config) needs_value sweep.sh "$@"; config=$2; shift 2 ;;
+    --backend) needs_value sweep.sh "$@"; backend=$2; shift 2 ;;
+    -o|--out) needs_value sweep.sh "$@"; out=$2; shift 2 ;;
+    --bin) needs_value sweep.sh "$@"; bin=$2; shift 2 ;;
     --no-bind) bind=0; shift ;;
-    --mpirun-args) read -r -a mpirun_extra <<<"$2"; shift 2 ;;
+    --mpirun-args) needs_value sweep.sh "$@"; read -r -a mpirun_extra <<<"$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; train_args=("$@"); break ;;

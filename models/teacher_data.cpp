@@ -117,6 +117,12 @@ TeacherDataset::TeacherDataset(Ops& ops, const TeacherTask& task, int dataset_ba
     ops.synchronize();  // the host vectors and the staging buffer go away on return
 }
 
+double TeacherDataset::host_bytes(const TeacherTask& task, int dataset_batches, int local_rows) {
+    const double rows = static_cast<double>(local_rows) * dataset_batches;
+    const double teacher = static_cast<double>(task.teacher_hidden) * (task.input_dim + task.num_classes) * sizeof(double);
+    return teacher + rows * (static_cast<double>(task.input_dim) * sizeof(float) + sizeof(int32_t));
+}
+
 Tensor TeacherDataset::inputs(int64_t step) const {
     const size_t offset = static_cast<size_t>(slot(step)) * local_rows_ * task_.input_dim * dtype_size(dtype_);
     return Tensor{static_cast<char*>(inputs_.get()) + offset, dtype_, local_rows_, task_.input_dim};

@@ -37,6 +37,10 @@ public:
     Tensor inputs(int64_t step) const override;
     const int32_t* labels(int64_t step) const override;
 
+    // The host memory the constructor holds at its peak: the teacher network's weights (fp64)
+    // and the rank's batches as generated (fp32 inputs, int32 labels) before their upload.
+    static double host_bytes(const TeacherTask& task, int dataset_batches, int local_rows);
+
     int local_rows() const { return local_rows_; }
     int dataset_batches() const { return dataset_batches_; }
 

@@ -26,8 +26,12 @@ Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input i
 with a one-line reason and exit 2: a missing file, a line that is not a valid record (not
 UTF-8, not JSON, a needed field missing or of the wrong type; FILE:LINE named; with
 --skip-bad-lines it is skipped with a warning instead), a file without any valid record, or
-files without any train/comm record. A run whose start record has no end record is named in a
-warning as cut short.
+files without any train/comm record, or a number outside its plausible range (a negative
+throughput, a 300-digit time). An output it cannot write is refused before any file is read,
+with one line and exit 2: a folder it cannot create or write in (-o), or a plot's file that
+exists and is a folder or another non-regular file; a plot that still cannot be written (a
+full disk) exits 1 naming the file, and leaves no partial file. A run whose start record has
+no end record is named in a warning as cut short.
 """
 
 import argparse
@@ -90,10 +94,20 @@ def read_jsonl(path, skip_bad_lines, runs):
             yield number, record
 
 
-def number(record, key, where):
+# The plausible range of each number drawn (as `scalebench report` checks them).
+RANGES = {"samples_per_s": (0, 1e15), "scaling_efficiency": (0, 100), "step_ms": (0, 1e9),
+          "compute_ms": (0, 1e9), "exposed_comm_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
+          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6)}
+
+
+def number(record, key, where, field=None):
+    """record[key], a finite number inside the range of `field` (default: key) in RANGES."""
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{where}: field '{key}' is {json.dumps(value)}, expected a number")
+        raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:40]}, expected a number")
+    lo, hi = RANGES.get(field or key, (-math.inf, math.inf))
+    if not lo <= value <= hi:
+        raise InputError(f"{where}: field '{key}' is {value:g}, expected a number from {lo:g} to {hi:g}")
     return float(value)
 
 
@@ -101,7 +115,7 @@ def median_of(record, key, where):
     value = record.get(key)
     if not isinstance(value, dict):
         raise InputError(f"{where}: field '{key}' is {json.dumps(value)}, expected a summary with 'median'")
-    return number(value, "median", f"{where}: {key}")
+    return number(value, "median", f"{where}: {key}", field=key)
 
 
 def mapping(record, key, where):
@@ -155,8 +169,10 @@ class Series:
 
     @property
     def label(self):
+        """As drawn: a `$` escaped, so a name from a record is text, never matplotlib's math."""
         where = f" [{os.path.basename(self.file)}]" if self.file_in_label else ""
-        return f"{self.system}{where}: {self.config}" + (" (projected)" if self.projected else "")
+        text = f"{self.system}{where}: {self.config}" + (" (projected)" if self.projected else "")
+        return text.replace("$", r"\$")
 
     def sizes(self):
         return sorted(self.by_n)
@@ -329,10 +345,48 @@ def legend(ax, fig, count):
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
 
 
+class OutputError(Exception):
+    """A plot that could not be written although its path was checked: one line, exit 1."""
+
+
+PLOTS = ("efficiency", "throughput", "breakdown", "busbw")
+
+
+def output_problem(outdir, prefix, formats):
+    """Why the plots cannot go to outdir (None when they can), checked before any file is read
+    and without creating anything: the folder, or the nearest existing folder above it, must be
+    a folder this process can write in, and no plot's path may be a folder or special file."""
+    folder = os.path.abspath(outdir)
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"-o {outdir}: {folder} is not a folder"
+    # A folder of this process's own, made and removed: whether files and folders can be made
+    # there (what access() says for root on a read-only mount, or a full disk, is not enough).
+    probe = os.path.join(folder, f".plot_scaling-check-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as e:
+        verb = "write in" if folder == os.path.abspath(outdir) else "create folders in"
+        return f"-o {outdir}: cannot {verb} {folder}: {e.strerror or e}"
+    for name in PLOTS:
+        for fmt in formats:
+            path = os.path.join(outdir, f"{prefix}{name}.{fmt}")
+            if os.path.lexists(path) and not os.path.isfile(path):
+                return f"-o {outdir}: {path} exists and is not a regular file"
+    return None
+
+
 def save(fig, outdir, prefix, name, formats, written):
     for fmt in formats:
         path = os.path.join(outdir, f"{prefix}{name}.{fmt}")
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        try:
+            fig.savefig(path, dpi=150, bbox_inches="tight")
+        except OSError as e:
+            if os.path.isfile(path):
+                os.remove(path)  # no partial plot left behind
+            raise OutputError(f"{path}: cannot write the plot: {e.strerror or e}")
         written.append(path)
 
 
@@ -497,6 +551,9 @@ def main(argv):
     for f in formats:
         if f not in ("png", "svg", "pdf"):
             raise InputError(f"--formats: '{f}' is not png, svg or pdf")
+    problem = output_problem(args.outdir, args.prefix, formats)
+    if problem:
+        raise InputError(problem)
 
     train, comm = load(args.files, labels, args.skip_bad_lines)
 
@@ -508,7 +565,10 @@ def main(argv):
         print(f"{PROG}: error: matplotlib is missing ({e}); install python3-matplotlib and run with "
               "/usr/bin/python3", file=sys.stderr)
         return 1
-    os.makedirs(args.outdir, exist_ok=True)
+    try:
+        os.makedirs(args.outdir, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"-o {args.outdir}: cannot create the folder: {e.strerror or e}")
     # Measured before projected, so a projection is drawn over the measurement it predicts.
     order = lambda s: (s.system, s.config, s.file or "", s.projected)
     train.sort(key=order)
@@ -525,8 +585,13 @@ def main(argv):
         plot_busbw(plt, comm, style_for(comm), args.outdir, args.prefix, formats, written)
     else:
         print(f"{PROG}: note: no comm records: no busbw plot (run `scalebench comm` for one)", file=sys.stderr)
-    for path in written:
-        print(path)
+    try:
+        for path in written:
+            print(path)
+        sys.stdout.flush()
+    except OSError as e:  # stdout on a full disk: say so once, not in a traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise OutputError(f"cannot write the standard output: {e.strerror or e}")
     return 0
 
 
@@ -536,3 +601,6 @@ if __name__ == "__main__":
     except InputError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except OutputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(1)

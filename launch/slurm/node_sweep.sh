@@ -27,18 +27,19 @@ EOF
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 nodes="" gpus=8 tasks="" dir="" name=scalebench-node-sweep time_limit=01:00:00 parallel=0
+source "$root/launch/options.sh"
 launcher=${SCALEBENCH_LAUNCHER:-srun}
 sbatch_extra=() train_args=()
 while (($#)); do
   case $1 in
-    --nodes) nodes=$2; shift 2 ;;
-    --gpus-per-node) gpus=$2; shift 2 ;;
-    --tasks-per-node) tasks=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --job-name) name=$2; shift 2 ;;
-    --time) time_limit=$2; shift 2 ;;
-    --launcher) launcher=$2; shift 2 ;;
-    --sbatch-args) read -r -a sbatch_extra <<<"$2"; shift 2 ;;
+    --nodes) needs_value node_sweep.sh "$@"; nodes=$2; shift 2 ;;
+    --gpus-per-node) needs_value node_sweep.sh "$@"; gpus=$2; shift 2 ;;
+    --tasks-per-node) needs_value node_sweep.sh "$@"; tasks=$2; shift 2 ;;
+    --dir) needs_value node_sweep.sh "$@"; dir=$2; shift 2 ;;
+    --job-name) needs_value node_sweep.sh "$@"; name=$2; shift 2 ;;
+    --time) needs_value node_sweep.sh "$@"; time_limit=$2; shift 2 ;;
+    --launcher) needs_value node_sweep.sh "$@"; launcher=$2; shift 2 ;;
+    --sbatch-args) needs_value node_sweep.sh "$@"; read -r -a sbatch_extra <<<"$2"; shift 2 ;;
     --parallel) parallel=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; train_args=("$@"); break ;;

@@ -20,9 +20,14 @@
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/results.h"
 
 namespace sb {
+
+namespace {
+constexpr int kMaxLaunches = 1000000;
+}  // namespace
 
 void add_comm_options(CLI::App& sub, CommOptions& o) {
     // A flag given twice takes its last value, as in `scalebench train`.
@@ -87,9 +92,13 @@ CommPlan plan_comm(const CommOptions& o, int world_size) {
             throw UserError(fmt::format("-e {}: smaller than one {} element ({} bytes)", p.max_bytes,
                                         nccl_type_name(d), dtype_size(d)));
 
-    if (o.iters < 1) throw UserError(fmt::format("-n {}: at least one timed launch per size", o.iters));
-    if (o.warmup_iters < 0) throw UserError(fmt::format("-w {}: cannot be negative", o.warmup_iters));
-    if (o.check < 0) throw UserError(fmt::format("-c {}: cannot be negative", o.check));
+    // A launch count past these would run for days (each launch costs microseconds at least).
+    if (o.iters < 1 || o.iters > kMaxLaunches)
+        throw UserError(fmt::format("-n {}: from 1 to {} timed launches per size", o.iters, kMaxLaunches));
+    if (o.warmup_iters < 0 || o.warmup_iters > kMaxLaunches)
+        throw UserError(fmt::format("-w {}: from 0 to {} warm-up launches", o.warmup_iters, kMaxLaunches));
+    if (o.check < 0 || o.check > kMaxLaunches)
+        throw UserError(fmt::format("-c {}: from 0 to {} checked runs", o.check, kMaxLaunches));
     p.sweep.iters = o.iters;
     p.sweep.warmup_iters = o.warmup_iters;
     p.sweep.check_iters = o.check;
@@ -116,6 +125,32 @@ CommPlan plan_comm(const CommOptions& o, int world_size) {
     }
     p.out = o.out;
     return p;
+}
+
+CommBuffers largest_buffers(const CommPlan& p) {
+    CommBuffers largest;
+    for (int n : p.scaling)
+        for (const Collective* c : p.collectives)
+            for (DType dtype : p.dtypes) {
+                const size_t elt = dtype_size(dtype);
+                for (size_t bytes : p.sweep.sizes) {
+                    const CollectiveCounts k = c->counts(bytes / elt, elt, n);
+                    // Out of place a send and a recv buffer; in place recv holds either.
+                    const double need = static_cast<double>(k.send + std::max(k.send, k.recv)) * elt;
+                    if (need > largest.bytes)
+                        largest = {need, fmt::format("{}, {}, world size {}", c->name, nccl_type_name(dtype), n)};
+                }
+            }
+    return largest;
+}
+
+std::string comm_memory_problem(const CommPlan& p, double free_bytes, const std::string& who, const std::string& where) {
+    const CommBuffers need = largest_buffers(p);
+    if (free_bytes <= 0 || need.bytes <= free_bytes) return "";
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return fmt::format("-e {}: the sweep's buffers need {:.0f} bytes ({:.2f} GiB) per rank ({}: send and receive "
+                       "buffers), but {} has {:.0f} bytes ({:.2f} GiB, {}): use a smaller -e",
+                       p.max_bytes, need.bytes, need.bytes / gib, need.sweep, who, free_bytes, free_bytes / gib, where);
 }
 
 namespace {
@@ -261,6 +296,9 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
 
     if (opts.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(plan.backend, Precision::fp32, world);
+    const auto [free_bytes, where] = memory_free_to_rank(*ops);
+    const ProcessInfo& me = process_info();
+    agree_on_errors(world, comm_memory_problem(plan, free_bytes, fmt::format("rank {} on {}", rank, me.host), where));
     begin_run({plan.out}, "comm", world);
     const nlohmann::json environment = run_environment(*ops, world);
     const std::vector<nlohmann::json> devices = gather_json(device_line(*ops), world);
@@ -283,19 +321,19 @@ int run_comm(const CommOptions& opts, MPI_Comm world) {
                     if (rank == 0) {
                         if (shared_gpu_enabled()) std::printf("# %s\n", kSharedGpuNote);
                         std::fputs(preamble(*c, plan, backend, n, size, devices).c_str(), stdout);
-                        std::fflush(stdout);
+                        flush_stdout();
                     }
                     const SweepResult r = run_sweep(*c, o, *ops, *comm, sub, [&](const SweepResult& res, const SweepRow& row) {
                         if (rank != 0) return;
-                        std::fputs(format_row(res, row).c_str(), stdout);
-                        std::fflush(stdout);
                         append_record(plan.out, comm_size_record(res, row, backend));  // kept if the sweep is cut short
+                        std::fputs(format_row(res, row).c_str(), stdout);
+                        flush_stdout();
                     });
                     if (r.wrong_measurements > 0) wrong = 1;
                     if (rank == 0) {
                         std::fputs(format_footer(r).c_str(), stdout);
                         std::printf("# Collective test concluded: %s_perf\n\n", c->name);
-                        std::fflush(stdout);
+                        flush_stdout();
                         append_record(plan.out, comm_record(r, plan, backend, size, environment));
                     }
                 }

@@ -56,6 +56,20 @@ struct CommPlan {
 // Throws UserError naming the flag for anything wrong (the same on every rank).
 CommPlan plan_comm(const CommOptions& opts, int world_size);
 
+// The most memory one rank's sweep buffers take over the plan (send and receive buffers as
+// collectives/sweep.cpp allocates them, for every collective, dtype and world size swept),
+// and the sweep that takes it ("all_gather, float, world size 4").
+struct CommBuffers {
+    double bytes = 0;
+    std::string sweep;
+};
+CommBuffers largest_buffers(const CommPlan& plan);
+
+// "" when the plan's buffers fit the `free_bytes` (0: unknown) of memory free to rank `who`
+// ("rank 1 on node7"; `where` says what memory), else the refusal naming -e.
+std::string comm_memory_problem(const CommPlan& plan, double free_bytes, const std::string& who,
+                                const std::string& where);
+
 // Collective over `world`: every sweep of the plan; rank 0 prints the blocks and appends
 // the records. Returns 0, or 3 when a check found a wrong element.
 int run_comm(const CommOptions& opts, MPI_Comm world);

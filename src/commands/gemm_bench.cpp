@@ -25,9 +25,11 @@
 #include "models/cuda/stream_gate.h"
 #include "src/system/environment.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
 #include "src/core/results.h"
+#include "src/system/backend.h"
 
 namespace sb {
 
@@ -83,6 +85,11 @@ int64_t default_size(const std::string& dtype) { return dtype == "fp32" || dtype
 }  // namespace
 
 std::vector<GemmCase> gemm_cases(const GemmOptions& opts) {
+    constexpr int kMaxProducts = 1000000;  // more would run for days
+    if (opts.iters < 1 || opts.iters > kMaxProducts)
+        throw UserError(fmt::format("--iters {}: from 1 to {} timed products per case", opts.iters, kMaxProducts));
+    if (opts.warmup < 0 || opts.warmup > kMaxProducts)
+        throw UserError(fmt::format("--warmup {}: from 0 to {} untimed products", opts.warmup, kMaxProducts));
     for (const auto& d : opts.dtypes)
         if (std::find(kDtypes.begin(), kDtypes.end(), d) == kDtypes.end())
             throw UserError(fmt::format("--dtype '{}': expected one of fp16, bf16, fp32, tf32", d));
@@ -543,24 +550,24 @@ std::string report_and_write(const std::vector<std::string>& gathered, const nlo
 }  // namespace
 
 int run_gemm(const GemmOptions& opts, MPI_Comm world) {
-    // Options are the same on every rank, so every rank finds the same fault: agreed.
-    std::vector<GemmCase> cases;
-    try {
-        if (opts.iters < 1) throw UserError(fmt::format("--iters {}: must be at least 1", opts.iters));
-        if (opts.warmup < 0) throw UserError(fmt::format("--warmup {}: must be 0 or more", opts.warmup));
-        if (opts.out.empty()) throw UserError("--out: needs a file path");
-        cases = gemm_cases(opts);
-    } catch (const UserError& e) {
-        throw AgreedError(e.what());
-    }
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    // Checked before any work, the output by rank 0 (which writes it), agreed by every rank.
+    std::vector<GemmCase> cases;
+    std::string error;
+    try {
+        cases = gemm_cases(opts);
+        if (rank == 0) error = results_file_problem(opts.out, "--out");
+    } catch (const UserError& e) {
+        error = e.what();
+    }
+    agree_on_errors(world, error);
     const nlohmann::json environment = collect_environment(world);  // collective
     if (rank == 0) {
         fmt::print("gemm: {} case(s) on each of {} rank(s), {} warm-up + {} timed products each\n", cases.size(), size,
                    opts.warmup, opts.iters);
-        std::fflush(stdout);
+        flush_stdout();
     }
 
     // A failing rank must not leave the others in the gather: failures travel as results.
@@ -579,12 +586,12 @@ int run_gemm(const GemmOptions& opts, MPI_Comm world) {
     if (rank == 0) {
         try {
             failure = report_and_write(gathered, environment, opts.out);
+            flush_stdout();
         } catch (const UserError& e) {
             failure = std::string("U") + e.what();
         } catch (const std::exception& e) {
             failure = std::string("I") + e.what();
         }
-        std::fflush(stdout);
     }
     failure = broadcast_string(failure, world);
     if (!failure.empty()) {

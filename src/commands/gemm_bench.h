@@ -40,9 +40,10 @@ struct GemmOptions {
 void add_gemm_options(CLI::App& sub, GemmOptions& opts);
 
 // Collective over `world`: every rank benchmarks the GPU of its local rank; rank 0 prints
-// the table and appends one record per (rank, case) to opts.out. Returns 0. A fault is
-// thrown on every rank alike (no rank is left waiting): AgreedError (a UserError) for bad
-// options or a rank without a GPU, std::runtime_error for an internal failure.
+// the table and appends one record per (rank, case) to opts.out. Returns 0. The options and
+// the output path (as train's --out) are checked before any work. A fault is thrown on every
+// rank alike (no rank is left waiting): AgreedError (a UserError) for bad options, an output
+// that cannot be written or a rank without a GPU, std::runtime_error for an internal failure.
 int run_gemm(const GemmOptions& opts, MPI_Comm world);
 
 // ---- the pieces, exposed for tests
@@ -54,7 +55,8 @@ struct GemmCase {
 
 // "MxNxK" or "N"; throws UserError naming --size.
 GemmCase parse_gemm_size(const std::string& text);
-// The cases opts asks for, in order; throws UserError naming --size or --dtype.
+// The cases opts asks for, in order; throws UserError naming --size, --dtype, --iters or
+// --warmup.
 std::vector<GemmCase> gemm_cases(const GemmOptions& opts);
 
 struct GemmTiming {

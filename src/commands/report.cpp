@@ -14,6 +14,8 @@
 
 #include "src/commands/stragglers.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
+#include "src/core/plausible.h"
 #include "src/core/results.h"
 
 namespace sb {
@@ -42,8 +44,62 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
+// The plausible range of each number a table shows, and whether it counts something (a whole
+// number): a record holding one outside is not shown, so nothing prints as a wrapped integer
+// or a 300-digit figure. Integer fields are read as 64-bit integers or reals, never as int.
+struct ShownNumber {
+    const char* key;
+    const char* part;  // the statistic of an object field ("median"), or nullptr
+    bool required, whole;
+    Plausible range;
+};
+constexpr double kMaxRanks = 1 << 24, kMaxBatch = 1 << 24;
+const ShownNumber kShownNumbers[] = {
+    {"world_size", nullptr, true, true, {1, false, kMaxRanks}},
+    {"local_batch", nullptr, false, true, {1, false, kMaxBatch}},
+    {"global_batch", nullptr, false, true, {1, false, kMaxBatch * kMaxRanks}},
+    {"samples_per_s", nullptr, true, false, {0, false, 1e15}},
+    {"samples_per_s_per_rank", nullptr, false, false, {0, false, 1e15}},
+    {"step_ms", "median", false, false, {0, false, 1e9}},
+    {"compute_ms", "median", false, false, {0, false, 1e9}},
+    {"exposed_comm_ms", "median", false, false, {0, false, 1e9}},
+    {"optimizer_ms", "median", false, false, {0, false, 1e9}},
+    {"allreduce_busbw_gbps", nullptr, false, false, {0, false, 1e6}},
+    {"scaling_efficiency", nullptr, false, false, {0, false, 100}},
+};
+
+// Why a shown number of record `r` cannot be shown, or "" (a missing optional one shows "-").
+std::string shown_number_problem(const nlohmann::json& r, const ShownNumber& n) {
+    const std::string name = n.part ? fmt::format("{}.{}", n.key, n.part) : n.key;
+    const auto it = r.find(n.key);
+    const nlohmann::json* v = it == r.end() ? nullptr : &*it;
+    if (v && n.part) v = v->is_object() && v->contains(n.part) ? &(*v)[n.part] : nullptr;
+    if (!v || v->is_null()) return n.required ? fmt::format("field '{}' is missing", name) : "";
+    if (!v->is_number()) return fmt::format("field '{}' is not a number", name);
+    const double x = v->get<double>();
+    if (n.whole && std::floor(x) != x) return fmt::format("field '{}' is not a whole number, got {:g}", name, x);
+    if (const std::string problem = implausible(x, n.range); !problem.empty())
+        return fmt::format("field '{}' {}", name, problem);
+    return "";
+}
+
+// A whole-number field (checked by shown_number_problem) as printed; "-" when missing.
+std::string whole(const nlohmann::json& r, const char* key) {
+    const auto it = r.find(key);
+    if (it == r.end() || !it->is_number()) return "-";
+    return it->is_number_integer() ? it->dump() : fmt::format("{:.0f}", it->get<double>());
+}
+
+// A table cell that cannot break its Markdown table: a `|` escaped, control characters (a
+// newline) written as \xNN.
+std::string markdown_cell(const std::string& s) {
+    std::string cell;
+    for (char c : printable(s)) cell += c == '|' ? std::string("\\|") : std::string(1, c);
+    return cell;
+}
+
 std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
     std::string quoted = "\"";
     for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
     return quoted + "\"";
@@ -63,7 +119,7 @@ void write_table(const std::vector<std::string>& header, const std::vector<std::
     }
     auto line = [&](const std::vector<std::string>& cells) {
         out << "|";
-        for (const auto& c : cells) out << " " << c << " |";
+        for (const auto& c : cells) out << " " << markdown_cell(c) << " |";
         out << "\n";
     };
     line(header);
@@ -83,8 +139,8 @@ std::string config_label(const nlohmann::json& record) {
         if (!source.empty() && source[0] != '<') workload = std::filesystem::path(source).stem().string();
     }
     const std::string mode = record.value("scaling_mode", std::string("?"));
-    const std::string batch = mode == "weak" ? fmt::format("batch {}/rank", record.value("local_batch", 0))
-                                             : fmt::format("global batch {}", record.value("global_batch", 0));
+    const std::string batch = mode == "weak" ? fmt::format("batch {}/rank", whole(record, "local_batch"))
+                                             : fmt::format("global batch {}", whole(record, "global_batch"));
     return fmt::format("{}, {}, {}, {}", workload, record.value("precision", std::string("?")), mode, batch);
 }
 
@@ -132,38 +188,54 @@ namespace {
 // wrong type, which read_scaling_records turns into a skipped line).
 std::vector<std::string> table_row(const nlohmann::json& r) {
     return {system_label(r), r.value("backend", "?"), r.value("model", "?"), r.value("precision", "?"),
-            r.value("scaling_mode", "?"), std::to_string(r["world_size"].get<int>()),
-            std::to_string(r.value("global_batch", 0)), fixed(number(r, "samples_per_s"), 1),
+            r.value("scaling_mode", "?"), whole(r, "world_size"),
+            whole(r, "global_batch"), fixed(number(r, "samples_per_s"), 1),
             fixed(number(r, "samples_per_s_per_rank"), 1), fixed(median_of(r, "step_ms"), 3),
             fixed(median_of(r, "compute_ms"), 3), fixed(median_of(r, "exposed_comm_ms"), 3),
             fixed(median_of(r, "optimizer_ms"), 3), fixed(number(r, "allreduce_busbw_gbps"), 2),
             percent(number(r, "scaling_efficiency"))};
 }
 
-// The stragglers a train record names (stragglers.h), one line each.
-std::vector<std::string> stragglers_of(const nlohmann::json& r) {
-    std::vector<std::string> lines;
+// The numbers of a straggler a train record names (stragglers.h), as kShownNumbers.
+const ShownNumber kStragglerNumbers[] = {
+    {"rank", nullptr, true, true, {0, false, kMaxRanks}},
+    {"compute_ms", nullptr, false, false, {0, false, 1e9}},
+    {"behind_ms", nullptr, false, false, {-1e9, false, 1e9}},
+    {"behind_fraction", nullptr, false, false, {-1e9, false, 1e9}},
+    {"median_rank_compute_ms", nullptr, false, false, {0, false, 1e9}},
+    {"behind_sigma_ms", nullptr, false, false, {0, false, 1e9}},
+};
+
+const nlohmann::json* stragglers_in(const nlohmann::json& r) {
     const auto check = r.find("straggler_check");
     if (check == r.end() || !check->is_object() || !check->contains("stragglers") || !(*check)["stragglers"].is_array())
-        return lines;
-    for (const nlohmann::json& s : (*check)["stragglers"]) try {
-            if (s.is_object()) lines.push_back(straggler_line(s));
-        } catch (const nlohmann::json::exception&) {  // a field of the wrong type: nothing to name
-        }
+        return nullptr;
+    return &(*check)["stragglers"];
+}
+
+// The stragglers a train record names, one line each (checked by scaling_record_problem).
+std::vector<std::string> stragglers_of(const nlohmann::json& r) {
+    std::vector<std::string> lines;
+    if (const nlohmann::json* stragglers = stragglers_in(r))
+        for (const nlohmann::json& s : *stragglers) lines.push_back(printable(straggler_line(s)));
     return lines;
 }
 
 // Why a train or project record cannot be shown, or "" when it can.
 std::string scaling_record_problem(const nlohmann::json& r) {
-    const auto n = r.find("world_size");
-    if (n == r.end() || !n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > (1 << 24))
-        return "field 'world_size' is missing or not a whole number from 1 to 2^24";
-    const auto t = r.find("samples_per_s");
-    if (t == r.end() || !t->is_number() || !std::isfinite(t->get<double>()))
-        return "field 'samples_per_s' is missing or not a number";
+    for (const ShownNumber& n : kShownNumbers)
+        if (const std::string problem = shown_number_problem(r, n); !problem.empty()) return problem;
+    if (const nlohmann::json* stragglers = stragglers_in(r))
+        for (const nlohmann::json& s : *stragglers) {
+            if (!s.is_object()) return "a straggler of 'straggler_check' is not an object";
+            for (const ShownNumber& n : kStragglerNumbers)
+                if (const std::string problem = shown_number_problem(s, n); !problem.empty())
+                    return "straggler_check: " + problem;
+        }
     try {
         table_row(r);
         config_label(r);
+        stragglers_of(r);
     } catch (const nlohmann::json::exception& e) {
         const std::string what = e.what();
         return "a field has the wrong type: " + what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2);

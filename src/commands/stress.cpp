@@ -23,6 +23,7 @@
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
@@ -304,7 +305,7 @@ public:
         fmt::print("{:>8} {:>11} {:>11} {:>3} {:>8} {:>11} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9}  {}\n", "interval",
                    "elapsed", "remaining", "w", "steps", "samples/s", "busy", "drift", "step ms", "p90", "max", "sdc",
                    "telemetry");
-        std::fflush(stdout);
+        flush_stdout();
     }
 
     // Collective: the steps of interval `index` until its time (or the run's) is up, with the
@@ -337,10 +338,13 @@ public:
                            global_step_);
             }
             if (plan_.sdc_check_every > 0 && global_step_ % plan_.sdc_check_every == 0) check();
-            // Rank 0's clock decides, so every rank runs the same steps.
+            // Rank 0's clock decides, so every rank runs the same steps. The run ends only once
+            // every workload has had an interval: should steps outlast the planned intervals, a
+            // workload still waiting gets one of at least one step.
             int stop = 0;
             if (rank_ == 0) {
-                if (seconds_since(start_) >= plan_.duration_s) stop = 2;
+                const bool every_workload_ran = static_cast<size_t>(index) + 1 >= plan_.workloads.size();
+                if (seconds_since(start_) >= plan_.duration_s) stop = every_workload_ran ? 2 : 1;
                 else if (seconds_since(interval_start) >= plan_.interval_s) stop = 1;
             }
             SB_CHECK_MPI(MPI_Bcast(&stop, 1, MPI_INT, 0, world_));
@@ -361,6 +365,15 @@ public:
     // appends its record and prints its row.
     void finish_interval(const Interval& iv) {
         const IntervalFigures f = reduce_interval(iv);
+        // A loss that stopped being finite (the same on every rank: reduced) fails the run:
+        // the model diverged, and every later step would train on NaN.
+        if (!std::isfinite(f.mean_loss) && diverged_.is_null()) {
+            diverged_ = nlohmann::json{{"workload", iv.workload}, {"after_step", global_step_}, {"interval", iv.index}};
+            if (rank_ == 0)
+                fmt::print(stderr, "stress: loss check FAILED: workload {} ({})'s loss is not finite after global step {} "
+                                   "(interval {}): the training diverged; the run stops here\n",
+                           iv.workload, plan_.workloads[static_cast<size_t>(iv.workload)].source, global_step_, iv.index);
+        }
         sdc_checks_total_ += iv.sdc_checks;
         sdc_events_total_ += static_cast<int>(iv.events.size());
         for (const SdcEvent& e : iv.events) {
@@ -386,7 +399,7 @@ public:
                    telemetry_brief(f.telemetry_by_rank));
         for (const nlohmann::json& s : f.straggler_check["stragglers"])
             fmt::print("  straggler in interval {}: {}\n", iv.index, straggler_line(s));
-        std::fflush(stdout);
+        flush_stdout();
     }
 
     // Rank 0: the summary per workload, printed and appended as the final record.
@@ -423,7 +436,8 @@ public:
             {"sdc_check_every", plan_.sdc_check_every},
             {"sdc_checks", sdc_checks_total_},
             {"sdc_events", sdc_events_all_},
-            {"checks_passed", sdc_events_total_ == 0},
+            {"loss_check", loss_check(diverged_)},
+            {"checks_passed", sdc_events_total_ == 0 && diverged_.is_null()},
             {"telemetry_by_rank", telemetry_total_},
             {"environment", environment_},
         };
@@ -431,7 +445,8 @@ public:
         fmt::print("results appended to {}\n", plan_.out);
     }
 
-    int exit_code() const { return sdc_events_total_ == 0 ? 0 : 3; }
+    int exit_code() const { return sdc_events_total_ == 0 && diverged_.is_null() ? 0 : 3; }
+    bool diverged() const { return !diverged_.is_null(); }
 
 private:
     // Collective over the world.
@@ -458,6 +473,11 @@ private:
         SB_CHECK_MPI(MPI_Allreduce(&loss, &f.mean_loss, 1, MPI_FLOAT, MPI_SUM, world_));
         f.mean_loss /= static_cast<float>(size_);
         return f;
+    }
+
+    // A record's loss_check: passed, or where the loss stopped being finite.
+    static nlohmann::json loss_check(const nlohmann::json& diverged) {
+        return {{"passed", diverged.is_null()}, {"nonfinite", diverged}};
     }
 
     static void print_divergence(const SdcEvent& e) {
@@ -524,12 +544,13 @@ private:
             {"wall_samples_per_s", steps * trainer.global_batch() / iv.seconds},
             {"busy_pct", f.busy_pct},
             {"drift_pct", drift_pct},
-            {"loss", f.mean_loss},
+            {"loss", std::isfinite(f.mean_loss) ? nlohmann::json(f.mean_loss) : nlohmann::json()},
+            {"loss_check", loss_check(std::isfinite(f.mean_loss) ? nlohmann::json() : diverged_)},
             {"sdc_check_every", plan_.sdc_check_every},
             {"sdc_checks", iv.sdc_checks},
             {"sdc_check_ms", 1000.0 * iv.sdc_check_s},
             {"sdc_events", event_json},
-            {"checks_passed", iv.events.empty()},
+            {"checks_passed", iv.events.empty() && std::isfinite(f.mean_loss)},
             {"telemetry_by_rank", f.telemetry_by_rank},
             {"straggler_check", f.straggler_check},
             {"config", to_json(cfg)},
@@ -573,6 +594,7 @@ private:
     std::vector<nlohmann::json> sdc_events_all_;
     std::vector<nlohmann::json> telemetry_total_;
     int64_t global_step_ = 0, sdc_checks_total_ = 0;
+    nlohmann::json diverged_;  // where the loss first stopped being finite (workload, step, interval); null: never
     int sdc_events_total_ = 0;
     Clock::time_point start_;
 };
@@ -585,7 +607,7 @@ int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nloh
     for (int index = 0;; ++index) {
         const Interval interval = soak.run_interval(index);
         soak.finish_interval(interval);
-        if (interval.last) break;
+        if (interval.last || soak.diverged()) break;
     }
     soak.finish();
     return soak.exit_code();
@@ -634,6 +656,13 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
     StressPlan plan;
     plan.duration_s = parse_duration(o.duration, "--duration");
     plan.interval_s = parse_duration(o.interval, "--interval");
+    // Workloads alternate interval by interval: each needs an interval of its own.
+    const double intervals = std::ceil(plan.duration_s / plan.interval_s);
+    if (static_cast<double>(workloads.size()) > intervals)
+        throw UserError(fmt::format("--duration {} in intervals of {} (--interval) gives {} interval{}, fewer than the {} "
+                                    "workloads of --config, which alternate interval by interval: give a longer "
+                                    "--duration or a shorter --interval",
+                                    o.duration, o.interval, intervals, intervals == 1 ? "" : "s", workloads.size()));
     if (o.sdc_check_every && *o.sdc_check_every < 0)
         throw UserError(fmt::format("--sdc-check-every {}: must be >= 0", *o.sdc_check_every));
     // One period for the whole run (steps are counted across the alternating workloads).

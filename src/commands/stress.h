@@ -88,7 +88,8 @@ std::vector<SdcEvent> check_replicas(DataParallelTrainer& trainer, MPI_Comm comm
 
 // Collective over `world`: the whole soak with `ops` built for the plan's backend and
 // precision. Rank 0 prints progress and appends the records. Returns 0, or 3 when a
-// replica check found a divergence.
+// replica check found a divergence or the loss stopped being finite (the run stops after that
+// interval; its records' loss_check say where).
 int run_stress_plan(const StressPlan& plan, Ops& ops, MPI_Comm world, const nlohmann::json& environment);
 
 // Collective over `world`: loads and checks the configs, builds the backend, collects

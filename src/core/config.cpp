@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/core/errors.h"
+#include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/yaml_fields.h"
 
@@ -594,19 +595,16 @@ private:
 namespace {
 
 // The position of the first byte that is not valid UTF-8 (JSON records need UTF-8), as
-// 1-based line and column; {0, 0} when the text is valid.
+// 1-based line and column (in characters); {0, 0} when the text is valid.
 std::pair<int, int> first_invalid_utf8(const std::string& text) {
-    int line = 1, column = 1;
-    for (size_t i = 0; i < text.size();) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        bool ok = length != 0 && i + length <= text.size() && !(length == 2 && c < 0xC2);
-        for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-        if (!ok) return {line, column};
-        if (c == '\n') { ++line; column = 1; } else { ++column; }
-        i += length;
-    }
-    return {0, 0};
+    const size_t at = invalid_utf8_at(text);
+    if (at == std::string::npos) return {0, 0};
+    const size_t line_start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    const auto column = 1 + std::count_if(text.begin() + static_cast<std::ptrdiff_t>(line_start),
+                                          text.begin() + static_cast<std::ptrdiff_t>(at),
+                                          [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+    return {static_cast<int>(line), static_cast<int>(column)};
 }
 
 // The line of a document marker ("---" or "...") that starts a second document, or 0.
@@ -713,8 +711,9 @@ void YamlFields::fail(const YAML::Node& value, const YAML::Node& key_node, const
 void YamlFields::fail_at(const YAML::Mark& mark, const std::string& reason) const { impl_->reader.fail_at(mark, reason); }
 
 std::string key_origin(const TrainConfig& cfg, const FlagKeys& flags, const std::string& key) {
-    if (auto flag = flags.find(key); flag != flags.end()) return flag->second;
     const std::string top = key.substr(0, key.find_first_of(".["));
+    if (auto flag = flags.find(key); flag != flags.end()) return flag->second;
+    if (auto flag = flags.find(top); flag != flags.end()) return flag->second;  // scaling[1] of --scaling
     if (auto mark = cfg.key_marks.find(top); mark != cfg.key_marks.end())
         return fmt::format("{}: key '{}'", mark->second, key);
     return fmt::format("{}: key '{}'", cfg.source, key);
@@ -784,6 +783,9 @@ void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
     check.real("optimizer.eps", opt.eps, kPositive);
     check.real("bucket_mb", cfg.bucket_mb, number_text(cfg.bucket_mb), kBucketMbRange);
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
+    if (const size_t at = invalid_utf8_at(cfg.out); at != std::string::npos)
+        check.report("out", fmt::format("is not UTF-8 text (byte {} of the path), which records, being JSON, cannot hold",
+                                        at + 1));
 }
 
 std::vector<int> world_sizes(const TrainConfig& cfg, int launched) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -52,11 +53,37 @@ std::filesystem::path existing_ancestor(const std::filesystem::path& path) {
 
 }  // namespace
 
+void flush_stdout() {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+        throw std::runtime_error(fmt::format("cannot write the standard output: {}", std::strerror(errno)));
+}
+
+size_t invalid_utf8_at(const std::string& text) {
+    for (size_t i = 0; i < text.size();) {
+        const auto lead = static_cast<unsigned char>(text[i]);
+        // Continuation bytes after the lead byte, and the smallest code point of that length
+        // (so an overlong form is invalid); surrogates and code points past U+10FFFF are too.
+        const int more = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xe ? 2 : (lead >> 3) == 0x1e ? 3 : -1;
+        if (more < 0 || text.size() - i <= static_cast<size_t>(more)) return i;
+        uint32_t code = more == 0 ? lead : lead & (0x3f >> more);
+        for (int k = 1; k <= more; ++k) {
+            const auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+            if ((c >> 6) != 0x2) return i;
+            code = (code << 6) | (c & 0x3f);
+        }
+        static constexpr uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+        if (code < kSmallest[more] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return i;
+        i += static_cast<size_t>(more) + 1;
+    }
+    return std::string::npos;
+}
+
 std::string printable(const std::string& text) {
+    const bool utf8 = invalid_utf8_at(text) == std::string::npos;
     std::string out;
     for (const char c : text) {
         const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f)
+        if (u < 0x20 || u == 0x7f || (!utf8 && u >= 0x80))
             out += fmt::format("\\x{:02x}", u);
         else
             out += c;
@@ -106,6 +133,10 @@ std::string read_input_file(const std::string& path, const std::string& what, in
 }
 
 std::string read_text_file(const std::string& path, const std::string& what) {
+    if (const size_t at = invalid_utf8_at(path); at != std::string::npos)
+        throw UserError(fmt::format("{}: cannot read {}: the path is not UTF-8 text (byte 0x{:02x} at offset {}), "
+                                    "which records, being JSON, cannot hold",
+                                    printable(path), what, static_cast<unsigned char>(path[at]), at));
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
         std::lock_guard<std::mutex> lock(g_mutex);
@@ -130,6 +161,9 @@ std::string output_path_problem(const std::string& path, const std::string& flag
             return fmt::format("{}: the path holds a control character (byte 0x{:02x} at offset {}); choose "
                                "another name", name, u, i);
     }
+    if (const size_t at = invalid_utf8_at(path); at != std::string::npos)
+        return fmt::format("{}: the path is not UTF-8 text (byte 0x{:02x} at offset {}), which records, being JSON, "
+                           "cannot hold; choose another name", name, static_cast<unsigned char>(path[at]), at);
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) return fmt::format("{}: is a folder, not a results file", name);

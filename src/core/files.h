@@ -25,16 +25,27 @@ std::string read_input_file(const std::string& path, const std::string& what, in
 
 // A YAML input (config, hardware profile, scenario): read_input_file with kMaxYamlBytes,
 // remembered so that no output of this process may be the same file (output_path_problem);
-// a path already checked as an output is refused.
+// a path already checked as an output is refused, and so is a path that is not UTF-8 (it is
+// written into the records).
 std::string read_text_file(const std::string& path, const std::string& what);
 
 // Empty when `path` may take appended records, else one line naming `flag` (when given) and
-// the path: empty, a control character in it, a folder or special file (FIFO, device,
+// the path: empty, a control character or invalid UTF-8 in it, a folder or special file (FIFO, device,
 // socket), a YAML input of this process, or a file or folder that cannot be written. Nothing
 // is left behind: a file it creates to test is removed, and missing folders are only checked.
 std::string output_path_problem(const std::string& path, const std::string& flag = "");
 
-// `text` with control characters as \xNN, for messages that must stay one line.
+// Flushes standard output; a table that could not be printed whole (stdout on a full disk,
+// /dev/full) throws std::runtime_error "cannot write the standard output: why", an internal
+// failure (exit 1), so a long run does not go on printing into nothing.
+void flush_stdout();
+
+// The offset of the first byte of `text` that is not part of valid UTF-8, or npos: records are
+// JSON, whose strings must be UTF-8, so a path or name bound for a record is checked up front.
+size_t invalid_utf8_at(const std::string& text);
+
+// `text` with control characters as \xNN, for messages that must stay one line; in text that
+// is not UTF-8, every byte past ASCII too.
 std::string printable(const std::string& text);
 
 // The folders above `file` that do not exist yet, created outermost first; throws

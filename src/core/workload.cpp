@@ -67,6 +67,17 @@ BatchShape batch_shape(const TrainConfig& cfg) {
     return {cfg.mlp.input_dim, dtype, 1};
 }
 
+double dataset_host_bytes(const TrainConfig& cfg, int local_rows) {
+    const double rows = local_rows;
+    const BatchShape batch = batch_shape(cfg);
+    if (cfg.model == "transformer")  // ids and labels of every batch
+        return rows * cfg.dataset_batches * static_cast<double>(batch.cols + batch.labels_per_row) * sizeof(int32_t);
+    if (cfg.model == "resnet")  // one batch of fp32 images, the labels of every batch
+        return rows * (static_cast<double>(batch.cols) * sizeof(float) + cfg.dataset_batches * sizeof(int32_t));
+    return TeacherDataset::host_bytes(TeacherTask{cfg.mlp.input_dim, cfg.mlp.num_classes, cfg.mlp.teacher_hidden, cfg.seed},
+                                      cfg.dataset_batches, local_rows);
+}
+
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
                                         int local_rows) {
     if (cfg.model == "transformer")

@@ -42,4 +42,10 @@ BatchShape batch_shape(const TrainConfig& cfg);
 std::unique_ptr<Dataset> create_dataset(const TrainConfig& cfg, Ops& ops, int global_batch, int rank,
                                         int local_rows);
 
+// The host memory create_dataset holds while it builds one rank's dataset, besides the
+// dataset's own buffers (which the projection's trace counts as `data`): the teacher network
+// and the generated batches of an MLP, the generated tokens of a transformer, one generated
+// batch of images of a ResNet. The memory footprint check counts it.
+double dataset_host_bytes(const TrainConfig& cfg, int local_rows);
+
 }  // namespace sb

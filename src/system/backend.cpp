@@ -174,11 +174,31 @@ double host_available_bytes() {
     return 0;
 }
 
-// (bytes free to this rank, where they come from), or 0 bytes when unknown.
-std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
+// The host's available memory shared by the ranks on the host, and where it comes from.
+std::pair<double, std::string> host_memory_free_to_rank() {
     const ProcessInfo& p = process_info();
+    const double available = host_available_bytes();
+    if (p.local_size <= 1) return {available, "host memory available"};
+    return {available / p.local_size,
+            fmt::format("host memory available, {} shared by {} ranks", gib(available), p.local_size)};
+}
+
+// "" when `needed` bytes fit `free_to_rank` (or it is unknown), else the refusal.
+std::string shortfall(double needed, const std::pair<double, std::string>& free_to_rank, const std::string& what_needs,
+                      const std::string& parts, const std::string& remedy) {
+    const auto& [free_bytes, where] = free_to_rank;
+    if (free_bytes <= 0 || needed <= free_bytes) return "";
+    const ProcessInfo& p = process_info();
+    return fmt::format("{} needs {} per rank ({}), but rank {} on {} has {} ({}): {}", what_needs, gib(needed), parts,
+                       p.world_rank, p.host, gib(free_bytes), where, remedy);
+}
+
+}  // namespace
+
+std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 #ifdef SCALEBENCH_HAVE_CUDA
     if (ops.name() == "cuda") {
+        const ProcessInfo& p = process_info();
         size_t free_bytes = 0, total_bytes = 0;
         if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
             (void)cudaGetLastError();  // unknown is no refusal; clear it so no later launch check reports it
@@ -193,20 +213,15 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
     }
 #endif
     (void)ops;
-    const double available = host_available_bytes();
-    if (p.local_size <= 1) return {available, "host memory available"};
-    return {available / p.local_size,
-            fmt::format("host memory available, {} shared by {} ranks", gib(available), p.local_size)};
+    return host_memory_free_to_rank();
 }
 
-}  // namespace
-
 void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world) {
-    int size = 1;
-    SB_CHECK_MPI(MPI_Comm_size(world, &size));
-    std::string error, what_needs;
-    double needed = 0;
+    std::string error, what_needs, teachers;
+    double needed = 0, host_needed = 0;  // on the backend; on the host while the data is generated
     try {
+        int size = 1;
+        SB_CHECK_MPI(MPI_Comm_size(world, &size));
         for (const TrainConfig& cfg : workloads) {
             int batch = 0;
             for (int n : world_sizes(cfg, size)) batch = std::max(batch, per_rank_batch(cfg, n));
@@ -214,16 +229,23 @@ void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops
             if (cfg.model == "resnet") resolved.conv_engine = resolve_conv_engine(cfg, ops);
             const StepTrace trace = trace_step(resolved, batch);
             needed += trace.memory.total();  // the projection's footprint, the dataset's batches included
+            host_needed += dataset_host_bytes(cfg, batch);
             what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
                                       cfg.source, trace.model, trace.num_params, batch);
+            if (cfg.model == "mlp")
+                teachers += fmt::format("{}{}mlp.teacher_hidden {}", teachers.empty() ? "" : ", ",
+                                        workloads.size() > 1 ? cfg.source + "'s " : "", cfg.mlp.teacher_hidden);
         }
-        const auto [free_bytes, what] = memory_free_to_rank(ops);
-        if (free_bytes > 0 && needed > free_bytes) {
-            const ProcessInfo& p = process_info();
-            error = fmt::format("{} needs {} per rank (parameters, gradients, optimizer state, activations and "
-                                "data{}), but rank {} on {} has {} ({}): use a smaller model or batch",
-                                what_needs, gib(needed), workloads.size() > 1 ? ", every workload held at once" : "",
-                                p.world_rank, p.host, gib(free_bytes), what);
+        const std::string parts = fmt::format("parameters, gradients, optimizer state, activations and data{}",
+                                              workloads.size() > 1 ? ", every workload held at once" : "");
+        const std::string generation =
+            "the data as generated on the host" + (teachers.empty() ? "" : ", labelled by a teacher network of " + teachers);
+        const std::string remedy = "use a smaller model or batch" + (teachers.empty() ? "" : std::string(" (or mlp.teacher_hidden)"));
+        if (ops.name() == "cuda") {
+            error = shortfall(needed, memory_free_to_rank(ops), what_needs, parts, remedy);
+            if (error.empty()) error = shortfall(host_needed, host_memory_free_to_rank(), what_needs, generation, remedy);
+        } else {
+            error = shortfall(needed + host_needed, memory_free_to_rank(ops), what_needs, parts + "; " + generation, remedy);
         }
     } catch (const std::exception& e) {
         error = fmt::format("{}: the workload's memory footprint could not be computed: {}", workloads.front().source,

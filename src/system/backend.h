@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -99,8 +100,15 @@ std::optional<double> device_peak_tflops(Ops& ops);
 // state, activations and workspace as the model's own code asks for them, traced without
 // allocating, plus the data shard, at each workload's largest local batch; against the memory
 // free to that rank: the GPU's free memory, or the host's available memory shared by the
-// ranks on the host. Too little is an AgreedError naming both sizes.
+// ranks on the host; and the host memory the data is generated in (dataset_host_bytes: an MLP's
+// teacher network) against the host's, added to the rest on the CPU. Too little is an
+// AgreedError naming both sizes.
 void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world);
+
+// (bytes free to this rank, where they come from): the GPU's free memory (shared by the ranks
+// sharing the GPU) for the CUDA backend, else the host's available memory shared by the ranks
+// on the host; 0 bytes when unknown.
+std::pair<double, std::string> memory_free_to_rank(const Ops& ops);
 
 class Telemetry {
 public:

@@ -350,7 +350,7 @@ TEST(Records, StressWorkloadsThatFitAloneButNotTogetherAreRefused) {
     std::ofstream(config) << "mlp:\n  input_dim: " << width << "\n  hidden: [" << width << "]\n  num_classes: 2\n"
                           << "batch_size: 1\noptimizer: {kind: adamw}\n";
     fs::remove(out);
-    const Refusal r = refuse("stress --config " + config + "," + config + " --backend cpu --duration 1s --out " + out);
+    const Refusal r = refuse("stress --config " + config + "," + config + " --backend cpu --duration 2s --interval 1s --out " + out);
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("every workload held at once"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));

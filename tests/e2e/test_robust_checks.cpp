@@ -123,4 +123,91 @@ TEST(RobustChecks, ImplausibleNumbersInFlagsProfilesAndRecordsAreRefused) {
     }
 }
 
+// Refused once (rank 0 prints one line for every rank), exit 2, with no record written.
+void expect_refused_once(const sb::e2e::Result& r, const std::string& says, const fs::path& out) {
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("scalebench: error: " + says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("scalebench:", r.err.find("scalebench:") + 1), std::string::npos) << "said more than once:\n"
+                                                                                          << r.err;
+    EXPECT_FALSE(fs::exists(out)) << "a refused run wrote " << out;
+}
+
+TEST(RobustChecks, CommBuffersLargerThanMemoryAndEndlessLaunchCountsAreRefusedOnce) {
+    const fs::path out = scratch() / "comm.jsonl";
+    fs::remove(out);
+    // 1 TiB all-reduced needs 2 TiB per rank (send and receive buffers): more than any CI host.
+    auto r = run("comm --backend mpi -b 1024G -e 1024G --out " + out.string(), 2);
+    expect_refused_once(r, "-e 1099511627776: the sweep's buffers need 2199023255552 bytes (2048.00 GiB) per rank "
+                           "(all_reduce, float, world size 2: send and receive buffers), but rank ", out);
+    EXPECT_NE(r.err.find("use a smaller -e"), std::string::npos) << r.err;
+    // all_gather's receive buffer is the whole size, its send buffer a rank's share of it.
+    r = run("comm --backend mpi --op all_gather -b 1024G -e 1024G --out " + out.string(), 2);
+    expect_refused_once(r, "-e 1099511627776: the sweep's buffers need 1649267441664 bytes (1536.00 GiB) per rank "
+                           "(all_gather, float, world size 2: send and receive buffers)", out);
+    for (const std::string& flag : {std::string("-n 1000001"), std::string("-w 1000001"), std::string("-c 1000001")})
+        expect_refused_once(run("comm --backend mpi -b 8 -e 8 " + flag + " --out " + out.string(), 2),
+                            flag + ": from ", out);
+}
+
+TEST(RobustChecks, AnMlpTeacherTooLargeForMemoryIsRefusedNamingTheKey) {
+    const fs::path out = scratch() / "teacher.jsonl", config = scratch() / "teacher.yaml";
+    fs::remove(out);
+    // The teacher labelling the data holds 2^20 x (16384 + 2) fp64 weights: 128 GiB, on the host,
+    // while the model it labels for is 1 MiB.
+    std::ofstream(config) << "model: mlp\nmlp:\n  input_dim: 16384\n  hidden: [16]\n  num_classes: 2\n"
+                             "  teacher_hidden: 1048576\nbatch_size: 4\nsteps: 2\nwarmup: 0\n";
+    const auto r = run("train --backend cpu --config " + config.string() + " --out " + out.string(), 2);
+    expect_refused_once(r, config.string() + ": the mlp workload (262194 parameters) at batch 4 needs 128.0 GiB per "
+                           "rank (parameters, gradients, optimizer state, activations and data; the data as generated "
+                           "on the host, labelled by a teacher network of mlp.teacher_hidden 1048576), but rank ", out);
+    EXPECT_NE(r.err.find("use a smaller model or batch (or mlp.teacher_hidden)"), std::string::npos) << r.err;
+}
+
+TEST(RobustChecks, StressWithMoreWorkloadsThanIntervalsIsRefusedUpFront) {
+    const fs::path out = scratch() / "stress.jsonl";
+    fs::remove(out);
+    const std::string config = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-small.yaml";
+    const auto r = run("stress --backend cpu --config " + config + "," + config + "," + config +
+                       " --duration 2s --interval 1s --out " + out.string(), 2);
+    expect_refused_once(r, "--duration 2s in intervals of 1s (--interval) gives 2 intervals, fewer than the 3 "
+                           "workloads of --config", out);
+}
+
+// A soak whose loss stops being finite fails (exit 3) and stops after the interval that found
+// it; the records say where, and a sane soak passes the same check.
+TEST(RobustChecks, AStressRunWhoseLossStopsBeingFiniteFailsAndStops) {
+    const fs::path config = scratch() / "diverges-stress.yaml", out = scratch() / "diverges-stress.jsonl";
+    std::ofstream(config) << "model: mlp\nmlp:\n  input_dim: 64\n  hidden: [128, 128]\n  num_classes: 10\n"
+                             "batch_size: 32\noptimizer:\n  kind: sgd\n  lr: 1.0e+30\n";
+    const std::string small = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-small.yaml";
+    fs::remove(out);
+    const auto r = run("stress --backend cpu --config " + config.string() + "," + small +
+                       " --duration 20s --interval 1s --out " + out.string(), 2);
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_NE(r.err.find("stress: loss check FAILED: workload 0 (" + config.string() + ")'s loss is not finite after "
+                         "global step "), std::string::npos) << r.err;
+    std::vector<nlohmann::json> intervals, summaries;
+    std::istringstream lines(slurp(out));
+    for (std::string line; std::getline(lines, line);) {
+        const nlohmann::json rec = nlohmann::json::parse(line);
+        if (rec["subcommand"] == "end") EXPECT_EQ(rec["exit_code"], 3);
+        if (rec["subcommand"] == "stress") (rec["complete"] == true ? summaries : intervals).push_back(rec);
+    }
+    ASSERT_EQ(intervals.size(), 1u) << "the run went on after its loss stopped being finite";
+    EXPECT_TRUE(intervals[0]["loss"].is_null());
+    EXPECT_EQ(intervals[0]["checks_passed"], false);
+    EXPECT_EQ(intervals[0]["loss_check"]["passed"], false);
+    EXPECT_EQ(intervals[0]["loss_check"]["nonfinite"]["workload"], 0);
+    EXPECT_EQ(intervals[0]["loss_check"]["nonfinite"]["after_step"], intervals[0]["global_step"]);
+    ASSERT_EQ(summaries.size(), 1u);
+    EXPECT_EQ(summaries[0]["checks_passed"], false);
+    EXPECT_EQ(summaries[0]["loss_check"], intervals[0]["loss_check"]);
+
+    const fs::path ok = scratch() / "sane-stress.jsonl";
+    fs::remove(ok);
+    const auto sane = run("stress --backend cpu --config " + small + " --duration 1s --interval 1s --out " + ok.string());
+    EXPECT_EQ(sane.code, 0) << sane.err;
+    EXPECT_NE(slurp(ok).find("\"loss_check\":{\"nonfinite\":null,\"passed\":true}"), std::string::npos) << slurp(ok);
+}
+
 }  // namespace

@@ -248,4 +248,37 @@ TEST(RobustFiles, AReportThatCannotBePrintedExitsOne) {
     EXPECT_NE(r.err.find("cannot write the standard output: No space left on device"), std::string::npos) << r.err;
 }
 
+// A long command stops at the first block it cannot print, keeping what it measured: comm's
+// first size is recorded, then the run ends with exit 1, one line and its incomplete record.
+TEST(RobustFiles, ACommThatCannotPrintItsTableStopsAndExitsOne) {
+    const fs::path records = scratch() / "comm-full.jsonl";
+    fs::remove(records);
+    const auto r = sb::e2e::run_shell("{ timeout 120 " + std::string(SCALEBENCH_BINARY) +
+                                          " comm --backend mpi -b 8 -e 8M -f 2 -n 2 --out " + records.string() +
+                                          " >/dev/full; }",
+                                      scratch() / "comm-full");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write the standard output: No space left on device"), std::string::npos) << r.err;
+    const std::vector<nlohmann::json> written = whole_records(records);
+    size_t sizes = 0;
+    for (const nlohmann::json& record : written) sizes += record.value("subcommand", "") == "comm_size";
+    EXPECT_LT(sizes, 21u) << "the sweep went on after its table could not be printed";
+    ASSERT_FALSE(written.empty());
+    EXPECT_EQ(written.back().value("subcommand", ""), "incomplete") << written.back().dump();
+}
+
+// gemm's --out is checked before any work, as train's: here a folder, refused before the
+// command looks for a GPU (so this holds on a CUDA build without one).
+TEST(RobustFiles, GemmOutputIsCheckedBeforeAnyWork) {
+    const fs::path folder = scratch() / "gemm-out-folder";
+    fs::create_directories(folder);
+    const auto r = run("gemm --size 64 --out " + folder.string(), 2);
+    if (r.err.find("unknown subcommand 'gemm'") != std::string::npos)
+        GTEST_SKIP() << "this scalebench is built without CUDA, so it has no gemm subcommand";
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("scalebench: error: --out " + folder.string() + ": is a folder, not a results file"),
+              std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("gemm:"), std::string::npos) << "work began before the refusal:\n" << r.out;
+}
+
 }  // namespace

@@ -105,8 +105,7 @@ grep -q 'batch 32/rank (projected)' "$tmp/with-projection/efficiency.svg" ||
 expect_ok "$tmp/project2.log" "scalebench project (a second profile)" \
   "$bin" project --hardware "$src/configs/hardware/rtx4090-24gb-pcie4-p2p.yaml" --config "$src/configs/ci-small.yaml" \
   --gpus 1,2 --out "$tmp/projected-4090.jsonl"
-"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' ||
-  fail "the breakdown plot does not stack steps"
+"$py" - "$plot" "$tmp/one-launch.jsonl" "$tmp/projected.jsonl" "$tmp/projected-4090.jsonl" <<'EOF' || fail "the breakdown plot does not stack steps"
 import importlib.util, json, sys
 errors = []
 for line in open(sys.argv[2]):
@@ -203,6 +202,54 @@ echo 'garbage' >"$tmp/garbage.jsonl"
   fail "a file of garbage with --skip-bad-lines: $(cat "$tmp/bad.err")"
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
+bad_record negative-throughput "field 'samples_per_s' is -5, expected a number from 0 to 1e+15" \
+  "json.dumps(dict(r, samples_per_s=-5)).encode()"
+bad_record huge-step "step_ms: field 'median' is 1e+300, expected a number from 0 to 1e+09" \
+  "json.dumps(dict(r, step_ms={'median': 1e300}, median_step=None)).encode()"
+# A name from a record is text in a plot, never matplotlib's math ($\frac$ would not parse).
+"$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["a$\\frac$b"]; print(json.dumps(r))' \
+  "$train_line" >"$tmp/dollar.jsonl"
+expect_ok "$tmp/dollar.log" "a host name holding \$" "$py" "$plot" "$tmp/dollar.jsonl" -o "$tmp/dollar"
+
+# --- an output that cannot be written: one line, no traceback, nothing left behind ---------
+refuses_output() {  # refuses_output WHAT EXIT EXPECTED_MESSAGE ARGS...
+  local what=$1 code=$2 expected=$3; shift 3
+  "$py" "$plot" "$tmp/one-launch.jsonl" "$@" >"$tmp/out.out" 2>"$tmp/out.err"
+  local rc=$?
+  ((rc == code)) || fail "$what: exit $rc, expected $code: $(cat "$tmp/out.err")"
+  grep -qF -- "$expected" "$tmp/out.err" || fail "$what: stderr lacks '$expected': $(cat "$tmp/out.err")"
+  grep -q Traceback "$tmp/out.err" && fail "$what: a traceback"
+  (($(grep -c . "$tmp/out.err") == 1)) || fail "$what: more than one line: $(cat "$tmp/out.err")"
+}
+touch "$tmp/a-file"
+refuses_output "a file as the folder" 2 "-o $tmp/a-file/plots: $tmp/a-file is not a folder" -o "$tmp/a-file/plots"
+refuses_output "a folder that cannot be made" 2 "-o /proc/scalebench-plots: cannot create folders in /proc" \
+  -o /proc/scalebench-plots
+mkdir -p "$tmp/taken/efficiency.png"
+refuses_output "a plot's path that is a folder" 2 "-o $tmp/taken: $tmp/taken/efficiency.png exists and is not a regular file" \
+  -o "$tmp/taken"
+[[ -z $(ls -A "$tmp/taken/efficiency.png") ]] || fail "a refused plot left files behind"
+"$py" "$plot" "$tmp/one-launch.jsonl" -o "$tmp/to-full" >/dev/full 2>"$tmp/out.err"
+rc=$?
+((rc == 1)) && grep -qF "cannot write the standard output: No space left on device" "$tmp/out.err" &&
+  ! grep -q Traceback "$tmp/out.err" || fail "stdout on /dev/full: exit $rc: $(cat "$tmp/out.err")"
+# A read-only folder and a full disk, on small file systems mounted here (root only).
+mkdir -p "$tmp/ro" "$tmp/small"
+if mount -t tmpfs -o size=64k,ro tmpfs "$tmp/ro" 2>/dev/null; then
+  refuses_output "a read-only folder" 2 "-o $tmp/ro: cannot write in $tmp/ro: Read-only file system" -o "$tmp/ro"
+  umount "$tmp/ro"
+  mount -t tmpfs -o size=64k tmpfs "$tmp/small"
+  refuses_output "a full disk" 1 "cannot write the plot: No space left on device" -o "$tmp/small" --formats svg,png
+  for f in "$tmp"/small/*; do
+    [[ -e $f ]] || continue
+    "$py" -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$f" 2>/dev/null || [[ $f == *.png ]] ||
+      fail "a full disk left a partial plot: $f"
+  done
+  umount "$tmp/small"
+else
+  log "note: cannot mount a tmpfs here (not root): the read-only folder and full disk cases are not run"
+fi
+
 # --label NAME merges the two files of one system into one line, named NAME.
 expect_ok "$tmp/merged.log" "plot_scaling.py --label" \
   "$py" "$plot" "$tmp/one-launch.jsonl" "$tmp/per-size.jsonl" --label "ci box" -o "$tmp/merged"

@@ -164,6 +164,37 @@ TEST(CommCommand, BadFlagsAreUserErrorsNamingTheFlag) {
     EXPECT_EQ(with([](CommOptions& o) { o.op = "all_reduce"; o.root = 7; }), "");  // no root: -r is not used
     EXPECT_NE(with([](CommOptions& o) { o.min_bytes = "1Q"; }).find("-b '1Q'"), std::string::npos);
     if (!cuda_built()) EXPECT_NE(with([](CommOptions& o) { o.backend = "nccl"; }).find("--backend nccl"), std::string::npos);
+    EXPECT_NE(with([](CommOptions& o) { o.iters = 1000001; }).find("-n 1000001: from 1 to 1000000"), std::string::npos);
+    EXPECT_NE(with([](CommOptions& o) { o.warmup_iters = 1000001; }).find("-w 1000001"), std::string::npos);
+    EXPECT_NE(with([](CommOptions& o) { o.check = 1000001; }).find("-c 1000001"), std::string::npos);
+    EXPECT_NE(with([](CommOptions& o) { o.max_bytes = "1048577G"; }).find("more than any machine holds"),
+              std::string::npos);
+}
+
+// The buffers a rank's sweep allocates, as nccl-tests lays them out: a send and a receive buffer
+// (in place, the receive buffer holds either), per collective, dtype and world size.
+TEST(CommCommand, LargestBuffersAreTheSweepsSendAndReceiveBuffers) {
+    CommOptions o;
+    o.min_bytes = o.max_bytes = "1M";
+    o.op = "all_reduce";
+    CommPlan p = plan_comm(o, 4);
+    EXPECT_EQ(largest_buffers(p).bytes, 2.0 * (1 << 20));  // 1 MiB to send, 1 MiB to receive
+    EXPECT_EQ(largest_buffers(p).sweep, "all_reduce, float, world size 4");
+    // all_gather on 4 ranks: each sends its quarter and receives the whole.
+    o.op = "all_gather";
+    EXPECT_EQ(largest_buffers(plan_comm(o, 4)).bytes, (1 << 18) + (1 << 20));
+    // Of every collective, dtype and world size swept, the one that needs the most.
+    o.op = "all";
+    o.datatype = "all";
+    o.scaling = {1, 2, 4};
+    p = plan_comm(o, 4);
+    EXPECT_EQ(largest_buffers(p).bytes, 2.0 * (1 << 20));
+    EXPECT_EQ(comm_memory_problem(p, 2.0 * (1 << 20), "rank 0 on h", "test"), "");
+    EXPECT_EQ(comm_memory_problem(p, 0, "rank 0 on h", "unknown"), "");  // unknown memory is no refusal
+    EXPECT_EQ(comm_memory_problem(p, 1 << 20, "rank 3 on h", "host memory available"),
+              "-e 1048576: the sweep's buffers need 2097152 bytes (0.00 GiB) per rank (all_reduce, float, world size 1: "
+              "send and receive buffers), but rank 3 on h has 1048576 bytes (0.00 GiB, host memory available): use a "
+              "smaller -e");
 }
 
 TEST(CommSweep, AlphaBetaFitRecoversLatencyAndBandwidth) {

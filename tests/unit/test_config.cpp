@@ -410,6 +410,35 @@ TEST(ConfigSyntax, FuzzerFindingsAreClearErrors) {
     EXPECT_NE(parse_error(",").find("the config holds no keys"), std::string::npos);
     EXPECT_EQ(parse_error("steps: 3\nout: \"r\xff.jsonl\"\n"), "t.yaml:2:8: the config is not valid UTF-8");
     EXPECT_EQ(parse_config("out: \"r\xc3\xa9sultats.jsonl\"\n", "t.yaml").out, "r\xc3\xa9sultats.jsonl");
+    // --out sets the path without the YAML text's check: the value is checked again.
+    TrainConfig cfg;
+    cfg.out = "r\xff.jsonl";
+    try {
+        validate_config(cfg, {{"out", "--out"}});
+        ADD_FAILURE() << "an --out that is not UTF-8 was accepted";
+    } catch (const UserError& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "--out: is not UTF-8 text (byte 2 of the path), which records, being JSON, cannot hold");
+    }
+    EXPECT_EQ(parse_error("steps: 3\nout: \"r\xc0\xaf.jsonl\"\n"), "t.yaml:2:8: the config is not valid UTF-8");  // overlong
+}
+
+// A value a flag set is blamed on the flag, an entry of a list too.
+TEST(ConfigRanges, AValueFromAFlagNamesTheFlag) {
+    TrainConfig cfg;
+    const FlagKeys flags = {{"scaling", "--scaling"}};
+    for (const auto& [scaling, says] : std::vector<std::pair<std::vector<int>, std::string>>{
+             {{0}, "--scaling: must be >= 1, got 0"},
+             {{2, 1}, "--scaling: world sizes must be strictly increasing, got 1 after 2"},
+             {{1, 1}, "--scaling: duplicate world size 1"}}) {
+        cfg.scaling = scaling;
+        try {
+            validate_config(cfg, flags);
+            ADD_FAILURE() << says;
+        } catch (const UserError& e) {
+            EXPECT_EQ(std::string(e.what()), says);
+        }
+    }
 }
 
 // ---------------------------------------------------------------- files

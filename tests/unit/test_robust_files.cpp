@@ -116,6 +116,26 @@ TEST(RobustFiles, AFailedAppendRemovesTheFoldersItMade) {
 
 TEST(RobustFiles, PrintableEscapesControlCharacters) {
     EXPECT_EQ(printable("a\tb\x7f" "c\xc3\xa9"), "a\\x09b\\x7fc\xc3\xa9");
+    EXPECT_EQ(printable("r\xff" "\xc3\xa9"), "r\\xff\\xc3\\xa9");  // not UTF-8: every byte past ASCII
+}
+
+// Records are JSON, whose strings are UTF-8: a path bound for a record is UTF-8 or refused.
+TEST(RobustFiles, APathThatIsNotUtf8IsRefusedUpFront) {
+    EXPECT_EQ(invalid_utf8_at(""), std::string::npos);
+    EXPECT_EQ(invalid_utf8_at("runs/caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80.jsonl"), std::string::npos);
+    EXPECT_EQ(invalid_utf8_at("r\xff"), 1u);
+    EXPECT_EQ(invalid_utf8_at("ab\xc3"), 2u);                  // cut short
+    EXPECT_EQ(invalid_utf8_at("a\xc3\x28"), 1u);              // not a continuation byte
+    EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);               // overlong '/'
+    EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);          // a surrogate
+    EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);     // past U+10FFFF
+    EXPECT_EQ(invalid_utf8_at("x\xf4\x8f\xbf\xbf"), std::string::npos);  // U+10FFFF itself
+    EXPECT_EQ(output_path_problem("r\xff.jsonl", "--out"),
+              "--out r\\xff.jsonl: the path is not UTF-8 text (byte 0xff at offset 1), which records, being JSON, "
+              "cannot hold; choose another name");
+    EXPECT_EQ(user_error([] { read_text_file("c\xff.yaml", "config file"); }),
+              "c\\xff.yaml: cannot read config file: the path is not UTF-8 text (byte 0xff at offset 1), which "
+              "records, being JSON, cannot hold");
 }
 
 }  // namespace
