@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "collectives/host_dtype.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "collectives/deadline.h"
 
 namespace sb {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "models/cuda/cuda_check.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "collectives/deadline.h"
 
 namespace sb {

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "collectives/host_dtype.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

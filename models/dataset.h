@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/ops.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

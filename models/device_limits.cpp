@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

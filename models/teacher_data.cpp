@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "models/rng.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

@@ -18,10 +18,11 @@
 #include "src/system/backend.h"
 #include "src/commands/comm_command.h"
 #include "src/core/config.h"
+#include "src/core/files.h"
 #include "src/system/environment.h"
 #include "src/projection/op_profile.h"
 #include "src/commands/project_command.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/commands/report.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -160,7 +161,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     if (cfg.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
-    check_grad_dtype_backend(cfg, *ops);
+    check_grad_dtype_backend(cfg, *ops, key_origin(cfg, set_by_flags, "grad_dtype"));
     if (cfg.model == "resnet") resolve_conv_engine(cfg, *ops);  // refuses cudnn where it cannot run, before any step
     check_memory_footprint({cfg}, *ops, world);
     // From here on the run is bracketed: a fault leaves an "incomplete" record.
@@ -170,6 +171,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     const nlohmann::json environment = run_environment(*ops, world);
     const bool passed = run_training_sweep(cfg, *ops, world, environment, SweepChecks{flags.recheck_allreduce});
     if (!flags.profile_ops.empty()) run_op_profile(cfg, *ops, world, environment, flags.profile_ops);
+    flush_stdout();  // a table that could not be printed whole ends the run incomplete, not clean
     end_run(passed ? 0 : 3);
     return passed ? 0 : 3;
 }
@@ -290,8 +292,7 @@ int main(int argc, char** argv) {
         }
 #endif
         // A table that could not be printed whole (report > /dev/full) is a failed write: exit 1.
-        if (std::fflush(stdout) != 0 || std::ferror(stdout))
-            throw std::runtime_error(fmt::format("cannot write the standard output: {}", std::strerror(errno)));
+        sb::flush_stdout();
     } catch (const sb::AgreedError& e) {
         if (rank == 0) fmt::print(stderr, "scalebench: error: {}\n", e.what());
         sb::record_incomplete(e.what());  // when the run had begun

@@ -14,7 +14,7 @@
 
 #include "models/checksum.h"
 #include "models/dropout.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

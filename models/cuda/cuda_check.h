@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 #define SB_CHECK_CUDA(call)                                                                    \
     do {                                                                                       \

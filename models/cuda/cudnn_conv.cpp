@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "models/cuda/cuda_check.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

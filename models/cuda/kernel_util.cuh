@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "models/cuda/kernels.cuh"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb::kernels::detail {
 

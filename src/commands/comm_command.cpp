@@ -19,7 +19,7 @@
 #include "src/system/backend.h"
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
 

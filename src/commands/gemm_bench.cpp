@@ -24,7 +24,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/stream_gate.h"
 #include "src/system/environment.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"

@@ -17,7 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "src/commands/runner.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "src/commands/stragglers.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"

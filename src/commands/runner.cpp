@@ -19,7 +19,7 @@
 #include "src/system/backend.h"
 #include "src/system/environment.h"
 #include "collectives/deadline.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"

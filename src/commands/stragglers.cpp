@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

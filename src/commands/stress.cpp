@@ -22,7 +22,7 @@
 #include "src/system/backend.h"
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -730,7 +730,7 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
                                           opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
                                           opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
-    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops);
+    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops, key_origin(cfg, {}, "grad_dtype"));
     check_memory_footprint(plan.workloads, *ops, world);
     begin_run({plan.out}, "stress", world);
     const int code = run_stress_plan(plan, *ops, world, run_environment(*ops, world));

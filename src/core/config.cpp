@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/yaml_fields.h"
@@ -803,6 +803,14 @@ void validate_for_world(const TrainConfig& cfg, int world_size, const FlagKeys& 
             throw UserError(fmt::format("{}: scaling entry {} exceeds the launched world size {} (mpirun -np {})",
                                         key_origin(cfg, flags, "scaling"), n, world_size, world_size));
     }
+    // Weak scaling multiplies the batch by the ranks; the datasets index a global batch's rows
+    // with int, so the product is bounded here, in 64 bits, before any work.
+    const int64_t global = cfg.scaling_mode == ScalingMode::weak ? int64_t{cfg.batch_size} * world_size : cfg.batch_size;
+    if (global > kMaxGlobalBatch)
+        throw UserError(fmt::format("{}: batch_size {} on {} ranks is a global batch of {}; at most {} (scaling_mode: weak "
+                                    "multiplies the batch by the ranks)",
+                                    key_origin(cfg, flags, "batch_size"), cfg.batch_size, world_size, global,
+                                    kMaxGlobalBatch));
     if (cfg.scaling_mode == ScalingMode::strong) {
         for (int n : world_sizes(cfg, world_size)) {
             if (cfg.batch_size % n != 0)

@@ -24,6 +24,7 @@ enum class ScalingMode { weak, strong };
 // kMaxBatchSize * kMaxWorldSize = 2^44 rows) and a typo from asking for an absurd run.
 constexpr int kMaxBatchSize = 1 << 24;   // batch_size, --batch-size, project --batch
 constexpr int kMaxWorldSize = 1 << 20;   // ranks: a scaling entry, project's GPUs x nodes
+constexpr int64_t kMaxGlobalBatch = (int64_t{1} << 31) - 1;  // a run's batch over all ranks: rows are indexed with int
 enum class BackendChoice { auto_select, cpu, cuda };
 
 struct MlpConfig {

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 
 namespace sb {

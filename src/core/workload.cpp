@@ -8,7 +8,7 @@
 #include "models/token_data.h"
 #include "models/trace_ops.h"
 #include "models/transformer.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 

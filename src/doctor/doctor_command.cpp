@@ -16,7 +16,7 @@
 #include "src/commands/project_command.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/live_reader.h"

@@ -22,7 +22,7 @@
 #include <nccl.h>
 
 #include "models/cuda/cuda_check.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/live_reader.h"
 #include "src/system/environment.h"

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/workload.h"
 #include "src/core/yaml_fields.h"

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/system/backend.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 

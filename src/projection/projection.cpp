@@ -9,7 +9,7 @@
 
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"
 #include "src/core/workload.h"

@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "collectives/bucketer.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/core/workload.h"
 

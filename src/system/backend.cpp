@@ -14,7 +14,7 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/workload.h"
 #include "src/projection/projection.h"
@@ -343,10 +343,10 @@ nlohmann::json run_environment(Ops& ops, MPI_Comm world) {
     return environment;
 }
 
-void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops) {
+void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops, const std::string& origin) {
     if (ops.name() == "cpu" && cfg.grad_dtype != DType::f32)
-        throw AgreedError(fmt::format("{}: key 'grad_dtype': {} needs the cuda backend; the cpu backend all-reduces fp32",
-                                      cfg.source, grad_dtype_name(cfg.grad_dtype)));
+        throw AgreedError(fmt::format("{}: {} needs the cuda backend; the cpu backend all-reduces fp32", origin,
+                                      grad_dtype_name(cfg.grad_dtype)));
 }
 
 std::optional<double> device_peak_tflops(Ops& ops) {

@@ -91,8 +91,9 @@ nlohmann::json kernel_variants(Ops& ops);
 // The environment record of a run (collective over world): collect_environment's host
 // facts plus, where there are GPUs, rank 0's GPU as `gpu` and every rank's as `gpus_by_rank`.
 nlohmann::json run_environment(Ops& ops, MPI_Comm world);
-// A 16-bit gradient all-reduce needs the CUDA backend: an AgreedError naming the config.
-void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops);
+// A 16-bit gradient all-reduce needs the CUDA backend: an AgreedError naming where the
+// grad_dtype came from (`origin`: the flag, or the config's file, line and key).
+void check_grad_dtype_backend(const TrainConfig& cfg, const Ops& ops, const std::string& origin);
 std::optional<double> device_peak_tflops(Ops& ops);
 
 // Collective over `world`, before the first allocation: the memory one rank needs to hold

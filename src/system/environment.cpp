@@ -1,4 +1,4 @@
-// Process identity (rank, host, local rank) and the environment record of every result.
+// The environment record of every result.
 #include "src/system/environment.h"
 
 #include <sys/utsname.h>
@@ -10,15 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 
 const char* git_commit();  // generated at build time (cmake/GitVersion.cmake)
 
 namespace {
-ProcessInfo g_process;
-
 std::string cpu_model() {
     std::ifstream in("/proc/cpuinfo");
     std::string line;
@@ -71,30 +69,13 @@ nlohmann::json tuning_variables() {
 }
 }  // namespace
 
-const ProcessInfo& process_info() { return g_process; }
-
-void init_process_info(MPI_Comm world) {
-    SB_CHECK_MPI(MPI_Comm_rank(world, &g_process.world_rank));
-    SB_CHECK_MPI(MPI_Comm_size(world, &g_process.world_size));
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int length = 0;
-    SB_CHECK_MPI(MPI_Get_processor_name(name, &length));
-    g_process.host.assign(name, static_cast<size_t>(length));
-    // Local rank: ranks that share memory are on one host (works under mpirun and srun).
-    MPI_Comm local;
-    SB_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g_process.world_rank, MPI_INFO_NULL, &local));
-    SB_CHECK_MPI(MPI_Comm_rank(local, &g_process.local_rank));
-    SB_CHECK_MPI(MPI_Comm_size(local, &g_process.local_size));
-    SB_CHECK_MPI(MPI_Comm_free(&local));
-}
-
 nlohmann::json collect_environment(MPI_Comm world) {
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     // Gather every rank's host name (fixed width keeps the collective simple).
     std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
-    std::copy(g_process.host.begin(), g_process.host.end(), mine.begin());
+    std::copy(process_info().host.begin(), process_info().host.end(), mine.begin());
     std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
     SB_CHECK_MPI(MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
                             MPI_CHAR, 0, world));

@@ -1,6 +1,5 @@
-// The process's place in the job and the machine it runs on (DESIGN: Environment):
-// world rank and host, local rank from the MPI shared-memory split, and the
-// environment record written into every result.
+// The machine the job runs on (DESIGN: Environment): the environment record written into
+// every result. The process's own place in the job is base/process.h.
 #pragma once
 
 #include <string>
@@ -9,19 +8,9 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "base/process.h"
+
 namespace sb {
-
-struct ProcessInfo {
-    int world_rank = 0;
-    int world_size = 1;
-    int local_rank = 0;   // rank among the processes on this host
-    int local_size = 1;
-    std::string host;
-};
-
-// Set once by main after MPI_Init; read by error messages.
-const ProcessInfo& process_info();
-void init_process_info(MPI_Comm world);
 
 // Collective over `world`: hostnames, ranks per host, MPI library, compiler, git commit,
 // CPU model, Slurm job facts when present. Rank 0's copy is complete.

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/deadline.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"

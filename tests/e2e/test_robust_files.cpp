@@ -248,6 +248,21 @@ TEST(RobustFiles, AReportThatCannotBePrintedExitsOne) {
     EXPECT_NE(r.err.find("cannot write the standard output: No space left on device"), std::string::npos) << r.err;
 }
 
+// train's table is part of its result: one that could not be printed whole ends the run
+// incomplete with exit 1, never an end record that says it completed.
+TEST(RobustFiles, ATrainThatCannotPrintItsTableEndsIncomplete) {
+    const fs::path records = scratch() / "train-full.jsonl";
+    fs::remove(records);
+    const auto r = sb::e2e::run_shell("{ " + std::string(SCALEBENCH_BINARY) + " " + kTrain + " --out " +
+                                          records.string() + " >/dev/full; }",
+                                      scratch() / "train-full");
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write the standard output: No space left on device"), std::string::npos) << r.err;
+    const std::vector<nlohmann::json> written = whole_records(records);
+    ASSERT_FALSE(written.empty());
+    EXPECT_EQ(written.back().value("subcommand", ""), "incomplete") << written.back().dump();
+}
+
 // A long command stops at the first block it cannot print, keeping what it measured: comm's
 // first size is recorded, then the run ends with exit 1, one line and its incomplete record.
 TEST(RobustFiles, ACommThatCannotPrintItsTableStopsAndExitsOne) {

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "tests/e2e/e2e_util.h"
 #include "src/commands/stress.h"

@@ -11,12 +11,12 @@
 #include <fmt/format.h>
 
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/projection/hardware.h"
 
 // Built without MPI (tests/fuzz/run_fuzz_inputs.sh compiles the readers alone), so the
-// internal-failure formatting of src/core/errors.cpp is given here without rank and host.
+// internal-failure formatting of base/errors.cpp is given here without rank and host.
 namespace sb {
 void throw_call_error(const char* library, const char* call, const std::string& message, const char* file,
                       int line) {

@@ -12,7 +12,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "models/cuda/cuda_ops.h"
 #include "models/device_limits.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace sb {

@@ -14,7 +14,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/commands/gemm_bench.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"

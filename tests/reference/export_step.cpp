@@ -26,7 +26,7 @@
 #include "models/transformer.h"
 #include "src/system/backend.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/workload.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/projection/buyers_guide.h"
 #include "src/projection/record_scan.h"

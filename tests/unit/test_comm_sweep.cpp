@@ -14,7 +14,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "src/system/backend.h"
 #include "src/commands/comm_command.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

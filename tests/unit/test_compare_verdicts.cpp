@@ -13,7 +13,7 @@
 #include "src/commands/project_command.h"
 #include "src/projection/buyers_guide.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/workload.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"

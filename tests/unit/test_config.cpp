@@ -8,7 +8,7 @@
 #include <string>
 
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {
@@ -717,6 +717,19 @@ TEST(ConfigWorld, StrongScalingNeedsADivisibleBatch) {
               "s.yaml:2:13: key 'batch_size': batch_size 100 is not divisible by world size 3 (scaling_mode: strong)");
     cfg.scaling_mode = ScalingMode::weak;  // weak scaling: any batch works
     EXPECT_EQ(world_error(cfg, 3), "<valid>");
+}
+
+// Weak scaling's global batch is the batch times the ranks: past what a dataset indexes, it is
+// refused naming the key, never wrapped around.
+TEST(ConfigWorld, AGlobalBatchPastTheBoundIsRefused) {
+    TrainConfig cfg = parse_config("batch_size: 16777216\n", "g.yaml");
+    EXPECT_EQ(world_error(cfg, 127), "<valid>");  // 2^31 - 2^24 rows
+    EXPECT_EQ(world_error(cfg, 128),
+              "g.yaml:1:13: key 'batch_size': batch_size 16777216 on 128 ranks is a global batch of 2147483648; at most "
+              "2147483647 (scaling_mode: weak multiplies the batch by the ranks)");
+    cfg.scaling_mode = ScalingMode::strong;  // the global batch is the batch itself
+    cfg.scaling = {1, 2, 4};
+    EXPECT_EQ(world_error(cfg, 256), "<valid>");
 }
 
 TEST(ConfigWorld, PerRankBatch) {

@@ -13,7 +13,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "models/mlp.h"
 #include "models/rng.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 #include "tests/test_util.h"
 

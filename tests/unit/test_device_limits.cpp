@@ -8,7 +8,7 @@
 
 #include "models/device_limits.h"
 #include "models/trace_ops.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/system/gpu_peaks.h"
 
 namespace sb {

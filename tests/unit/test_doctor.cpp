@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/output.h"
 #include "src/doctor/snapshot.h"

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/system/gpu_peaks.h"
 #include "src/projection/hardware.h"
 #include "src/core/yaml_fields.h"

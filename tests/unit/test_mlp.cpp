@@ -10,7 +10,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "models/mlp.h"
 #include "models/rng.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

@@ -16,7 +16,7 @@
 #include "models/timed_ops.h"
 #include "models/trace_ops.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/projection/hardware.h"
 #include "src/projection/op_profile.h"
 #include "src/projection/projection.h"

@@ -14,7 +14,7 @@
 #include "models/trace_ops.h"
 #include "src/projection/hardware.h"
 #include "src/projection/projection.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/core/config.h"
 #include "src/core/workload.h"

@@ -18,7 +18,7 @@
 #include "models/rng.h"
 #include "models/trace_ops.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/commands/runner.h"
 #include "src/core/workload.h"
 #include "tests/test_util.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
 

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "src/commands/report.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"
 

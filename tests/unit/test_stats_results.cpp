@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/commands/report.h"
 #include "src/core/results.h"
 #include "src/core/stats.h"

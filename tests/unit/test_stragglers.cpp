@@ -8,7 +8,7 @@
 
 #include "src/commands/runner.h"
 #include "src/commands/stragglers.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/system/backend.h"
 
 namespace sb {

@@ -11,7 +11,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 namespace sb {
 namespace {

@@ -18,7 +18,7 @@
 #include "models/token_data.h"
 #include "models/transformer.h"
 #include "src/core/config.h"
-#include "src/core/errors.h"
+#include "base/errors.h"
 #include "src/commands/runner.h"
 #include "src/core/workload.h"
 #include "tests/test_util.h"

@@ -1,11 +1,11 @@
 // Formatting of library-call failures: "[rank R on HOST] LIB call failed at file:line: call: message".
-#include "src/core/errors.h"
+#include "base/errors.h"
 
 #include <mpi.h>
 
 #include <fmt/format.h>
 
-#include "src/system/environment.h"
+#include "base/process.h"
 
 namespace sb {
 
