@@ -63,8 +63,8 @@ void collective_deadline_passed(const char* what, MPI_Comm comm, double waited_s
 // every rank (MPI_Abort(MPI_COMM_WORLD, 1)). Callable from the watchdog thread.
 [[noreturn]] void abort_job(const std::string& message);
 // Prints the failure and writes the run's incomplete record, once per process: called before a
-// step that may not return or may crash the process (ncclCommAbort frees the communicator under a
-// thread still inside NCCL), so the failed rank is named whatever happens next. abort_job calls it.
+// step that may not return (ncclCommAbort waits for the device), so the failed rank is named
+// whatever happens next. abort_job calls it.
 void announce_failure(const std::string& message);
 
 // What abort_job and the launcher-ended check call (before ending the process) to close

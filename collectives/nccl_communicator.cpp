@@ -135,23 +135,30 @@ struct NcclCommunicator::Impl {
     }
 
     // On the watchdog thread: empty while healthy.
+    // The fence is taken before the failure is announced, so the main thread appends no record
+    // after the incomplete one.
     std::string poll() {
         std::string failure = async_failure();
         if (failure.empty()) failure = overdue_failure();
         if (failure.empty()) return "";
+        const bool fenced = take_fence();
         announce_failure(failure);
-        abort_comm();
+        if (fenced) abort_comm();
         return failure;
     }
     // NCCL's asynchronous error, queried while the main thread is outside NCCL (the fence is
-    // free); a main thread held inside NCCL by a broken peer is left to the timeout.
+    // free); a main thread held inside NCCL by a broken peer is left to the timeout. The peers
+    // are named after the fence is released: naming waits for them to settle.
     std::string async_failure() {
-        std::unique_lock<std::timed_mutex> lock(fence, std::try_to_lock);
-        if (!lock.owns_lock()) return "";
         ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(nccl, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress)
-            return "";
-        const std::string detail = ncclGetLastError(nccl);
+        std::string detail;
+        {
+            std::unique_lock<std::timed_mutex> lock(fence, std::try_to_lock);
+            if (!lock.owns_lock()) return "";
+            if (ncclCommGetAsyncError(nccl, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress)
+                return "";
+            detail = ncclGetLastError(nccl);
+        }
         return fmt::format("{}: NCCL communicator of {} reported an asynchronous error: {}{}{}; {}", this_rank_text(),
                            members_text(), ncclGetErrorString(async), detail.empty() ? "" : ": ", detail,
                            find_failed_peers(members, kSettleS).text);
@@ -171,7 +178,7 @@ struct NcclCommunicator::Impl {
     }
     // Where the main thread's NCCL call failed: a peer that stopped or is gone ends the job
     // with it named (the watchdog may be aborting the communicator: the fence is released
-    // first), anything else is an internal error as before.
+    // first); any other failure is rethrown, an internal error.
     [[noreturn]] void call_failed(const char* what, const std::exception& error) {
         const FailedPeers peers = find_failed_peers(members, kSettleS);
         if (peers.ranks.empty()) throw;
@@ -192,21 +199,24 @@ struct NcclCommunicator::Impl {
         while (!pending.empty() && cudaEventQuery(*pending.front().done) != cudaErrorNotReady) pending.pop_front();
         pending.push_back({event, Clock::now(), what});
     }
-    // NCCL's way to stop kernels waiting on a peer that will not come, called holding the
-    // fence, which is never released: the main thread cannot enter NCCL on the freed
-    // communicator. Where the main thread is inside NCCL (waiting for room in its queue
-    // behind the stalled collective) the fence is not free: no abort, the job's end tears
-    // the communicator down. ncclCommAbort also frees device memory, which waits for the
-    // device: where the stall is not NCCL's own (work ahead of the collective that never
-    // ends) it does not return, so it runs on a thread of its own with a grace period.
-    void abort_comm() {
-        if (aborted) return;
+    // Takes the fence for good: from here the main thread cannot enter NCCL on this
+    // communicator (it blocks in issue() until the job ends; the locked mutex is never
+    // destroyed, as abort_job does not return). Where the main thread is inside NCCL (waiting
+    // for room in its queue behind the stalled collective) the fence is not free: no abort,
+    // the job's end tears the communicator down.
+    bool take_fence() {
+        if (aborted) return false;
         aborted = true;
-        if (!fence.try_lock_for(std::chrono::seconds(1))) {
-            fmt::print(stderr, "{}: a thread is inside NCCL on the stalled communicator; ending the job without "
-                               "ncclCommAbort\n", this_rank_text());
-            return;
-        }
+        if (fence.try_lock_for(std::chrono::seconds(1))) return true;
+        fmt::print(stderr, "{}: a thread is inside NCCL on the stalled communicator; ending the job without "
+                           "ncclCommAbort\n", this_rank_text());
+        return false;
+    }
+    // NCCL's way to stop kernels waiting on a peer that will not come, called holding the
+    // fence. ncclCommAbort also frees device memory, which waits for the device: where the
+    // stall is not NCCL's own (work ahead of the collective that never ends) it does not
+    // return, so it runs on a thread of its own with a grace period.
+    void abort_comm() {
         auto finished = std::make_shared<std::promise<void>>();
         std::future<void> done = finished->get_future();
         std::thread([comm = nccl, finished] {

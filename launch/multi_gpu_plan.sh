@@ -374,10 +374,11 @@ part1() {
     ((share)) && filter=(--gtest_filter='*SharedGpu*')
     mkdir -p "$xml"
     [[ -e $details/done/gpu_tests ]] || rm -f "$xml"/rank*.xml
-    # Every rank's results: the test main prints rank 0's only, so each rank writes its own XML.
+    # Every rank's results: the test main prints rank 0's only, so each rank writes its own XML
+    # (the folder is an argument, never part of the script's text).
     run_step gpu_tests 120 400 - -- "${mpirun[@]}" -np "$N" bash -c \
-      'exec "$@" --gtest_output="xml:'"$xml"'/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.xml"' _ \
-      "$build_dir/tests/scalebench_gpu_tests" "${filter[@]}"
+      'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.xml"' _ \
+      "$xml" "$build_dir/tests/scalebench_gpu_tests" "${filter[@]}"
   else
     skip gpu_tests "the GPU test suite needs CUDA (ctest's mpi_tests_np2 and np4 are the CPU ranks' suite)"
   fi

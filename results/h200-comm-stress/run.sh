@@ -3,7 +3,8 @@
 # repository root:
 #   results/h200-comm-stress/run.sh OUT [PARTS]     PARTS: any of suite stress comm (default all three)
 # suite: the GPU suite. stress: the soak of mlp-large and bert-base with replica checks on the
-# device (stress.{log,jsonl}; stress_host_checksum.* is an older tree's host checksum, not remade).
+# device (stress.{log,jsonl}; stress_host_checksum.* holds the host-side checksum of an earlier
+# tree, which the current code no longer has, so it is kept as it is and not remade).
 # comm: for each collective in OPS, `scalebench comm` and NVIDIA nccl-tests' OP_perf with the same
 # sweep, alternated RUNS times, then tests/reference/compare_nccl_tests.py over them. nccl-tests
 # is not fetched: build it from its public source (v2.19.6: make CUDA_HOME=/usr/local/cuda

@@ -28,9 +28,10 @@ BUILD="$B" results/h200-nccl-stall-opprof/run.sh "$O" checks
 for graphs in true false; do
   mpirun "${root[@]}" -np 1 "$B/scalebench" train --cuda-graphs "$graphs" --scaling 1 --out "$O/graphs.jsonl" \
       >>"$O/graphs.txt" 2>&1
+  echo "train (default), CUDA graphs $graphs: exit $?"
   mpirun "${root[@]}" -np 1 "$B/scalebench" train -c configs/mlp-large.yaml --cuda-graphs "$graphs" --scaling 1 \
       --out "$O/graphs.jsonl" >>"$O/graphs.txt" 2>&1
-  echo "train, CUDA graphs $graphs: exit $?"
+  echo "train (mlp-large), CUDA graphs $graphs: exit $?"
 done
 BUILD="$B" OPS=all_reduce RUNS=3 results/h200-comm-stress/run.sh "$O" comm
 BUILD="$B" OPS="all_gather reduce_scatter broadcast reduce" RUNS=1 results/h200-comm-stress/run.sh "$O" comm

@@ -26,7 +26,7 @@ if [[ " $parts " == *" faults "* ]]; then
   "$B/tests/scalebench_e2e_tests" --gtest_filter='NcclFaults*' >"$O/nccl_faults.log" 2>&1
   echo "NCCL stall test exit $?"
   # The probe's record and errors, from the test's scratch folder.
-  scratch=$(ls -d "${TMPDIR:-/tmp}"/scalebench-nccl-faults-* 2>/dev/null | tail -1)
+  scratch=$(ls -td "${TMPDIR:-/tmp}"/scalebench-nccl-faults-* 2>/dev/null | head -1)  # the newest
   [[ -n $scratch ]] && cp "$scratch/stall.jsonl" "$O/nccl_stall.jsonl" && cp "$scratch/stall.err" "$O/nccl_stall.err"
 fi
 if [[ " $parts " == *" checks "* ]]; then

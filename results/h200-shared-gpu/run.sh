@@ -16,7 +16,8 @@
 set -uo pipefail
 part=${1:?part a or b}
 [[ $part == a || $part == b ]] || { echo "run.sh: '$part': expected a or b" >&2; exit 2; }
-O=${OUT:?OUT: the folder the results go to}
+O=$(realpath -m "${OUT:?OUT: the folder the results go to}")  # before the cd: a relative OUT is the caller's
+mkdir -p "$O" || exit 2
 cd "$(dirname "$0")/../.." || exit 2
 B=build-gpu
 W=$(mktemp -d)
@@ -30,6 +31,7 @@ pack() {
   python3 results/h200-shared-gpu/summarize.py "$W" >"$O/$part-summary.md" 2>"$W/summarize.err"
   cat "$O/$part-summary.md"
   tar -czf "$O/$part-details.tar.gz" -C "$W" .
+  rm -rf "$W"
   el "part $part done"
 }
 trap pack EXIT

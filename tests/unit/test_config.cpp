@@ -724,6 +724,9 @@ TEST(ConfigWorld, StrongScalingNeedsADivisibleBatch) {
 TEST(ConfigWorld, AGlobalBatchPastTheBoundIsRefused) {
     TrainConfig cfg = parse_config("batch_size: 16777216\n", "g.yaml");
     EXPECT_EQ(world_error(cfg, 127), "<valid>");  // 2^31 - 2^24 rows
+    cfg.scaling = {1, 64};  // ranks past the largest world measured stay idle
+    EXPECT_EQ(world_error(cfg, 256), "<valid>");
+    cfg.scaling.clear();
     EXPECT_EQ(world_error(cfg, 128),
               "g.yaml:1:13: key 'batch_size': batch_size 16777216 on 128 ranks is a global batch of 2147483648; at most "
               "2147483647 (scaling_mode: weak multiplies the batch by the ranks)");

@@ -5,6 +5,7 @@
 // much as they say (a kind measured at half the bandwidth doubles its ops' time), and bad
 // records are refused with the file, the record and the reason.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -169,7 +170,8 @@ std::string write_profile(const std::string& name, const std::vector<TracedOp>& 
         const double t = ms(op);
         profile.ops.push_back({op, 0, 1, Summary{t, t, t, t, t, t, 1}});
     }
-    const std::string path = (std::filesystem::temp_directory_path() / ("scalebench-op-profile-" + name + ".jsonl")).string();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              fmt::format("scalebench-op-profile-{}-{}.jsonl", name, ::getpid())).string();
     std::filesystem::remove(path);
     TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
     cfg.precision = precision;
@@ -234,9 +236,6 @@ TEST(OpProfileCalibration, AKindMeasuredAtHalfTheBandwidthDoublesItsOpsTime) {
     EXPECT_TRUE(none.notes.empty());
 }
 
-// A record's bytes are those of the trace it was made with: calibration takes the bytes the current
-// trace of its run gives the op, so an op of the profiled shape takes the measured time whatever
-// byte count the record carries.
 // A profile taken under SCALEBENCH_DEVICE_LIMITS names the architecture it emulated, and calibration
 // counts it as neither the device's figures (other kernel variants ran) nor the emulated GPU's (the
 // device's SMs, clocks and memory did): it is left out with a note saying so.
@@ -259,7 +258,8 @@ TEST(OpProfileCalibration, AProfileUnderEmulatedLimitsIsNeitherGpusFigure) {
     EXPECT_EQ(emulated_arch_of_environment({{"hostnames", {"test"}}}), "");  // a CPU run: no limits at all
     EXPECT_EQ(emulated_arch_of_environment(emulated), "sm_89");
 
-    const std::string path = (std::filesystem::temp_directory_path() / "scalebench-op-profile-emulated.jsonl").string();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              fmt::format("scalebench-op-profile-emulated-{}.jsonl", ::getpid())).string();
     std::filesystem::remove(path);
     for (const auto& r : op_profile_records(profile, cfg, TraceOps(Precision::bf16), native)) {
         EXPECT_TRUE(r["emulated_arch"].is_null());
@@ -282,6 +282,9 @@ TEST(OpProfileCalibration, AProfileUnderEmulatedLimitsIsNeitherGpusFigure) {
     std::filesystem::remove(path);
 }
 
+// A record's bytes are those of the trace it was made with: calibration takes the bytes the current
+// trace of its run gives the op, so an op of the profiled shape takes the measured time whatever
+// byte count the record carries.
 TEST(OpProfileCalibration, AProfiledOpTakesTheBytesOfTheCurrentTrace) {
     const HardwareProfile hw = h200();
     const std::vector<TracedOp> layernorms = distinct(bert_base_trace(32).ops, "layernorm_forward");
