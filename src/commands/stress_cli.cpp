@@ -115,9 +115,9 @@ void add_stress_options(CLI::App& sub, StressOptions& o) {
                    "compare the ranks' parameter checksums every K steps (0: off; default: the first "
                    "workload's sdc_check_every, 100)");
     sub.add_option("--backend", o.backend, "auto (CUDA when a GPU is visible), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+        ->check(CLI::IsMember(names_of(backend_choices())));
     sub.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (every workload)")
-        ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+        ->check(CLI::IsMember(names_of(precision_choices())));
     sub.add_option("--batch-size", o.batch_size, "batch per rank (weak) or global batch (strong), every workload");
     sub.add_option("--out,-o", o.out, "JSONL file the interval records are appended to");
     sub.add_option("--plant-bit-flip", o.plant_bit_flip,
