@@ -100,7 +100,7 @@ struct HardwareProfile {
                             "(p90 - p10) / 2.563 of step_ms over its median (the normal's sigma from its 10-90% spread)",
                             0.17, 0.81, "the records' lower quartile", "the records' upper quartile"};
     Sourced bucket_launch_us{4.4,
-                             "H200 comm records (results/h200-gemm*/comm.jsonl): median fit alpha of a one-rank "
+                             "H200 comm records (results/h200-one-gpu/gemm/comm.jsonl): median fit alpha of a one-rank "
                              "all-reduce call, launch and smallest kernel",
                              3.9, 8.8, "the lowest fit alpha of those records", "the highest fit alpha of those records"};
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)

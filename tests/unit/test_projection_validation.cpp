@@ -254,21 +254,27 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
         nlohmann::json record;  // a train or op_profile record
     };
 
-    std::vector<std::filesystem::path> folders;
-    for (const auto& e : std::filesystem::directory_iterator(kSource + "/results"))
-        if (e.is_directory()) folders.push_back(e.path());
-    std::sort(folders.begin(), folders.end());
+    // Each record belongs to the nearest folder above it with a README.md (its provenance): results/NAME,
+    // or results/GROUP/NAME inside a group of folders such as h200-kernel-history/.
+    const std::filesystem::path results = kSource + "/results";
+    std::map<std::filesystem::path, std::vector<std::filesystem::path>> files_of;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(results)) {
+        if (e.path().extension() != ".jsonl") continue;
+        std::filesystem::path folder = e.path().parent_path();
+        while (folder != results && !std::filesystem::exists(folder / "README.md")) folder = folder.parent_path();
+        if (folder != results) files_of[folder].push_back(e.path());
+    }
     const std::filesystem::path scratch = std::filesystem::temp_directory_path() / "scalebench_validation";
     std::filesystem::create_directories(scratch);
 
     std::vector<double> step_errors;
     std::vector<Row> rows;
-    for (const auto& folder : folders) {
+    for (auto& [folder, files] : files_of) {
+        const std::string name = std::filesystem::relative(folder, results).string();  // NAME or GROUP/NAME
+        std::string flat = name;  // a scratch file's name
+        std::replace(flat.begin(), flat.end(), '/', '-');
         std::vector<std::string> measurement_files;  // gemm, comm
         std::vector<ModelRecord> model_records;
-        std::vector<std::filesystem::path> files;
-        for (const auto& e : std::filesystem::recursive_directory_iterator(folder))
-            if (e.path().extension() == ".jsonl") files.push_back(e.path());
         std::sort(files.begin(), files.end());
         for (const auto& f : files) {
             const ReadResult read = read_records(f.string());
@@ -288,7 +294,7 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             const TrainConfig cfg = config_of_record(r, file);
             // Calibration: the folder's measurements and the records of other models.
             std::vector<std::string> cal_files = measurement_files;
-            const std::string others = (scratch / (folder.filename().string() + "-others.jsonl")).string();
+            const std::string others = (scratch / (flat + "-others.jsonl")).string();
             std::filesystem::remove(others);
             std::set<std::string> profiled_models;
             for (const auto& other : model_records) {
@@ -312,7 +318,7 @@ TEST(ProjectionValidation, PredictsEveryMeasuredTrainRun) {
             const double step = r["step_ms"]["median"].get<double>();
             const double error = (p.step.step_ms - step) / step;
             step_errors.push_back(std::abs(error));
-            rows.push_back({{"record", fmt::format("results/{}/{}", folder.filename().string(), file)},
+            rows.push_back({{"record", fmt::format("results/{}/{}", name, file)},
                             {"line", line},
                             {"model", r["model"]},
                             {"preset", preset_of(r["model"].get<std::string>(), cfg, r)},
@@ -967,7 +973,7 @@ constexpr double kConvModelBound = 0.15;
 TEST(ProjectionValidation, CudnnConvolutionsAgainstTheGemmModel) {
     const HardwareProfile h200 = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
     const CostModel model(h200);
-    const std::string folder = "results/h200-tree-epilogues/check/";
+    const std::string folder = "results/h200-kernel-history/epilogues/check/";
     auto group_of = [](const TracedOp& op) -> std::string {
         if (op.variant.rfind("7x7/2", 0) == 0) return "the stem, 7x7/2";
         if (op.variant.rfind("3x3", 0) == 0) return "3x3";
@@ -1025,12 +1031,12 @@ TEST(ProjectionValidation, CudnnConvolutionsAgainstTheGemmModel) {
 }
 
 // What the H200's profile alone (no --calibrate) misjudges of the measured step, op kind by op kind:
-// the op profiles of results/h200-step-vs-pytorch/check (every op of the step, its median time), each
+// the op profiles of results/h200-one-gpu/step-vs-pytorch/check (every op of the step, its median time), each
 // op costed from the profile with the bytes the current trace gives it, summed per kind over a step.
 TEST(ProjectionValidation, H200OpKindsWithoutCalibration) {
     const HardwareProfile h200 = load_hardware_profile(kSource + "/configs/hardware/h200-sxm.yaml");
     const CostModel model(h200);
-    const std::string folder = "results/h200-step-vs-pytorch/check/";
+    const std::string folder = "results/h200-one-gpu/step-vs-pytorch/check/";
     std::vector<Row> rows;
     for (const char* file : {"opprof_bert-base_b256.jsonl", "opprof_gpt2-medium_b8.jsonl"}) {
         const ReadResult read = read_records(kSource + "/" + folder + file);
