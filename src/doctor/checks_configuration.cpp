@@ -66,12 +66,15 @@ Check check_bar1(const SystemSnapshot& s) {
         if (g.bar1_mib >= g.memory_mib) continue;
         const ModelExpectation* m = find_expectation(g.name);
         if (m && m->bar1_max_gb > 0 && g.bar1_mib >= m->bar1_max_gb * 1024)
+        {
             raise(c, Verdict::warn,
-                  fmt::format("{}'s BAR1 ({}) is the card's largest ({}) yet below its memory ({}): peers reach only "
-                              "part of it",
-                              gpu_label(s, g), mib_text(g.bar1_mib), m->bar1_source, mib_text(g.memory_mib)),
+                  fmt::format("{}'s BAR1 ({}) is the card's largest yet below its memory ({}): peers reach only part "
+                              "of it",
+                              gpu_label(s, g), mib_text(g.bar1_mib), mib_text(g.memory_mib)),
                   "nothing in the BIOS raises it; the peer copy and collective rows show whether P2P still works "
                   "(if not, NCCL_P2P_DISABLE=1)");
+            c.band = "the card's largest BAR1: " + m->bar1_source;
+        }
         else
             raise(c, Verdict::fail,
                   fmt::format("{}'s BAR1 ({}) is smaller than its memory ({}) while P2P is granted: a peer copy "

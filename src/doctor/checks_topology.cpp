@@ -164,18 +164,23 @@ Check check_p2p_matrix(const SystemSnapshot& s) {
 Check check_paths(const SystemSnapshot& s) {
     Check c = check(Tier::topology, "what lies between each pair");
     if (s.pairs.empty()) return skipped(Tier::topology, c.name, "one GPU per host: no pair of GPUs");
-    std::map<std::string, int> kinds;
+    std::map<std::string, int> kinds, beside;  // beside: the PCIe path of pairs that talk over NVLink
     int socket_p2p = 0;
     for (const PairReading& p : s.pairs) {
         const std::string pcie = p.pcie_path.empty() && p.path != "nvlink" ? p.path : p.pcie_path;
         if (p.path.empty() && pcie.empty())
             return unjudged(Tier::topology, c.name, "the path between the GPUs was not read (sysfs device tree)");
         kinds[p.path == "nvlink" ? "nvlink" : pcie]++;
+        if (p.path == "nvlink" && !pcie.empty()) beside[pcie]++;
         if (pcie == "socket_link" && pcie_p2p_pair(p)) ++socket_p2p;
     }
-    std::vector<std::string> parts;
-    for (const auto& [kind, n] : kinds) parts.push_back(fmt::format("{} {}", n, kind));
-    c.figures = "pairs by path: " + join(parts, ", ");
+    auto text = [](const std::map<std::string, int>& m) {
+        std::vector<std::string> parts;
+        for (const auto& [kind, n] : m) parts.push_back(fmt::format("{} {}", n, kind));
+        return join(parts, ", ");
+    };
+    c.figures = "pairs by path: " + text(kinds);
+    if (!beside.empty()) c.figures += " (their PCIe paths: " + text(beside) + ")";
     if (socket_p2p > 0)
         c.figures += fmt::format("; {} pair(s) granted P2P across the socket link (NCCL may use it or not: the "
                                  "control row compares it with host memory, NVIDIA/nccl#1086)",

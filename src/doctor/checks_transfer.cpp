@@ -85,9 +85,9 @@ std::vector<Check> transfer_checks(const SystemSnapshot& s, const ExpectedBands&
                            "host-staged copy between GPUs"};
     const bool blind = !s.gpus.empty() && !s.gpu_unavailable.empty();
     if (!s.transfer_skipped.empty() || s.gpus.empty() || blind) {
-        const std::string why = !s.transfer_skipped.empty() ? s.transfer_skipped
-                                : s.gpus.empty()            ? "no GPU was read"
-                                                            : s.gpu_unavailable;
+        const std::string why = blind                       ? s.gpu_unavailable
+                                : !s.transfer_skipped.empty() ? s.transfer_skipped
+                                                              : "no GPU was read";
         for (const char* n : names) out.push_back(blind ? unjudged(Tier::transfer, n, why) : skipped(Tier::transfer, n, why));
         return out;
     }

@@ -427,46 +427,43 @@ std::string cuda_unavailable_reason() {
     return n == 0 ? "no device (CUDA_VISIBLE_DEVICES, the driver)" : "";
 }
 
-SystemSnapshot read_host(const std::string& host, double load_s) {
-    SystemSnapshot s;
-    const int n = visible_gpu_count();
-    nlohmann::json first;
-    for (int d = 0; d < n; ++d) {
-        const nlohmann::json e = gpu_environment(d);
-        if (d == 0) first = e;
-        GpuReading g;
-        g.index = d;
-        g.host = host;
-        g.name = value_or<std::string>(e, "name", "");
-        g.pci_bus_id = value_or<std::string>(e, "pci_bus_id", "");
-        g.memory_mib = value_or<double>(e, "memory_total_mib", 0);
-        g.sm_clock_max_mhz = value_or<double>(e, "sm_clock_max_mhz", 0);
-        g.power_limit_w = value_or<double>(e, "power_limit_w", 0);
-        g.power_default_w = value_or<double>(e, "power_default_limit_w", 0);
-        g.ecc_enabled = e.contains("ecc_enabled") && !e["ecc_enabled"].is_null() ? (e["ecc_enabled"].get<bool>() ? 1 : 0) : -1;
-        g.ecc_uncorrected = value_or<int64_t>(e, "ecc_uncorrected_volatile", -1);
-        if (e.contains("nvlink_links_active") && e["nvlink_links_active"].size() > static_cast<size_t>(d) &&
-            !e["nvlink_links_active"][d].is_null())
-            g.nvlink_active = e["nvlink_links_active"][d].get<int>();
-        g.nvml_error = value_or<std::string>(e, "nvml_error", "");
-        read_settings(e, g);
-        read_sysfs_gpu(g);
-        if (e.contains("settings") && e["settings"]["pcie_gpu_max_gen"].is_number())
-            g.pcie_card_max.gen = e["settings"]["pcie_gpu_max_gen"].get<int>();  // the card's own, not the slot's
-        g.xid_count = read_xids(g.pci_bus_id, &g.xids);
-        // NVML's view of the link where it has one: the GPU's own, where a virtual machine's
-        // sysfs shows its emulated root port.
-        const PcieLink nvml_max = nvml_link(e, "max_gen", "max_width");
-        if (nvml_max.gen > 0) {
-            g.pcie_max = nvml_max;
-            g.pcie_idle = nvml_link(e, "current_gen", "current_width");
-        }
-        s.gpus.push_back(g);
+namespace {
+
+// One GPU's reading: gpu_environment's NVML and CUDA facts, sysfs, the kernel log's XIDs.
+GpuReading gpu_reading(int d, const std::string& host, const nlohmann::json& e) {
+    GpuReading g;
+    g.index = d;
+    g.host = host;
+    g.name = value_or<std::string>(e, "name", "");
+    g.pci_bus_id = value_or<std::string>(e, "pci_bus_id", "");
+    g.memory_mib = value_or<double>(e, "memory_total_mib", 0);
+    g.sm_clock_max_mhz = value_or<double>(e, "sm_clock_max_mhz", 0);
+    g.power_limit_w = value_or<double>(e, "power_limit_w", 0);
+    g.power_default_w = value_or<double>(e, "power_default_limit_w", 0);
+    g.ecc_enabled = e.contains("ecc_enabled") && !e["ecc_enabled"].is_null() ? (e["ecc_enabled"].get<bool>() ? 1 : 0) : -1;
+    g.ecc_uncorrected = value_or<int64_t>(e, "ecc_uncorrected_volatile", -1);
+    if (e.contains("nvlink_links_active") && e["nvlink_links_active"].size() > static_cast<size_t>(d) &&
+        !e["nvlink_links_active"][d].is_null())
+        g.nvlink_active = e["nvlink_links_active"][d].get<int>();
+    g.nvml_error = value_or<std::string>(e, "nvml_error", "");
+    read_settings(e, g);
+    read_sysfs_gpu(g);
+    if (e.contains("settings") && e["settings"]["pcie_gpu_max_gen"].is_number())
+        g.pcie_card_max.gen = e["settings"]["pcie_gpu_max_gen"].get<int>();  // the card's own, not the slot's
+    g.xid_count = read_xids(g.pci_bus_id, &g.xids);
+    // NVML's view of the link where it has one: the GPU's own, where a virtual machine's
+    // sysfs shows its emulated root port.
+    const PcieLink nvml_max = nvml_link(e, "max_gen", "max_width");
+    if (nvml_max.gen > 0) {
+        g.pcie_max = nvml_max;
+        g.pcie_idle = nvml_link(e, "current_gen", "current_width");
     }
-    s.versions.driver = value_or<std::string>(first, "driver_version", "");
-    s.versions.cuda_runtime = value_or<std::string>(first, "cuda_runtime_version", "");
-    s.versions.nccl = value_or<std::string>(first, "nccl_version", "");
-    s.hosts.push_back({host, s.versions.driver, s.versions.cuda_runtime, s.versions.nccl});
+    return g;
+}
+
+// Every pair of this host's GPUs: peer access both ways, NVLink, the sysfs path and ACS.
+void read_pairs(SystemSnapshot& s, const std::string& host) {
+    const int n = static_cast<int>(s.gpus.size());
     for (int a = 0; a < n; ++a)
         for (int b = a + 1; b < n; ++b) {
             PairReading p;
@@ -481,6 +478,24 @@ SystemSnapshot read_host(const std::string& host, double load_s) {
             read_sysfs_pair(p, s.gpus[a], s.gpus[b]);
             s.pairs.push_back(p);
         }
+}
+
+}  // namespace
+
+SystemSnapshot read_host(const std::string& host, double load_s) {
+    SystemSnapshot s;
+    const int n = visible_gpu_count();
+    nlohmann::json first;
+    for (int d = 0; d < n; ++d) {
+        const nlohmann::json e = gpu_environment(d);
+        if (d == 0) first = e;
+        s.gpus.push_back(gpu_reading(d, host, e));
+    }
+    s.versions.driver = value_or<std::string>(first, "driver_version", "");
+    s.versions.cuda_runtime = value_or<std::string>(first, "cuda_runtime_version", "");
+    s.versions.nccl = value_or<std::string>(first, "nccl_version", "");
+    s.hosts.push_back({host, s.versions.driver, s.versions.cuda_runtime, s.versions.nccl});
+    read_pairs(s, host);
 
     std::vector<GpuBuffers> bufs(n);
     for (int d = 0; d < n; ++d) {

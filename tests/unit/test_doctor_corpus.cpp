@@ -91,9 +91,8 @@ class DoctorCorpus : public ::testing::TestWithParam<nlohmann::json> {};
 TEST_P(DoctorCorpus, VerdictCauseAndFix) { expect_case(GetParam()); }
 
 std::vector<nlohmann::json> cases() {
-    std::vector<nlohmann::json> out;
-    for (const nlohmann::json& c : read_json(kDir + "faults.json")["cases"]) out.push_back(c);
-    return out;
+    const nlohmann::json table = read_json(kDir + "faults.json");
+    return table.at("cases").get<std::vector<nlohmann::json>>();
 }
 
 std::string case_name(const ::testing::TestParamInfo<nlohmann::json>& info) {
