@@ -7,6 +7,7 @@
 // bands.cpp, the per-model expectations in expectations.h.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,6 +116,10 @@ int exit_code(const std::vector<Check>& checks);
 // "NET/IB", ... one entry per line that names one; "NVLS" once when NCCL set up NVLink SHARP
 // ("NVLS comm" / "NVLS multicast support is available" and a channel through it).
 std::vector<std::string> parse_nccl_transports(const std::string& log);
+
+// The kernel log's "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., ..." lines naming the GPU at
+// `bus_id` ("0000:3b:00.0"): their count, and the XID codes seen in *codes ("79, 48").
+int64_t parse_xids(const std::string& log, const std::string& bus_id, std::string* codes);
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; empty for text that is not a CPU list.
 std::vector<int> parse_cpu_list(const std::string& text);

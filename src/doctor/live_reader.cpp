@@ -204,29 +204,10 @@ int64_t read_xids(const std::string& bus_id, std::string* codes) {
     std::string text;
     char buf[4096];
     while (fgets(buf, sizeof(buf), pipe)) text += buf;
-    const int rc = pclose(pipe);
-    // dmesg refused (dmesg_restrict) leaves no line and a failing pipeline; an empty readable log is 0.
+    pclose(pipe);
+    // No line: either no XID, or dmesg refused (dmesg_restrict) and the log is unread.
     if (text.empty() && std::system("dmesg >/dev/null 2>&1") != 0) return -1;
-    (void)rc;
-    std::string id = sysfs_bus_id(bus_id);  // "0000:3b:00.0"
-    id = id.substr(0, id.rfind('.'));        // "0000:3b:00"
-    int64_t count = 0;
-    std::vector<std::string> seen;
-    std::stringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::string lower = line;
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-        const size_t at = lower.find("pci:" + id + "):");
-        if (at == std::string::npos) continue;
-        ++count;
-        const std::string code = std::to_string(std::atoi(line.c_str() + at + 4 + id.size() + 2));
-        if (std::find(seen.begin(), seen.end(), code) == seen.end()) seen.push_back(code);
-    }
-    std::string joined;
-    for (const std::string& c : seen) joined += (joined.empty() ? "" : ", ") + c;
-    *codes = joined;
-    return count;
+    return parse_xids(text, sysfs_bus_id(bus_id), codes);
 }
 
 std::string bound_cpus() {

@@ -1,7 +1,9 @@
 // The text and byte readers the live doctor relies on: CPU lists, the ACS control of a PCIe
-// function's config space, and NCCL's transports from its INFO log (checks.h).
-#include <cstdio>
+// function's config space, NCCL's transports from its INFO log and XIDs from the kernel log (checks.h).
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "src/doctor/checks.h"
@@ -75,6 +77,29 @@ std::vector<std::string> parse_nccl_transports(const std::string& log) {
     }
     if (nvls) out.push_back("NVLS");
     return out;
+}
+
+int64_t parse_xids(const std::string& log, const std::string& bus_id, std::string* codes) {
+    std::string id = bus_id.substr(0, bus_id.rfind('.'));  // "0000:3b:00.0" -> "0000:3b:00"
+    std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+    const std::string key = "pci:" + id + "):";
+    int64_t count = 0;
+    std::vector<std::string> seen;
+    std::stringstream in(log);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::string lower = line;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (lower.find("nvrm: xid") == std::string::npos) continue;
+        const size_t at = lower.find(key);
+        if (at == std::string::npos) continue;
+        ++count;
+        const std::string code = std::to_string(std::atoi(line.c_str() + at + key.size()));
+        if (std::find(seen.begin(), seen.end(), code) == seen.end()) seen.push_back(code);
+    }
+    codes->clear();
+    for (const std::string& c : seen) *codes += (codes->empty() ? "" : ", ") + c;
+    return count;
 }
 
 }  // namespace sb::doctor

@@ -119,6 +119,20 @@ TEST(DoctorParsers, NcclTransportsFromItsInfoLog) {
               (std::vector<std::string>{"P2P/IPC", "P2P/CUMEM", "SHM", "NET/Socket", "NET/IB", "NVLS"}));
 }
 
+TEST(DoctorParsers, XidsOfOneGpuFromTheKernelLog) {
+    const std::string log =
+        "[ 12.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+        "[ 13.0] NVRM: Xid (PCI:0000:3B:00): 48, pid=1234, An uncorrectable double bit error\n"
+        "[ 14.0] NVRM: Xid (PCI:0000:5e:00): 13, pid=99, Graphics Exception\n"
+        "[ 15.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+        "[ 16.0] usb 1-1: new device (PCI:0000:3b:00): 1\n";
+    std::string codes;
+    EXPECT_EQ(parse_xids(log, "0000:3b:00.0", &codes), 3);
+    EXPECT_EQ(codes, "79, 48");
+    EXPECT_EQ(parse_xids(log, "0000:af:00.0", &codes), 0);
+    EXPECT_EQ(codes, "");
+}
+
 TEST(DoctorParsers, CpuLists) {
     EXPECT_EQ(parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
     EXPECT_TRUE(parse_cpu_list("x").empty());
