@@ -622,17 +622,11 @@ int run_allreduce_probe(int argc, char** argv) {
     return result.contains("error") ? 1 : 0;
 }
 
-CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, int device, size_t max_bytes,
-                                  double deadline_s, const std::string& scratch_dir, MPI_Comm world) {
-    int rank = 0, size = 1;
-    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
-    SB_CHECK_MPI(MPI_Comm_size(world, &size));
-    ncclUniqueId id;
-    if (rank == 0) SB_CHECK_NCCL(ncclGetUniqueId(&id));
-    SB_CHECK_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, world));
+namespace {
 
-    const std::string base = fmt::format("{}/{}-rank{}", scratch_dir, label, rank);
-    const std::string log = base + ".nccl.log", result_file = base + ".json", output = base + ".out";
+// The probe's environment: this process's, with NCCL's INFO log into `log` (and
+// NCCL_P2P_DISABLE=1 for the control) in place of any such setting of the caller's.
+std::vector<std::string> probe_environment(const std::string& log, bool p2p_disabled) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
         const std::string kv = *e;
@@ -644,6 +638,45 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
     env.push_back("NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET");
     env.push_back("NCCL_DEBUG_FILE=" + log);
     if (p2p_disabled) env.push_back("NCCL_P2P_DISABLE=1");
+    return env;
+}
+
+// Every rank's run as one: the slowest rank's time per row, the wrong elements summed, every
+// rank's transports, the first error.
+CollectiveRun merge_ranks(const std::vector<nlohmann::json>& all) {
+    CollectiveRun merged = all[0].get<CollectiveRun>();
+    for (size_t r = 1; r < all.size(); ++r) {
+        const CollectiveRun other = all[r].get<CollectiveRun>();
+        merged.timed_out = merged.timed_out || other.timed_out;
+        if (merged.error.empty()) merged.error = other.error;
+        for (const std::string& t : other.transports) merged.transports.push_back(t);
+        for (size_t i = 0; i < merged.rows.size() && i < other.rows.size(); ++i) {
+            AllReduceRow& row = merged.rows[i];
+            if (other.rows[i].time_us > row.time_us) {
+                row.time_us = other.rows[i].time_us;
+                row.busbw_gbps = other.rows[i].busbw_gbps;
+            }
+            row.wrong += other.rows[i].wrong;
+        }
+        if (other.rows.size() < merged.rows.size()) merged.rows.resize(other.rows.size());
+    }
+    return merged;
+}
+
+}  // namespace
+
+CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, int device, size_t max_bytes,
+                                  double deadline_s, const std::string& scratch_dir, MPI_Comm world) {
+    int rank = 0, size = 1;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    ncclUniqueId id;
+    if (rank == 0) SB_CHECK_NCCL(ncclGetUniqueId(&id));
+    SB_CHECK_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, world));
+
+    const std::string base = fmt::format("{}/{}-rank{}", scratch_dir, label, rank);
+    const std::string log = base + ".nccl.log", result_file = base + ".json", output = base + ".out";
+    std::vector<std::string> env = probe_environment(log, p2p_disabled);
     std::vector<char*> envp;
     for (std::string& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
@@ -698,24 +731,7 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
 
     // Rank 0: the slowest rank's times, every rank's wrong elements and transports.
     const std::vector<nlohmann::json> all = gather_json(nlohmann::json(run), world);
-    if (rank != 0) return run;
-    CollectiveRun merged = all[0].get<CollectiveRun>();
-    for (size_t r = 1; r < all.size(); ++r) {
-        const CollectiveRun other = all[r].get<CollectiveRun>();
-        merged.timed_out = merged.timed_out || other.timed_out;
-        if (merged.error.empty()) merged.error = other.error;
-        for (const std::string& t : other.transports) merged.transports.push_back(t);
-        for (size_t i = 0; i < merged.rows.size() && i < other.rows.size(); ++i) {
-            AllReduceRow& row = merged.rows[i];
-            if (other.rows[i].time_us > row.time_us) {
-                row.time_us = other.rows[i].time_us;
-                row.busbw_gbps = other.rows[i].busbw_gbps;
-            }
-            row.wrong += other.rows[i].wrong;
-        }
-        if (other.rows.size() < merged.rows.size()) merged.rows.resize(other.rows.size());
-    }
-    return merged;
+    return rank == 0 ? merge_ranks(all) : run;
 }
 
 }  // namespace sb::doctor
