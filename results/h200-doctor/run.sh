@@ -8,6 +8,9 @@
 # they judge) and its stderr; nvidia-smi records the GPU meanwhile, the independent record the
 # doctor's readings are checked against. summary.txt says PASS or FAIL per requirement.
 set -uo pipefail
+# The lent machine's rule: NCCL's NVLS stays off. One GPU has no NVLS to use, so the doctor's
+# configuration row warns on the variable and nothing else changes.
+export NCCL_NVLS_ENABLE=0
 O=${1:-${OUT:?output folder}}
 B=build-gpu
 mkdir -p "$O"
