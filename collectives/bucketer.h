@@ -5,6 +5,8 @@
 // started the moment its last gradient lands. Buckets start in order. With a 16-bit
 // comm_dtype (DDP's bf16/fp16 compress hooks) each bucket is cast into a 16-bit copy,
 // all-reduced there and cast back into the fp32 gradients once it has completed.
+// A step started without communication (DDP's no_sync) runs the same buckets and casts but
+// skips the collectives: the step that communication cost is measured against.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +36,9 @@ public:
     Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads, Ops& ops,
              DType comm_dtype = DType::f32);
 
-    void start_step();                            // every parameter pending again
+    // Every parameter pending again; with communicate false, this step's buckets issue no
+    // collective (each rank keeps its own gradients).
+    void start_step(bool communicate = true);
     void gradient_ready(int param_index) override;  // launches buckets that became complete
     void wait_all();                              // later work waits for every bucket
     int launched() const { return next_to_launch_; }
@@ -59,6 +63,7 @@ private:
     std::vector<char> reported_;      // per parameter: gradient reported this step
     std::vector<std::unique_ptr<CommRequest>> requests_;
     int next_to_launch_ = 0;
+    bool communicate_ = true;
 };
 
 }  // namespace sb

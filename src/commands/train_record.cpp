@@ -36,18 +36,37 @@ nlohmann::json mismatched_replicas(const SizeFigures& f, const std::vector<std::
 
 namespace {
 nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
+
+// The figures' spreads and the communication charged as DDP charges it (scaling_table.h);
+// null where not measured (no communication at n = 1).
+nlohmann::json spread_and_communication(const ScalingRow& row) {
+    const bool measured = row.no_comm_step.count > 0;
+    return {
+        {"step_spread_ms", or_null(row.step_spread)},
+        {"samples_per_s_spread", or_null(row.samples_per_s_spread)},
+        {"scaling_efficiency_spread", or_null(row.efficiency_spread)},
+        {"allreduce_spread_ms", row.allreduce.count ? nlohmann::json(spread_of(row.allreduce)) : nlohmann::json()},
+        {"allreduce_busbw_spread_gbps", or_null(row.busbw_spread)},
+        {"no_comm_step_ms", measured ? to_json(row.no_comm_step) : nlohmann::json()},
+        {"no_comm_compute_ms", measured ? to_json(row.no_comm_compute) : nlohmann::json()},
+        {"comm_cost_ms", or_null(row.comm_cost)},
+        {"comm_cost_spread_ms", or_null(row.comm_cost_spread)},
+        {"hidden_fraction", or_null(row.hidden_fraction)},
+        {"compute_slowdown_ms", or_null(row.compute_slowdown)},
+    };
+}
 }  // namespace
 
 // Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train).
 nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallelTrainer& trainer,
-                            const SizeFigures& f, const ScalingRow& row, double samples_per_s_at_1, int launched,
+                            const SizeFigures& f, const ScalingRow& row, const ScalingRow& at_1, int launched,
                             const nlohmann::json& mismatched, const SweepChecks& checks,
                             const nlohmann::json& environment) {
     const int n = row.world_size;
     const int global_batch = trainer.global_batch();
     const double gradient_bytes =
         static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
-    const double algbw = gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9;
+    const double algbw = gradient_bytes / (row.allreduce.median / 1000.0) / 1e9;
     const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
     const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
     const std::optional<double> peak = device_peak_tflops(ops);
@@ -78,10 +97,10 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"samples_per_s_per_rank", row.per_rank},
         {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
         {"scaling_efficiency", or_null(row.efficiency)},
-        {"speedup", or_null(row.samples_per_s / samples_per_s_at_1)},
+        {"speedup", or_null(at_1.world_size ? row.samples_per_s / at_1.samples_per_s : NAN)},
         {"gradient_bytes", gradient_bytes},
         {"buckets", trainer.bucketer().buckets().size()},
-        {"allreduce_ms", f.allreduce_ms},
+        {"allreduce_ms", row.allreduce.median},
         {"allreduce_algbw_gbps", algbw},
         {"allreduce_busbw_gbps", row.busbw},
         {"model_flops_per_step", flops_per_step},
@@ -108,6 +127,7 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"config", to_json(cfg)},
         {"environment", environment},
     };
+    record.update(spread_and_communication(row));
     if (checks.recheck_allreduce)
         record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", f.recheck_mismatched}};
     return record;
