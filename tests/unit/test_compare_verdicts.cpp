@@ -3,6 +3,8 @@
 // naming the number, its end and the other winner; none is reported where no range decides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,6 +106,39 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     // One GPU needs no all-reduce: no range changes "small experiments".
     const size_t small = static_cast<size_t>(&scenario(central_verdicts, "small experiments") - central_verdicts.data());
     EXPECT_TRUE(flips[small].empty());
+}
+
+TEST(CompareVerdicts, OneCardsGpuNumbersMoveTogetherInEveryProfileOfIt) {
+    // Two profiles of one physical card (the 48 GB 4090, its clock a range [0.9, 1]) and an A100 priced
+    // between the card's score at each end of that range: at the central clock the card wins; with
+    // the clock at its low end in both profiles the A100 does. Moved in one profile alone, the other
+    // would still win and no flip would show.
+    const TrainConfig cfg = bert_base();
+    HardwareProfile a = profile("rtx4090-48gb-pcie4"), b = a;
+    ASSERT_TRUE(a.clock_factor.is_range());
+    a.name = "card-a";
+    b.name = "card-b";
+    HardwareProfile a100 = without_ranges(profile("a100-sxm4-40gb"));
+    auto per_10k_at1 = [&](const HardwareProfile& hw) {
+        const CompareRow row = compare_rows(cfg, {hw}, {Calibration{}}, "", false).front();
+        return row.per_10k(row.by_gpus.front());
+    };
+    const double central = per_10k_at1(a), low = per_10k_at1(at_range_end(a, "gpu.clock_factor", false));
+    ASSERT_LT(low, central * 0.97) << "the clock must matter on one GPU";
+    a100.price_usd.value *= per_10k_at1(a100) / std::sqrt(central * low);
+    const std::vector<HardwareProfile> profiles = {a, b, a100};
+    const std::vector<Calibration> none(3);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);
+    const std::vector<Verdict> central_verdicts = verdicts(rows);
+    const Verdict& small = scenario(central_verdicts, "small experiments");
+    ASSERT_NE(small.winner, nullptr);
+    EXPECT_EQ(small.winner->hw.name, "card-a") << small.reason;
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
+    const std::vector<std::string>& f = flips[static_cast<size_t>(&small - central_verdicts.data())];
+    EXPECT_NE(std::find(f.begin(), f.end(), "a100-sxm4-40gb with card-a and card-b's gpu.clock_factor at its low end (0.9)"),
+              f.end())
+        << (f.empty() ? "no flip" : f.front());
+    for (const std::string& flip : f) EXPECT_EQ(flip.find("with card-b's gpu.clock_factor"), std::string::npos) << flip;
 }
 
 }  // namespace
