@@ -918,7 +918,20 @@ TEST(ProjectionValidation, PublishedTrainingThroughput) {
     }
     ASSERT_GE(errors.size(), 10u);
     const double median = median_of(errors);
-    throughput.push_back(summary(errors.size(), "median absolute error", median, kThroughputTarget, kThroughputGuard));
+    // The compute model's own error, per GPU: its one-GPU rows (no communication), the range of their
+    // signed errors. What a band that holds the compute model's error would have to span.
+    std::map<std::string, Band> one_gpu;
+    for (const PublishedRow& r : rows) {
+        if (r.gpus != 1) continue;
+        const double e = 100.0 * (r.projected - r.published) / r.published;
+        auto [it, fresh] = one_gpu.emplace(r.profile, Band{e, e});
+        it->second = {std::min(it->second.lo, e), std::max(it->second.hi, e)};
+    }
+    Row compute_error = Row::object();
+    for (const auto& [profile, band] : one_gpu) compute_error[profile] = {band.lo, band.hi};
+    Row throughput_summary = summary(errors.size(), "median absolute error", median, kThroughputTarget, kThroughputGuard);
+    throughput_summary["summary"]["one_gpu_error_pct_by_profile"] = compute_error;
+    throughput.push_back(throughput_summary);
     expect_recorded("published_throughput", throughput);
 
     std::vector<double> scaling_errors, naive_errors;
