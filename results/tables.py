@@ -737,6 +737,10 @@ def table_projection_summary():
         _, (line, s) = _check(check)
         result = f"{s['value_pct']:.1f}%" + (f"; {s['inside_band']} of {s['rows']} inside the band"
                                              if "inside_band" in s else "")
+        if "naive_median_pct" in s:  # the naive model beside the median: speed-up = N
+            result += f"; speed-up = N: {s['naive_median_pct']:.1f}%"
+        for key in sorted(k for k in s if k.startswith("inside_band_")):
+            result += f"; {key[len('inside_band_'):]}: {s[key]} inside"
         target = "-" if s["target_pct"] is None else f"{s['target_pct']:.0f}%"
         rows.append([label, _v(str(s["rows"]), line), s["statistic"], _v(result, line), target,
                      _v(f"{s['bound_pct']:.0f}%", line)])
@@ -815,16 +819,17 @@ def table_projection_staged_speedups():
 
 
 def _published(data_file):
-    header = ["entry", "profile", "model, batch/GPU", "GPUs", "published samples/s", "projected", "error",
-              "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
+    header = ["entry", "profile", "transport, data", "model, batch/GPU", "GPUs", "published samples/s", "projected",
+              "error", "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
     rows = []
     for n, r in _check("published_throughput")[0]:
         if r["data"] != data_file:
             continue
         fit = f"{r['footprint_gib']:.1f} GiB" + ("" if r["fits"] else " (does not fit)")
-        rows.append([_entry(r), r["profile"], f"{r['workload']}, {r['batch']}", str(r["gpus"]), _v(fmt(r["published"], 1), n),
+        rows.append([_entry(r), r["profile"], f"{r['transport']}, {r['input']}", f"{r['workload']}, {r['batch']}",
+                     str(r["gpus"]), _v(fmt(r["published"], 1), n),
                      _v(fmt(r["projection"], 1), n), _err(r, n), _v(pct(r["published_mfu"]), n), _v(fit, n)])
-    return header, "lllrrrrrr", rows
+    return header, "llllrrrrrr", rows
 
 
 def table_projection_published_bert():
@@ -857,13 +862,13 @@ def table_projection_published_groups():
 
 
 def table_projection_published_speedups():
-    header = ["entry", "GPUs", "published speed-up", "projected", "error", "band (every range at each end)", "inside",
-              "ms per step beyond the model", "cause"]
-    rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
+    header = ["entry", "GPUs", "transport that ran", "published speed-up", "projected", "error",
+              "band (every range at each end)", "inside", "ms per step beyond the model", "cause"]
+    rows = [[_entry(r), str(r["gpus"]), r["transport"], _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
              _v(f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", n), _v("yes" if r["inside_band"] else "no", n),
              _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n), _v(r["cause"], n)]
             for n, r in _check("published_speedup")[0]]
-    return header, "lrrrrrlrl", rows
+    return header, "lrlrrrrlrl", rows
 
 
 def table_projection_speedup_causes():
