@@ -42,6 +42,12 @@ struct TestHook {
     double value = 0;
 };
 TestHook parse_test_hook(const char* variable, const char* text, double max_value);
+// Both hooks, read once; main reads them before any subcommand's work, so a bad value is
+// refused up front (once, by rank 0), never in the middle of a run.
+struct TestHooks {
+    TestHook delay_rank, cuda_fault;
+};
+const TestHooks& test_hooks();
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {
