@@ -428,14 +428,14 @@ TEST(CompareCli, ReportPathsAreCheckedBeforeAnyWork) {
     // The report's JSON is the --out file, or a --calibrate input of the run: it would be overwritten.
     r = run("compare --hardware all --out " + (dir / "guide.json").string() + " --report " + guide + profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("which is the --out file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is also the output --out "), std::string::npos) << r.err;
     const std::string calibration = kSource + "/results/h200-gemm/gemm.jsonl";
     const auto input = dir / "calibration.json";
     std::filesystem::copy_file(calibration, input, std::filesystem::copy_options::overwrite_existing);
     r = run("compare --hardware h200-sxm --calibrate " + input.string() + " --report " + (dir / "calibration.md").string() +
             profiles());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("which is a --calibrate input"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is the --calibrate file " + input.string() + "; writing it would replace it"), std::string::npos) << r.err;
     EXPECT_EQ(sb::e2e::slurp(input), sb::e2e::slurp(calibration));
     for (const char* left : {"guide.md", "guide.json", "calibration.md"})
         EXPECT_FALSE(std::filesystem::exists(dir / left)) << left;
