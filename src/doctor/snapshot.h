@@ -135,7 +135,10 @@ void to_json(nlohmann::json& j, const SystemSnapshot& s);
 // Throws std::runtime_error naming the key for a value of the wrong type.
 void from_json(const nlohmann::json& j, SystemSnapshot& s);
 
-// The snapshot in `path` (JSON); UserError naming the file for one that does not read.
+// The snapshot in `path` (JSON, read through the checked input reader: a regular file of at
+// most kMaxSnapshotBytes, nested at most kMaxJsonDepth); UserError naming the file for one
+// that does not read. parse_snapshot reads text already in memory, `source` naming it.
 SystemSnapshot load_snapshot(const std::string& path);
+SystemSnapshot parse_snapshot(const std::string& text, const std::string& source);
 
 }  // namespace sb::doctor
