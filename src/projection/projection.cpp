@@ -1,5 +1,6 @@
 // The projection model (src/projection/projection.h).
 #include "src/projection/projection.h"
+#include "src/projection/calibration_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -306,6 +307,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
             const std::string where = fmt::format("{}: record {}", file, index + 1);
             try {
                 const std::string sub = r.value("subcommand", "");
+                check_calibration_record(r, where);  // kind, backend and every number calibration reads
                 const std::string gpu = record_gpu(r);
                 // Under SCALEBENCH_DEVICE_LIMITS a record is neither its GPU's figure nor the emulated GPU's.
                 const std::string emulated_arch = emulated_arch_of_record(r);
