@@ -1,8 +1,7 @@
 // Table text escaping (src/core/table_text.h).
 #include "src/core/table_text.h"
 
-#include <cstdlib>
-
+#include "base/numbers.h"
 #include "src/core/files.h"
 
 namespace sb {
@@ -17,9 +16,8 @@ namespace {
 
 // Whether the whole of `text` is a number (a negative figure is data, not a formula).
 bool is_number(const std::string& text) {
-    char* end = nullptr;
-    std::strtod(text.c_str(), &end);
-    return !text.empty() && end == text.c_str() + text.size();
+    double v = 0;
+    return parse_real(text, RealRange{-kNoUpperBound, false, kNoUpperBound, false}, v).empty();
 }
 
 }  // namespace

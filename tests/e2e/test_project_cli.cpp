@@ -253,7 +253,7 @@ TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     // Bad values exit 2 naming the flag, before any record is written.
     r = run("project --hardware rtx4090-24gb-pcie4 --batch lots" + profiles() + out);
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--batch-size lots: a positive number or 'max'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--batch-size lots: expected an integer, got 'lots' (or 'max')"), std::string::npos) << r.err;
     EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
 }
 
