@@ -75,7 +75,7 @@ TEST(ProjectCli, BadProfilesAndFlagsExit2WithWhere) {
     std::ofstream(bad) << "name: bad\ndescription: \"x\"\ngpu:\n  device_name: \"NVIDIA H200\"\n  tdp_w: {value: -1, source: \"x\"}\n";
     Result r = run("project --hardware " + bad.string() + " --out " + (dir / "x.jsonl").string());
     EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find(bad.string() + ":5:18: key 'gpu.tdp_w.value': must be > 0, got -1"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bad.string() + ":5:18: key 'gpu.tdp_w.value': must be in [10, 5000], got -1"), std::string::npos) << r.err;
     r = run("project --hardware no-such-profile" + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--hardware no-such-profile: no such profile in"), std::string::npos) << r.err;
