@@ -23,9 +23,6 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
         {"--seq-len", IntRange{0, kSeqRange.hi, "0 keeps the config's; else the seq_len range"}},
         {"--sdc-check-every", kSdcCheckEveryRange},
         {"--train-steps", kStepsRange},
-        {"--iters", IntRange{0, 1000000, "launches per size: a million is hours of one size"}},
-        {"--warmup_iters", IntRange{0, 1000000, "launches per size: a million is hours of one size"}},
-        {"--check", IntRange{0, 1000000, "launches per size: a million is hours of one size"}},
     };
     return table;
 }
