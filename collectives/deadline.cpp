@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/numbers.h"
 
 namespace sb {
 
@@ -29,14 +30,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPingTag = 1, kPongTag = 2, kNoticeTag = 3;
 constexpr double kDefaultTimeoutS = 600;
 
+// Seconds, read by the one number parser: "1e10" would overflow the millisecond clock and
+// make every wait endless, so the bound is a week.
 double read_timeout() {
     const char* text = std::getenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S");
     if (!text || !*text) return kDefaultTimeoutS;
-    char* end = nullptr;
-    const double t = std::strtod(text, &end);
-    if (*end != '\0' || !(t > 0))
-        throw UserError(fmt::format("SCALEBENCH_COLLECTIVE_TIMEOUT_S='{}': expected seconds > 0", text));
-    return t;
+    return real_or_refuse("SCALEBENCH_COLLECTIVE_TIMEOUT_S", text,
+                          RealRange{0, true, 7 * 24 * 3600.0, false,
+                                    "seconds: past a week a collective deadline catches nothing"});
 }
 
 std::atomic<double> g_timeout{-1};
@@ -150,7 +151,12 @@ void serve_now(std::vector<char>* answered, int round) {
 double collective_timeout_s() {
     double t = g_timeout.load();
     if (t < 0) {
-        t = read_timeout();
+        try {
+            t = read_timeout();
+        } catch (const UserError&) {
+            g_timeout = kDefaultTimeoutS;  // refused once; the shutdown that follows still has a deadline
+            throw;
+        }
         g_timeout = t;
     }
     return t;

@@ -14,6 +14,7 @@
 
 #include "collectives/host_dtype.h"
 #include "base/errors.h"
+#include "base/numbers.h"
 
 namespace sb {
 
@@ -114,7 +115,10 @@ size_t parse_size(const std::string& text, const std::string& flag) {
         case 'g': case 'G': units = 1024.0 * 1024.0 * 1024.0; break;
         default: break;
     }
-    const double bytes = std::stod(match[1].str()) * units;
+    double number = 0;
+    const std::string problem = parse_real(match[1].str(), RealRange{0, false, kNoUpperBound, false}, number);
+    if (!problem.empty()) throw UserError(fmt::format("{} '{}': {}", flag, text, problem));
+    const double bytes = number * units;
     if (bytes > std::ldexp(1.0, 50))
         throw UserError(fmt::format("{} '{}': {} bytes is more than any machine holds", flag, text, bytes));
     return static_cast<size_t>(bytes);  // whole bytes, rounded down as nccl-tests

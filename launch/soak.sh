@@ -4,8 +4,7 @@
 # interval on every GPU of the node, with the replica check every 100 steps (the configs' own).
 #   launch/soak.sh [-n NP] [--duration 72h] [--interval 30m] [--out FILE] [--bin PATH] [--dry-run]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source launch/options.sh
+source "$(dirname "$0")/options.sh"
 np="" duration=72h interval=30m out="" bin=build/scalebench dry=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -19,6 +18,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "launch/soak.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+# Paths given relative to where the script was started, though it runs from the repository root.
+[[ -z "$out" ]] || out=$(absolute_path "$out")
+[[ $bin == build/scalebench ]] || bin=$(absolute_path "$bin")
+cd "$(dirname "$0")/.."
+if [[ -n "$np" ]]; then whole_count soak.sh -n "$np"; fi
 if [[ -z "$np" ]]; then
   np=$(nvidia-smi --list-gpus 2>/dev/null | wc -l || true)
   [[ "$np" -gt 0 ]] || { echo "launch/soak.sh: no GPU listed by nvidia-smi; give -n NP" >&2; exit 2; }

@@ -43,7 +43,7 @@ while (($#)); do
     -o|--out) needs_value sweep.sh "$@"; out=$2; shift 2 ;;
     --bin) needs_value sweep.sh "$@"; bin=$2; shift 2 ;;
     --no-bind) bind=0; shift ;;
-    --mpirun-args) needs_value sweep.sh "$@"; read -r -a mpirun_extra <<<"$2"; shift 2 ;;
+    --mpirun-args) needs_value sweep.sh "$@"; shell_words sweep.sh --mpirun-args mpirun_extra "$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; train_args=("$@"); break ;;
@@ -61,7 +61,7 @@ if [[ -z $np ]]; then
   np=$(gpu_count)
   ((np > 0)) || np=2
 fi
-[[ $np =~ ^[1-9][0-9]*$ ]] || die "--np '$np': not a positive whole number"
+whole_count sweep.sh --np "$np"
 
 # Default sizes: powers of two up to N, then N itself (1,2,4,6 for N = 6).
 if [[ -z $sizes ]]; then
@@ -71,14 +71,14 @@ if [[ -z $sizes ]]; then
 fi
 IFS=, read -r -a size_list <<<"$sizes"
 for s in "${size_list[@]}"; do
-  [[ $s =~ ^[1-9][0-9]*$ ]] || die "--sizes '$sizes': '$s' is not a positive whole number"
+  whole_count sweep.sh "--sizes entry" "$s"
   ((s <= np)) || die "--sizes '$sizes': $s is more than the $np ranks launched (raise --np)"
 done
 
 if [[ -z $out ]]; then
   out="$root/runs/sweep-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 fi
-mkdir -p "$(dirname "$out")"
+((dry_run)) || mkdir -p "$(dirname "$out")"  # a dry run makes nothing
 
 # NVLink SHARP (NVLS) buffers are large and some drivers/fabrics reject them; keep it off
 # unless the user asked for it.

@@ -16,13 +16,23 @@ The Markdown holds the summary table (scenario x workload x budget), the figures
 behind each cell, the flips inside the bands, the node costs, the card tests (projected and
 measured), the assumptions and every profile number with its source.
 
-Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). A file that is not compare's
-JSON without --config exits 2 with a one-line reason.
+Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input exits 2 with one
+line and writes nothing: a file that is not a regular file (a FIFO, /dev/zero) or past 64 MiB, not
+UTF-8 JSON, nested past Python's recursion limit, or not compare's JSON without --config (a key
+missing or of the wrong type anywhere); and an output it cannot write (OUT.md a folder, its folder
+missing or read-only), checked before anything is drawn. A write that still fails (a full disk)
+exits 1 with one line, leaving no partial file. Every string of the JSON is written into the
+Markdown escaped (a `|` or newline in a profile name cannot break a table).
 """
 
 import json
 import os
+import re
+import shutil
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_input import InputError, markdown_cell, read_input  # noqa: E402
 
 PROG = "compare_report.py"
 
@@ -32,18 +42,55 @@ def fail(message):
     sys.exit(2)
 
 
+MAX_GUIDE_BYTES = 64 << 20  # compare's JSON of every shipped profile is under 1 MiB
+
+
+def escaped(node):
+    """The JSON with every string (keys too) escaped for a Markdown table, once, at load."""
+    if isinstance(node, str):
+        return markdown_cell(node)
+    if isinstance(node, list):
+        return [escaped(x) for x in node]
+    if isinstance(node, dict):
+        return {markdown_cell(k): escaped(v) for k, v in node.items()}
+    return node
+
+
 def load(path):
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
+        data = json.loads(read_input(path, "compare JSON", MAX_GUIDE_BYTES).decode("utf-8"))
+    except InputError as e:
+        fail(str(e))
+    except UnicodeDecodeError as e:
+        fail(f"{path}: not UTF-8 text (byte {e.start + 1})")
     except json.JSONDecodeError as e:
         fail(f"{path}:{e.lineno}: not JSON ({e.msg})")
+    except RecursionError:
+        fail(f"{path}: nested too deep to be compare's JSON")
+    if not isinstance(data, dict):
+        fail(f"{path}: not compare's JSON (a JSON object)")
     for key in ("scenarios", "workloads", "profiles", "cost_terms"):
         if key not in data:
             fail(f"{path}: key '{key}' missing (compare --json without --config writes it)")
-    return data
+    return escaped(data)
+
+
+def output_problem(out_md, plot_dir):
+    """Why OUT.md and its plots cannot be written (None when they can), before anything is drawn."""
+    folder = os.path.dirname(os.path.abspath(out_md))
+    if os.path.isdir(out_md) or (os.path.lexists(out_md) and not os.path.isfile(out_md)):
+        return f"{out_md}: not a regular file"
+    if not os.path.isdir(folder):
+        return f"{out_md}: no folder {folder}"
+    if os.path.lexists(plot_dir) and not os.path.isdir(plot_dir):
+        return f"{out_md}: {plot_dir}, where its plots go, is not a folder"
+    probe = os.path.join(folder, f".compare_report-check-{os.getpid()}")
+    try:  # whether files can be made there (access() says yes for root on a read-only mount)
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as e:
+        return f"{out_md}: cannot write in {folder}: {e.strerror or e}"
+    return None
 
 
 def sources(node, prefix=""):
@@ -140,18 +187,51 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
 def main(argv):
     if len(argv) != 3:
         fail("usage: compare_report.py COMPARE.json OUT.md")
-    data = load(argv[1])
     out_md = argv[2]
+    stem = os.path.splitext(os.path.basename(out_md))[0]
+    plot_dir_name = f"{stem}-plots"
+    plot_dir = os.path.join(os.path.dirname(out_md) or ".", plot_dir_name)
+    problem = output_problem(out_md, plot_dir)
+    if problem:
+        fail(problem)
+    data = load(argv[1])
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         fail("matplotlib is missing (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
-    stem = os.path.splitext(os.path.basename(out_md))[0]
-    plot_dir_name = f"{stem}-plots"
-    plot_dir = os.path.join(os.path.dirname(out_md) or ".", plot_dir_name)
-    os.makedirs(plot_dir, exist_ok=True)
+    # Drawn into a folder of this run's own, moved into place only when the whole guide is made.
+    staging = os.path.join(os.path.dirname(out_md) or ".", f".{plot_dir_name}-{os.getpid()}")
+    os.makedirs(staging)
+    try:
+        md, plots = render(data, argv[1], plt, staging, plot_dir_name)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        fail(f"{argv[1]}: not compare's JSON without --config ({type(e).__name__}: {str(e)[:120]})")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
+        os.makedirs(plot_dir, exist_ok=True)
+        for name in os.listdir(staging):
+            os.replace(os.path.join(staging, name), os.path.join(plot_dir, name))
+        with open(out_md + f".tmp-{os.getpid()}", "w") as f:
+            f.write("\n".join(md) + "\n")
+        os.replace(out_md + f".tmp-{os.getpid()}", out_md)
+    except OSError as e:
+        for leftover in (out_md + f".tmp-{os.getpid()}",):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        print(f"{PROG}: error: cannot write {out_md} or its plots: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"{PROG}: wrote {out_md} and {plots} plots under {plot_dir}")
+
+
+def render(data, source, plt, plot_dir, plot_dir_name):
+    """The guide's Markdown lines and the number of plots drawn into plot_dir."""
     workloads = {w["workload"]: w for w in data["workloads"]}
     terms = data["cost_terms"]
     names = [p["name"] for p in data["profiles"]]
@@ -209,10 +289,11 @@ def main(argv):
                 md.append(f"  - flips inside the band: {f}")
         for w in dict.fromkeys(c["workload"] for c in sc["cells"]):
             if w not in workloads:
-                fail(f"{argv[1]}: scenario '{sc['scenario']}' names workload '{w}', which 'workloads' lacks")
+                raise KeyError(f"scenario '{sc['scenario']}' names workload '{w}', which 'workloads' lacks")
             key = (w, sc["gpus"], sc_nodes)
             if key not in drawn:
-                slug = f"{w.replace(' ', '-')}-{sc['gpus']}gpu" + (f"-{sc_nodes}nodes" if sc_nodes > 1 else "")
+                slug = re.sub(r"[^A-Za-z0-9._-]", "-", w) + f"-{int(sc['gpus'])}gpu" + \
+                    (f"-{int(sc_nodes)}nodes" if sc_nodes > 1 else "")
                 drawn[key] = plot_workload(plt, workloads[w], sc["gpus"], sc_nodes, plot_dir, slug)
                 plots += len(drawn[key])
             md.append("")
@@ -247,11 +328,9 @@ def main(argv):
     for p in data["profiles"]:
         md += [f"### {p['name']}", "", "| key | value | source |", "| --- | --- | --- |"]
         for key, value, source in sources(p["hardware"]):
-            md.append(f"| {key} | {value} | {source.replace('|', '/')} |")
+            md.append(f"| {key} | {value} | {source} |")
         md.append("")
-    with open(out_md, "w") as f:
-        f.write("\n".join(md) + "\n")
-    print(f"{PROG}: wrote {out_md} and {plots} plots under {plot_dir}")
+    return md, plots
 
 
 if __name__ == "__main__":

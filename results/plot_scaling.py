@@ -36,11 +36,15 @@ no end record is named in a warning as cut short.
 """
 
 import argparse
+import io
 import json
 import math
 import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_input import InputError, read_input  # noqa: E402
 
 PROG = "plot_scaling.py"
 PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
@@ -48,8 +52,8 @@ PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
           ("optimizer_ms", "optimizer", "#55A868")]
 
 
-class InputError(Exception):
-    """Bad input: reported as one line, exit 2."""
+# Bad input is tool_input's InputError: reported as one line, exit 2.
+MAX_RECORD_FILE_BYTES = 512 << 20  # as scalebench's own record reader (src/core/files.h)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -65,34 +69,30 @@ def read_jsonl(path, skip_bad_lines, runs):
     """Yields (line_number, record) for each line holding a JSON object; any other non-blank
     line is a bad line. The start/end/incomplete records that bracket a run are collected in
     `runs` (run_id -> [start line, closed]) and not yielded."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}")
-    with f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
+    data = read_input(path, "results file", MAX_RECORD_FILE_BYTES)  # never a FIFO, /dev/zero or an endless file
+    for number, raw in enumerate(io.BytesIO(data), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except UnicodeDecodeError as e:
+            bad_line(f"{path}:{number}: not UTF-8 text (byte {e.start + 1})", skip_bad_lines)
+            continue
+        except (ValueError, RecursionError) as e:
+            torn = "" if raw.endswith(b"\n") else "torn last line, "
+            bad_line(f"{path}:{number}: malformed record: {torn}{str(e)[:200]}", skip_bad_lines)
+            continue
+        kind, run_id = record.get("subcommand"), record.get("run_id")
+        if kind in ("start", "end", "incomplete") and isinstance(run_id, str):
+            if kind == "start":
+                runs[run_id] = [f"{path}:{number}", record.get("run_subcommand"), False]
+            elif run_id in runs:
+                runs[run_id][2] = True
+            if kind != "incomplete":
                 continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-                if not isinstance(record, dict):
-                    raise ValueError("not a JSON object")
-            except UnicodeDecodeError as e:
-                bad_line(f"{path}:{number}: not UTF-8 text (byte {e.start + 1})", skip_bad_lines)
-                continue
-            except (ValueError, RecursionError) as e:
-                torn = "" if raw.endswith(b"\n") else "torn last line, "
-                bad_line(f"{path}:{number}: malformed record: {torn}{str(e)[:200]}", skip_bad_lines)
-                continue
-            kind, run_id = record.get("subcommand"), record.get("run_id")
-            if kind in ("start", "end", "incomplete") and isinstance(run_id, str):
-                if kind == "start":
-                    runs[run_id] = [f"{path}:{number}", record.get("run_subcommand"), False]
-                elif run_id in runs:
-                    runs[run_id][2] = True
-                if kind != "incomplete":
-                    continue
-            yield number, record
+        yield number, record
 
 
 # The plausible range of each number drawn (as `scalebench report` checks them).

@@ -19,6 +19,7 @@
 #include "src/commands/comm_command.h"
 #include "src/core/config.h"
 #include "src/core/files.h"
+#include "src/core/flag_reading.h"
 #include "src/system/environment.h"
 #include "src/projection/op_profile.h"
 #include "src/commands/project_command.h"
@@ -263,14 +264,26 @@ int main(int argc, char** argv) {
         CLI::App* gemm = app.add_subcommand("gemm", "cuBLASLt matrix-multiply throughput per GPU");
         sb::add_gemm_options(*gemm, gemm_options);
 #endif
+        sb::read_numeric_flags_with_one_parser(app);
         try {
             app.parse(sb::with_default_subcommand(argc, argv, app));
+            sb::refuse_repeated_list_entries(app);
         } catch (const CLI::ParseError& e) {
             // Help and version are exit 0; a bad flag is bad input: exit 2, one line, printed once.
             if (rank == 0 && e.get_exit_code() == 0) app.exit(e);
             if (rank == 0 && e.get_exit_code() != 0) fmt::print(stderr, "scalebench: error: {}\n", sb::one_line_parse_error(app, e));
             sb::shutdown_fault_handling();
             return sb::finalize_with_deadline(e.get_exit_code() == 0 ? 0 : 2);
+        }
+        {
+            // The test hooks are read before any work, and a bad one refused once (rank 0).
+            std::string hook_error;
+            try {
+                sb::read_test_hooks();
+            } catch (const sb::UserError& e) {
+                hook_error = e.what();
+            }
+            sb::agree_on_errors(MPI_COMM_WORLD, hook_error);
         }
         if (train->parsed()) {
             code = sb::run_train(train_flags, MPI_COMM_WORLD);

@@ -39,7 +39,7 @@ while (($#)); do
     --job-name) needs_value node_sweep.sh "$@"; name=$2; shift 2 ;;
     --time) needs_value node_sweep.sh "$@"; time_limit=$2; shift 2 ;;
     --launcher) needs_value node_sweep.sh "$@"; launcher=$2; shift 2 ;;
-    --sbatch-args) needs_value node_sweep.sh "$@"; read -r -a sbatch_extra <<<"$2"; shift 2 ;;
+    --sbatch-args) needs_value node_sweep.sh "$@"; shell_words node_sweep.sh --sbatch-args sbatch_extra "$2"; shift 2 ;;
     --parallel) parallel=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; train_args=("$@"); break ;;
@@ -48,18 +48,20 @@ while (($#)); do
 done
 die() { echo "node_sweep.sh: $*" >&2; exit 2; }
 [[ -n $nodes ]] || die "--nodes is required (e.g. --nodes 1,2,4)"
-command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this on a Slurm login node"
 [[ $gpus =~ ^[0-9]+$ ]] || die "--gpus-per-node '$gpus': not a whole number"
 tasks=${tasks:-$gpus}
-[[ $tasks =~ ^[1-9][0-9]*$ ]] || die "--tasks-per-node '$tasks': not a positive whole number"
+whole_count node_sweep.sh --tasks-per-node "$tasks"
+IFS=, read -r -a node_list <<<"$nodes"
+for n in "${node_list[@]}"; do
+  whole_count node_sweep.sh "--nodes entry" "$n"
+  ((10#$n * 10#$tasks <= max_count)) || die "--nodes $n x --tasks-per-node $tasks: more than $max_count ranks"
+done
+# The values first: a refusal says what is wrong with them, wherever it runs.
+command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this on a Slurm login node"
 dir=${dir:-$root/runs/node-sweep-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
-IFS=, read -r -a node_list <<<"$nodes"
-for n in "${node_list[@]}"; do
-  [[ $n =~ ^[1-9][0-9]*$ ]] || die "--nodes '$nodes': '$n' is not a positive whole number"
-done
 
 for n in "${node_list[@]}"; do
   world=$((n * tasks))

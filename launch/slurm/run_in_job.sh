@@ -15,6 +15,7 @@
 #   SCALEBENCH_MPIRUN_ARGS, SCALEBENCH_SRUN_ARGS  extra launcher flags
 # The job's SLURM_* facts and the NCCL_* variables land in every record's environment.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../options.sh"
 
 say() { echo "scalebench job ${SLURM_JOB_ID:-?}: $*" >&2; }
 die() { say "$*"; exit 2; }
@@ -26,6 +27,7 @@ bin=${SCALEBENCH_BIN:-$root/build/scalebench}
 launcher=${SCALEBENCH_LAUNCHER:-srun}
 ntasks=${SLURM_NTASKS:-${SLURM_NPROCS:-}}
 [[ -n $ntasks ]] || die "SLURM_NTASKS is not set: request tasks (--ntasks or --ntasks-per-node)"
+whole_count "scalebench job" SLURM_NTASKS "$ntasks"
 
 if [[ -n ${SCALEBENCH_SCALING:-} ]]; then
   scaling=$SCALEBENCH_SCALING
@@ -68,7 +70,7 @@ case $launcher in
     # Slurm 22.05+ steps do not inherit the job's --cpus-per-task; give each rank its cores.
     [[ -n ${SLURM_CPUS_PER_TASK:-} ]] && srun_args+=("--cpus-per-task=$SLURM_CPUS_PER_TASK")
     [[ -n $mpi ]] && srun_args+=("--mpi=$mpi")
-    read -r -a extra <<<"${SCALEBENCH_SRUN_ARGS:-}"
+    shell_words "scalebench job" SCALEBENCH_SRUN_ARGS extra "${SCALEBENCH_SRUN_ARGS:-}"
     say "srun ${srun_args[*]} ${extra[*]}"
     exec srun "${srun_args[@]}" "${extra[@]}" "${wrapper[@]}" "${train[@]}"
     ;;
@@ -81,7 +83,7 @@ case $launcher in
     while IFS='=' read -r name _; do
       case $name in NCCL_*|OMP_NUM_THREADS|UCX_*) mpirun_args+=(-x "$name") ;; esac
     done < <(env)
-    read -r -a extra <<<"${SCALEBENCH_MPIRUN_ARGS:-}"
+    shell_words "scalebench job" SCALEBENCH_MPIRUN_ARGS extra "${SCALEBENCH_MPIRUN_ARGS:-}"
     say "mpirun ${mpirun_args[*]} ${extra[*]}"
     exec mpirun "${mpirun_args[@]}" "${extra[@]}" "${wrapper[@]}" "${train[@]}"
     ;;

@@ -25,6 +25,7 @@
 #include "models/cuda/stream_gate.h"
 #include "src/system/environment.h"
 #include "base/errors.h"
+#include "base/numbers.h"
 #include "src/core/files.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
@@ -63,10 +64,10 @@ GemmCase parse_gemm_size(const std::string& text) {
     };
     if (!std::regex_match(text, match, shape)) throw bad("not a GEMM shape");
     auto dim = [&](const std::string& digits) {
-        if (digits.size() > 9) throw bad("dimension too large");
-        int64_t value = std::stoll(digits);
-        if (value <= 0) throw bad("dimensions must be positive");
-        if (value > (int64_t{1} << 20)) throw bad("dimension above 1048576");
+        int64_t value = 0;
+        const std::string problem =
+            parse_integer(digits, IntRange{1, int64_t{1} << 20, "a GEMM side past 2^20 is past any GPU's memory"}, value);
+        if (!problem.empty()) throw bad("a dimension " + problem);
         return value;
     };
     GemmCase c;
@@ -523,7 +524,7 @@ std::string report_and_write(const std::vector<std::string>& gathered, const nlo
     std::string failure;
     size_t written = 0;
     for (size_t r = 0; r < gathered.size(); ++r) {
-        nlohmann::json from = nlohmann::json::parse(gathered[r]);
+        nlohmann::json from = parse_json(gathered[r]);
         for (nlohmann::json& record : from["records"]) {
             record["environment"] = environment;
             append_record(out, record);
@@ -580,7 +581,7 @@ int run_gemm(const GemmOptions& opts, MPI_Comm world) {
     } catch (const std::exception& e) {
         mine["error"] = e.what();
     }
-    const std::vector<std::string> gathered = gather_strings(mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), world);
+    const std::vector<std::string> gathered = gather_strings(json_text(mine), world);
 
     std::string failure;  // "U<why>" user error, "I<why>" internal failure, "" none: rank 0 decides
     if (rank == 0) {

@@ -137,6 +137,11 @@ std::string profile_list() {
     return out.empty() ? "(none found: give --profile-dir)" : out;
 }
 
+// The --calibrate files are inputs: no output of the run may be one (src/core/files.h).
+void note_calibration_inputs(const ProjectOptions& o) {
+    for (const std::string& path : o.calibrate) note_input(path, "--calibrate file");
+}
+
 }  // namespace
 
 std::vector<int> node_counts(const ProjectOptions& o) {
@@ -239,6 +244,7 @@ int run_project(const ProjectOptions& o) {
     apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = projected_gpu_counts(o.gpus, hw);
     const std::vector<int> nodes = node_counts(o);
+    note_calibration_inputs(o);
     if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate));
     const std::string run_id = new_run_id();
@@ -332,14 +338,6 @@ std::string report_json_path(const std::string& report) {
     return std::filesystem::path(report).replace_extension(".json").string();
 }
 
-// Whether two paths name the same file (either may not exist yet).
-bool same_file(const std::string& a, const std::string& b) {
-    std::error_code ec;
-    if (std::filesystem::equivalent(a, b, ec)) return true;
-    const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ec), cb = std::filesystem::weakly_canonical(b, ec);
-    return !ec && ca == cb;
-}
-
 // compare --report: its files (FILE.md, FILE.json, and the folder FILE-plots/) may be written,
 // checked before any work as --out is: a Markdown name in an existing folder, no special file, no
 // input of this run.
@@ -353,15 +351,9 @@ void check_report_paths(const ProjectOptions& o) {
     if (std::error_code ec; std::filesystem::exists(plots, ec) && !std::filesystem::is_directory(plots, ec))
         throw UserError(fmt::format("--report {}: {}, where its plots go, is not a folder", printable(o.report),
                                     printable(plots.string())));
-    for (const std::string& path : {o.report, report_json_path(o.report)}) {
-        if (const std::string problem = output_path_problem(path, "--report"); !problem.empty()) throw UserError(problem);
-        std::vector<std::string> others = o.calibrate;
-        if (!o.out.empty()) others.push_back(o.out);
-        for (const std::string& other : others)
-            if (same_file(path, other))
-                throw UserError(fmt::format("--report {}: writes {}, which is {} of this run", printable(o.report),
-                                            printable(path), other == o.out ? "the --out file" : "a --calibrate input"));
-    }
+    for (const std::string& path : {o.report, report_json_path(o.report)})
+        if (const std::string problem = output_path_problem(path, "--report", OutputKind::whole_file); !problem.empty())
+            throw UserError(problem);
 }
 
 // Writes `text` as the whole of `path` (checked before the run); a write that fails is an internal
@@ -382,7 +374,7 @@ void write_whole_file(const std::string& path, const std::string& text) {
 // results/compare_report.py (results/ beside configs/).
 void write_report(const std::string& report, const nlohmann::json& guide, const std::string& configs_dir) {
     const std::string json_path = report_json_path(report);
-    write_whole_file(json_path, guide.dump(2) + "\n");
+    write_whole_file(json_path, json_text(guide, 2) + "\n");
     const std::string script = (std::filesystem::path(configs_dir).parent_path() / "results" / "compare_report.py").string();
     const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, report};
     if (const std::string failed = run_child(argv); !failed.empty())
@@ -397,6 +389,7 @@ int run_compare(const ProjectOptions& o) {
     const CompareSetup setup{o.gpus, compare_node_count(o), {}};  // a bad --nodes refused before any work
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
+    note_calibration_inputs(o);
     if (!o.out.empty())
         if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     if (const std::string p = implausible(o.years, {0, true, 100}); !p.empty())
@@ -415,6 +408,11 @@ int run_compare(const ProjectOptions& o) {
         calibrations.push_back(calibrate(profiles.back(), o.calibrate));
         projected_gpu_counts(o.gpus, profiles.back());  // a bad --gpus refused before any work
     }
+    // Two files with one `name:` would stand as two columns no reader could tell apart.
+    std::vector<std::string> profile_names_read;
+    for (const HardwareProfile& hw : profiles) profile_names_read.push_back(hw.name);
+    if (const std::string repeated = repeated_entry(profile_names_read); !repeated.empty())
+        throw UserError(fmt::format("--hardware: the profile name {}", repeated));
     const CostTerms terms{o.years, o.usd_per_kwh};
     if (!o.config.empty()) {
         TrainConfig cfg = load_workload(o);
@@ -423,7 +421,7 @@ int run_compare(const ProjectOptions& o) {
         apply_batch_option(o.batch, cfg, profiles.front());
         const WorkloadComparison c = compare_workload(cfg, profiles, calibrations, terms, setup);
         append_records(o.out, c.rows, new_run_id());
-        if (o.json) fmt::print("{}\n", to_json(c).dump(2));
+        if (o.json) fmt::print("{}\n", json_text(to_json(c), 2));
         else print_workload_comparison(c);
         return 0;
     }
@@ -443,7 +441,7 @@ int run_compare(const ProjectOptions& o) {
     const std::string run_id = new_run_id();
     for (const JudgedWorkload& w : guide.workloads) append_records(o.out, w.rows, run_id);
     if (o.json) {
-        fmt::print("{}\n", to_json(guide).dump(2));
+        fmt::print("{}\n", json_text(to_json(guide), 2));
         return 0;
     }
     if (!o.report.empty()) write_report(o.report, to_json(guide), configs);

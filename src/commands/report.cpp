@@ -17,6 +17,7 @@
 #include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"
+#include "src/core/table_text.h"
 
 namespace sb {
 
@@ -88,21 +89,6 @@ std::string whole(const nlohmann::json& r, const char* key) {
     const auto it = r.find(key);
     if (it == r.end() || !it->is_number()) return "-";
     return it->is_number_integer() ? it->dump() : fmt::format("{:.0f}", it->get<double>());
-}
-
-// A table cell that cannot break its Markdown table: a `|` escaped, control characters (a
-// newline) written as \xNN.
-std::string markdown_cell(const std::string& s) {
-    std::string cell;
-    for (char c : printable(s)) cell += c == '|' ? std::string("\\|") : std::string(1, c);
-    return cell;
-}
-
-std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string quoted = "\"";
-    for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
 }
 
 // Markdown (first `left` columns left-aligned, the rest right-aligned) or CSV.
@@ -297,6 +283,8 @@ int write_report(const ReportOptions& options, std::ostream& out, std::ostream& 
 
 int run_report(const ReportOptions& options) {
     try {
+        // One file named twice would show every row twice.
+        if (const std::string repeated = repeated_file(options.files); !repeated.empty()) throw UserError(repeated);
         const int shown = write_report(options, std::cout, std::cerr);
         if (shown > 0) return 0;
         std::cerr << "scalebench: error: no train records to show in the given files\n";

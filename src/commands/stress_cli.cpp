@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "src/system/environment.h"
 #include "src/system/run_records.h"
 #include "base/errors.h"
+#include "base/numbers.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
@@ -55,7 +57,9 @@ double parse_duration(const std::string& text, const std::string& flag) {
         if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad("malformed number");
         // Digits past what a duration can need would overflow (stod's range, then the clock's).
         if (number.size() > 12) throw bad(fmt::format("'{}' is too long a number", number));
-        const double value = std::stod(number);
+        double value = 0;
+        if (const std::string problem = parse_real(number, RealRange{0, false, kNoUpperBound, false}, value); !problem.empty())
+            throw bad(problem);
         if (end == text.size()) {
             if (last_unit >= 0) throw bad(fmt::format("'{}' has no unit", number));
             total = value;  // a bare number: seconds
@@ -84,18 +88,12 @@ std::string format_duration(double seconds) {
 PlantedFlip parse_planted_flip(const std::string& text) {
     const size_t at = text.find('@');
     PlantedFlip f;
-    try {
-        size_t used = 0;
-        if (at == std::string::npos) throw std::invalid_argument("no @");
-        f.rank = std::stoi(text.substr(0, at), &used);
-        if (used != at) throw std::invalid_argument("rank");
-        const std::string step = text.substr(at + 1);
-        f.step = std::stoll(step, &used);
-        if (used != step.size()) throw std::invalid_argument("step");
-    } catch (const std::exception&) {
-        throw UserError(fmt::format("--plant-bit-flip '{}': expected RANK@STEP, e.g. 1@250", text));
-    }
-    if (f.rank < 0 || f.step < 0) throw UserError(fmt::format("--plant-bit-flip '{}': rank and step must be >= 0", text));
+    int64_t rank = 0;
+    if (at == std::string::npos ||
+        !parse_integer(text.substr(0, at), IntRange{0, kMaxWorldSize - 1}, rank).empty() ||
+        !parse_integer(text.substr(at + 1), IntRange{0, std::numeric_limits<int64_t>::max()}, f.step).empty())
+        throw UserError(fmt::format("--plant-bit-flip '{}': expected RANK@STEP (whole numbers >= 0), e.g. 1@250", text));
+    f.rank = static_cast<int>(rank);
     return f;
 }
 

@@ -8,13 +8,14 @@
 #include <fmt/ranges.h>
 
 #include "base/errors.h"
+#include "src/core/results.h"
 
 namespace sb {
 
 std::vector<nlohmann::json> allgather_json(const nlohmann::json& mine, MPI_Comm comm) {
     int size = 1;
     SB_CHECK_MPI(MPI_Comm_size(comm, &size));
-    const std::string text = mine.dump();
+    const std::string text = json_text(mine);
     int length = static_cast<int>(text.size());
     std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
     SB_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
@@ -28,7 +29,7 @@ std::vector<nlohmann::json> allgather_json(const nlohmann::json& mine, MPI_Comm 
                                 comm));
     std::vector<nlohmann::json> out;
     for (int r = 0; r < size; ++r)
-        out.push_back(nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+        out.push_back(parse_json(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
                                                        static_cast<size_t>(lengths[static_cast<size_t>(r)]))));
     return out;
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/numbers.h"
 #include "collectives/deadline.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
@@ -33,15 +34,21 @@ TestHook parse_test_hook(const char* variable, const char* text, double max_valu
     if (!text || !*text) return {};
     const std::string value = text;
     const size_t colon = value.find(':');
-    char* end = nullptr;
-    if (colon != std::string::npos && colon > 0 && colon + 1 < value.size()) {
-        const long rank = std::strtol(value.c_str(), &end, 10);
-        const bool rank_ok = end == value.c_str() + colon && rank >= 0 && rank < (1 << 24);
-        const double number = std::strtod(value.c_str() + colon + 1, &end);
-        if (rank_ok && *end == '\0' && number >= 0 && number <= max_value) return {static_cast<int>(rank), number};
-    }
+    int64_t rank = 0;
+    double number = 0;
+    // Both parts through the one number parser (base/numbers.h), as every number typed is read.
+    if (colon != std::string::npos &&
+        parse_integer(value.substr(0, colon), IntRange{0, (1 << 24) - 1}, rank).empty() &&
+        parse_real(value.substr(colon + 1), RealRange{0, false, max_value, false}, number).empty())
+        return {static_cast<int>(rank), number};
     throw UserError(fmt::format("{}='{}': expected RANK:NUMBER (a rank, then 0 to {}), e.g. 1:20", variable, value,
                                 max_value));
+}
+
+TestHooks read_test_hooks() {
+    return {parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000),
+            parse_test_hook("SCALEBENCH_TEST_COMM_DELAY", std::getenv("SCALEBENCH_TEST_COMM_DELAY"), 60000),
+            parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9)};
 }
 
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
@@ -104,8 +111,7 @@ void DataParallelTrainer::issue_gradients(int64_t step, bool communicate) {
 
 void DataParallelTrainer::wait_for_buckets(bool communicate) {
     bucketer_->wait_all();
-    const TestHook delay =
-        parse_test_hook("SCALEBENCH_TEST_COMM_DELAY", std::getenv("SCALEBENCH_TEST_COMM_DELAY"), 60000);
+    const TestHook delay = read_test_hooks().comm_delay;
     if (communicate && delay.rank == process_info().world_rank)
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
 }
@@ -177,15 +183,13 @@ void DataParallelTrainer::start_step_clocks() {
     ops_.record_marker(kStepStart);
     comm_.mark_arrivals();
     // Read at every step (a test may set or clear it between runs in one process).
-    const TestHook delay =
-        parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000);
+    const TestHook delay = read_test_hooks().delay_rank;
     if (delay.rank == process_info().world_rank)
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
 }
 
 void DataParallelTrainer::inject_test_fault(int64_t step) {
-    static const TestHook fault =
-        parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9);
+    const TestHook fault = read_test_hooks().cuda_fault;
     if (fault.rank < 0) return;
     if (ops_.name() != "cuda")
         throw UserError("SCALEBENCH_TEST_CUDA_FAULT: a CUDA fault needs the cuda backend");

@@ -43,6 +43,12 @@ struct TestHook {
     double value = 0;
 };
 TestHook parse_test_hook(const char* variable, const char* text, double max_value);
+// The three hooks from the environment, read at each call: a test may set and clear them within
+// one process. main reads them once before any work, so a bad value is refused up front.
+struct TestHooks {
+    TestHook delay_rank, comm_delay, cuda_fault;
+};
+TestHooks read_test_hooks();
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {

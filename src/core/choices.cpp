@@ -1,10 +1,11 @@
-// The enum spelling tables of src/core/choices.h, and the typo guess that every "unknown
-// value" and "unknown key" message offers.
+// The enum spelling tables of src/core/choices.h, the typo guess that every "unknown value"
+// and "unknown key" message offers, and the repeated-entry check of lists of names.
 #include "src/core/choices.h"
 
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -128,6 +129,27 @@ std::string join(const std::vector<std::string>& items) {
     std::string out;
     for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
     return out;
+}
+
+std::pair<size_t, size_t> first_repeat(const std::vector<std::string>& keys) {
+    std::map<std::string, size_t> first;  // key -> its 1-based position
+    for (size_t j = 0; j < keys.size(); ++j) {
+        const auto [it, fresh] = first.emplace(keys[j], j + 1);
+        if (!fresh) return {it->second, j + 1};
+    }
+    return {0, 0};
+}
+
+std::string repeated_entry(const std::vector<std::string>& entries) {
+    const auto [first, again] = first_repeat(entries);
+    if (again == 0) return "";
+    return fmt::format("{} is given twice (entries {} and {})", entries[again - 1], first, again);
+}
+
+std::string repeated_entry(const std::vector<int>& entries) {
+    std::vector<std::string> names;
+    for (int e : entries) names.push_back(std::to_string(e));
+    return repeated_entry(names);
 }
 
 std::string bad_choice_reason(const std::string& text, const std::vector<std::string>& names) {

@@ -1,12 +1,14 @@
-// The spelling of every enum that configs, flags and records name: one table per enum,
+// The names of things: the spelling of every enum that configs, flags and records name: one table per enum,
 // from which its *_name function, its parser and its flags' valid values all come, so a
 // config, a flag and a record spell a value the same way. (The model enums' names,
 // precision_name, activation_name, conv_engine_name, transformer_arch_name, live in models/,
-// below this layer; their tables here are built from those functions.)
+// below this layer; their tables here are built from those functions.) Also the typo guess
+// of every "unknown" message and the repeated-entry check of every list of names.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/ops.h"
@@ -50,6 +52,15 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
         if (c.name == text) return c.value;
     return std::nullopt;
 }
+
+// "" when no entry of `entries` repeats an earlier one, else "ENTRY is given twice (entries
+// I and J)": the one check of every list that names things (world sizes, GPU counts, node
+// counts, profiles, files, workloads), so none is measured, projected or shown twice.
+std::string repeated_entry(const std::vector<std::string>& entries);
+std::string repeated_entry(const std::vector<int>& entries);
+// The 1-based positions of the first entry that repeats an earlier one and of that earlier
+// one; {0, 0} when none repeats (repeated_file in src/core/files.h compares files by identity).
+std::pair<size_t, size_t> first_repeat(const std::vector<std::string>& keys);
 
 // The reason a spelling is not a valid choice, with the valid ones and a likely fix.
 std::string bad_choice_reason(const std::string& text, const std::vector<std::string>& names);

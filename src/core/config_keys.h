@@ -6,61 +6,42 @@
 #include <string>
 #include <vector>
 
+#include "base/numbers.h"
 #include "src/core/config.h"
 
 namespace sb {
 
-// ---- limits that keep a typo from asking for an absurd allocation or run
-constexpr int64_t kMaxWidth = int64_t{1} << 20;       // input_dim, hidden widths, classes
-constexpr int64_t kMaxBatch = kMaxBatchSize;
-constexpr int64_t kMaxSteps = 1000000000;             // steps and warmup: their sum fits an int
-constexpr int64_t kMaxDatasetBatches = int64_t{1} << 20;
+// ---- the range of every number of the config, with the reason for its bounds (shown when
+// a value is refused). Flags that set a config key take the key's range (src/core/flag_reading.cpp).
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxSteps = 1000000000;
 constexpr int64_t kMaxHiddenLayers = 1024;
-constexpr int64_t kMaxWorld = kMaxWorldSize;           // a scaling entry
+constexpr int64_t kMaxWorld = kMaxWorldSize;
+constexpr int64_t kMaxStages = 8;
 constexpr double kMaxBucketMb = 4096.0;
 
-struct IntRange {
-    int64_t lo;
-    int64_t hi;
-};
-constexpr IntRange kWidthRange{1, kMaxWidth};
-constexpr IntRange kClassesRange{2, kMaxWidth};
-constexpr IntRange kBatchRange{1, kMaxBatch};
-constexpr IntRange kStepsRange{1, kMaxSteps};
-constexpr IntRange kWarmupRange{0, kMaxSteps};
-constexpr IntRange kDatasetBatchesRange{1, kMaxDatasetBatches};
-constexpr IntRange kWorldRange{1, kMaxWorld};
-constexpr IntRange kSdcCheckEveryRange{0, kMaxSteps};
-constexpr IntRange kLayersRange{1, 1024};
-constexpr IntRange kHeadsRange{1, 1024};
-constexpr IntRange kVocabRange{3, int64_t{1} << 22};  // bert reserves one id for [MASK]
-constexpr IntRange kSeqRange{2, int64_t{1} << 16};
-constexpr IntRange kTypeVocabRange{1, 1024};
-constexpr IntRange kStageBlocksRange{1, 256};  // resnet.blocks entries
-constexpr int64_t kMaxStages = 8;
-constexpr IntRange kChannelsRange{1, kMaxResNetChannels};  // resnet.width
-constexpr IntRange kImageRange{8, 4096};
+constexpr IntRange kWidthRange{1, kMaxWidth, "a layer of 2^20 units is past any model measured; products of widths stay in 64 bits"};
+constexpr IntRange kClassesRange{2, kMaxWidth, "a classifier needs two classes; the width bound holds above"};
+constexpr IntRange kBatchRange{1, kMaxBatchSize, "2^24 rows per rank keeps a global batch over 2^20 ranks inside 2^44"};
+constexpr IntRange kStepsRange{1, kMaxSteps, "steps plus warmup must fit a 32-bit int"};
+constexpr IntRange kWarmupRange{0, kMaxSteps, "steps plus warmup must fit a 32-bit int"};
+constexpr IntRange kDatasetBatchesRange{1, int64_t{1} << 20, "distinct batches are held in host memory; 2^20 is past any useful cycle"};
+constexpr IntRange kWorldRange{1, kMaxWorld, "2^20 ranks is past any cluster; products with the batch stay in 64 bits"};
+constexpr IntRange kSdcCheckEveryRange{0, kMaxSteps, "a step count: the steps bound"};
+constexpr IntRange kLayersRange{1, 1024, "no published transformer has more than 1,024 layers"};
+constexpr IntRange kHeadsRange{1, 1024, "heads divide hidden; 1,024 heads is past any published model"};
+constexpr IntRange kVocabRange{3, int64_t{1} << 22, "bert reserves one id for [MASK]; 4M tokens is past any tokenizer"};
+constexpr IntRange kSeqRange{2, int64_t{1} << 16, "attention is quadratic in it: 64K positions per sequence at most"};
+constexpr IntRange kTypeVocabRange{1, 1024, "segment types: bert uses 2"};
+constexpr IntRange kStageBlocksRange{1, 256, "blocks per ResNet stage: ResNet-152 uses 36"};
+constexpr IntRange kChannelsRange{1, kMaxResNetChannels, "the widest stage's channels must fit the conv kernels' indexing"};
+constexpr IntRange kImageRange{8, 4096, "three stride-2 stages need 8 pixels; 4096 is past any image model's input"};
 
-// A real interval; open ends exclude the bound, has_hi = false means unbounded above.
-struct RealRange {
-    double lo;
-    bool lo_open;
-    bool has_hi;
-    double hi;
-    bool hi_open;
-};
-constexpr RealRange kPositive{0.0, true, false, 0.0, false};
-constexpr RealRange kNonNegative{0.0, false, false, 0.0, false};
-constexpr RealRange kUnitHalfOpen{0.0, false, true, 1.0, true};  // [0, 1)
-constexpr RealRange kBucketMbRange{0.0, true, true, kMaxBucketMb, false};
-constexpr RealRange kUnitOpen{0.0, true, true, 1.0, true};  // (0, 1)
-
-// Shortest text that reads back to the same value (0.001, not 0.0010000000474974513).
-std::string number_text(double v);
-std::string number_text(float v);
-// "" when v is in range, else the reason.
-std::string int_range_problem(int64_t v, IntRange r);
-std::string real_range_problem(double v, const std::string& shown, RealRange r);
+constexpr RealRange kPositive{0.0, true, kNoUpperBound, false, "a rate, scale or epsilon: zero would do nothing"};
+constexpr RealRange kNonNegative{0.0, false, kNoUpperBound, false, "a decay: negative would grow the weights"};
+constexpr RealRange kUnitHalfOpen{0.0, false, 1.0, true, "a probability or moment decay: 1 would never update"};
+constexpr RealRange kBucketMbRange{0.0, true, kMaxBucketMb, false, "4 GiB buckets are past any GPU's all-reduce buffer"};
+constexpr RealRange kUnitOpen{0.0, true, 1.0, true, "a share of positions: none or all masked trains nothing"};
 
 // ---- the keys of each section, in the order default.yaml lists them
 inline const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",

@@ -24,9 +24,8 @@ public:
     // World sizes: strictly increasing, so none is measured twice.
     std::vector<int> scaling_list(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
         std::vector<int> out = int_list(value, key_node, key, kWorldRange, kMaxWorld);
+        if (const std::string repeated = repeated_entry(out); !repeated.empty()) fail(where(value, key_node), key, repeated);
         for (size_t i = 1; i < out.size(); ++i) {
-            if (out[i] == out[i - 1])
-                fail(value[i].Mark(), fmt::format("{}[{}]", key, i), fmt::format("duplicate world size {}", out[i]));
             if (out[i] < out[i - 1])
                 fail(value[i].Mark(), fmt::format("{}[{}]", key, i),
                      fmt::format("world sizes must be strictly increasing, got {} after {}", out[i], out[i - 1]));

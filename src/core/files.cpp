@@ -16,18 +16,31 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "src/core/choices.h"
 
 namespace sb {
 
 namespace {
 
-using FileId = std::pair<dev_t, ino_t>;
-
-// YAML inputs read by this process (by identity, so another spelling of the path or a
-// link is the same file) and the outputs checked so far.
+// Inputs and outputs of this process, by identity: "id DEV INO" for a file that exists
+// (another spelling of the path or a link is the same file), "path P" (resolved) for one not
+// made yet.
 std::mutex g_mutex;
-std::map<FileId, std::string> g_yaml_inputs;  // -> "the config file PATH"
-std::map<FileId, std::string> g_outputs;      // -> the path
+std::map<std::string, std::string> g_inputs;  // -> "the config file PATH"
+struct CheckedOutput {
+    std::string flag;
+    std::string path;
+    OutputKind kind;
+};
+std::map<std::string, CheckedOutput> g_outputs;
+
+std::string identity(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) return fmt::format("id {} {}", st.st_dev, st.st_ino);
+    std::error_code ec;
+    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+    return "path " + (ec ? path : resolved.string());
+}
 
 // "a FIFO", "a character device", ... for a file that is not regular.
 const char* kind_of(mode_t mode) {
@@ -132,27 +145,56 @@ std::string read_input_file(const std::string& path, const std::string& what, in
     return text;
 }
 
+void note_input(const std::string& path, const std::string& what) {
+    const std::string id = identity(path);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (const auto it = g_outputs.find(id); it != g_outputs.end())
+        throw UserError(fmt::format("{}: cannot read {}: it is the output {} of this run", printable(path), what,
+                                    with_flag(it->second.flag, it->second.path)));
+    g_inputs[id] = fmt::format("the {} {}", what, printable(path));
+}
+
 std::string read_text_file(const std::string& path, const std::string& what) {
     if (const size_t at = invalid_utf8_at(path); at != std::string::npos)
         throw UserError(fmt::format("{}: cannot read {}: the path is not UTF-8 text (byte 0x{:02x} at offset {}), "
                                     "which records, being JSON, cannot hold",
                                     printable(path), what, static_cast<unsigned char>(path[at]), at));
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        if (const auto it = g_outputs.find({st.st_dev, st.st_ino}); it != g_outputs.end())
-            throw UserError(fmt::format("{}: cannot read {}: it is the output {} of this run", printable(path), what,
-                                        printable(it->second)));
-    }
-    std::string text = read_input_file(path, what, kMaxYamlBytes);
-    if (::stat(path.c_str(), &st) == 0) {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        g_yaml_inputs[{st.st_dev, st.st_ino}] = fmt::format("the {} {}", what, printable(path));
-    }
-    return text;
+    note_input(path, what);
+    return read_input_file(path, what, kMaxYamlBytes);
 }
 
-std::string output_path_problem(const std::string& path, const std::string& flag) {
+std::string repeated_file(const std::vector<std::string>& paths) {
+    std::vector<std::string> ids;
+    for (const std::string& p : paths) ids.push_back(identity(p));
+    const auto [first, again] = first_repeat(ids);
+    if (again == 0) return "";
+    const std::string& a = paths[first - 1];
+    const std::string& b = paths[again - 1];
+    return fmt::format("{} is given twice (entries {} and {}{})", printable(b), first, again,
+                       a == b ? "" : ", as " + printable(a));
+}
+
+namespace {
+
+// The input or earlier output `path` would clash with, or "" (and `path` noted as an output).
+std::string clash_problem(const std::string& path, const std::string& flag, OutputKind kind, const std::string& name) {
+    const std::string id = identity(path);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (const auto it = g_inputs.find(id); it != g_inputs.end())
+        return fmt::format("{}: is {}; {}", name, it->second,
+                           kind == OutputKind::whole_file ? "writing it would replace it"
+                                                          : "results appended to it would break it");
+    if (const auto it = g_outputs.find(id); it != g_outputs.end() && it->second.flag != flag &&
+                                            (kind == OutputKind::whole_file || it->second.kind == OutputKind::whole_file))
+        return fmt::format("{}: is also the output {}; two outputs cannot share one file", name,
+                           with_flag(it->second.flag, it->second.path));
+    g_outputs.emplace(id, CheckedOutput{flag, path, kind});
+    return "";
+}
+
+}  // namespace
+
+std::string output_path_problem(const std::string& path, const std::string& flag, OutputKind kind) {
     if (path.empty()) return flag.empty() ? "the results file name is empty" : flag + ": the file name is empty";
     const std::string name = with_flag(flag, path);
     for (size_t i = 0; i < path.size(); ++i) {
@@ -169,18 +211,14 @@ std::string output_path_problem(const std::string& path, const std::string& flag
         if (S_ISDIR(st.st_mode)) return fmt::format("{}: is a folder, not a results file", name);
         if (!S_ISREG(st.st_mode))
             return fmt::format("{}: is {}, not a regular file; results go to a regular file", name, kind_of(st.st_mode));
-        {
-            std::lock_guard<std::mutex> lock(g_mutex);
-            if (const auto it = g_yaml_inputs.find({st.st_dev, st.st_ino}); it != g_yaml_inputs.end())
-                return fmt::format("{}: is {}; results appended to it would break it", name, it->second);
-            g_outputs[{st.st_dev, st.st_ino}] = path;
-        }
+        if (std::string clash = clash_problem(path, flag, kind, name); !clash.empty()) return clash;
         const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) return fmt::format("{}: cannot open results file for appending: {}", name, std::strerror(errno));
         ::close(fd);
         return "";
     }
     if (errno != ENOENT) return fmt::format("{}: cannot open results file: {}", name, std::strerror(errno));
+    if (std::string clash = clash_problem(path, flag, kind, name); !clash.empty()) return clash;
     const std::filesystem::path p(path);
     const std::filesystem::path folder = existing_ancestor(p);  // a folder: else the stat failed with ENOTDIR
     if (folder != p.parent_path() && !p.parent_path().empty()) {

@@ -1,8 +1,8 @@
 // The files the program reads and writes, checked before use (DESIGN: Records that tell
 // the truth). An input is a regular file of bounded size, read whole: a FIFO, a device or
 // a 50 MB YAML is refused before a byte is parsed. An output path holds no control
-// character, is not a special file or folder, and is not one of the YAML inputs of this
-// process (a config, a profile): results appended to a config would break its next run.
+// character, is not a special file or folder, and is neither an input of this process (a
+// config, a profile, a calibration, a snapshot) nor another of its outputs.
 // Folders an append creates are removed again when the append fails.
 #pragma once
 
@@ -18,22 +18,40 @@ namespace sb {
 // (yaml-cpp takes about 240 bytes of memory per byte of a long YAML list).
 constexpr int64_t kMaxYamlBytes = int64_t{1} << 20;          // config, hardware profile, scenario
 constexpr int64_t kMaxRecordFileBytes = int64_t{512} << 20;  // JSONL records (report, calibrate)
+constexpr int64_t kMaxSnapshotBytes = int64_t{16} << 20;     // a doctor snapshot (the shipped ones are under 64 KiB)
 
 // The whole of an input file, or a UserError "PATH: cannot read WHAT: why" when it is missing,
 // a folder, not a regular file (never opened for a blocking read), or over max_bytes.
 std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes);
 
-// A YAML input (config, hardware profile, scenario): read_input_file with kMaxYamlBytes,
-// remembered so that no output of this process may be the same file (output_path_problem);
-// a path already checked as an output is refused, and so is a path that is not UTF-8 (it is
-// written into the records).
+// A YAML input (config, hardware profile, scenario): read_input_file with kMaxYamlBytes, noted
+// as an input of this run (note_input), and refused when its path is not UTF-8 (it is written
+// into the records).
 std::string read_text_file(const std::string& path, const std::string& what);
 
-// Empty when `path` may take appended records, else one line naming `flag` (when given) and
-// the path: empty, a control character or invalid UTF-8 in it, a folder or special file (FIFO, device,
-// socket), a YAML input of this process, or a file or folder that cannot be written. Nothing
-// is left behind: a file it creates to test is removed, and missing folders are only checked.
-std::string output_path_problem(const std::string& path, const std::string& flag = "");
+// The one check that no output of a run is one of its inputs or another of its outputs
+// (DESIGN: Records that tell the truth). Every file a command names as an input (a config,
+// a profile, --calibrate records, a snapshot, report's files) is noted here, and every output
+// checked by output_path_problem, in either order; by file identity, so a link or another
+// spelling is the same file, and by the resolved path for a file not made yet. Throws
+// UserError "PATH: cannot read WHAT: it is the output FLAG PATH of this run".
+void note_input(const std::string& path, const std::string& what);
+
+// "" when no two of `paths` are one file (by identity, so another spelling or a link is the
+// same file), else "PATH is given twice (entries I and J)": report's files, --calibrate files.
+std::string repeated_file(const std::vector<std::string>& paths);
+
+// Appended records may share a file (train --out and --profile-ops); a file written whole
+// (a report, a snapshot) shares it with nothing.
+enum class OutputKind { appended_records, whole_file };
+
+// Empty when `path` may be written, else one line naming `flag` (when given) and the path:
+// empty, a control character or invalid UTF-8 in it, a folder or special file (FIFO, device,
+// socket), an input of this process (note_input), another output of it (unless both append
+// records), or a file or folder that cannot be written. Nothing is left behind: a file it
+// creates to test is removed, and missing folders are only checked.
+std::string output_path_problem(const std::string& path, const std::string& flag = "",
+                                OutputKind kind = OutputKind::appended_records);
 
 // Flushes standard output; a table that could not be printed whole (stdout on a full disk,
 // /dev/full) throws std::runtime_error "cannot write the standard output: why", an internal

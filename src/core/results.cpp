@@ -48,8 +48,71 @@ std::string string_field(const nlohmann::json& record, const char* key) {
 
 }  // namespace
 
+std::string recordable_text(const std::string& text) {
+    std::string out;
+    size_t from = 0;
+    for (size_t bad; (bad = invalid_utf8_at(text.substr(from))) != std::string::npos; from += bad + 1)
+        out += text.substr(from, bad) + fmt::format("\\x{:02x}", static_cast<unsigned char>(text[from + bad]));
+    return out + text.substr(from);
+}
+
+namespace {
+
+nlohmann::json recordable(const nlohmann::json& value) {
+    if (value.is_string()) return recordable_text(value.get<std::string>());
+    if (value.is_array()) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& item : value) out.push_back(recordable(item));
+        return out;
+    }
+    if (value.is_object()) {
+        nlohmann::json out = nlohmann::json::object();
+        for (const auto& [key, item] : value.items()) out[recordable_text(key)] = recordable(item);
+        return out;
+    }
+    return value;
+}
+
+}  // namespace
+
+nlohmann::json parse_json(const std::string& text) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw std::runtime_error(fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return nlohmann::json::parse(text);
+}
+
+nlohmann::json parse_json_or_discarded(const std::string& text) {
+    try {
+        return parse_json(text);
+    } catch (const std::exception&) {
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    }
+}
+
+std::string json_text(const nlohmann::json& value, int indent) {
+    try {
+        return value.dump(indent);
+    } catch (const nlohmann::json::type_error&) {  // 316: a string that is not UTF-8
+        return recordable(value).dump(indent);
+    }
+}
+
 void append_record(const std::string& path, const nlohmann::json& record) {
-    const std::string body = record.dump() + "\n";  // before anything is created: dump throws on bad UTF-8
+    const std::string body = json_text(record) + "\n";
     const std::vector<std::filesystem::path> made = create_parent_folders(path);
     bool created = true;
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
@@ -110,7 +173,7 @@ ReadResult parse_records(const std::string& text, const std::string& path) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         nlohmann::json record;
         try {
-            record = nlohmann::json::parse(line);
+            record = parse_json(line);
             if (!record.is_object()) throw std::runtime_error("not a JSON object");
         } catch (const std::exception& e) {
             result.warnings.push_back(fmt::format("{}:{}: skipped {} line: {}", path, number,

@@ -30,6 +30,24 @@ void set_run_id(const std::string& id);
 // and the path. Nothing is left behind.
 std::string results_file_problem(const std::string& path, const std::string& flag = "");
 
+// The one way JSON leaves the program (records, snapshots, reports, gathers between ranks):
+// its text, with every string made recordable first. Strings that are valid UTF-8 pass as
+// they are; in one that is not (an environment variable holding a byte 0xff), each byte that
+// is not part of UTF-8 is written as the four characters \xNN. So no run loses its
+// measurements to a name it recorded.
+std::string json_text(const nlohmann::json& value, int indent = -1);
+// `text` as valid UTF-8, invalid bytes as \xNN (what json_text does to each string).
+std::string recordable_text(const std::string& text);
+
+// The one way JSON enters the program (records, the results scan, snapshots, gathers between
+// ranks): nesting deeper than kMaxJsonDepth is refused before the text is parsed, so a line
+// nested 150,000 deep is one bad line, never a stack overflow. The shipped records nest at
+// most 5 levels and snapshots 6. parse_json throws std::runtime_error (a syntax error is
+// nlohmann's parse_error, one); parse_json_or_discarded gives a discarded value instead.
+constexpr int kMaxJsonDepth = 64;
+nlohmann::json parse_json(const std::string& text);
+nlohmann::json parse_json_or_discarded(const std::string& text);
+
 // Appends one line (creating folders as needed), flushed and fsynced. When the file's last
 // byte is not a newline (a writer killed mid-line), the record starts on a fresh line. A line
 // that cannot be written whole (a full disk) is undone: the file is cut back to its size

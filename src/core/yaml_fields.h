@@ -14,11 +14,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/core/files.h"  // read_text_file
-#include "src/core/plausible.h"
+#include "base/numbers.h"
 
 namespace sb {
-
-constexpr Plausible kProfileMagnitude{1e-6, false, 1e9};
 
 // One YAML document of `text`; `source` names it in errors, `what` says what it is ("config").
 YAML::Node load_yaml_document(const std::string& text, const std::string& source, const std::string& what);
@@ -34,10 +32,8 @@ public:
     void expect_map(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
     int64_t integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, int64_t lo,
                     int64_t hi) const;
-    // A number in (lo, hi] (lo_open) or [lo, hi]; hi <= lo means unbounded above. Either way
-    // a non-zero value has a magnitude in kProfileMagnitude.
-    double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo, bool lo_open,
-                double hi = 0.0) const;
+    // A number in `range`, read by the one number parser (base/numbers.h).
+    double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, const RealRange& range) const;
     std::string non_empty_text(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
     bool boolean(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const;
     std::string choice(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,

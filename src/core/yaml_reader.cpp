@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "src/core/files.h"
-#include "src/core/plausible.h"
 #include "src/core/yaml_fields.h"
 
 namespace sb {
@@ -82,16 +81,9 @@ int64_t YamlFields::integer(const YAML::Node& value, const YAML::Node& key_node,
     return impl_->reader.integer(value, key_node, key, IntRange{lo, hi});
 }
 
-double YamlFields::real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, double lo,
-                        bool lo_open, double hi) const {
-    const double v = impl_->reader.real(value, key_node, key, RealRange{lo, lo_open, hi > lo, hi, false});
-    // Profile numbers are rates, sizes, times, prices and fractions in units where a physical
-    // value is neither below 1e-6 nor above 1e9 (1e-300 GB/s or a 1e300 us gap are typos).
-    if (v != 0 && !implausible(std::fabs(v), kProfileMagnitude).empty())
-        fail(value, key_node, key, fmt::format("{} is not a plausible value: a non-zero profile number has a magnitude "
-                                               "from {:g} to {:g}", value.Scalar(), kProfileMagnitude.lo,
-                                               kProfileMagnitude.hi));
-    return v;
+double YamlFields::real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key,
+                        const RealRange& range) const {
+    return impl_->reader.real(value, key_node, key, range);
 }
 
 std::string YamlFields::non_empty_text(const YAML::Node& value, const YAML::Node& key_node,

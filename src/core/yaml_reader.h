@@ -19,6 +19,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/errors.h"
+#include "base/numbers.h"
 #include "src/core/choices.h"
 #include "src/core/config_keys.h"
 
@@ -110,17 +111,10 @@ public:
         return value.Scalar();
     }
 
+    // Numbers read through the one number parser (base/numbers.h): decimal, whole text, in range.
     int64_t integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, IntRange range) const {
-        std::string text = number_scalar(value, key_node, key, "an integer");
-        static const std::regex kInteger("[-+]?[0-9]+");
-        if (!std::regex_match(text, kInteger))
-            fail(where(value, key_node), key, fmt::format("expected an integer, got '{}'", text));
-        errno = 0;
-        long long v = std::strtoll(text.c_str(), nullptr, 10);
-        // Beyond int64 is beyond every limit; strtoll clamped v to the side it overflowed.
-        if (errno == ERANGE) fail(where(value, key_node), key, fmt::format("must be {} {}, got {}",
-                                                                           v < 0 ? ">=" : "<=", v < 0 ? range.lo : range.hi, text));
-        std::string problem = int_range_problem(v, range);
+        int64_t v = 0;
+        const std::string problem = parse_integer(number_scalar(value, key_node, key, "an integer"), range, v);
         if (!problem.empty()) fail(where(value, key_node), key, problem);
         return v;
     }
@@ -134,30 +128,17 @@ public:
         return text == "true";
     }
 
+    // A seed: any 64-bit pattern.
     uint64_t unsigned_integer(const YAML::Node& value, const YAML::Node& key_node, const std::string& key) const {
-        std::string text = number_scalar(value, key_node, key, "an integer");
-        static const std::regex kInteger("[-+]?[0-9]+");
-        if (!std::regex_match(text, kInteger))
-            fail(where(value, key_node), key, fmt::format("expected an integer, got '{}'", text));
-        if (text[0] == '-' && text.find_first_not_of("-0") != std::string::npos)
-            fail(where(value, key_node), key, fmt::format("must be >= 0, got {}", text));
-        errno = 0;
-        unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
-        if (errno == ERANGE)
-            fail(where(value, key_node), key,
-                 fmt::format("must be <= {}, got {}", std::numeric_limits<uint64_t>::max(), text));
+        uint64_t v = 0;
+        const std::string problem = parse_unsigned(number_scalar(value, key_node, key, "an integer"), v);
+        if (!problem.empty()) fail(where(value, key_node), key, problem);
         return v;
     }
 
     double real(const YAML::Node& value, const YAML::Node& key_node, const std::string& key, RealRange range) const {
-        std::string text = number_scalar(value, key_node, key, "a number");
-        static const std::regex kReal("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-        if (!std::regex_match(text, kReal)) fail(where(value, key_node), key, fmt::format("expected a number, got '{}'", text));
-        errno = 0;
-        double v = std::strtod(text.c_str(), nullptr);
-        if (errno == ERANGE && std::isinf(v))
-            fail(where(value, key_node), key, fmt::format("{} is too large to be a number", text));
-        std::string problem = real_range_problem(v, text, range);
+        double v = 0;
+        const std::string problem = parse_real(number_scalar(value, key_node, key, "a number"), range, v);
         if (!problem.empty()) fail(where(value, key_node), key, problem);
         return v;
     }

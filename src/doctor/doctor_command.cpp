@@ -17,6 +17,7 @@
 #include "src/commands/runner.h"
 #include "src/core/config.h"
 #include "base/errors.h"
+#include "src/core/files.h"
 #include "src/core/results.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/live_reader.h"
@@ -83,9 +84,18 @@ std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
     if (o.train_steps < 1) return fmt::format("--train-steps {}: at least 1", o.train_steps);
     if (!(o.deadline_s > 0)) return fmt::format("--deadline {}: must be > 0 seconds", o.deadline_s);
     if (!(o.load_s >= 0)) return fmt::format("--load-seconds {}: must be >= 0", o.load_s);
-    for (const std::string& path : {o.report, o.snapshot_out})
+    try {
+        if (!o.from_snapshot.empty()) note_input(o.from_snapshot, "snapshot");
+        // The training tier's workload, read and checked before the first tier runs.
+        if (!o.train_config.empty()) validate_config(load_config_file(o.train_config));
+    } catch (const UserError& e) {
+        return o.train_config.empty() || std::string(e.what()).find(o.train_config) != std::string::npos
+                   ? e.what()
+                   : fmt::format("--train-config {}: {}", o.train_config, e.what());
+    }
+    for (const auto& [flag, path] : {std::pair{"--report", o.report}, std::pair{"--snapshot-out", o.snapshot_out}})
         if (!path.empty())
-            if (std::string why = results_file_problem(path); !why.empty()) return why;
+            if (std::string why = output_path_problem(path, flag, OutputKind::whole_file); !why.empty()) return why;
     if (!o.from_snapshot.empty() && !std::filesystem::is_regular_file(o.from_snapshot))
         return fmt::format("--from-snapshot {}: no such file", o.from_snapshot);
     return "";
@@ -103,11 +113,11 @@ int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
     doctor::ExpectedBands bands = doctor::expected_bands(s, profiles, published);
     if (profiles.empty()) bands.why_none = "no hardware profiles found (give --profile-dir)";
     const std::vector<doctor::Check> checks = doctor::run_checks(s, bands);
-    if (o.json) fmt::print("{}\n", doctor::checks_json(checks, bands, s).dump(1));
+    if (o.json) fmt::print("{}\n", json_text(doctor::checks_json(checks, bands, s), 1));
     else fmt::print("{}", doctor::format_table(checks, bands, s));
     std::fflush(stdout);
     if (!o.report.empty()) write_file(o.report, doctor::format_markdown(checks, bands, s));
-    if (!o.snapshot_out.empty()) write_file(o.snapshot_out, nlohmann::json(s).dump(1) + "\n");
+    if (!o.snapshot_out.empty()) write_file(o.snapshot_out, json_text(nlohmann::json(s), 1) + "\n");
     return doctor::exit_code(checks);
 }
 
@@ -163,7 +173,7 @@ doctor::TrainingReading run_training_tier(const DoctorOptions& o, bool on_gpu, c
     std::ifstream in(cfg.out);
     std::string line;
     while (std::getline(in, line)) {
-        const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+        const nlohmann::json r = parse_json_or_discarded(line);
         if (!r.is_object() || !r.contains("world_size") || !r.contains("samples_per_s")) continue;
         const int n = r["world_size"].get<int>();
         if (n == 1) {

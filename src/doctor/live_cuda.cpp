@@ -1,6 +1,7 @@
 // The doctor's CUDA readings: GPUs and pairs (gpu_environment's NVML and CUDA facts plus
 // sysfs), verified copies, the clocks under a GEMM load, and the NCCL all-reduce probe.
 #include "src/doctor/live_cuda.h"
+#include "src/core/results.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -618,7 +620,7 @@ int run_allreduce_probe(int argc, char** argv) {
     } catch (const std::exception& e) {
         result["error"] = e.what();
     }
-    std::ofstream(out) << result.dump() << "\n";
+    std::ofstream(out) << json_text(result) << "\n";
     return result.contains("error") ? 1 : 0;
 }
 
@@ -714,7 +716,7 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         std::ifstream in(result_file);
-        const nlohmann::json r = nlohmann::json::parse(in, nullptr, false);
+        const nlohmann::json r = parse_json_or_discarded(std::string(std::istreambuf_iterator<char>(in), {}));
         if (!run.timed_out && r.is_object() && r.contains("error"))
             run.error = fmt::format("rank {}: {}", rank, r["error"].get<std::string>());
         else if (!run.timed_out && r.is_object() && r.contains("rows"))

@@ -1,5 +1,6 @@
 // Terminal, JSON and Markdown forms of the doctor's checks.
 #include "src/doctor/output.h"
+#include "src/core/table_text.h"
 
 #include <fmt/format.h>
 
@@ -22,12 +23,8 @@ std::string setting(const ExpectedBands& bands, const SystemSnapshot& s) {
                        bands.link.empty() ? "not detected" : bands.link);
 }
 
-// Markdown table cells: no pipes or line breaks inside.
-std::string cell(std::string text) {
-    for (char& ch : text)
-        if (ch == '|' || ch == '\n') ch = ch == '|' ? '/' : ' ';
-    return text;
-}
+// Markdown table cells: the program's one escaping (src/core/table_text.h).
+std::string cell(const std::string& text) { return markdown_cell(text); }
 
 }  // namespace
 

@@ -1,9 +1,9 @@
 // SystemSnapshot to and from JSON: every field under its own name; a key a snapshot leaves
 // out keeps its "unknown" default, so a recorded snapshot states only what was read.
 #include "src/doctor/snapshot.h"
+#include "src/core/files.h"
+#include "src/core/results.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -92,16 +92,17 @@ void from_json(const nlohmann::json& j, SystemSnapshot& s) {
         if (key != "note") check_keys(value, canonical.at(key), key);
 }
 
-SystemSnapshot load_snapshot(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw UserError(fmt::format("{}: cannot open the snapshot", path));
-    std::stringstream text;
-    text << in.rdbuf();
+SystemSnapshot parse_snapshot(const std::string& text, const std::string& source) {
     try {
-        return nlohmann::json::parse(text.str()).get<SystemSnapshot>();
+        return parse_json(text).get<SystemSnapshot>();
     } catch (const std::exception& e) {
-        throw UserError(fmt::format("{}: not a doctor snapshot: {}", path, e.what()));
+        throw UserError(fmt::format("{}: not a doctor snapshot: {}", source, e.what()));
     }
+}
+
+SystemSnapshot load_snapshot(const std::string& path) {
+    // Checked and bounded as every input is (a FIFO or a 1 GB file is refused before a byte is read).
+    return parse_snapshot(read_input_file(path, "snapshot", kMaxSnapshotBytes), path);
 }
 
 }  // namespace sb::doctor

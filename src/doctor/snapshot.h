@@ -173,7 +173,10 @@ void to_json(nlohmann::json& j, const SystemSnapshot& s);
 // wrong type or a key no reading has: a misspelt key is an error, not a default.
 void from_json(const nlohmann::json& j, SystemSnapshot& s);
 
-// The snapshot in `path` (JSON); UserError naming the file for one that does not read.
+// The snapshot in `path` (JSON, read through the checked input reader: a regular file of at
+// most kMaxSnapshotBytes, nested at most kMaxJsonDepth); UserError naming the file for one
+// that does not read. parse_snapshot reads text already in memory, `source` naming it.
 SystemSnapshot load_snapshot(const std::string& path);
+SystemSnapshot parse_snapshot(const std::string& text, const std::string& source);
 
 }  // namespace sb::doctor

@@ -393,6 +393,8 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
                                    f.fail_at(item.Mark(), fmt::format("key 'workloads': no workload config {}", w));
                                sc.workloads.push_back(w);
                            }
+                           if (const std::string repeated = repeated_file(sc.workloads); !repeated.empty())
+                               f.fail(v, k, key, repeated);
                        } else {
                            if (!v.IsSequence()) f.fail(v, k, key, "a list of: ecc, datacenter_use, vendor_driver, soak");
                            for (const YAML::Node& item : v)

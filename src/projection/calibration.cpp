@@ -1,5 +1,6 @@
 // Calibration (src/projection/projection.h): profile figures replaced by ones fitted from `gemm`,
 // `comm`, one-GPU `train` and `op_profile` records of the same GPU.
+#include "src/projection/calibration_checks.h"
 #include "src/projection/projection.h"
 
 #include <algorithm>
@@ -130,6 +131,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
             const std::string where = fmt::format("{}: record {}", file, index + 1);
             try {
                 const std::string sub = r.value("subcommand", "");
+                check_calibration_record(r, where);  // kind, backend and every number calibration reads
                 const std::string gpu = record_gpu(r);
                 // Under SCALEBENCH_DEVICE_LIMITS a record is neither its GPU's figure nor the emulated GPU's.
                 const std::string emulated_arch = emulated_arch_of_record(r);

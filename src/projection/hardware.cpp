@@ -12,6 +12,7 @@
 
 #include "base/errors.h"
 #include "src/core/yaml_fields.h"
+#include "src/projection/profile_ranges.h"
 
 namespace sb {
 
@@ -54,13 +55,11 @@ double pcie_gbps(int gen, int lanes) {
 
 namespace {
 
-// One sourced number of a section: its key, where it goes, its range, whether required.
+// One sourced number of a section: its key, where it goes, whether required; its range is
+// the key's row of profile_ranges.cpp.
 struct Field {
     const char* key;
     Sourced* target;
-    double lo;
-    bool lo_open;
-    double hi;  // <= lo: unbounded
     bool required;
     bool integer;
 };
@@ -118,8 +117,10 @@ private:
         std::set<std::string> seen;
         YAML::Node lo_node, hi_node;
         auto number = [&](const YAML::Node& v, const YAML::Node& k, const std::string& key) {
-            return f.integer ? static_cast<double>(fields_.integer(v, k, key, static_cast<int64_t>(f.lo), static_cast<int64_t>(f.hi)))
-                             : fields_.real(v, k, key, f.lo, f.lo_open, f.hi);
+            const double x = fields_.real(v, k, key, profile_range(f.key));
+            if (f.integer && x != static_cast<double>(static_cast<int64_t>(x)))
+                fields_.fail(v, k, key, fmt::format("expected a whole number, got {}", v.Scalar()));
+            return x;
         };
         fields_.for_each_key(value, path, {"value", "source", "lo", "lo_source", "hi", "hi_source"},
                              [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
@@ -164,7 +165,7 @@ private:
                                      else if (key == "m") g.m = fields_.integer(v, k, where, 1, 1 << 20);
                                      else if (key == "n") g.n = fields_.integer(v, k, where, 1, 1 << 20);
                                      else if (key == "k") g.k = fields_.integer(v, k, where, 1, 1 << 20);
-                                     else if (key == "tflops") g.tflops = fields_.real(v, k, where, 0, true, 0);
+                                     else if (key == "tflops") g.tflops = fields_.real(v, k, where, profile_range("tflops"));
                                      else g.source = fields_.non_empty_text(v, k, where);
                                  });
             for (const char* key : {"precision", "m", "n", "k", "tflops", "source"})
@@ -175,15 +176,15 @@ private:
 
     void read_gpu(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
         const std::vector<Field> fields = {
-            {"memory_gb", &hw.memory_gb, 0, true, 0, false, false},
-            {"sm_count", &hw.sm_count, 1, false, 1024, true, true},
-            {"tdp_w", &hw.tdp_w, 0, true, 0, true, false},
-            {"price_usd", &hw.price_usd, 0, true, 0, true, false},
-            {"copy_gbps", &hw.copy_gbps, 0, true, 0, true, false},
-            {"l2_mb", &hw.l2_mb, 0, true, 0, false, false},
-            {"l2_copy_gbps", &hw.l2_copy_gbps, 0, true, 0, false, false},
-            {"kernel_gap_us", &hw.kernel_gap_us, 0, false, 0, true, false},
-            {"clock_factor", &hw.clock_factor, 0, true, 1.5, false, false},
+            {"memory_gb", &hw.memory_gb, false, false},
+            {"sm_count", &hw.sm_count, true, true},
+            {"tdp_w", &hw.tdp_w, true, false},
+            {"price_usd", &hw.price_usd, true, false},
+            {"copy_gbps", &hw.copy_gbps, true, false},
+            {"l2_mb", &hw.l2_mb, false, false},
+            {"l2_copy_gbps", &hw.l2_copy_gbps, false, false},
+            {"kernel_gap_us", &hw.kernel_gap_us, true, false},
+            {"clock_factor", &hw.clock_factor, false, false},
         };
         YAML::Node gemm_key;
         read_section(value, key_node, "gpu", fields, {"device_name", "gemm"},
@@ -211,22 +212,22 @@ private:
 
     void read_node(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
         const std::vector<Field> fields = {
-            {"gpus_per_node", &hw.gpus_per_node, 1, false, 64, true, true},
-            {"link_gbps", &hw.link_gbps, 0, true, 0, false, false},
-            {"pcie_gen", &hw.pcie_gen, 3, false, 5, true, true},
-            {"pcie_lanes", &hw.pcie_lanes, 1, false, 16, true, true},
-            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
-            {"link_efficiency", &hw.link_efficiency, 0, true, 1, true, false},
-            {"link_latency_us", &hw.link_latency_us, 0, false, 0, true, false},
-            {"comm_sms", &hw.comm_sms, 0, false, 1024, true, true},
-            {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
-            {"sockets", &hw.sockets, 1, false, 8, false, true},
-            {"inter_socket_gbps", &hw.inter_socket_gbps, 0, true, 0, false, false},
-            {"gpus_per_switch", &hw.gpus_per_switch, 1, false, 64, false, true},
-            {"step_jitter_pct", &hw.step_jitter_pct, 0, false, 100, false, false},
-            {"bucket_launch_us", &hw.bucket_launch_us, 0, false, 0, false, false},
-            {"server_usd", &hw.server_usd, 0, false, 0, false, false},
-            {"host_power_w", &hw.host_power_w, 0, false, 0, false, false},
+            {"gpus_per_node", &hw.gpus_per_node, true, true},
+            {"link_gbps", &hw.link_gbps, false, false},
+            {"pcie_gen", &hw.pcie_gen, true, true},
+            {"pcie_lanes", &hw.pcie_lanes, true, true},
+            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, true, false},
+            {"link_efficiency", &hw.link_efficiency, true, false},
+            {"link_latency_us", &hw.link_latency_us, true, false},
+            {"comm_sms", &hw.comm_sms, true, true},
+            {"staged_overlap", &hw.staged_overlap, false, false},
+            {"sockets", &hw.sockets, false, true},
+            {"inter_socket_gbps", &hw.inter_socket_gbps, false, false},
+            {"gpus_per_switch", &hw.gpus_per_switch, false, true},
+            {"step_jitter_pct", &hw.step_jitter_pct, false, false},
+            {"bucket_launch_us", &hw.bucket_launch_us, false, false},
+            {"server_usd", &hw.server_usd, false, false},
+            {"host_power_w", &hw.host_power_w, false, false},
         };
         YAML::Node link_node;
         read_section(value, key_node, "node", fields, {"link", "pcie_topology", "patched_driver", "caveats"},
@@ -285,10 +286,10 @@ private:
 
     void read_network(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
         const std::vector<Field> fields = {
-            {"nic_gbps", &hw.nic_gbps, 0, true, 0, true, false},
-            {"nics_per_node", &hw.nics_per_node, 1, false, 64, true, true},
-            {"efficiency", &hw.network_efficiency, 0, true, 1, true, false},
-            {"latency_us", &hw.network_latency_us, 0, false, 0, true, false},
+            {"nic_gbps", &hw.nic_gbps, true, false},
+            {"nics_per_node", &hw.nics_per_node, true, true},
+            {"efficiency", &hw.network_efficiency, true, false},
+            {"latency_us", &hw.network_latency_us, true, false},
         };
         read_section(value, key_node, "network", fields, {"kind"},
                      [&](const std::string&, const YAML::Node& k, const YAML::Node& v) {
@@ -342,10 +343,10 @@ public:
         hw.inter_socket_gbps = {};
         hw.gpus_per_switch = HardwareProfile{}.gpus_per_switch;
         const std::vector<Field> fields = {
-            {"sockets", &hw.sockets, 1, false, 8, true, true},
-            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
-            {"inter_socket_gbps", &hw.inter_socket_gbps, 0, true, 0, false, false},
-            {"gpus_per_switch", &hw.gpus_per_switch, 1, false, 64, false, true},
+            {"sockets", &hw.sockets, true, true},
+            {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, true, false},
+            {"inter_socket_gbps", &hw.inter_socket_gbps, false, false},
+            {"gpus_per_switch", &hw.gpus_per_switch, false, true},
         };
         std::set<std::string> seen;
         const std::vector<std::string> required = {"name", "description", "pcie_topology", "sockets", "host_mem_bw_gbps"};

@@ -1,9 +1,14 @@
-// Records found in a results folder (src/projection/record_scan.h).
+// Records found in a results folder (src/projection/record_scan.h), each file read once per
+// process unless it changes.
 #include "src/projection/record_scan.h"
+#include "src/core/results.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -31,16 +36,41 @@ std::vector<std::string> record_files(const std::string& dir) {
 
 }  // namespace
 
+// The measured records of one file, read once: compare asks for them for every profile and
+// every table, and a file is read, checked and parsed again only when it changed (its size,
+// modification time or identity).
+struct ScannedFile {
+    struct stat seen {};
+    std::vector<nlohmann::json> records;
+};
+
+const std::vector<nlohmann::json>& measured_records_of(const std::string& file) {
+    static std::map<std::string, ScannedFile> scanned;
+    struct stat now {};
+    const bool known = ::stat(file.c_str(), &now) == 0;
+    if (const auto it = scanned.find(file); it != scanned.end() && known) {
+        const struct stat& was = it->second.seen;
+        if (was.st_size == now.st_size && was.st_mtim.tv_sec == now.st_mtim.tv_sec &&
+            was.st_mtim.tv_nsec == now.st_mtim.tv_nsec && was.st_ino == now.st_ino && was.st_dev == now.st_dev)
+            return it->second.records;
+    }
+    ScannedFile read;
+    read.seen = now;
+    std::istringstream lines(read_input_file(file, "record file", kMaxRecordFileBytes));
+    for (std::string line; std::getline(lines, line);) {
+        nlohmann::json r = parse_json_or_discarded(line);
+        if (r.is_discarded() || !r.is_object() || (r.contains("projected") && r["projected"] == true)) continue;
+        read.records.push_back(std::move(r));
+    }
+    ScannedFile& kept = scanned[file];
+    kept = std::move(read);
+    return kept.records;
+}
+
 void for_each_measured_record(const std::string& dir,
                               const std::function<void(const nlohmann::json& record, const std::string& file)>& visit) {
-    for (const std::string& file : record_files(dir)) {
-        std::istringstream lines(read_input_file(file, "record file", kMaxRecordFileBytes));
-        for (std::string line; std::getline(lines, line);) {
-            const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
-            if (r.is_discarded() || !r.is_object() || (r.contains("projected") && r["projected"] == true)) continue;
-            visit(r, file);
-        }
-    }
+    for (const std::string& file : record_files(dir))
+        for (const nlohmann::json& record : measured_records_of(file)) visit(record, file);
 }
 
 std::pair<nlohmann::json, std::string> latest_record(const std::string& dir,

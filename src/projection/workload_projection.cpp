@@ -9,6 +9,7 @@
 
 #include "collectives/bucketer.h"
 #include "base/errors.h"
+#include "src/core/config_keys.h"
 #include "src/core/results.h"
 #include "src/core/workload.h"
 
@@ -151,15 +152,10 @@ void apply_batch_option(const std::string& batch, TrainConfig& cfg, const Hardwa
         cfg.batch_size = max;
         return;
     }
-    size_t used = 0;
-    int value = 0;
-    try {
-        value = std::stoi(batch, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != batch.size() || value < 1) throw UserError(fmt::format("--batch-size {}: a positive number or 'max'", batch));
-    cfg.batch_size = value;
+    int64_t value = 0;  // the one number parser, in the batch_size key's range
+    if (const std::string problem = parse_integer(batch, kBatchRange, value); !problem.empty())
+        throw UserError(fmt::format("--batch-size {}: {} (or 'max')", batch, problem));
+    cfg.batch_size = static_cast<int>(value);
     validate_config(cfg, {{"batch_size", "--batch-size"}});  // bounded as the config's batch_size is
 }
 

@@ -1,5 +1,6 @@
 // The environment record of every result.
 #include "src/system/environment.h"
+#include "src/core/results.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -117,7 +118,7 @@ std::vector<nlohmann::json> gather_json(const nlohmann::json& mine, MPI_Comm com
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     SB_CHECK_MPI(MPI_Comm_size(comm, &size));
-    const std::string text = mine.dump();
+    const std::string text = json_text(mine);
     int length = static_cast<int>(text.size());
     std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
     SB_CHECK_MPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm));
@@ -128,7 +129,7 @@ std::vector<nlohmann::json> gather_json(const nlohmann::json& mine, MPI_Comm com
     std::vector<nlohmann::json> result;
     if (rank == 0)
         for (int r = 0; r < size; ++r)
-            result.push_back(nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+            result.push_back(parse_json(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
                                                               static_cast<size_t>(lengths[static_cast<size_t>(r)]))));
     return result;
 }

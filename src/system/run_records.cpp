@@ -206,7 +206,7 @@ void send_guard_the_run() {
                                         "SIGKILL, or ended by the MPI library when its launcher went away)", me());
     std::string message;
     for (const std::string& out : g_record_outs) message += "P " + out + "\n";
-    message += "R " + incomplete_record(g_record_subcommand, why).dump() + "\n";
+    message += "R " + json_text(incomplete_record(g_record_subcommand, why)) + "\n";
     for (size_t done = 0; done < message.size();) {
         const ssize_t n = ::write(g_guard_fd, message.data() + done, message.size() - done);
         if (n <= 0) return;
@@ -228,7 +228,7 @@ void arm_signal_records() {
         "exited before the run finished, without an error of its own (the MPI library ends a process whose launcher "
         "went away)"};
     for (int i = 0; i < kCauses; ++i) {
-        std::string line = incomplete_record(g_record_subcommand, fmt::format("{} {}", me(), why[i])).dump();
+        std::string line = json_text(incomplete_record(g_record_subcommand, fmt::format("{} {}", me(), why[i])));
         line.pop_back();  // the closing brace; the handler appends the timestamp and closes it
         if (line.size() >= sizeof g_signal_lines[i]) return;  // not armed: main's paths still write it
         std::memcpy(g_signal_lines[i], line.c_str(), line.size() + 1);
@@ -328,7 +328,7 @@ int run_record_guard() {
         }
     }
     if (closed || record.empty()) return 0;
-    nlohmann::json incomplete = nlohmann::json::parse(record, nullptr, false);
+    nlohmann::json incomplete = parse_json_or_discarded(record);
     if (!incomplete.is_object()) return 1;
     char stamp[32];
     format_utc(std::time(nullptr), stamp);

@@ -76,13 +76,16 @@ TEST(FirstRun, ProgressLineOnlyWhereOutputIsATerminal) {
 TEST(FirstRun, ABadFlagValueIsNamedAsTheFlag) {
     Result r = run(kBin + kSmall + " --steps -3");
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "scalebench: error: --steps: must be >= 1, got -3\n");
+    EXPECT_EQ(r.err, "scalebench: error: --steps: must be >= 1, got -3 (steps plus warmup must fit a 32-bit int) "
+                     "(scalebench train --help lists the flags)\n");
     r = run(kBin + kSmall + " --batch-size 0");
-    EXPECT_EQ(r.err, "scalebench: error: --batch-size: must be >= 1, got 0\n");
+    EXPECT_EQ(r.err, "scalebench: error: --batch-size: must be >= 1, got 0 (2^24 rows per rank keeps a global batch over "
+                     "2^20 ranks inside 2^44) (scalebench train --help lists the flags)\n");
     r = run(kBin + kSmall + " --scaling 1,4");
     EXPECT_EQ(r.err, "scalebench: error: --scaling: scaling entry 4 exceeds the launched world size 1 (mpirun -np 1)\n");
     r = run(kBin + " stress" + kSmall + " --duration 2s --batch-size -1");
-    EXPECT_EQ(r.err, "scalebench: error: --batch-size: must be >= 1, got -1\n");
+    EXPECT_EQ(r.err, "scalebench: error: --batch-size: must be >= 1, got -1 (2^24 rows per rank keeps a global batch over "
+                     "2^20 ranks inside 2^44) (scalebench stress --help lists the flags)\n");
 }
 
 TEST(FirstRun, ParseErrorsAreOneLineWithThePrefix) {

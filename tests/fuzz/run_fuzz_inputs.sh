@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CTest entry fuzz_inputs: builds tests/fuzz/fuzz_inputs.cpp with clang and
 # -fsanitize=fuzzer,address,undefined, seeds the corpus with the shipped configs, hardware
-# profiles and some record files (each behind the byte that selects its reader) and fuzzes
-# the readers for a bounded time. Exit 77 (CTest SKIP) when clang++ or libFuzzer is missing.
+# profiles, some record files and the doctor's snapshot fixtures (each behind the byte that
+# selects its reader) and fuzzes the readers for a bounded time, shared between them. Exit 77 (CTest SKIP) when clang++ or libFuzzer is missing.
 # Usage: run_fuzz_inputs.sh SOURCE_DIR WORK_DIR [SECONDS]
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-60}
@@ -16,18 +16,21 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$work/probe" 2>/dev/null; then
 fi
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 "$cxx" "${flags[@]}" -I"$src" "$src/tests/fuzz/fuzz_inputs.cpp" "$src"/src/core/{choices,config_checks,config_json,config_yaml,yaml_reader,files}.cpp \
+  "$src/base/numbers.cpp" "$src/src/projection/profile_ranges.cpp" "$src/src/projection/calibration_checks.cpp" \
+  "$src/src/doctor/snapshot.cpp" \
   "$src/src/core/plausible.cpp" "$src/src/core/results.cpp" "$src/src/projection/hardware.cpp" \
   "$src/src/system/gpu_peaks.cpp" "$src/models/ops.cpp" "$src/models/mlp.cpp" "$src/models/transformer.cpp" \
   "$src/models/rng.cpp" \
   $(pkg-config --cflags --libs yaml-cpp fmt 2>/dev/null || echo -lyaml-cpp -lfmt) -o "$work/fuzz_inputs"
 # Seeds behind their selector byte: 0 config, 1 hardware profile, 2 record file (at most 4 KiB
-# of each record file). Findings are configs and stay regression inputs.
+# of each record file), 3 doctor snapshot. Findings are configs and stay regression inputs.
 seed() {  # SELECTOR FILE
   { printf "\\x0$1"; head -c 4096 "$2"; } >"$work/corpus/$1-$(basename "$2")"
 }
 for f in "$src"/configs/*.yaml "$src"/tests/fuzz/findings/*; do seed 0 "$f"; done
 for f in "$src"/configs/hardware/*.yaml; do seed 1 "$f"; done
 for f in $(find "$src/results" -name '*.jsonl' | sort | head -20); do seed 2 "$f"; done
+for f in "$src"/tests/fixtures/doctor/*.json; do seed 3 "$f"; done
 # yaml-cpp allocates per nesting level; cap the input and memory so a deep document is not an OOM "crash".
 exec "$work/fuzz_inputs" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus"

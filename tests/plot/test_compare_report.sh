@@ -84,10 +84,51 @@ expect_2 "report beside --config" "give it without --config" \
   "$bin" compare --hardware a100-sxm4-40gb --config "$src/configs/ci-small.yaml" --report x.md
 expect_2 "report into a missing folder" "no directory" "$bin" compare --hardware a100-sxm4-40gb --report nope/x.md
 expect_2 "unknown scenario" "no such scenario" "$bin" compare --hardware a100-sxm4-40gb --scenario nope --report y.md
-expect_2 "no nodes" "--nodes 0: must be >= 1" "$bin" compare --hardware a100-sxm4-40gb --nodes 0 --report y.md
+expect_2 "no nodes" "--nodes: must be >= 1, got 0" "$bin" compare --hardware a100-sxm4-40gb --nodes 0 --report y.md
 [ ! -e x.md ] && [ ! -e y.md ] && [ ! -e y.json ] || fail "a refused run wrote a file"
 echo '{"workloads": []}' > bad.json
 expect_2 "the renderer on other JSON" "key 'scenarios' missing" /usr/bin/python3 "$src/results/compare_report.py" bad.json z.md
+# Hostile input to the renderer: one line, exit 2, nothing written (tool_input.py reads every input).
+mkfifo fifo.json
+expect_2 "the renderer on a FIFO" "it is a FIFO, not a regular file" timeout 20 /usr/bin/python3 "$src/results/compare_report.py" fifo.json z.md
+expect_2 "the renderer on /dev/zero" "it is a device, not a regular file" timeout 20 /usr/bin/python3 "$src/results/compare_report.py" /dev/zero z.md
+python3 -c 'print("[" * 100000 + "]" * 100000)' > deep.json
+expect_2 "the renderer on deep JSON" "nested too deep" /usr/bin/python3 "$src/results/compare_report.py" deep.json z.md
+# Every field of a real guide mutated to the wrong type: each refused in one line, no partial output.
+/usr/bin/python3 - out/guide.json <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+def paths(node, at=()):
+    yield at
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from paths(v, at + (k,))
+    elif isinstance(node, list) and node:
+        yield from paths(node[0], at + (0,))
+picked = [p for p in paths(data) if p][::5][:12]
+for i, p in enumerate(picked):
+    mutated = json.loads(json.dumps(data))
+    node = mutated
+    for k in p[:-1]:
+        node = node[k]
+    node[p[-1]] = {"x": [None]} if not isinstance(node[p[-1]], dict) else "text"
+    json.dump(mutated, open(f"mutated-{i}.json", "w"))
+PY
+for m in mutated-*.json; do
+  /usr/bin/python3 "$src/results/compare_report.py" "$m" z.md >bad.log 2>&1; rc=$?
+  { [ $rc -eq 0 ] || [ $rc -eq 2 ]; } && [ "$(wc -l <bad.log)" -eq 1 ] || { cat bad.log; fail "$m: exit $rc or more than one line"; }
+  [ $rc -eq 0 ] || { [ ! -e z.md ] && [ ! -e z-plots ]; } || fail "$m: refused but wrote z.md or z-plots"
+  rm -rf z.md z-plots
+done
+mkdir ro && chmod 555 ro
+if [ "$(id -u)" != 0 ] || ! touch ro/probe 2>/dev/null; then
+  expect_2 "the renderer into a read-only folder" "cannot write in" /usr/bin/python3 "$src/results/compare_report.py" out/guide.json ro/g.md
+fi
+chmod 755 ro
+# A profile name with | and a newline cannot break the guide's tables.
+/usr/bin/python3 -c 'import json,sys; d=json.load(open("out/guide.json")); d["profiles"][0]["name"]="evil | name\nrow"; json.dump(d, open("evil.json","w"))'
+/usr/bin/python3 "$src/results/compare_report.py" evil.json evil.md >/dev/null 2>&1 || fail "a | in a profile name refused"
+grep -qF 'evil \| name\x0arow' evil.md || fail "the | and newline of a profile name not escaped in evil.md"
 
 if [ $failures -ne 0 ]; then log "$failures failure(s)"; exit 1; fi
 log "PASS"

@@ -162,7 +162,7 @@ refuses() {  # refuses WHAT EXPECTED_MESSAGE ARGS...: exit 2 and the message on 
   ((rc == 2)) || fail "$what: exit $rc, expected 2"
   grep -qF -- "$expected" "$tmp/bad.err" || fail "$what: stderr lacks '$expected': $(cat "$tmp/bad.err")"
 }
-refuses "missing file" "$tmp/nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
+refuses "missing file" "$tmp/nope.jsonl: cannot read results file: No such file or directory" "$tmp/nope.jsonl"
 { grep -m1 '"subcommand":"train"' "$tmp/one-launch.jsonl"; echo '{"subcommand": "train", "world_size": 2,'; } >"$tmp/malformed.jsonl"
 refuses "malformed line" "$tmp/malformed.jsonl:2: malformed record" "$tmp/malformed.jsonl"
 expect_ok "$tmp/skip.err" "plot_scaling.py --skip-bad-lines" \

@@ -262,55 +262,55 @@ TEST(ConfigTypes, ListEntriesAreCheckedOneByOne) {
 // ---------------------------------------------------------------- ranges
 
 TEST(ConfigRanges, IntegerBounds) {
-    EXPECT_EQ(parse_error("batch_size: 0\n"), "t.yaml:1:13: key 'batch_size': must be >= 1, got 0");
-    EXPECT_EQ(parse_error("batch_size: 16777217\n"), "t.yaml:1:13: key 'batch_size': must be <= 16777216, got 16777217");
-    EXPECT_EQ(parse_error("steps: 0\n"), "t.yaml:1:8: key 'steps': must be >= 1, got 0");
-    EXPECT_EQ(parse_error("steps: 1000000001\n"), "t.yaml:1:8: key 'steps': must be <= 1000000000, got 1000000001");
-    EXPECT_EQ(parse_error("warmup: -1\n"), "t.yaml:1:9: key 'warmup': must be >= 0, got -1");
-    EXPECT_EQ(parse_error("dataset_batches: 0\n"), "t.yaml:1:18: key 'dataset_batches': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("batch_size: 0\n"), "t.yaml:1:13: key 'batch_size': must be >= 1, got 0 (2^24 rows per rank keeps a global batch over 2^20 ranks inside 2^44)");
+    EXPECT_EQ(parse_error("batch_size: 16777217\n"), "t.yaml:1:13: key 'batch_size': must be <= 16777216, got 16777217 (2^24 rows per rank keeps a global batch over 2^20 ranks inside 2^44)");
+    EXPECT_EQ(parse_error("steps: 0\n"), "t.yaml:1:8: key 'steps': must be >= 1, got 0 (steps plus warmup must fit a 32-bit int)");
+    EXPECT_EQ(parse_error("steps: 1000000001\n"), "t.yaml:1:8: key 'steps': must be <= 1000000000, got 1000000001 (steps plus warmup must fit a 32-bit int)");
+    EXPECT_EQ(parse_error("warmup: -1\n"), "t.yaml:1:9: key 'warmup': must be >= 0, got -1 (steps plus warmup must fit a 32-bit int)");
+    EXPECT_EQ(parse_error("dataset_batches: 0\n"), "t.yaml:1:18: key 'dataset_batches': must be >= 1, got 0 (distinct batches are held in host memory; 2^20 is past any useful cycle)");
     EXPECT_EQ(parse_error("mlp: {input_dim: 1048577}\n"),
-              "t.yaml:1:18: key 'mlp.input_dim': must be <= 1048576, got 1048577");
-    EXPECT_EQ(parse_error("mlp: {num_classes: 1}\n"), "t.yaml:1:20: key 'mlp.num_classes': must be >= 2, got 1");
+              "t.yaml:1:18: key 'mlp.input_dim': must be <= 1048576, got 1048577 (a layer of 2^20 units is past any model measured; products of widths stay in 64 bits)");
+    EXPECT_EQ(parse_error("mlp: {num_classes: 1}\n"), "t.yaml:1:20: key 'mlp.num_classes': must be >= 2, got 1 (a classifier needs two classes; the width bound holds above)");
     EXPECT_EQ(parse_error("mlp: {teacher_hidden: 0}\n"),
-              "t.yaml:1:23: key 'mlp.teacher_hidden': must be >= 1, got 0");
+              "t.yaml:1:23: key 'mlp.teacher_hidden': must be >= 1, got 0 (a layer of 2^20 units is past any model measured; products of widths stay in 64 bits)");
     EXPECT_EQ(parse_error("mlp:\n"
                           "  hidden: [512, 0]\n"),
-              "t.yaml:2:17: key 'mlp.hidden[1]': must be >= 1, got 0");
+              "t.yaml:2:17: key 'mlp.hidden[1]': must be >= 1, got 0 (a layer of 2^20 units is past any model measured; products of widths stay in 64 bits)");
 }
 
 TEST(ConfigRanges, IntegersBeyond64Bits) {
     EXPECT_EQ(parse_error("steps: 99999999999999999999\n"),
-              "t.yaml:1:8: key 'steps': must be <= 1000000000, got 99999999999999999999");
+              "t.yaml:1:8: key 'steps': must be <= 1000000000, got 99999999999999999999 (steps plus warmup must fit a 32-bit int)");
     EXPECT_EQ(parse_error("warmup: -99999999999999999999\n"),
-              "t.yaml:1:9: key 'warmup': must be >= 0, got -99999999999999999999");
+              "t.yaml:1:9: key 'warmup': must be >= 0, got -99999999999999999999 (steps plus warmup must fit a 32-bit int)");
     EXPECT_EQ(parse_error("seed: -1\n"), "t.yaml:1:7: key 'seed': must be >= 0, got -1");
     EXPECT_EQ(parse_error("seed: 18446744073709551616\n"),
               "t.yaml:1:7: key 'seed': must be <= 18446744073709551615, got 18446744073709551616");
 }
 
 TEST(ConfigRanges, RealBounds) {
-    EXPECT_EQ(parse_error("bucket_mb: 0\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 0");
-    EXPECT_EQ(parse_error("bucket_mb: 4096.5\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 4096.5");
+    EXPECT_EQ(parse_error("bucket_mb: 0\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 0 (4 GiB buckets are past any GPU's all-reduce buffer)");
+    EXPECT_EQ(parse_error("bucket_mb: 4096.5\n"), "t.yaml:1:12: key 'bucket_mb': must be in (0, 4096], got 4096.5 (4 GiB buckets are past any GPU's all-reduce buffer)");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  lr: -0.1\n"),
-              "t.yaml:2:7: key 'optimizer.lr': must be > 0, got -0.1");
+              "t.yaml:2:7: key 'optimizer.lr': must be > 0, got -0.1 (a rate, scale or epsilon: zero would do nothing)");
     EXPECT_EQ(parse_error("optimizer: {momentum: 1.0}\n"),
-              "t.yaml:1:23: key 'optimizer.momentum': must be in [0, 1), got 1.0");
+              "t.yaml:1:23: key 'optimizer.momentum': must be in [0, 1), got 1.0 (a probability or moment decay: 1 would never update)");
     EXPECT_EQ(parse_error("optimizer: {weight_decay: -1e-4}\n"),
-              "t.yaml:1:27: key 'optimizer.weight_decay': must be >= 0, got -1e-4");
-    EXPECT_EQ(parse_error("optimizer: {beta1: -0.5}\n"), "t.yaml:1:20: key 'optimizer.beta1': must be in [0, 1), got -0.5");
-    EXPECT_EQ(parse_error("optimizer: {beta2: 1}\n"), "t.yaml:1:20: key 'optimizer.beta2': must be in [0, 1), got 1");
-    EXPECT_EQ(parse_error("optimizer: {eps: 0}\n"), "t.yaml:1:18: key 'optimizer.eps': must be > 0, got 0");
+              "t.yaml:1:27: key 'optimizer.weight_decay': must be >= 0, got -1e-4 (a decay: negative would grow the weights)");
+    EXPECT_EQ(parse_error("optimizer: {beta1: -0.5}\n"), "t.yaml:1:20: key 'optimizer.beta1': must be in [0, 1), got -0.5 (a probability or moment decay: 1 would never update)");
+    EXPECT_EQ(parse_error("optimizer: {beta2: 1}\n"), "t.yaml:1:20: key 'optimizer.beta2': must be in [0, 1), got 1 (a probability or moment decay: 1 would never update)");
+    EXPECT_EQ(parse_error("optimizer: {eps: 0}\n"), "t.yaml:1:18: key 'optimizer.eps': must be > 0, got 0 (a rate, scale or epsilon: zero would do nothing)");
 }
 
 TEST(ConfigRanges, ScalingListIsNonEmptyStrictlyIncreasing) {
     EXPECT_EQ(parse_error("scaling: []\n"), "t.yaml:1:10: key 'scaling': must be a non-empty list");
-    EXPECT_EQ(parse_error("scaling: [0, 1]\n"), "t.yaml:1:11: key 'scaling[0]': must be >= 1, got 0");
+    EXPECT_EQ(parse_error("scaling: [0, 1]\n"), "t.yaml:1:11: key 'scaling[0]': must be >= 1, got 0 (2^20 ranks is past any cluster; products with the batch stay in 64 bits)");
     EXPECT_EQ(parse_error("scaling:\n"
                           "  - 1\n"
                           "  - 2\n"
                           "  - 2\n"),
-              "t.yaml:4:5: key 'scaling[2]': duplicate world size 2");
+              "t.yaml:2:3: key 'scaling': 2 is given twice (entries 2 and 3)");
     EXPECT_EQ(parse_error("scaling: [1, 4, 2]\n"),
               "t.yaml:1:17: key 'scaling[2]': world sizes must be strictly increasing, got 2 after 4");
     EXPECT_EQ(parse_error("mlp: {hidden: []}\n"), "t.yaml:1:15: key 'mlp.hidden': must be a non-empty list");
@@ -428,9 +428,9 @@ TEST(ConfigRanges, AValueFromAFlagNamesTheFlag) {
     TrainConfig cfg;
     const FlagKeys flags = {{"scaling", "--scaling"}};
     for (const auto& [scaling, says] : std::vector<std::pair<std::vector<int>, std::string>>{
-             {{0}, "--scaling: must be >= 1, got 0"},
+             {{0}, "--scaling: must be >= 1, got 0 (2^20 ranks is past any cluster; products with the batch stay in 64 bits)"},
              {{2, 1}, "--scaling: world sizes must be strictly increasing, got 1 after 2"},
-             {{1, 1}, "--scaling: duplicate world size 1"}}) {
+             {{1, 1}, "--scaling: 1 is given twice (entries 1 and 2)"}}) {
         cfg.scaling = scaling;
         try {
             validate_config(cfg, flags);
@@ -474,7 +474,7 @@ TEST(ConfigFile, ErrorsNameTheFileAndSourceIsRecorded) {
         load_config_file(path);
         FAIL() << "a bad file loaded";
     } catch (const UserError& e) {
-        EXPECT_EQ(std::string(e.what()), path + ":4:15: key 'mlp.hidden[1]': must be >= 1, got -8");
+        EXPECT_EQ(std::string(e.what()), path + ":4:15: key 'mlp.hidden[1]': must be >= 1, got -8 (a layer of 2^20 units is past any model measured; products of widths stay in 64 bits)");
     }
     {
         std::ofstream f(path);
@@ -540,19 +540,19 @@ TEST(ConfigTransformer, BadValuesNameFileLineColumnAndKey) {
               "t.yaml:2:9: key 'transformer.arch': unknown value 't5'; valid values: bert, gpt");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  layers: 0\n"),
-              "t.yaml:2:11: key 'transformer.layers': must be >= 1, got 0");
+              "t.yaml:2:11: key 'transformer.layers': must be >= 1, got 0 (no published transformer has more than 1,024 layers)");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  vocab: 2\n"),
-              "t.yaml:2:10: key 'transformer.vocab': must be >= 3, got 2");
+              "t.yaml:2:10: key 'transformer.vocab': must be >= 3, got 2 (bert reserves one id for [MASK]; 4M tokens is past any tokenizer)");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  dropout: 1.0\n"),
-              "t.yaml:2:12: key 'transformer.dropout': must be in [0, 1), got 1.0");
+              "t.yaml:2:12: key 'transformer.dropout': must be in [0, 1), got 1.0 (a probability or moment decay: 1 would never update)");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  mask_prob: 0\n"),
-              "t.yaml:2:14: key 'transformer.mask_prob': must be in (0, 1), got 0");
+              "t.yaml:2:14: key 'transformer.mask_prob': must be in (0, 1), got 0 (a share of positions: none or all masked trains nothing)");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  layernorm_eps: -1e-5\n"),
-              "t.yaml:2:18: key 'transformer.layernorm_eps': must be > 0, got -1e-5");
+              "t.yaml:2:18: key 'transformer.layernorm_eps': must be > 0, got -1e-5 (a rate, scale or epsilon: zero would do nothing)");
     EXPECT_EQ(parse_error("transformer:\n"
                           "  n_head: 12\n"),
               "t.yaml:2:3: key 'transformer.n_head': unknown key; valid keys in 'transformer': arch, layers, hidden, "
@@ -573,7 +573,7 @@ TEST(ConfigTransformer, ValidateRechecksTheSameRulesWithoutALine) {
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.seq_len': seq_len 1024 exceeds max_positions 512");
     cfg = TrainConfig{};
     cfg.transformer.mask_prob = 1.0f;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.mask_prob': must be in (0, 1), got 1");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'transformer.mask_prob': must be in (0, 1), got 1 (a share of positions: none or all masked trains nothing)");
 }
 
 // ---------------------------------------------------------------- presets
@@ -651,28 +651,28 @@ TEST(ConfigValidate, OverriddenValuesAreRecheckedWithoutALine) {
     TrainConfig cfg;
     cfg.source = "run.yaml";
     cfg.steps = 0;
-    EXPECT_EQ(validate_error(cfg), "run.yaml: key 'steps': must be >= 1, got 0");
+    EXPECT_EQ(validate_error(cfg), "run.yaml: key 'steps': must be >= 1, got 0 (steps plus warmup must fit a 32-bit int)");
     cfg = TrainConfig{};
     cfg.warmup = -2;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'warmup': must be >= 0, got -2");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'warmup': must be >= 0, got -2 (steps plus warmup must fit a 32-bit int)");
     cfg = TrainConfig{};
     cfg.batch_size = 0;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'batch_size': must be >= 1, got 0");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'batch_size': must be >= 1, got 0 (2^24 rows per rank keeps a global batch over 2^20 ranks inside 2^44)");
     cfg = TrainConfig{};
     cfg.mlp.hidden = {64, 2000000};
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'mlp.hidden[1]': must be <= 1048576, got 2000000");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'mlp.hidden[1]': must be <= 1048576, got 2000000 (a layer of 2^20 units is past any model measured; products of widths stay in 64 bits)");
     cfg = TrainConfig{};
     cfg.mlp.hidden.clear();
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'mlp.hidden': must be a non-empty list");
     cfg = TrainConfig{};
     cfg.bucket_mb = 0.0;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'bucket_mb': must be in (0, 4096], got 0");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'bucket_mb': must be in (0, 4096], got 0 (4 GiB buckets are past any GPU's all-reduce buffer)");
     cfg = TrainConfig{};
     cfg.optimizer.lr = 0.0f;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.lr': must be > 0, got 0");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.lr': must be > 0, got 0 (a rate, scale or epsilon: zero would do nothing)");
     cfg = TrainConfig{};
     cfg.optimizer.beta2 = 1.0f;
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.beta2': must be in [0, 1), got 1");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'optimizer.beta2': must be in [0, 1), got 1 (a probability or moment decay: 1 would never update)");
     cfg = TrainConfig{};
     cfg.model = "cnn";
     EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'model': unknown value 'cnn'; valid values: mlp, transformer, resnet");
@@ -686,12 +686,12 @@ TEST(ConfigValidate, ScalingListAfterFlags) {
     cfg.scaling = {};  // the launched world size
     EXPECT_EQ(validate_error(cfg), "<valid>");
     cfg.scaling = {1, 2, 2};
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling[2]': duplicate world size 2");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling': 2 is given twice (entries 2 and 3)");
     cfg.scaling = {2, 1};
     EXPECT_EQ(validate_error(cfg),
               "<built-in default>: key 'scaling[1]': world sizes must be strictly increasing, got 1 after 2");
     cfg.scaling = {0};
-    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling[0]': must be >= 1, got 0");
+    EXPECT_EQ(validate_error(cfg), "<built-in default>: key 'scaling[0]': must be >= 1, got 0 (2^20 ranks is past any cluster; products with the batch stay in 64 bits)");
 }
 
 // ---------------------------------------------------------------- world size rules
@@ -883,7 +883,7 @@ TEST(ConfigErrors, ConvEngineNamesTheValidChoices) {
 }
 
 TEST(ConfigErrors, SdcCheckEveryIsANonNegativeInteger) {
-    EXPECT_EQ(parse_error("sdc_check_every: -1\n"), "t.yaml:1:18: key 'sdc_check_every': must be >= 0, got -1");
+    EXPECT_EQ(parse_error("sdc_check_every: -1\n"), "t.yaml:1:18: key 'sdc_check_every': must be >= 0, got -1 (a step count: the steps bound)");
     EXPECT_EQ(parse_error("sdc_check_every: 2.5\n"), "t.yaml:1:18: key 'sdc_check_every': expected an integer, got '2.5'");
 }
 

@@ -110,9 +110,9 @@ TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
     EXPECT_EQ(profile_error(with("  tdp_w: {value: 450, source: \"spec\"}\n", "")),
               "hw.yaml:4:3: key 'gpu.tdp_w': missing");  // at the start of the gpu map
     EXPECT_EQ(profile_error(with("{value: 450, source: \"spec\"}", "{value: -450, source: \"spec\"}")),
-              "hw.yaml:6:18: key 'gpu.tdp_w.value': must be > 0, got -450");
+              "hw.yaml:6:18: key 'gpu.tdp_w.value': must be in [10, 5000], got -450 (a GPU board draws 10 W to 5 kW)");
     EXPECT_EQ(profile_error(with("tflops: 160,", "tflops: -160,")),
-              "hw.yaml:8:277: key 'gpu.gemm[3].tflops': must be > 0, got -160");
+              "hw.yaml:8:277: key 'gpu.gemm[3].tflops': must be in [0.001, 100000], got -160 (a published GEMM rate of 1 GFLOPS to 100 PFLOPS)");
     EXPECT_EQ(profile_error(with(", {precision: fp16, m: 4096, n: 4096, k: 4096, tflops: 160, source: \"x\"}", "")),
               "hw.yaml:8:3: key 'gpu.gemm': no fp16 rate (every precision needs one)");
     EXPECT_EQ(profile_error(with("copy_gbps: {value: 900,", "copy_gbps: {value: 1900,")),
@@ -132,7 +132,7 @@ TEST(HardwareProfiles, BadProfilesFailAtFileLineColumn) {
     EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: pcie")),
               "hw.yaml:13:9: key 'node.link': unknown value 'pcie'; valid values: nvlink, pcie_p2p, host_staged");
     EXPECT_EQ(profile_error(with("pcie_gen: {value: 4,", "pcie_gen: {value: 6,")),
-              "hw.yaml:14:21: key 'node.pcie_gen.value': must be <= 5, got 6");
+              "hw.yaml:14:21: key 'node.pcie_gen.value': must be in [3, 5], got 6 (the PCIe generations the link model knows)");
     EXPECT_EQ(profile_error(with("\"NVIDIA GeForce RTX 4090\"", "\"RTX 9090\"")).substr(0, 77),
               "hw.yaml:4:16: key 'gpu.device_name': unknown value 'RTX 9090'; valid values: ");
     EXPECT_EQ(profile_error(with("link: pcie_p2p", "link: nvlink")),
@@ -237,7 +237,7 @@ TEST(HostSections, BadHostsFailAtFileLineColumn) {
     EXPECT_EQ(error(good + "numa: 4\n").substr(0, 38), "host.yaml:6:1: key 'numa': unknown key");
     EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 0, source: s}\npcie_topology: switch\n"
                     "host_mem_bw_gbps: {value: 100, source: s}\n"),
-              "host.yaml:3:18: key 'sockets.value': must be >= 1, got 0");
+              "host.yaml:3:18: key 'sockets.value': must be in [1, 8], got 0 (CPU sockets of one server)");
     EXPECT_EQ(error("name: h\ndescription: d\nsockets: {value: 2, source: s}\npcie_topology: switch\n"
                     "host_mem_bw_gbps: {value: 100, source: s}\n"),
               "host.yaml:1:1: key 'inter_socket_gbps': missing (2 sockets: the link between them, GB/s per direction)");

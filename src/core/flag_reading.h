@@ -1,0 +1,30 @@
+// How every flag of every subcommand is read, whatever its subcommand declares: each numeric
+// flag by the one number parser (base/numbers.h) rather than CLI11's own (which reads "064"
+// as octal 52 and says "could not convert" for 2147483648), a flag that sets a config key in
+// the key's range with its reason (src/core/config_keys.h), any other in the range of the
+// type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
+// naming one thing twice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/numbers.h"
+
+namespace sb {
+
+// Puts the one parser in front of every numeric option of `app` and its subcommands; call
+// once, after every subcommand's flags were added.
+void read_numeric_flags_with_one_parser(CLI::App& app);
+
+// After app.parse: throws CLI::ValidationError "FLAG: ENTRY is given twice ..." when a list
+// flag or positional list of `app` or its subcommands names one thing twice.
+void refuse_repeated_list_entries(const CLI::App& app);
+
+// The range a numeric flag is read in: --steps takes the steps key's range.
+IntRange integer_flag_range(const std::string& flag);
+RealRange real_flag_range(const std::string& flag);
+
+}  // namespace sb

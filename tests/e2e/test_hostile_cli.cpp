@@ -1,0 +1,101 @@
+// Hostile input through the real binary, one case per class that only a whole command shows
+// (docs/reliability.md, "Hostile input"): numbers a flag gives read as YAML reads them, an
+// output that is an input refused before any work, a non-UTF-8 byte in a recorded environment
+// variable kept (not the run thrown away), lists naming one thing twice refused. Each run is
+// CI-sized (seconds).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "src/core/results.h"
+#include "tests/e2e/e2e_util.h"
+
+namespace {
+
+using sb::e2e::Result;
+namespace fs = std::filesystem;
+
+const std::string kSource = SCALEBENCH_SOURCE_DIR;
+
+fs::path scratch() { return sb::e2e::scratch("hostile-e2e"); }
+
+Result run(const std::string& args, const std::string& env = "") {
+    return sb::e2e::run_shell(env + std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args,
+                              scratch() / "run");
+}
+
+TEST(HostileCli, AFlagsNumberIsDecimalAndANonUtf8EnvironmentByteIsKept) {
+    const fs::path out = scratch() / "train.jsonl";
+    fs::remove(out);
+    const Result r = run("train --config " + kSource + "/configs/ci-small.yaml --backend cpu --steps 02 --warmup 0 "
+                         "--batch-size 010 --scaling 1 --out " + out.string(),
+                         "NCCL_HOSTILE=\"$(printf '\\377')\" ");  // sh has no $'...'; printf's octal is POSIX
+    ASSERT_EQ(r.code, 0) << r.err;
+    const sb::ReadResult read = sb::read_records(out.string());
+    ASSERT_EQ(read.records.size(), 1u);
+    const nlohmann::json& rec = read.records[0];
+    EXPECT_EQ(rec["local_batch"], 10);
+    EXPECT_EQ(rec["config"]["steps"], 2);
+    EXPECT_EQ(rec["environment"]["tuning_variables"]["NCCL_HOSTILE"], "\\xff");
+}
+
+TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
+    const fs::path snapshot = scratch() / "s.json";
+    fs::copy_file(kSource + "/tests/fixtures/doctor/gen3-x8.json", snapshot, fs::copy_options::overwrite_existing);
+    const std::string before = sb::e2e::slurp(snapshot);
+    for (const char* flag : {"--report", "--snapshot-out"}) {
+        const Result r = run("doctor --from-snapshot " + snapshot.string() + " " + flag + " " + snapshot.string());
+        EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+        EXPECT_NE(r.err.find("is the snapshot"), std::string::npos) << r.err;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+    EXPECT_EQ(sb::e2e::slurp(snapshot), before);
+    const fs::path both = scratch() / "both.md";
+    fs::remove(both);
+    Result r = run("doctor --from-snapshot " + snapshot.string() + " --report " + both.string() + " --snapshot-out " +
+                   both.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("two outputs cannot share one file"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(both));
+    const fs::path calibration = scratch() / "calibration.jsonl";
+    fs::copy_file(kSource + "/results/h200-gemm/gemm.jsonl", calibration, fs::copy_options::overwrite_existing);
+    const std::string calibration_before = sb::e2e::slurp(calibration);
+    r = run("project --hardware h200-sxm --profile-dir " + kSource + "/configs/hardware --config " + kSource +
+            "/configs/ci-small.yaml --calibrate " + calibration.string() + " --out " + calibration.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("is the --calibrate file"), std::string::npos) << r.err;
+    EXPECT_EQ(sb::e2e::slurp(calibration), calibration_before);
+}
+
+TEST(HostileCli, AListNamingOneThingTwiceIsRefused) {
+    const std::string hw = " --profile-dir " + kSource + "/configs/hardware";
+    Result r = run("project --hardware h200-sxm --config " + kSource + "/configs/ci-small.yaml --gpus 4,4,1" + hw);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--scaling: 4 is given twice (entries 1 and 2)"), std::string::npos) << r.err;
+    r = run("compare --hardware h200-sxm,h200-sxm --config " + kSource + "/configs/ci-small.yaml" + hw);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--hardware: the profile name h200-sxm is given twice (entries 1 and 2)"), std::string::npos) << r.err;
+    r = run("comm --backend mpi --scaling 1,1 -b 8 -e 8");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--scaling: 1 is given twice"), std::string::npos) << r.err;
+    // Two profiles with one name, under two file names.
+    const fs::path dir = scratch() / "profiles";
+    fs::create_directories(dir);
+    fs::copy_file(kSource + "/configs/hardware/h200-sxm.yaml", dir / "a.yaml", fs::copy_options::overwrite_existing);
+    fs::copy_file(kSource + "/configs/hardware/h200-sxm.yaml", dir / "b.yaml", fs::copy_options::overwrite_existing);
+    r = run("compare --hardware a,b --profile-dir " + dir.string() + " --config " + kSource + "/configs/ci-small.yaml");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--hardware: the profile name h200-sxm is given twice"), std::string::npos) << r.err;
+    // report: one file under two spellings would show every row twice.
+    const fs::path records = scratch() / "r.jsonl";
+    fs::copy_file(kSource + "/results/h200-gemm/mlp-large.jsonl", records, fs::copy_options::overwrite_existing);
+    r = run("report " + records.string() + " " + (records.parent_path() / "." / records.filename()).string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("is given twice (entries 1 and 2"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,152 @@
+// The one number parser (base/numbers.h) and everything that reads through it: YAML configs
+// and profiles, every numeric flag (src/core/flag_reading.h) and environment variables. Each
+// example of a number read three ways is here: "064" is 64 from a flag and from YAML alike,
+// 2147483648 gets the bound and its reason, 1e10 seconds is refused naming the variable, and
+// a profile number outside its key's range is refused with the key's reason.
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <gtest/gtest.h>
+
+#include "base/errors.h"
+#include "base/numbers.h"
+#include "collectives/deadline.h"
+#include "src/core/config.h"
+#include "src/core/files.h"
+#include "src/core/flag_reading.h"
+#include "src/projection/hardware.h"
+
+namespace sb {
+namespace {
+
+TEST(OneNumberParser, ReadsDecimalOnlyAndNamesTheBoundWithItsReason) {
+    int64_t v = 0;
+    EXPECT_EQ(parse_integer("064", {0, 100}, v), "");
+    EXPECT_EQ(v, 64);
+    EXPECT_EQ(parse_integer("010", {0, 100}, v), "");
+    EXPECT_EQ(v, 10);
+    EXPECT_EQ(parse_integer("0x40", {0, 100}, v), "expected an integer, got '0x40'");
+    EXPECT_EQ(parse_integer(" 5", {0, 100}, v), "expected an integer, got ' 5'");
+    EXPECT_EQ(parse_integer("2147483648", {0, 2147483647, "why"}, v), "must be <= 2147483647, got 2147483648 (why)");
+    EXPECT_EQ(parse_integer("99999999999999999999", {0, 7, "why"}, v), "must be <= 7, got 99999999999999999999 (why)");
+    double d = 0;
+    EXPECT_EQ(parse_real("1e3", {0, false, kNoUpperBound, false}, d), "");
+    EXPECT_EQ(d, 1000);
+    EXPECT_EQ(parse_real("inf", {0, false, kNoUpperBound, false}, d), "expected a number, got 'inf'");
+    EXPECT_EQ(parse_real("nan", {0, false, kNoUpperBound, false}, d), "expected a number, got 'nan'");
+    EXPECT_EQ(parse_real("1e999", {0, false, kNoUpperBound, false}, d), "1e999 is too large to be a number");
+}
+
+// A train-like command with the flags as main.cpp declares them, read by the one parser.
+struct Parsed {
+    std::optional<int> steps, batch;
+    std::optional<double> bucket_mb;
+    std::vector<int> scaling;
+    int other = 0;
+};
+
+std::string parse_flags(std::vector<std::string> args, Parsed& p) {
+    CLI::App app{"t"};
+    CLI::App* train = app.add_subcommand("train");
+    train->add_option("--steps", p.steps);
+    train->add_option("--batch-size", p.batch);
+    train->add_option("--bucket-mb", p.bucket_mb);
+    train->add_option("--scaling", p.scaling)->delimiter(',');
+    train->add_option("--other", p.other);
+    read_numeric_flags_with_one_parser(app);
+    args.insert(args.begin(), "train");
+    std::reverse(args.begin(), args.end());
+    try {
+        app.parse(args);
+    } catch (const CLI::ParseError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(OneNumberParser, FlagsReadAsYamlDoes) {
+    Parsed p;
+    ASSERT_EQ(parse_flags({"--batch-size", "064", "--steps", "010", "--scaling", "01,02,08", "--other", "-07"}, p), "");
+    EXPECT_EQ(*p.batch, 64);
+    EXPECT_EQ(*p.steps, 10);
+    EXPECT_EQ(p.scaling, (std::vector<int>{1, 2, 8}));
+    EXPECT_EQ(p.other, -7);
+    const TrainConfig yaml = parse_config("batch_size: 064\nsteps: 010\n", "t.yaml");
+    EXPECT_EQ(yaml.batch_size, *p.batch);
+    EXPECT_EQ(yaml.steps, *p.steps);
+}
+
+TEST(OneNumberParser, AFlagPastItsTypeOrKeyGetsTheBoundNotCouldNotConvert) {
+    Parsed p;
+    std::string e = parse_flags({"--steps", "2147483648"}, p);
+    EXPECT_NE(e.find("--steps"), std::string::npos) << e;
+    EXPECT_NE(e.find("must be <= 1000000000, got 2147483648 (steps plus warmup must fit a 32-bit int)"), std::string::npos) << e;
+    e = parse_flags({"--other", "2147483648"}, p);
+    EXPECT_NE(e.find("must be <= 2147483647, got 2147483648"), std::string::npos) << e;
+    e = parse_flags({"--bucket-mb", "nan"}, p);
+    EXPECT_NE(e.find("expected a number, got 'nan'"), std::string::npos) << e;
+    e = parse_flags({"--scaling", "1,0x2"}, p);
+    EXPECT_NE(e.find("expected an integer, got '0x2'"), std::string::npos) << e;
+    // YAML names the same bound and reason.
+    try {
+        parse_config("steps: 2147483648\n", "t.yaml");
+        ADD_FAILURE() << "accepted";
+    } catch (const UserError& err) {
+        EXPECT_STREQ(err.what(),
+                     "t.yaml:1:8: key 'steps': must be <= 1000000000, got 2147483648 (steps plus warmup must fit a 32-bit int)");
+    }
+}
+
+TEST(OneNumberParser, ASecondsVariablePastItsBoundIsRefusedNamingTheVariable) {
+    for (const char* text : {"1e10", "010x", "-5", "inf"}) {
+        setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", text, 1);
+        set_collective_timeout_s(-1);  // read the variable again
+        try {
+            collective_timeout_s();
+            ADD_FAILURE() << text << " accepted";
+        } catch (const UserError& e) {
+            EXPECT_EQ(std::string(e.what()).rfind(std::string("SCALEBENCH_COLLECTIVE_TIMEOUT_S='") + text + "'", 0), 0u)
+                << e.what();
+        }
+    }
+    setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "060", 1);
+    set_collective_timeout_s(-1);
+    EXPECT_EQ(collective_timeout_s(), 60);
+    unsetenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S");
+    set_collective_timeout_s(-1);
+}
+
+std::string profile_error(const std::string& from, const std::string& to) {
+    std::string text = read_text_file(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hardware/h100-sxm.yaml", "profile");
+    const size_t at = text.find(from);
+    if (at == std::string::npos) return "<fixture lacks " + from + ">";
+    text.replace(at, from.size(), to);
+    try {
+        parse_hardware_profile(text, "p.yaml");
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<accepted>";
+}
+
+TEST(OneNumberParser, EachProfileNumberHasItsOwnRangeAndReason) {
+    std::string e = profile_error("kernel_gap_us: {value: 1.0", "kernel_gap_us: {value: 1e9");
+    EXPECT_NE(e.find("key 'gpu.kernel_gap_us.value': must be in [0, 1000], got 1e9 (the gap between two kernels"),
+              std::string::npos) << e;
+    const std::string text = read_text_file(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/hardware/h100-sxm.yaml", "p");
+    const size_t at = text.find("price_usd: {value: ");
+    ASSERT_NE(at, std::string::npos);
+    const size_t end = text.find(',', at);
+    e = profile_error(text.substr(at, end - at), "price_usd: {value: 1e-6");
+    EXPECT_NE(e.find("key 'gpu.price_usd.value': must be in [50, 1000000], got 1e-6 (a GPU costs $50 to $1M)"),
+              std::string::npos) << e;
+    e = profile_error("sm_count: {value: 132", "sm_count: {value: 13.5");
+    EXPECT_NE(e.find("expected a whole number"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sb
