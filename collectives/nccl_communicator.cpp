@@ -254,6 +254,9 @@ struct NcclCommunicator::Impl {
     std::vector<double> elapsed_since_mark(const std::vector<cudaEvent_t>& events, size_t n) const {
         if (!arrival_origin || events.size() < n) return {};
         std::vector<double> out;
+        // Both ends must have completed: the origin is on the compute stream, the events may be on
+        // the communication stream, and either may come from a graph replay still in flight.
+        SB_CHECK_CUDA(cudaEventSynchronize(arrival_origin));
         for (size_t i = 0; i < n; ++i) {
             SB_CHECK_CUDA(cudaEventSynchronize(events[i]));
             float ms = 0;
