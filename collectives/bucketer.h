@@ -4,7 +4,9 @@
 // bucket is one contiguous span and is all-reduced (average) in place with one call,
 // started the moment its last gradient lands. Buckets start in order. With a 16-bit
 // comm_dtype (DDP's bf16/fp16 compress hooks) each bucket is cast into a 16-bit copy,
-// all-reduced there and cast back into the fp32 gradients once it has completed.
+// all-reduced there and cast back into the fp32 gradients once it has completed. With a
+// ShardedState attached (collectives/sharding.h) each bucket is reduce-scattered into the
+// rank's gradient shard instead of all-reduced.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +17,8 @@
 #include "models/model.h"
 
 namespace sb {
+
+class ShardedState;
 
 struct Bucket {
     size_t offset = 0;  // elements into the gradient buffer
@@ -34,6 +38,8 @@ public:
     Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads, Ops& ops,
              DType comm_dtype = DType::f32);
 
+    // From now on each bucket is reduce-scattered into `state`'s gradient shard (fp32 only).
+    void shard_into(ShardedState& state);
     void start_step();                            // every parameter pending again
     void gradient_ready(int param_index) override;  // launches buckets that became complete
     void wait_all();                              // later work waits for every bucket
@@ -52,6 +58,7 @@ private:
     float* grads_;
     Ops& ops_;
     DType comm_dtype_;
+    ShardedState* sharded_ = nullptr;
     DeviceBuffer compressed_;  // 16-bit copy of the gradients when comm_dtype != f32
     std::vector<Bucket> buckets_;
     std::vector<int> bucket_of_param_;

@@ -113,6 +113,14 @@ std::vector<Choice<DType>> grad_dtype_choices() {
     return {{"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}};
 }
 
+std::vector<Choice<ShardingMode>> sharding_choices() {
+    std::vector<Choice<ShardingMode>> out;
+    for (ShardingMode m : {ShardingMode::none, ShardingMode::optimizer, ShardingMode::gradients,
+                           ShardingMode::parameters})
+        out.push_back({sharding_mode_name(m), m});
+    return out;
+}
+
 std::vector<Choice<Activation>> activation_choices() {
     std::vector<Choice<Activation>> out;
     for (Activation a : {Activation::relu, Activation::gelu, Activation::tanh, Activation::none})
@@ -218,7 +226,7 @@ std::optional<E> find_choice(const std::string& text, const std::vector<Choice<E
 // ---- the keys of each section, in the order default.yaml lists them
 const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
-                                           "grad_dtype", "seed", "backend", "share_gpu", "out", "cuda_graphs",
+                                           "grad_dtype", "sharding", "seed", "backend", "share_gpu", "out", "cuda_graphs",
                                            "conv_engine", "sdc_check_every"};
 const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",
@@ -472,6 +480,7 @@ public:
             else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
             else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
             else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
+            else if (key == "sharding") cfg.sharding = choice(value, key_node, key, sharding_choices());
             else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "share_gpu") cfg.share_gpu = boolean(value, key_node, key);
@@ -628,6 +637,21 @@ int second_document_line(const std::string& text) {
     return 0;
 }
 
+// Why `sharding` cannot run with the rest of the config, or "".
+std::string sharding_problem(const TrainConfig& cfg) {
+    if (cfg.sharding == ShardingMode::none) return "";
+    if (cfg.sharding == ShardingMode::parameters)
+        return "parameters (ZeRO-3) is not supported yet: the models compute from one flat weight buffer, so "
+               "weights cannot be gathered unit by unit; optimizer or gradients shard the optimizer state";
+    if (cfg.grad_dtype != DType::f32)
+        return fmt::format("{} reduce-scatters fp32 gradients; grad_dtype {} applies to the all-reduce (sharding: "
+                           "none) only", sharding_mode_name(cfg.sharding), grad_dtype_name(cfg.grad_dtype));
+    if (cfg.precision == Precision::fp16)
+        return fmt::format("{} with precision fp16: loss scaling decides on every gradient, which a rank holding a "
+                           "shard does not see; use bf16", sharding_mode_name(cfg.sharding));
+    return "";
+}
+
 }  // namespace
 
 YAML::Node load_yaml_document(const std::string& yaml_text, const std::string& source, const std::string& what) {
@@ -782,6 +806,7 @@ void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
     check.real("optimizer.beta2", opt.beta2, kUnitHalfOpen);
     check.real("optimizer.eps", opt.eps, kPositive);
     check.real("bucket_mb", cfg.bucket_mb, number_text(cfg.bucket_mb), kBucketMbRange);
+    check.report("sharding", sharding_problem(cfg));
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
     if (const size_t at = invalid_utf8_at(cfg.out); at != std::string::npos)
         check.report("out", fmt::format("is not UTF-8 text (byte {} of the path), which records, being JSON, cannot hold",
@@ -878,6 +903,7 @@ nlohmann::json to_json(const TrainConfig& cfg) {
           {"eps", real(opt.eps)}}},
         {"bucket_mb", cfg.bucket_mb},
         {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
+        {"sharding", sharding_mode_name(cfg.sharding)},
         {"seed", cfg.seed},
         {"backend", backend_choice_name(cfg.backend)},
         {"share_gpu", cfg.share_gpu},
@@ -926,6 +952,12 @@ const char* grad_dtype_name(DType dtype) {
         case DType::f16: return "fp16";
         default: return "fp32";
     }
+}
+
+ShardingMode parse_sharding_mode(const std::string& text) {
+    std::optional<ShardingMode> found = find_choice(text, sharding_choices());
+    if (!found) throw UserError(fmt::format("sharding: {}", bad_choice_reason(text, sharding_choices())));
+    return *found;
 }
 
 }  // namespace sb

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collectives/sharding.h"
 #include "models/ops.h"
 #include "models/resnet.h"
 #include "models/transformer.h"
@@ -58,6 +59,7 @@ struct TrainConfig {
     OptimizerConfig optimizer;
     double bucket_mb = 25.0;
     DType grad_dtype = DType::f32;  // dtype gradients are all-reduced in (DDP's bf16/fp16 compress hooks)
+    ShardingMode sharding = ShardingMode::none;  // ZeRO-1/2/3 (collectives/sharding.h); none: DDP
     uint64_t seed = 1234;
     BackendChoice backend = BackendChoice::auto_select;
     std::string out = default_output("train.jsonl");
@@ -121,5 +123,7 @@ Precision parse_precision(const std::string& text);
 // "fp32", "bf16" or "fp16" (the names grad_dtype takes).
 DType parse_grad_dtype(const std::string& text);
 const char* grad_dtype_name(DType dtype);
+// "none", "optimizer", "gradients" or "parameters" (the names sharding takes).
+ShardingMode parse_sharding_mode(const std::string& text);
 
 }  // namespace sb
