@@ -56,21 +56,21 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     sub.add_option("--config,-c", f.config, "workload YAML (default: the built-in MLP workload)");
     sub.add_option("--backend", f.backend, "auto (CUDA when a GPU is visible), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+        ->check(CLI::IsMember(names_of(backend_choices())));
     sub.add_option("--precision", f.precision, "fp32, tf32, bf16 or fp16")
-        ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+        ->check(CLI::IsMember(names_of(precision_choices())));
     sub.add_option("--scaling", f.scaling, "world sizes to measure in this launch, e.g. 1,2,4")->delimiter(',');
     sub.add_option("--scaling-mode", f.scaling_mode, "weak (batch per rank fixed) or strong (global batch fixed)")
-        ->check(CLI::IsMember({"weak", "strong"}));
+        ->check(CLI::IsMember(names_of(scaling_mode_choices())));
     sub.add_option("--steps", f.steps, "measured steps per world size");
     sub.add_option("--warmup", f.warmup, "warm-up steps per world size (not measured)");
     sub.add_option("--batch-size", f.batch_size, "batch per rank (weak) or global batch (strong)");
     sub.add_option("--bucket-mb", f.bucket_mb, "gradient bucket size in MiB, as DDP's bucket_cap_mb");
     sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+        ->check(CLI::IsMember(names_of(grad_dtype_choices())));
     sub.add_option("--sharding", f.sharding,
                    "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2): docs/sharding.md")
-        ->check(CLI::IsMember({"none", "optimizer", "gradients", "parameters"}));
+        ->check(CLI::IsMember(names_of(sharding_choices())));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
     sub.add_flag("--share-gpu", f.share_gpu,
@@ -101,7 +101,7 @@ FlagKeys apply_flags(const TrainFlags& f, TrainConfig& cfg) {
         set["scaling"] = "--scaling";
     }
     if (!f.scaling_mode.empty()) {
-        cfg.scaling_mode = f.scaling_mode == "weak" ? ScalingMode::weak : ScalingMode::strong;
+        cfg.scaling_mode = parse_scaling_mode(f.scaling_mode);
         set["scaling_mode"] = "--scaling-mode";
     }
     if (f.steps) {

@@ -1,128 +1,20 @@
-// The training runner (DESIGN: Runner, Step, Timing): a data-parallel trainer for one
-// world size, and the sweep over the scaling list that measures each size in turn
-// inside one launch, prints rank 0's table and appends one record per size.
+// The training sweep (DESIGN: Runner): every world size of the scaling list measured in turn
+// inside one launch, rank 0's table printed as it goes and one record per size appended.
+// The trainer (trainer.h), the table (scaling_table.h), the reduced figures (size_figures.h)
+// and the record (train_record.h) live in their own files; this header brings them along.
 #pragma once
-
-#include <cmath>
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include "collectives/bucketer.h"
-#include "collectives/communicator.h"
-#include "models/model.h"
 #include "models/ops.h"
-#include "models/dataset.h"
+#include "src/commands/scaling_table.h"
+#include "src/commands/size_figures.h"
+#include "src/commands/train_record.h"
+#include "src/commands/trainer.h"
 #include "src/core/config.h"
-#include "src/core/stats.h"
 
 namespace sb {
-
-// Local wall time of each phase of one step, in ms, and when each bucket's all-reduce was
-// ready to start on this rank (ms after the step's start; empty where not measured).
-struct StepTimes {
-    double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
-    std::vector<double> bucket_arrivals;
-    std::vector<double> bucket_starts;  // where each bucket's all-reduce started (Communicator::starts_ms)
-};
-
-// Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):
-//   SCALEBENCH_TEST_DELAY_RANK=R:MS   rank R sleeps MS ms at the start of each step, inside
-//                                     its compute time: a straggler;
-//   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
-//                                     STEP of each world size it trains in (CUDA backend only).
-// A bad value is a UserError naming the variable.
-struct TestHook {
-    int rank = -1;
-    double value = 0;
-};
-TestHook parse_test_hook(const char* variable, const char* text, double max_value);
-
-// One replica of the model on this rank, averaging gradients over `comm`.
-class DataParallelTrainer {
-public:
-    DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm);
-    ~DataParallelTrainer();
-
-    // Runs training step `step` (0-based; it picks the data batch): issue_step() queues
-    // the work, step_times() waits for it and reads the phase markers.
-    StepTimes step(int64_t step) { issue_step(step); return step_times(); }
-    void issue_step(int64_t step);
-    StepTimes step_times();
-    // Whether issue_step runs without host waits, so it can be timed under hold_stream().
-    bool step_is_host_free() const;
-    // Whether steps replay CUDA graphs (cuda_graphs, a host-free step, a backend with graphs).
-    bool uses_graphs() const { return use_graphs_; }
-    float last_loss();                  // this rank's mean loss of the last step
-    std::vector<float> params_host();   // fp32 master parameters
-    int local_batch() const { return local_batch_; }
-    int global_batch() const { return local_batch_ * comm_.size(); }
-    const Model& model() const { return *model_; }
-    const Bucketer& bucketer() const { return *bucketer_; }
-    // Median time of all-reducing every bucket back to back, outside the step (ms).
-    double time_gradient_allreduce(int iterations);
-
-    // Replica checks (silent data corruption): models/checksum.h's checksum of the fp32
-    // parameters, computed by the backend where they live, which data parallelism keeps
-    // bitwise identical on every rank; set_params_host replaces
-    // them (and the compute copy), e.g. to resynchronise a replica found to differ.
-    uint64_t params_checksum();
-    void set_params_host(const std::vector<float>& params);
-    // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only.
-    void flip_parameter_bit(size_t index, int bit);
-    // All-reduces the gradient buffer as it stands twice, from identical inputs, and
-    // counts the elements whose two results differ in any bit on this rank (0 for a
-    // deterministic reduction). Collective over the trainer's communicator.
-    size_t recheck_gradient_allreduce();
-
-private:
-    // Forward, backward and the bucket all-reduces, up to the optimizer.
-    void issue_gradients(int64_t step);
-    // The step's start marker and the buckets' arrival clock (and the test-only delay).
-    void start_step_clocks();
-    void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
-    void all_reduce_every_bucket();
-
-    const TrainConfig& cfg_;
-    Ops& ops_;
-    Communicator& comm_;
-    int local_batch_ = 0;
-    std::unique_ptr<Model> model_;
-    std::unique_ptr<Dataset> data_;
-    DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
-    std::unique_ptr<Bucketer> bucketer_;
-    float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
-    int good_steps_ = 0;
-    int64_t optimizer_steps_ = 0;
-    bool use_graphs_ = false;
-    struct CapturedStep {
-        int graph;           // the backend's handle
-        const void* inputs;  // the input batch the graph reads
-    };
-    std::map<int, CapturedStep> graphs_;  // by data batch slot
-};
-
-// Checks the sweep runs on demand, beyond the replica check it always runs.
-struct SweepChecks {
-    // After the measured steps, all-reduce one gradient buffer twice and compare the bits;
-    // adds `allreduce_recheck` to each record.
-    bool recheck_allreduce = false;
-};
-
-// One row of the scaling table `train` prints and `project` prints the same way.
-struct ScalingRow {
-    int world_size = 0;
-    double samples_per_s = 0, per_rank = 0, efficiency = NAN, busbw = 0;
-    Summary step, compute, exposed, optimizer;
-};
-void print_scaling_table_columns();
-void print_scaling_table_row(const ScalingRow& row);
-std::string utc_timestamp();  // "2026-12-02T15:13:20Z"
 
 // Runs every world size of cfg.scaling on `world` (collective), prints the table on
 // rank 0 and appends one record per size to cfg.out. Returns false when a check failed.

@@ -1,6 +1,8 @@
 // The workload configuration of `scalebench train`: the built-in default, YAML loading
 // with validation of every key, type and range (errors name file:line:column and key),
-// and the resolved form written into every result record.
+// and the resolved form written into every result record. Implemented by concern:
+// config_keys.h (schema and ranges), config_yaml.cpp (reading), config_checks.cpp (checks
+// after flags), config_json.cpp (the record's form); enum spellings in choices.h.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +17,17 @@
 #include "models/ops.h"
 #include "models/resnet.h"
 #include "models/transformer.h"
+#include "src/core/choices.h"
 #include "src/core/results.h"
 
 namespace sb {
 
-enum class ScalingMode { weak, strong };
 
 // Limits that keep products of sizes far inside 64 bits (a global batch is at most
 // kMaxBatchSize * kMaxWorldSize = 2^44 rows) and a typo from asking for an absurd run.
 constexpr int kMaxBatchSize = 1 << 24;   // batch_size, --batch-size, project --batch
 constexpr int kMaxWorldSize = 1 << 20;   // ranks: a scaling entry, project's GPUs x nodes
 constexpr int64_t kMaxGlobalBatch = (int64_t{1} << 31) - 1;  // a run's batch over all ranks: rows are indexed with int
-enum class BackendChoice { auto_select, cpu, cuda };
 
 struct MlpConfig {
     int input_dim = 256;
@@ -81,9 +82,6 @@ struct TrainConfig {
     std::map<std::string, std::string> key_marks;
 };
 
-// The one of `candidates` that `word` is plausibly a typo of (an edit or two, case aside), else "".
-std::string closest(const std::string& word, const std::vector<std::string>& candidates);
-
 // Which keys the command line set, key -> the flag ("steps" -> "--steps"): an error in
 // such a value names the flag the user typed, not the config.
 using FlagKeys = std::map<std::string, std::string>;
@@ -110,20 +108,5 @@ std::vector<int> world_sizes(const TrainConfig& cfg, int launched);
 int per_rank_batch(const TrainConfig& cfg, int world_size);
 
 nlohmann::json to_json(const TrainConfig& cfg);
-
-const char* scaling_mode_name(ScalingMode mode);
-const char* backend_choice_name(BackendChoice backend);
-// "auto", "im2col" or "cudnn": the config's spelling of conv_engine.
-const char* conv_engine_choice_name(const std::optional<ConvEngine>& engine);
-
-// The spellings the config and the command-line flags share; an unknown one is a
-// UserError listing the valid values.
-BackendChoice parse_backend_choice(const std::string& text);
-Precision parse_precision(const std::string& text);
-// "fp32", "bf16" or "fp16" (the names grad_dtype takes).
-DType parse_grad_dtype(const std::string& text);
-const char* grad_dtype_name(DType dtype);
-// "none", "optimizer", "gradients" or "parameters" (the names sharding takes).
-ShardingMode parse_sharding_mode(const std::string& text);
 
 }  // namespace sb

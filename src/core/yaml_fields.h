@@ -1,8 +1,8 @@
-// The YAML reading rules of src/core/config.cpp for other YAML inputs (hardware profiles):
+// The YAML reading rules of the config (src/core/yaml_reader.h) for other YAML inputs (hardware profiles):
 // the file read with read_text_file (src/core/files.h: type and size first), one document
 // loaded with the same checks (UTF-8, a single document, syntax errors at FILE:LINE:COL) and typed fields that fail as "FILE:LINE:COL: key 'a.b': reason",
-// unknown and repeated keys included. Implemented in config.cpp, next to the config reader
-// it shares its code with.
+// unknown and repeated keys included. Implemented in yaml_reader.cpp, over the reader the
+// config uses.
 #pragma once
 
 #include <cstdint>

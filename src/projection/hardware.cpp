@@ -139,7 +139,7 @@ private:
                                      seen.insert(key);
                                      const std::string where = path + "." + key;
                                      if (key == "precision")
-                                         g.precision = parse_precision(fields_.choice(v, k, where, {"fp32", "tf32", "bf16", "fp16"}));
+                                         g.precision = parse_precision(fields_.choice(v, k, where, names_of(precision_choices())));
                                      else if (key == "m") g.m = fields_.integer(v, k, where, 1, 1 << 20);
                                      else if (key == "n") g.n = fields_.integer(v, k, where, 1, 1 << 20);
                                      else if (key == "k") g.k = fields_.integer(v, k, where, 1, 1 << 20);

@@ -199,6 +199,9 @@ struct ProjectedStep {
     double straggler_ms = 0;  // the wait for the slowest of the ranks (in exposed_comm_ms and step_ms)
 };
 
+// The middle value (the mean of the two middle ones for an even count).
+double median_value(std::vector<double> v);
+
 // The expected maximum of n independent standard normal draws (0 for n = 1; 1.42 for n = 8).
 double expected_max_of_normals(int n);
 

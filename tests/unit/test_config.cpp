@@ -1,4 +1,4 @@
-// Config loading and validation (src/core/config.cpp): every YAML rule reports the exact
+// Config loading and validation (src/core/config_yaml.cpp, config_checks.cpp): every YAML rule reports the exact
 // "FILE:LINE:COL: key 'x': reason" line, flags are re-checked without a line, world-size
 // rules, and the preset files in configs/ parse (default.yaml to exactly the built-in default).
 #include <gtest/gtest.h>

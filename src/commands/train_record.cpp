@@ -1,0 +1,116 @@
+// The train record (see train_record.h): one JSON object per (run, world size), as
+// results/SCHEMA.md describes it, and the replica check's verdict it carries.
+#include "src/commands/train_record.h"
+
+#include <cmath>
+#include <ctime>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "src/core/results.h"
+#include "src/core/workload.h"
+#include "src/system/backend.h"
+#include "src/system/environment.h"
+
+namespace sb {
+
+std::string utc_timestamp() {
+    std::time_t now = std::time(nullptr);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    return text;
+}
+
+// Rank 0: the ranks whose parameters differ from rank 0's ({rank, host}), each also printed.
+nlohmann::json mismatched_replicas(const SizeFigures& f, const std::vector<std::string>& hosts) {
+    nlohmann::json mismatched = nlohmann::json::array();
+    for (size_t r = 0; r < f.checksums.size(); ++r) {
+        if (f.checksums[r] == f.checksums[0]) continue;
+        const std::string host = r < hosts.size() ? hosts[r] : "?";
+        fmt::print(stderr, "replica check FAILED: rank {} on {} holds parameters that differ from rank 0\n", r, host);
+        mismatched.push_back({{"rank", r}, {"host", host}});
+    }
+    return mismatched;
+}
+
+namespace {
+nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
+}  // namespace
+
+// Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train).
+nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallelTrainer& trainer,
+                            const SizeFigures& f, const ScalingRow& row, double samples_per_s_at_1, int launched,
+                            const nlohmann::json& mismatched, const SweepChecks& checks,
+                            const nlohmann::json& environment) {
+    const int n = row.world_size;
+    const int global_batch = trainer.global_batch();
+    const double gradient_bytes =
+        static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
+    const double algbw = gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9;
+    const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
+    const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
+    const std::optional<double> peak = device_peak_tflops(ops);
+    const bool replicas_ok = mismatched.empty(), recheck_ok = f.recheck_mismatched == 0;
+    nlohmann::json record = {
+        {"schema_version", kSchemaVersion},
+        {"subcommand", "train"},
+        {"run_id", run_id()},
+        {"timestamp", utc_timestamp()},
+        {"world_size", n},
+        {"launched_world_size", launched},
+        {"backend", ops.name()},
+        {"precision", precision_name(ops.precision())},
+        {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
+        {"model", trainer.model().name()},
+        {"num_params", trainer.model().num_params()},
+        {"scaling_mode", scaling_mode_name(cfg.scaling_mode)},
+        {"local_batch", trainer.local_batch()},
+        {"global_batch", global_batch},
+        {"warmup_steps", cfg.warmup},
+        {"measured_steps", cfg.steps},
+        {"step_ms", to_json(row.step)},
+        {"compute_ms", to_json(row.compute)},
+        {"exposed_comm_ms", to_json(row.exposed)},
+        {"optimizer_ms", to_json(row.optimizer)},
+        {"median_step", f.median_step},
+        {"samples_per_s", row.samples_per_s},
+        {"samples_per_s_per_rank", row.per_rank},
+        {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
+        {"scaling_efficiency", or_null(row.efficiency)},
+        {"speedup", or_null(row.samples_per_s / samples_per_s_at_1)},
+        {"gradient_bytes", gradient_bytes},
+        {"buckets", trainer.bucketer().buckets().size()},
+        {"allreduce_ms", f.allreduce_ms},
+        {"allreduce_algbw_gbps", algbw},
+        {"allreduce_busbw_gbps", row.busbw},
+        {"model_flops_per_step", flops_per_step},
+        {"model_tflops_per_s", tflops},
+        {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},
+        {"mfu", peak ? nlohmann::json(tflops / (n * *peak)) : nlohmann::json()},
+        {"cuda_graphs", trainer.uses_graphs()},
+        {"kernel_variants", kernel_variants(ops)},
+        {"shared_gpu", shared_gpu_enabled()},
+        {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
+                                              : nlohmann::json()},
+        {"device_step_ms", or_null(f.device_step_ms)},
+        {"host_overhead_ms", or_null(row.step.median - f.device_step_ms)},
+        {"gpu_busy_fraction", or_null(f.device_step_ms / row.step.median)},
+        {"telemetry_by_rank", f.telemetry_by_rank},
+        {"straggler_check", f.straggler_check},
+        {"initial_loss", f.mean_losses[0]},
+        {"final_loss", f.mean_losses[1]},
+        {"replica_check", {{"passed", replicas_ok}, {"checksum", fmt::format("{:016x}", f.checksums[0])},
+                           {"mismatched_ranks", mismatched}}},
+        {"loss_check", {{"passed", f.first_nonfinite_step < 0},
+                        {"first_nonfinite_step", f.first_nonfinite_step < 0 ? nlohmann::json() : nlohmann::json(f.first_nonfinite_step + 1)}}},
+        {"checks_passed", replicas_ok && recheck_ok && f.first_nonfinite_step < 0},
+        {"config", to_json(cfg)},
+        {"environment", environment},
+    };
+    if (checks.recheck_allreduce)
+        record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", f.recheck_mismatched}};
+    return record;
+}
+
+}  // namespace sb

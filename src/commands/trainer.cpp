@@ -1,0 +1,264 @@
+// The data-parallel trainer (see trainer.h): one replica's buffers, its step (forward and
+// backward with the bucket hooks, the gradient collective, the optimizer), the step's phase
+// clocks, the back-to-back all-reduce timing and the replica checks' hooks.
+#include "src/commands/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "collectives/deadline.h"
+#include "src/core/stats.h"
+#include "src/core/workload.h"
+#include "src/system/backend.h"
+#include "src/system/environment.h"
+
+namespace sb {
+
+namespace {
+// Marker slots of one step (Ops::record_marker).
+enum Marker { kStepStart = 0, kBackwardEnd = 1, kCommWaited = 2, kOptimizerEnd = 3, kCommStart = 4, kCommEnd = 5 };
+
+// GradScaler's defaults (torch.amp): start at 2^16, halve on overflow, double after 2000 good steps.
+constexpr float kInitialLossScale = 65536.0f;
+constexpr int kLossScaleGrowthInterval = 2000;
+}  // namespace
+
+TestHook parse_test_hook(const char* variable, const char* text, double max_value) {
+    if (!text || !*text) return {};
+    const std::string value = text;
+    const size_t colon = value.find(':');
+    char* end = nullptr;
+    if (colon != std::string::npos && colon > 0 && colon + 1 < value.size()) {
+        const long rank = std::strtol(value.c_str(), &end, 10);
+        const bool rank_ok = end == value.c_str() + colon && rank >= 0 && rank < (1 << 24);
+        const double number = std::strtod(value.c_str() + colon + 1, &end);
+        if (rank_ok && *end == '\0' && number >= 0 && number <= max_value) return {static_cast<int>(rank), number};
+    }
+    throw UserError(fmt::format("{}='{}': expected RANK:NUMBER (a rank, then 0 to {}), e.g. 1:20", variable, value,
+                                max_value));
+}
+
+DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)
+    : cfg_(cfg), ops_(ops), comm_(comm) {
+    local_batch_ = per_rank_batch(cfg, comm.size());
+    model_ = create_model(cfg, ops, comm.rank());
+    const size_t n = model_->num_params();
+    const DType dtype = compute_dtype(ops.precision());
+
+    params_ = DeviceBuffer(ops, n * sizeof(float));
+    grads_ = DeviceBuffer(ops, n * sizeof(float));
+    if (dtype != DType::f32) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
+    const size_t state_buffers = cfg.optimizer.kind == OptimizerConfig::Kind::adamw ? 2 : 1;
+    state_a_ = DeviceBuffer(ops, n * sizeof(float));
+    ops.fill(state_a_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+    if (state_buffers == 2) {
+        state_b_ = DeviceBuffer(ops, n * sizeof(float));
+        ops.fill(state_b_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+    }
+    loss_ = DeviceBuffer(ops, sizeof(float));
+
+    // Identical initial weights on every rank: same seed, same portable generator.
+    std::vector<float> host(n);
+    model_->init_params(host.data(), cfg.seed);
+    ops.upload(params_.get(), host.data(), n * sizeof(float));
+    if (weights_.get())
+        ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
+
+    FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>()};
+    model_->bind(flat, local_batch_);
+
+    data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
+    bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
+                                           cfg.grad_dtype);
+    if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
+    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
+}
+
+DataParallelTrainer::~DataParallelTrainer() {
+    for (const auto& [slot, captured] : graphs_) ops_.release_graph(captured.graph);
+}
+
+bool DataParallelTrainer::step_is_host_free() const {
+    // fp16 loss scaling reads the overflow flag on the host; MPI waits on the host.
+    return ops_.precision() != Precision::fp16 && ops_.stream() != nullptr;
+}
+
+void DataParallelTrainer::issue_gradients(int64_t step) {
+    bucketer_->start_step();
+    model_->forward_backward(data_->inputs(step), data_->labels(step), loss_.as<float>(), loss_scale_,
+                             bucketer_.get());
+    ops_.record_marker(kBackwardEnd);
+    bucketer_->wait_all();
+    ops_.record_marker(kCommWaited);
+}
+
+void DataParallelTrainer::issue_step(int64_t step) {
+    const size_t n = model_->num_params();
+    const DType dtype = compute_dtype(ops_.precision());
+    const Tensor weights_copy =
+        weights_.get() ? weights_.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+
+    // With graphs, the first step runs eagerly (it sizes lazily grown buffers and caches
+    // GEMM plans, which a capture must not do); each later step replays the graph of its
+    // data batch, captured on first use. The optimizer stays outside: its step count
+    // changes every step.
+    if (use_graphs_ && step >= 1) {
+        const int slot = static_cast<int>(step % cfg_.dataset_batches);
+        const void* inputs = data_->inputs(step).data;
+        auto it = graphs_.find(slot);
+        if (it == graphs_.end()) {
+            comm_.mark_arrivals();  // the capture records the buckets' arrival events from the first
+            ops_.begin_capture();
+            try {
+                issue_gradients(step);
+            } catch (...) {
+                ops_.abandon_capture();  // so the stream reports the original error, not "capturing"
+                throw;
+            }
+            it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
+        }
+        SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");
+        start_step_clocks();
+        ops_.replay(it->second.graph);
+        comm_.watch_stream("training step (CUDA graph)");
+    } else {
+        start_step_clocks();
+        issue_gradients(step);
+    }
+    inject_test_fault(step);
+    bool apply = true;
+    if (ops_.precision() == Precision::fp16) {
+        // Every rank sees the same averaged gradients, so all take the same decision.
+        apply = ops_.unscale_and_check(grads_.as<float>(), n, 1.0f / loss_scale_);
+        if (!apply) {
+            loss_scale_ *= 0.5f;
+            good_steps_ = 0;
+        } else if (++good_steps_ == kLossScaleGrowthInterval) {
+            loss_scale_ *= 2.0f;
+            good_steps_ = 0;
+        }
+    }
+    if (apply) {
+        ++optimizer_steps_;
+        if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
+            ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
+                            cfg_.optimizer, optimizer_steps_, weights_copy);
+        else
+            ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer,
+                          weights_copy);
+    }
+    ops_.record_marker(kOptimizerEnd);
+}
+
+void DataParallelTrainer::start_step_clocks() {
+    ops_.record_marker(kStepStart);
+    comm_.mark_arrivals();
+    static const TestHook delay =
+        parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000);
+    if (delay.rank == process_info().world_rank)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
+}
+
+void DataParallelTrainer::inject_test_fault(int64_t step) {
+    static const TestHook fault =
+        parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9);
+    if (fault.rank < 0) return;
+    if (ops_.name() != "cuda")
+        throw UserError("SCALEBENCH_TEST_CUDA_FAULT: a CUDA fault needs the cuda backend");
+    if (fault.rank != process_info().world_rank || static_cast<double>(step) != fault.value) return;
+    fmt::print(stderr, "scalebench: test fault: rank {} writes to an invalid device address in step {}\n", fault.rank,
+               step);
+    ops_.fill(Tensor{reinterpret_cast<void*>(uintptr_t{8}), DType::f32, 1, 1 << 20}, 0.0f);
+}
+
+StepTimes DataParallelTrainer::step_times() {
+    StepTimes t;
+    t.bucket_starts = comm_.starts_ms(bucketer_->buckets().size());
+    t.bucket_arrivals = comm_.arrivals_ms(bucketer_->buckets().size());
+    t.step = ops_.elapsed_ms(kStepStart, kOptimizerEnd);
+    t.compute = ops_.elapsed_ms(kStepStart, kBackwardEnd);
+    t.exposed_comm = ops_.elapsed_ms(kBackwardEnd, kCommWaited);
+    t.optimizer = ops_.elapsed_ms(kCommWaited, kOptimizerEnd);
+    // A step on NCCL (or at n = 1) makes no MPI call, while ranks outside this sub-world
+    // wait at MPI barriers whose deadline pings every rank: answer them once per step.
+    serve_side_channel();
+    return t;
+}
+
+float DataParallelTrainer::last_loss() {
+    float loss = 0;
+    ops_.download(&loss, loss_.get(), sizeof(float));
+    return loss;
+}
+
+std::vector<float> DataParallelTrainer::params_host() {
+    std::vector<float> host(model_->num_params());
+    ops_.download(host.data(), params_.get(), host.size() * sizeof(float));
+    return host;
+}
+
+void DataParallelTrainer::all_reduce_every_bucket() {
+    // Exactly what a step's buckets do (casts included with a 16-bit grad_dtype), but
+    // all at once and with no backward to hide behind.
+    bucketer_->start_step();
+    for (int i = static_cast<int>(model_->params().size()) - 1; i >= 0; --i) bucketer_->gradient_ready(i);
+    bucketer_->wait_all();
+}
+
+double DataParallelTrainer::time_gradient_allreduce(int iterations) {
+    std::vector<double> times;
+    for (int it = 0; it < iterations; ++it) {
+        comm_.barrier();
+        ops_.record_marker(kCommStart);
+        all_reduce_every_bucket();
+        ops_.record_marker(kCommEnd);
+        times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
+    }
+    return percentile(times, 50);
+}
+
+uint64_t DataParallelTrainer::params_checksum() {
+    return ops_.checksum(params_.get(), model_->num_params() * sizeof(float));
+}
+
+void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
+    const size_t n = model_->num_params();
+    SB_REQUIRE(params.size() == n, fmt::format("{} parameters given, the model has {}", params.size(), n));
+    ops_.upload(params_.get(), params.data(), n * sizeof(float));
+    if (weights_.get())
+        ops_.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)),
+                  weights_.tensor(compute_dtype(ops_.precision()), 1, static_cast<int64_t>(n)));
+}
+
+void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
+    std::vector<float> params = params_host();
+    SB_REQUIRE(index < params.size() && bit >= 0 && bit < 32,
+               fmt::format("parameter {} bit {} of {} parameters", index, bit, params.size()));
+    uint32_t word = 0;
+    std::memcpy(&word, &params[index], sizeof word);
+    word ^= uint32_t{1} << bit;
+    std::memcpy(&params[index], &word, sizeof word);
+    set_params_host(params);
+}
+
+size_t DataParallelTrainer::recheck_gradient_allreduce() {
+    const size_t n = model_->num_params();
+    std::vector<float> input(n), first(n), second(n);
+    ops_.download(input.data(), grads_.get(), n * sizeof(float));
+    all_reduce_every_bucket();
+    ops_.download(first.data(), grads_.get(), n * sizeof(float));
+    ops_.upload(grads_.get(), input.data(), n * sizeof(float));
+    all_reduce_every_bucket();
+    ops_.download(second.data(), grads_.get(), n * sizeof(float));
+    size_t mismatched = 0;
+    for (size_t i = 0; i < n; ++i) mismatched += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
+    return mismatched;
+}
+
+}  // namespace sb

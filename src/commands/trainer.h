@@ -1,0 +1,109 @@
+// The data-parallel trainer (DESIGN: Step, Timing): one replica of the model on this rank,
+// its step (forward and backward, whose bucket hooks start each bucket's gradient
+// collective as its last gradient lands; the wait for every bucket; the optimizer) and the
+// step's phase times; the test hooks that delay or fault a rank.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/bucketer.h"
+#include "collectives/communicator.h"
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/ops.h"
+#include "src/core/config.h"
+
+namespace sb {
+
+// Local wall time of each phase of one step, in ms, and when each bucket's all-reduce was
+// ready to start on this rank (ms after the step's start; empty where not measured).
+struct StepTimes {
+    double step = 0, compute = 0, exposed_comm = 0, optimizer = 0;
+    std::vector<double> bucket_arrivals;
+    std::vector<double> bucket_starts;  // where each bucket's all-reduce started (Communicator::starts_ms)
+};
+
+// Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):
+//   SCALEBENCH_TEST_DELAY_RANK=R:MS   rank R sleeps MS ms at the start of each step, inside
+//                                     its compute time: a straggler;
+//   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
+//                                     STEP of each world size it trains in (CUDA backend only).
+// A bad value is a UserError naming the variable.
+struct TestHook {
+    int rank = -1;
+    double value = 0;
+};
+TestHook parse_test_hook(const char* variable, const char* text, double max_value);
+
+// One replica of the model on this rank, averaging gradients over `comm`.
+class DataParallelTrainer {
+public:
+    DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm);
+    ~DataParallelTrainer();
+
+    // Runs training step `step` (0-based; it picks the data batch): issue_step() queues
+    // the work, step_times() waits for it and reads the phase markers.
+    StepTimes step(int64_t step) { issue_step(step); return step_times(); }
+    void issue_step(int64_t step);
+    StepTimes step_times();
+    // Whether issue_step runs without host waits, so it can be timed under hold_stream().
+    bool step_is_host_free() const;
+    // Whether steps replay CUDA graphs (cuda_graphs, a host-free step, a backend with graphs).
+    bool uses_graphs() const { return use_graphs_; }
+    float last_loss();                  // this rank's mean loss of the last step
+    std::vector<float> params_host();   // fp32 master parameters
+    int local_batch() const { return local_batch_; }
+    int global_batch() const { return local_batch_ * comm_.size(); }
+    const Model& model() const { return *model_; }
+    const Bucketer& bucketer() const { return *bucketer_; }
+    // Median time of all-reducing every bucket back to back, outside the step (ms).
+    double time_gradient_allreduce(int iterations);
+
+    // Replica checks (silent data corruption): models/checksum.h's checksum of the fp32
+    // parameters, computed by the backend where they live, which data parallelism keeps
+    // bitwise identical on every rank; set_params_host replaces
+    // them (and the compute copy), e.g. to resynchronise a replica found to differ.
+    uint64_t params_checksum();
+    void set_params_host(const std::vector<float>& params);
+    // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only.
+    void flip_parameter_bit(size_t index, int bit);
+    // All-reduces the gradient buffer as it stands twice, from identical inputs, and
+    // counts the elements whose two results differ in any bit on this rank (0 for a
+    // deterministic reduction). Collective over the trainer's communicator.
+    size_t recheck_gradient_allreduce();
+
+private:
+    // Forward, backward and the bucket all-reduces, up to the optimizer.
+    void issue_gradients(int64_t step);
+    // The step's start marker and the buckets' arrival clock (and the test-only delay).
+    void start_step_clocks();
+    void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
+    void all_reduce_every_bucket();
+
+    const TrainConfig& cfg_;
+    Ops& ops_;
+    Communicator& comm_;
+    int local_batch_ = 0;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Dataset> data_;
+    DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
+    std::unique_ptr<Bucketer> bucketer_;
+    float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
+    int good_steps_ = 0;
+    int64_t optimizer_steps_ = 0;
+    bool use_graphs_ = false;
+    struct CapturedStep {
+        int graph;           // the backend's handle
+        const void* inputs;  // the input batch the graph reads
+    };
+    std::map<int, CapturedStep> graphs_;  // by data batch slot
+};
+
+// Checks the sweep runs on demand, beyond the replica check it always runs.
+
+}  // namespace sb

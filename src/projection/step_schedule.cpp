@@ -1,0 +1,125 @@
+// The schedule (src/projection/projection.h): buckets replayed against the backward timeline on one
+// comm stream as the runner issues them, the straggler wait of N ranks, and the model's assumptions
+// in words.
+#include "src/projection/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace sb {
+
+double expected_max_of_normals(int n) {
+    SB_REQUIRE(n >= 1, "expected_max_of_normals: n >= 1");
+    if (n == 1) return 0;
+    // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the midpoint rule over [-12, 12].
+    constexpr int kSteps = 24000;
+    constexpr double kLo = -12, kHi = 12, kDx = (kHi - kLo) / kSteps;
+    double sum = 0;
+    for (int i = 0; i < kSteps; ++i) {
+        const double x = kLo + (i + 0.5) * kDx;
+        const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+        const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+        sum += x * n * phi * std::pow(cdf, n - 1) * kDx;
+    }
+    return sum;
+}
+
+ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {
+    ProjectedStep s;
+    s.world_size = g * nodes;
+    s.nodes = nodes;
+    // The comm stream: bucket b starts when the op after which it was issued is done and the
+    // stream is free; while it runs, compute progresses at the rate it leaves (overlapped_compute_rate).
+    struct Busy {
+        double start, end, bytes;
+    };
+    std::vector<Busy> comm;
+    size_t next_bucket = 0, active = 0;
+    double t = 0, comm_free = 0;
+    auto issue = [&](size_t position) {
+        for (; next_bucket < trace.all_reduces.size() && trace.all_reduces[next_bucket].issued_after <= position; ++next_bucket) {
+            const double bytes = trace.all_reduces[next_bucket].bytes;
+            const double ms = model.all_reduce_ms(bytes, g, nodes);
+            const double start = std::max(comm_free, t);
+            comm.push_back({start, comm_free = start + ms, bytes});
+            s.allreduce_ms += ms;
+        }
+    };
+    auto run = [&](const TracedOp& op) {
+        const CostModel::OpTime cost = model.op_time(op, trace.precision);
+        double work = cost.ms;  // at the full rate
+        while (work > 0) {
+            while (active < comm.size() && comm[active].end <= t) ++active;
+            if (active == comm.size() || comm[active].start > t) {
+                // Nothing on the comm stream until the next bucket starts (or at all).
+                const double free_until = active < comm.size() ? comm[active].start : INFINITY;
+                const double done = std::min(work, free_until - t);
+                t += done;
+                work -= done;
+                continue;
+            }
+            const Busy& c = comm[active];
+            const double rate = model.overlapped_compute_rate(c.bytes, c.end - c.start, g, nodes, cost.memory_bound);
+            const double room = (c.end - t) * rate;  // the work that fits before this bucket ends
+            if (work < room) {
+                t += work / rate;
+                work = 0;
+            } else {
+                t = c.end;
+                work -= room;
+            }
+        }
+    };
+    issue(0);
+    for (size_t i = 0; i < trace.backward_end; ++i) {
+        run(trace.ops[i]);
+        issue(i + 1);
+    }
+    s.compute_ms = t;
+    issue(trace.backward_end);
+    t = std::max(t, comm_free);  // the bucket waits, then the work issued after them
+    for (size_t i = trace.backward_end; i < trace.optimizer_begin; ++i) t += model.op_ms(trace.ops[i], trace.precision);
+    s.exposed_comm_ms = t - s.compute_ms;
+    const double optimizer_start = t;
+    for (size_t i = trace.optimizer_begin; i < trace.ops.size(); ++i) t += model.op_ms(trace.ops[i], trace.precision);
+    s.optimizer_ms = t - optimizer_start;
+    // The slowest of N ranks: each rank's step a normal draw around this one (sigma step_jitter_pct
+    // of it); the others wait for it in the all-reduce, which the runner times as exposed communication.
+    s.straggler_ms = expected_max_of_normals(s.world_size) * model.hw.step_jitter_pct.value / 100.0 * t;
+    s.exposed_comm_ms += s.straggler_ms;
+    s.step_ms = t + s.straggler_ms;
+    return s;
+}
+
+std::vector<std::string> projection_assumptions(const CostModel& m) {
+    std::vector<std::string> a = {
+        "op time = max(FLOPs / (peak x GEMM efficiency), bytes / (memory bandwidth x memory efficiency)) + kernel gap",
+        "GEMM efficiency = large-shape efficiency x wave quantization over 128x128 tiles on the SMs x K fill k/(k+128)",
+        "non-GEMM ops are memory-bound: every operand read once, every result written once",
+        "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel)",
+        "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
+        "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
+        "buckets start in order on one comm stream when the op that made their last gradient is done",
+        "exposed communication = wait for the last bucket after backward, plus the work issued after the waits "
+        "(16-bit gradient casts back, fp16 unscale)",
+        fmt::format("each bucket's all-reduce call costs its launch ({:g} us) besides 2(n-1) ring steps of link latency",
+                    m.hw.bucket_launch_us.value),
+        fmt::format("the step of N ranks is the slowest of N: the expected maximum of N normal draws of sigma {:g}% of the "
+                    "step (0 at one rank, {:.2f} sigma at 8), charged as exposed communication",
+                    m.hw.step_jitter_pct.value, expected_max_of_normals(8)),
+        "one step of a steady state: no host launch gaps; data loading is outside the model (the runner's data is on "
+        "the device)",
+        fmt::format("link class {}: ring busbw {:.1f} GB/s within a node of {} GPUs", link_class_name(m.hw.link),
+                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value)),
+    };
+    for (const auto& n : m.calibration.notes) a.push_back("calibration: " + n);
+    if (m.calibration.notes.empty()) a.push_back("no calibration: every figure from the profile");
+    return a;
+}
+
+}  // namespace sb
