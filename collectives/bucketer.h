@@ -47,6 +47,7 @@ public:
     const std::vector<Bucket>& buckets() const { return buckets_; }
     size_t total_elements() const;
     DType comm_dtype() const { return comm_dtype_; }
+    size_t comm_buffer_bytes() const { return compressed_.bytes(); }  // the 16-bit copy, if any
 
 private:
     void launch_ready();

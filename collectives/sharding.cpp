@@ -45,25 +45,12 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
         buffer = DeviceBuffer(ops, s * sizeof(float));
         ops.fill(buffer.tensor(DType::f32, 1, static_cast<int64_t>(s)), 0.0f);
     };
-    master_ = DeviceBuffer(ops, s * sizeof(float));
     zeroed(grads_);
     zeroed(state_a_);
     if (adamw) zeroed(state_b_);
     bool padded = false;
     for (size_t b = 0; b < buckets_.size(); ++b) padded = padded || layout_.padded_count(b) != buckets_[b].count;
     if (padded) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
-}
-
-void ShardedState::load(const std::vector<float>& host_params) {
-    std::vector<float> shard(layout_.shard_elements(), 0.0f);
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        const size_t begin = layout_.flat_offset(b);
-        const size_t end = std::min(begin + layout_.slice(b), host_params.size());
-        if (begin < end) std::copy(host_params.begin() + static_cast<std::ptrdiff_t>(begin),
-                                   host_params.begin() + static_cast<std::ptrdiff_t>(end),
-                                   shard.begin() + static_cast<std::ptrdiff_t>(layout_.shard_offset(b)));
-    }
-    ops_.upload(master_.get(), shard.data(), shard.size() * sizeof(float));
 }
 
 std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const float* grads) {
@@ -74,22 +61,26 @@ std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const
                                 layout_.slice(b), DType::f32, ReduceOp::avg);
 }
 
-void ShardedState::update(const OptimizerConfig& cfg, int64_t step) {
-    const size_t s = layout_.shard_elements();
-    if (cfg.kind == OptimizerConfig::Kind::adamw)
-        ops_.adamw_step(master_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), s, cfg,
-                        step, Tensor{});
-    else
-        ops_.sgd_step(master_.as<float>(), grads_.as<float>(), state_a_.as<float>(), s, cfg, Tensor{});
+void ShardedState::update(float* params, const OptimizerConfig& cfg, int64_t step) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        float* mine = params + layout_.flat_offset(b);
+        const size_t at = layout_.shard_offset(b), count = layout_.slice(b);
+        if (cfg.kind == OptimizerConfig::Kind::adamw)
+            ops_.adamw_step(mine, grads_.as<float>() + at, state_a_.as<float>() + at, state_b_.as<float>() + at, count,
+                            cfg, step, Tensor{});
+        else
+            ops_.sgd_step(mine, grads_.as<float>() + at, state_a_.as<float>() + at, count, cfg, Tensor{});
+    }
 }
 
 void ShardedState::all_gather_params(float* params) {
-    // A bucket whose count divides into the slices lands in place; a padded one lands in the
-    // staging buffer and its count is copied out (the padding must not overwrite the next
-    // bucket), one at a time since they share the staging buffer.
+    // A bucket whose count divides into the slices is gathered in place; a padded one lands in
+    // the staging buffer and its count is copied out (the padding must not overwrite the next
+    // bucket), one at a time since they share the staging buffer. Either way the parameters a
+    // padded slice's update ran over are written back with their owners' values.
     std::vector<std::unique_ptr<CommRequest>> in_flight;
     for (size_t b = 0; b < buckets_.size(); ++b) {
-        const float* mine = master_.as<float>() + layout_.shard_offset(b);
+        const float* mine = params + layout_.flat_offset(b);
         const Bucket& bucket = buckets_[b];
         if (layout_.padded_count(b) == bucket.count) {
             in_flight.push_back(comm_.all_gather(mine, params + bucket.offset, layout_.slice(b), DType::f32));
@@ -100,14 +91,6 @@ void ShardedState::all_gather_params(float* params) {
         ops_.cast(staging_.tensor(DType::f32, 1, count), Tensor{params + bucket.offset, DType::f32, 1, count});
     }
     for (auto& request : in_flight) request->wait();
-}
-
-std::vector<float> ShardedState::gather_master_host(size_t num_params) {
-    DeviceBuffer full(ops_, (num_params + layout_.tail_padding()) * sizeof(float));
-    all_gather_params(full.as<float>());
-    std::vector<float> host(num_params);
-    ops_.download(host.data(), full.get(), num_params * sizeof(float));
-    return host;
 }
 
 }  // namespace sb

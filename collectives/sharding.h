@@ -3,10 +3,11 @@
 //
 // The shard follows the gradient buckets. Each bucket (one contiguous span of the flat buffer)
 // is cut into world_size equal slices of ceil(count / world_size) elements; rank r owns slice r
-// of every bucket. A rank's shard is its slices back to back: contiguous in the rank's memory,
-// so the optimizer runs once over it. A bucket is reduce-scattered (average) into the shard's
-// gradient the moment its last gradient lands, and the updated master shard is all-gathered
-// bucket by bucket into the full fp32 parameters the model reads.
+// of every bucket. A bucket is reduce-scattered (average) into the rank's gradient shard (its
+// slices back to back) the moment its last gradient lands; the rank updates its slices of the
+// fp32 master parameters where they lie in the full flat buffer (which the model reads), with
+// optimizer state for its slices only; then every bucket is all-gathered in place, so each rank
+// holds all the updated parameters again.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +48,9 @@ public:
     size_t tail_padding() const { return tail_padding_; }
     // The largest padded span: the all-gather's staging buffer.
     size_t largest_padded_count() const { return largest_padded_; }
+    // Every bucket's padded span: the elements a step's reduce-scatters (and all-gathers) cover,
+    // nccl-tests' size of those collectives.
+    size_t padded_elements() const { return shard_elements_ * static_cast<size_t>(world_size_); }
 
 private:
     int world_size_ = 1, rank_ = 0;
@@ -54,39 +58,37 @@ private:
     size_t shard_elements_ = 0, tail_padding_ = 0, largest_padded_ = 0;
 };
 
-// One rank's shard of the fp32 master parameters, gradients and optimizer state, and the
-// collectives that fill and spread it. The full flat buffers (parameters the model reads,
-// gradients the backward writes) are the trainer's; they carry tail_padding() zero elements.
+// One rank's shard of the gradients and optimizer state, and the collectives that fill it and
+// spread the parameters it updates. The full flat buffers (parameters the model reads,
+// gradients the backward writes) are the trainer's; they carry tail_padding() elements past
+// the parameters, zero in the gradients.
 class ShardedState {
 public:
     ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw);
 
     const ShardLayout& layout() const { return layout_; }
-    // Copies this rank's slices of the full host parameters (tail padding read as zero).
-    void load(const std::vector<float>& host_params);
     // Starts bucket b's reduce-scatter (average) of the full gradients into the shard.
     std::unique_ptr<CommRequest> reduce_scatter_bucket(size_t b, const float* grads);
-    // The optimizer on this rank's shard (step is 1-based, for AdamW's bias correction).
-    void update(const OptimizerConfig& cfg, int64_t step);
-    // All-gathers every bucket's updated slices into the full fp32 parameters; later work
+    // The optimizer on this rank's slices of the full parameters, one call per bucket (step is
+    // 1-based, for AdamW's bias correction). The last rank's slice of a padded bucket runs past
+    // the bucket into parameters others own; all_gather_params writes those back.
+    void update(float* params, const OptimizerConfig& cfg, int64_t step);
+    // All-gathers every bucket's slices of the full fp32 parameters in place; later work
     // waits for them.
     void all_gather_params(float* params);
-    // The whole fp32 master parameters on the host (collective): the unsharded view, for
-    // tests and checks.
-    std::vector<float> gather_master_host(size_t num_params);
 
     // Bytes this state holds, by kind.
-    size_t master_bytes() const { return master_.bytes(); }
     size_t gradient_bytes() const { return grads_.bytes(); }
     size_t optimizer_state_bytes() const { return state_a_.bytes() + state_b_.bytes(); }
     size_t staging_bytes() const { return staging_.bytes(); }
+    const float* gradient_shard() const { return grads_.as<float>(); }  // backend memory
 
 private:
     ShardLayout layout_;
     std::vector<Bucket> buckets_;
     Communicator& comm_;
     Ops& ops_;
-    DeviceBuffer master_, grads_, state_a_, state_b_;
+    DeviceBuffer grads_, state_a_, state_b_;
     DeviceBuffer staging_;  // a padded bucket's all-gather lands here, then its count is copied out
 };
 

@@ -40,6 +40,13 @@ ScalingRow scaling_row(const DataParallelTrainer& trainer, const SizeFigures& f,
     row.samples_per_s = trainer.global_batch() / (row.step.median / 1000.0);
     row.per_rank = row.samples_per_s / n;
     row.efficiency = row.samples_per_s / (n * (n == 1 ? row.samples_per_s : samples_per_s_at_1));
+    // nccl-tests' bus bandwidth of the gradient collective: the all-reduce's 2(n-1)/n, the
+    // reduce-scatter's (n-1)/n over its padded span when sharded.
+    if (const ShardedState* sharded = trainer.sharded()) {
+        const double bytes = static_cast<double>(sharded->layout().padded_elements() * sizeof(float));
+        row.busbw = bytes / (f.allreduce_ms / 1000.0) / 1e9 * (n - 1) / n;
+        return row;
+    }
     const double gradient_bytes =
         static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
     row.busbw = gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9 * 2.0 * (n - 1) / n;

@@ -84,6 +84,12 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
     }
     const double allreduce_ms = trainer.time_gradient_allreduce(5);
     SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &f.allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    if (trainer.sharded()) {
+        const double all_gather_ms = trainer.time_params_all_gather(5);
+        SB_CHECK_MPI(MPI_Allreduce(&all_gather_ms, &f.all_gather_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    }
+    const double peak = trainer.peak_total_bytes();
+    SB_CHECK_MPI(MPI_Allreduce(&peak, &f.peak_memory_bytes, 1, MPI_DOUBLE, MPI_MAX, sub));
     const double device_step_ms = local.device_times.empty() ? NAN : percentile(local.device_times, 50);
     SB_CHECK_MPI(MPI_Allreduce(&device_step_ms, &f.device_step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
     f.telemetry_by_rank = gather_json(local.telemetry, sub);

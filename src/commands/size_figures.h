@@ -40,7 +40,9 @@ struct SizeFigures {
     int first_nonfinite_step = -1;  // the earliest over the ranks, or -1: the loss stayed finite
     std::vector<uint64_t> checksums;  // every rank's parameter checksum
     long long recheck_mismatched = 0;
-    double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank
+    double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank; allreduce_ms: the reduce-scatter when sharded
+    double all_gather_ms = NAN;                      // sharded: the parameters' all-gather alone, slowest rank
+    double peak_memory_bytes = 0;                    // the backend's high-water mark, largest rank
     std::vector<nlohmann::json> telemetry_by_rank;
     nlohmann::json straggler_check;  // stragglers.h
 };

@@ -45,22 +45,11 @@ RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local
     const double shard = static_cast<double>(layout.shard_elements());
     bool padded = false;
     for (size_t b = 0; b < buckets.size(); ++b) padded = padded || layout.padded_count(b) != buckets[b].count;
-    m.parameters = full * sizeof(float) + n * compute_copy + shard * sizeof(float);
+    m.parameters = full * sizeof(float) + n * compute_copy;
     m.gradients = full * sizeof(float) + shard * sizeof(float);
     m.optimizer_state = shard * sizeof(float) * state_buffers;
     m.comm_buffers = padded ? static_cast<double>(layout.largest_padded_count()) * sizeof(float) : 0;
     return m;
-}
-
-std::optional<ShardingMode> first_fitting_mode(const TrainConfig& cfg, int world_size, int local_batch,
-                                               double capacity) {
-    for (ShardingMode mode : {ShardingMode::none, ShardingMode::optimizer, ShardingMode::gradients}) {
-        TrainConfig candidate = cfg;
-        candidate.sharding = mode;
-        if (mode != ShardingMode::none) candidate.grad_dtype = DType::f32;
-        if (predict_rank_memory(candidate, world_size, local_batch).total() <= capacity) return mode;
-    }
-    return std::nullopt;
 }
 
 }  // namespace sb

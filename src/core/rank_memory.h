@@ -4,8 +4,6 @@
 // measured figure beside it (the backend's own allocation accounting, Ops::peak_bytes).
 #pragma once
 
-#include <optional>
-
 #include <nlohmann/json.hpp>
 
 #include "src/core/config.h"
@@ -13,7 +11,7 @@
 namespace sb {
 
 struct RankMemory {
-    double parameters = 0;       // fp32 parameters the model reads, the compute copy, the master shard
+    double parameters = 0;       // the fp32 master parameters (the model reads them) and the compute copy
     double gradients = 0;        // the fp32 gradients the backward writes, the gradient shard
     double optimizer_state = 0;  // momentum, or AdamW's two moments (the shard's only when sharded)
     double activations = 0;      // what the model allocates when bound for the local batch
@@ -27,9 +25,5 @@ nlohmann::json to_json(const RankMemory& m);
 
 // One rank of `world_size` ranks training `cfg` (its sharding mode) at `local_batch` rows.
 RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local_batch);
-
-// The first mode of none, optimizer, gradients whose prediction fits `capacity` bytes, if any.
-std::optional<ShardingMode> first_fitting_mode(const TrainConfig& cfg, int world_size, int local_batch,
-                                               double capacity);
 
 }  // namespace sb

@@ -6,12 +6,16 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include "collectives/mpi_communicator.h"
 #include "collectives/sharding.h"
 #include "models/cpu/cpu_ops.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"
+#include "src/core/results.h"
 #include "tests/test_util.h"
 
 namespace sb {
@@ -29,7 +33,8 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
     ShardedState state(buckets, comm, ops, /*adamw=*/false);
     const size_t full = count + state.layout().tail_padding();
     const std::vector<float> initial = test::random_vector(count, 7);
-    state.load(initial);
+    std::vector<float> params(full, 0.0f);
+    std::copy(initial.begin(), initial.end(), params.begin());
 
     std::vector<float> grads(full, 0.0f), expected(count);
     for (size_t i = 0; i < count; ++i) {
@@ -42,11 +47,14 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
     sgd.kind = OptimizerConfig::Kind::sgd;
     sgd.lr = 0.5f;
     sgd.momentum = 0.0f;
-    state.update(sgd, 1);
-    std::vector<float> params(full, -1.0f);
+    state.update(params.data(), sgd, 1);
+    // Only this rank's slices moved: those of every other rank still hold the initial values.
+    size_t moved = 0;
+    for (size_t i = 0; i < count; ++i) moved += params[i] != initial[i];
+    EXPECT_GT(moved, 0u);
+    EXPECT_LE(moved, state.layout().shard_elements());
     state.all_gather_params(params.data());
     for (size_t i = 0; i < count; ++i) ASSERT_NEAR(params[i], expected[i], 1e-5) << "element " << i << " rank " << r;
-    EXPECT_EQ(state.gather_master_host(count), std::vector<float>(params.begin(), params.begin() + count));
 }
 
 TrainConfig family_config(const std::string& model) {
@@ -134,6 +142,46 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
                          [](const auto& info) {
                              return std::string(info.param.model) + "_" + sharding_mode_name(info.param.mode);
                          });
+
+// The record of a sharded sweep: the collectives' bytes as docs/sharding.md gives them, their
+// times alone, no all-reduce, and the measured memory beside the prediction.
+TEST(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    TrainConfig cfg = family_config("transformer");
+    cfg.sharding = ShardingMode::optimizer;
+    cfg.scaling = {n};
+    cfg.steps = 2;
+    cfg.warmup = 1;
+    long pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("scalebench-sharded-sweep-" + std::to_string(pid) + ".jsonl")).string();
+    cfg.out = path;
+    CpuOps ops;
+    EXPECT_TRUE(run_training_sweep(cfg, ops, MPI_COMM_WORLD, nlohmann::json::object()));
+    if (world_rank() != 0) return;
+    const ReadResult r = read_records(path);
+    std::filesystem::remove(path);
+    ASSERT_EQ(r.records.size(), 1u);
+    const nlohmann::json& rec = r.records[0];
+    const nlohmann::json& sh = rec["sharding"];
+    EXPECT_EQ(sh["mode"], "optimizer");
+    const double params = rec["num_params"].get<double>(), buckets = rec["buckets"].get<double>();
+    const double bytes = sh["reduce_scatter"]["bytes"].get<double>();
+    EXPECT_DOUBLE_EQ(bytes, 4.0 * sh["shard_elements"].get<double>() * n);
+    EXPECT_GE(bytes, 4 * params);
+    EXPECT_LE(bytes, 4 * (params + buckets * (n - 1)));
+    EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
+    EXPECT_GT(sh["reduce_scatter"]["ms"].get<double>(), 0);
+    EXPECT_GT(sh["all_gather"]["ms"].get<double>(), 0);
+    EXPECT_TRUE(rec["allreduce_ms"].is_null());
+    EXPECT_TRUE(rec["replica_check"]["passed"].get<bool>());
+    const nlohmann::json& mem = rec["memory_per_rank"];
+    for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
+        EXPECT_DOUBLE_EQ(mem["measured"][kind].get<double>(), mem["predicted"][kind].get<double>()) << kind;
+    EXPECT_NEAR(mem["peak_vs_predicted"].get<double>(), 1.0, 0.05) << mem.dump();
+}
 
 }  // namespace
 }  // namespace sb
