@@ -17,14 +17,10 @@
 
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
+#include "collectives/sharding_mode.h"
 #include "models/ops.h"
 
 namespace sb {
-
-// none: DDP (all-reduce, every rank holds all state); optimizer: ZeRO-1; gradients: ZeRO-2;
-// parameters: ZeRO-3 (FSDP's FULL_SHARD).
-enum class ShardingMode { none, optimizer, gradients, parameters };
-const char* sharding_mode_name(ShardingMode mode);
 
 // Which slices of the flat buffer one rank owns, bucket by bucket.
 class ShardLayout {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/sharding.h"
+#include "collectives/sharding_mode.h"
 #include "models/ops.h"
 #include "models/transformer.h"
 

