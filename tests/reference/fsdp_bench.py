@@ -17,9 +17,9 @@ bf16 autocast, as ddp_bench.py. The models, the batch and the timing are ddp_ben
 Per (workload, mode, world size): warm-up, measured steps (CUDA events, the slowest rank's per
 step), then as many steps without the gradient reduction (DDP's no_sync(); FSDP2's
 set_requires_gradient_sync(False), which keeps the all-gathers): comm_cost_ms = median step -
-median step without the reduction. Memory per rank: torch.cuda.max_memory_allocated() over the
-model's construction and the steps (the caching allocator's high-water mark of this process), the
-largest rank's. --share-gpu as ddp_bench.py. Rank 0 appends one JSON line per row to --out.
+median step without the reduction. Memory per rank: torch.cuda.max_memory_allocated() from the
+sharded model on, over the steps (the caching allocator's high-water mark of this process; the
+unsharded model built before fully_shard is not in it), the largest rank's. --share-gpu as ddp_bench.py. Rank 0 appends one JSON line per row to --out.
 
   python3 -m torch.distributed.run --standalone --nproc_per_node 4 tests/reference/fsdp_bench.py \\
       --share-gpu --workload gpt2-xl:2 --mode none --mode optimizer --mode gradients --scaling 2,4 --out fsdp.jsonl
@@ -94,6 +94,7 @@ def measure(name, batch, mode, group, args, local_rank):
     torch.cuda.reset_peak_memory_stats()
     work = ddp_bench.Workload(name, batch, "cuda", args.seed)
     model, no_reduce = wrap(name, work, mode, group, local_rank, args.bucket_cap_mb)
+    torch.cuda.reset_peak_memory_stats()  # after sharding: not the unsharded model built before it
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if mode in ("none", "optimizer") else None
     last_loss = [None]
 
