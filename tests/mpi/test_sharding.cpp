@@ -113,6 +113,10 @@ struct Case {
     ShardingMode mode;
 };
 
+std::ostream& operator<<(std::ostream& out, const Case& c) {
+    return out << c.model << " " << sharding_mode_name(c.mode);
+}
+
 class ShardedTraining : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ShardedTraining, EndsWithTheLossesAndParametersOfTheUnshardedStep) {
