@@ -56,7 +56,8 @@ void Bucketer::shard_into(ShardedState& state) {
     sharded_ = &state;
 }
 
-void Bucketer::start_step() {
+void Bucketer::start_step(bool communicate) {
+    communicate_ = communicate;
     pending_.resize(buckets_.size());
     reported_.assign(bucket_of_param_.size(), 0);
     for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -85,9 +86,10 @@ void Bucketer::launch_ready() {
         const Bucket& bucket = buckets_[static_cast<size_t>(next_to_launch_)];
         void* span = span_of(bucket);
         if (comm_dtype_ != DType::f32) ops_.cast(fp32_view(bucket), compressed_view(bucket));
-        requests_[static_cast<size_t>(next_to_launch_)] =
-            sharded_ ? sharded_->reduce_scatter_bucket(static_cast<size_t>(next_to_launch_), grads_)
-                     : comm_.all_reduce(span, span, bucket.count, comm_dtype_, ReduceOp::avg);
+        if (communicate_)
+            requests_[static_cast<size_t>(next_to_launch_)] =
+                sharded_ ? sharded_->reduce_scatter_bucket(static_cast<size_t>(next_to_launch_), grads_)
+                         : comm_.all_reduce(span, span, bucket.count, comm_dtype_, ReduceOp::avg);
         ++next_to_launch_;
     }
 }
@@ -97,7 +99,7 @@ void Bucketer::wait_all() {
                fmt::format("wait_all with {} of {} buckets launched: some gradients were never reported",
                            next_to_launch_, buckets_.size()));
     for (size_t b = 0; b < buckets_.size(); ++b) {
-        requests_[b]->wait();
+        if (requests_[b]) requests_[b]->wait();
         requests_[b].reset();
         if (comm_dtype_ != DType::f32) ops_.cast(compressed_view(buckets_[b]), fp32_view(buckets_[b]));
     }

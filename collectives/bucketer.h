@@ -7,6 +7,8 @@
 // all-reduced there and cast back into the fp32 gradients once it has completed. With a
 // ShardedState attached (collectives/sharding.h) each bucket is reduce-scattered into the
 // rank's gradient shard instead of all-reduced.
+// A step started without communication (DDP's no_sync) runs the same buckets and casts but
+// skips the collectives: the step that communication cost is measured against.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +42,9 @@ public:
 
     // From now on each bucket is reduce-scattered into `state`'s gradient shard (fp32 only).
     void shard_into(ShardedState& state);
-    void start_step();                            // every parameter pending again
+    // Every parameter pending again; with communicate false, this step's buckets issue no
+    // collective (each rank keeps its own gradients).
+    void start_step(bool communicate = true);
     void gradient_ready(int param_index) override;  // launches buckets that became complete
     void wait_all();                              // later work waits for every bucket
     int launched() const { return next_to_launch_; }
@@ -67,6 +71,7 @@ private:
     std::vector<char> reported_;      // per parameter: gradient reported this step
     std::vector<std::unique_ptr<CommRequest>> requests_;
     int next_to_launch_ = 0;
+    bool communicate_ = true;
 };
 
 }  // namespace sb

@@ -171,18 +171,18 @@ def ddp_rows(dt):
             continue
         s, d = sb[top], peer[top]
         s_eff, d_eff = s.get("scaling_efficiency"), d.get("scaling_efficiency")
-        s_res = residual(med(sb[1], "step_ms"), med(s, "step_ms"), med(s, "exposed_comm_ms"))
-        d_res = residual(med(peer[1], "step_ms"), med(d, "step_ms"), d.get("exposed_comm_ms"))
+        s_res = residual(med(sb[1], "step_ms"), med(s, "step_ms"), s.get("comm_cost_ms"))
+        d_res = residual(med(peer[1], "step_ms"), med(d, "step_ms"), d.get("comm_cost_ms"))
         delta = 100 * (s_eff - d_eff)
         if abs(delta) <= POINTS:
             verdict = f"within ±{POINTS:g} points"
         elif s_res is not None and d_res is not None and abs(100 * (s_res - d_res)) <= POINTS:
-            verdict = (f"explained by exposed comm: {med(s, 'exposed_comm_ms'):.2f} vs {d['exposed_comm_ms']:.2f} ms "
+            verdict = (f"explained by comm cost: {s['comm_cost_ms']:.2f} vs {d['comm_cost_ms']:.2f} ms "
                        f"a step; without it {pct(s_res)} vs {pct(d_res)}")
         else:
             slow_sb = med(s, "compute_ms") / med(sb[1], "compute_ms") if med(sb[1], "compute_ms") else None
-            slow_ddp = med(d, "no_sync_step_ms") / med(peer[1], "step_ms") if med(peer[1], "step_ms") else None
-            verdict = (f"NOT explained by exposed comm (without it {pct(s_res)} vs {pct(d_res)}); compute at {top} "
+            slow_ddp = med(d, "no_comm_step_ms") / med(peer[1], "step_ms") if med(peer[1], "step_ms") else None
+            verdict = (f"NOT explained by comm cost (without it {pct(s_res)} vs {pct(d_res)}); compute at {top} "
                        f"GPUs / at 1: scalebench {num(slow_sb, 3)}x, DDP no_sync {num(slow_ddp, 3)}x")
         rows.append(dict(label=label, n=top, s=s, d=d, delta=delta, verdict=verdict, s_res=s_res, d_res=d_res,
                          within=abs(delta) <= POINTS, explained=verdict.startswith("explained")))
@@ -193,26 +193,27 @@ def ddp_md(dt):
     lines = ["# scalebench against PyTorch DDP on the same GPUs\n\n",
              "DDP: tests/reference/ddp_bench.py under torchrun (the single-GPU peers' models, bf16 autocast, "
              "bucket_cap_mb 25); scalebench: CUDA graphs on, bucket_mb 25. Both weak scaling in one launch over "
-             "the scaling list. Exposed comm: scalebench's measured wait on the buckets after the backward; DDP's "
-             "median step less its median no_sync() step (no all-reduce, the same kernels). 'Without it': the "
-             f"efficiency with the exposed comm taken out of the N-GPU step. A gap over ±{POINTS:g} points counts as "
-             "explained when the two efficiencies without exposed comm agree within that.\n\n"]
+             "the scaling list. Comm cost, both by one definition (docs/measurement.md): median step less the median "
+             "step without the gradient all-reduce at the same GPU count (scalebench's no-communication steps, DDP's "
+             "no_sync(); the same kernels). 'Without it': the "
+             f"efficiency with the comm cost taken out of the N-GPU step. A gap over ±{POINTS:g} points counts as "
+             "explained when the two efficiencies without comm cost agree within that.\n\n"]
     rows = ddp_rows(dt)
     lines.append(table(["workload", "GPUs", "same parameters", "scalebench eff.", "DDP eff.", "difference (points)",
-                        "samples/s scalebench / DDP", "exp. comm ms scalebench / DDP", "verdict"],
+                        "samples/s scalebench / DDP", "comm cost ms scalebench / DDP", "verdict"],
                        [[r["label"], r["n"], "yes" if r["s"].get("num_params") == r["d"].get("num_params") else
                          f"NO: {r['s'].get('num_params')} / {r['d'].get('num_params')}",
                          pct(r["s"].get("scaling_efficiency")), pct(r["d"].get("scaling_efficiency")),
                          f"{r['delta']:+.1f}", f"{r['s']['samples_per_s']:.1f} / {r['d']['samples_per_s']:.1f} "
                          f"({r['s']['samples_per_s'] / r['d']['samples_per_s']:.2f}x)",
-                         f"{med(r['s'], 'exposed_comm_ms'):.3f} / {r['d']['exposed_comm_ms']:.3f}", r["verdict"]]
+                         f"{num(r['s'].get('comm_cost_ms'), 3)} / {num(r['d'].get('comm_cost_ms'), 3)}", r["verdict"]]
                         for r in rows]) if rows else "No pair of scalebench and DDP records at 2 or more GPUs yet.\n")
     if dt.ddp:
         lines.append("\n## DDP at every world size\n\n")
-        lines.append(table(["workload", "batch/GPU", "GPUs", "samples/s", "step ms", "no_sync ms", "exp. comm ms",
+        lines.append(table(["workload", "batch/GPU", "GPUs", "samples/s", "step ms", "no_sync ms", "comm cost ms",
                             "efficiency"],
                            [[w, b, n, num(r["samples_per_s"], 1), num(med(r, "step_ms"), 3),
-                             num(med(r, "no_sync_step_ms"), 3), num(r["exposed_comm_ms"], 3),
+                             num(med(r, "no_comm_step_ms"), 3), num(r.get("comm_cost_ms"), 3),
                              pct(r.get("scaling_efficiency"))]
                             for (w, b), by_n in sorted(dt.ddp.items()) for n, r in sorted(by_n.items())]))
     return "".join(lines)

@@ -122,7 +122,7 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
         per_cost.append(at["samples_per_s_per_10k_usd_whole_cost"])
         per_kw.append(at["samples_per_s_per_kw"])
     for ax, values, label in ((axes[0], per_cost, "samples/s per $10k of the whole cost"),
-                              (axes[1], per_kw, "samples/s per kW of GPU TDP")):
+                              (axes[1], per_kw, "samples/s per kW of node power (GPUs and host share)")):
         ax.barh(names, values, color="#4C72B0")
         ax.set_xlabel(label, fontsize=8)
         ax.tick_params(labelsize=7)

@@ -5,11 +5,12 @@
 
 writes, as PNG and SVG:
   efficiency  scaling efficiency T(n) / (n T(1)) against GPU count, one line per system/config,
-              the ideal at 100 %
-  throughput  samples/s against GPU count, with each line's ideal n T(1)
-  breakdown   compute / exposed communication / optimizer time of the median step, stacked, per
-              GPU count (one panel per system/config; projected panels share one y-scale, as
-              do measured ones)
+              the ideal at 100 %, each point with its spread over the steps where the record has one
+  throughput  samples/s against GPU count, with each line's ideal n T(1) and each point's spread
+  breakdown   compute / exposed tail / optimizer time of the median step, stacked, per GPU count,
+              and the median step without communication beside the whole step (their gap is the
+              comm cost; docs/measurement.md) (one panel per system/config; projected panels share
+              one y-scale, as do measured ones)
   busbw       bus bandwidth (out-of-place, nccl-tests' busbw) against message size of each
               collective in `scalebench comm` records (only when the files hold some)
 Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
@@ -43,7 +44,7 @@ import sys
 
 PROG = "plot_scaling.py"
 PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
-          ("exposed_comm_ms", "exposed communication", "#DD8452"),
+          ("exposed_comm_ms", "exposed tail (end of backward to the last bucket)", "#DD8452"),
           ("optimizer_ms", "optimizer", "#55A868")]
 
 
@@ -97,7 +98,14 @@ def read_jsonl(path, skip_bad_lines, runs):
 # The plausible range of each number drawn (as `scalebench report` checks them).
 RANGES = {"samples_per_s": (0, 1e15), "scaling_efficiency": (0, 100), "step_ms": (0, 1e9),
           "compute_ms": (0, 1e9), "exposed_comm_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
-          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6)}
+          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6), "no_comm_step_ms": (0, 1e9),
+          "samples_per_s_spread": (0, 1e15), "scaling_efficiency_spread": (0, 100)}
+
+
+def optional_number(record, key, where):
+    """record[key] where the record has it (records before spreads and no-communication steps
+    have none): None, or a number as number() checks it."""
+    return None if record.get(key) is None else number(record, key, where)
 
 
 def number(record, key, where, field=None):
@@ -262,6 +270,11 @@ def add_record(r, where, path, labels, train, comm):
             "samples_per_s": number(r, "samples_per_s", where),
             "scaling_efficiency": None if eff is None else number(r, "scaling_efficiency", where),
             "step_ms": median_of(r, "step_ms", where),
+            # The figures' spreads (half their p10..p90 range over the steps) and the median step
+            # without communication at this n (DDP's no_sync; step - it = the comm cost).
+            "samples_per_s_spread": optional_number(r, "samples_per_s_spread", where),
+            "scaling_efficiency_spread": optional_number(r, "scaling_efficiency_spread", where),
+            "no_comm_step_ms": None if r.get("no_comm_step_ms") is None else median_of(r, "no_comm_step_ms", where),
         }
         # The phases of one step, so the stack is that step: the record's median step (its
         # slowest rank's phases); projected records' phases add up by construction. Older
@@ -402,6 +415,11 @@ def plot_efficiency(plt, series, style, outdir, prefix, formats, written):
             print(f"{PROG}: note: {s.label}: no n = 1 record, so no efficiency to draw", file=sys.stderr)
             continue
         ax.plot(*zip(*points), label=s.label, **style(s))
+        spreads = [(n, 100 * e, 100 * d) for n, e in points
+                   if (d := s.value(n, "scaling_efficiency_spread")) is not None]
+        if spreads:  # each point's spread over the measured steps
+            ax.errorbar([n for n, _, _ in spreads], [e for _, e, _ in spreads], yerr=[d for _, _, d in spreads],
+                        fmt="none", ecolor=style(s)["color"], capsize=3, linewidth=1)
         top = max(top, max(e for _, e in points) * 1.08)
         drawn += 1
     gpu_axis(ax, sizes)
@@ -422,6 +440,10 @@ def plot_throughput(plt, series, style, outdir, prefix, formats, written):
     for s in series:
         ns = s.sizes()
         ax.plot(ns, [s.value(n, "samples_per_s") for n in ns], label=s.label, **style(s))
+        spreads = [(n, s.value(n, "samples_per_s"), d) for n in ns if (d := s.value(n, "samples_per_s_spread")) is not None]
+        if spreads:  # each point's spread over the measured steps
+            ax.errorbar([n for n, _, _ in spreads], [v for _, v, _ in spreads], yerr=[d for _, _, d in spreads],
+                        fmt="none", ecolor=style(s)["color"], capsize=3, linewidth=1)
         t1 = s.throughput_at_1()
         if t1 is not None and len(ns) > 1:
             ax.plot(ns, [n * t1 for n in ns], color=style(s)["color"], linestyle=":", linewidth=1.2)
@@ -468,6 +490,10 @@ def plot_breakdown(plt, series, outdir, prefix, formats, written):
             bottom = [b + h for b, h in zip(bottom, heights)]
         ax.plot(x, [s.value(n, "step_ms") for n in ns], linestyle="none", marker="_", markersize=28,
                 color="black", label="whole step (median)")
+        no_comm = [(i, v) for i, n in enumerate(ns) if (v := s.value(n, "no_comm_step_ms")) is not None]
+        if no_comm:  # the gap from here to the whole step is the comm cost (docs/measurement.md)
+            ax.plot([i for i, _ in no_comm], [v for _, v in no_comm], linestyle="none", marker="_", markersize=28,
+                    color="0.45", label="step without communication (median)")
         ax.set_xticks(x)
         ax.set_xticklabels([str(n) for n in ns])
         ax.set_xlabel("GPUs n")
@@ -479,7 +505,8 @@ def plot_breakdown(plt, series, outdir, prefix, formats, written):
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=4, fontsize="small", bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle("Where a step's time goes: compute, exposed communication, optimizer (the median step)")
+    fig.suptitle("Where a step's time goes: compute, exposed tail, optimizer (the median step); "
+                 "comm cost = whole step - step without communication")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     save(fig, outdir, prefix, "breakdown", formats, written)
     plt.close(fig)

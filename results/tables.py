@@ -119,23 +119,26 @@ def ratio(a, b):
 # ---------------------------------------------------------------------------------------------
 # The tables. Each returns (header, alignment, rows) or, for a quoted output, ("excerpt", path, lines).
 
-H200 = "results/h200-tree-resnet"
-GEMM = "results/h200-gemm/gemm.jsonl"
-GEMM_TORCH = "results/h200-gemm/gemm_vs_torch.txt"
+# Folders of evidence folders, each with an index README.md: the kernels' history (one folder per tree),
+# the other one-GPU measurements, the reliability runs.
+GROUPS = ("h200-kernel-history", "h200-one-gpu", "h200-reliability")
+H200 = "results/h200-kernel-history/resnet"
+GEMM = "results/h200-one-gpu/gemm/gemm.jsonl"
+GEMM_TORCH = "results/h200-one-gpu/gemm/gemm_vs_torch.txt"
 BERT = f"{H200}/bert"
-COMM_CMP = "results/h200-comm-stress/comm_{op}_compare.txt"
+COMM_CMP = "results/h200-reliability/comm-stress/comm_{op}_compare.txt"
 CPU = "results/cpu-2rank-vm"
-FUSED = "results/h200-tree-fused"
-CUDNN = "results/h200-tree-cudnn"
-EPILOGUES = "results/h200-tree-epilogues"
-SIDE = "results/h200-tree-decoder-bias"
-LARGE = "results/h200-tree-large-presets"
-FINAL = "results/h200-tree-fixed-pass"
-POOLS = "results/h200-tree-pool-backward"
-MAXPOOL = "results/h200-tree-maxpool-registers"
-STEP = "results/h200-tree-layernorm-gelu"
-TUNE = "results/h200-tree-gemm-algorithms"
-CLOSING = "results/h200-step-vs-pytorch"
+FUSED = "results/h200-kernel-history/fused"
+CUDNN = "results/h200-kernel-history/cudnn"
+EPILOGUES = "results/h200-kernel-history/epilogues"
+SIDE = "results/h200-kernel-history/decoder-bias"
+LARGE = "results/h200-kernel-history/large-presets"
+FINAL = "results/h200-kernel-history/fixed-pass"
+POOLS = "results/h200-kernel-history/pool-backward"
+MAXPOOL = "results/h200-kernel-history/maxpool-registers"
+STEP = "results/h200-kernel-history/layernorm-gelu"
+TUNE = "results/h200-kernel-history/gemm-algorithms"
+CLOSING = "results/h200-one-gpu/step-vs-pytorch"
 
 # The transformer runs beside PyTorch: (folder of launch/bench_transformer.sh's output, preset, batch).
 # The folder holds scalebench_<preset>_b<batch>.jsonl and torch.jsonl.
@@ -245,7 +248,7 @@ def table_gemm_vs_torch():
 
 
 def table_mlp_large_step():
-    path = "results/h200-gemm/mlp-large.jsonl"
+    path = "results/h200-one-gpu/gemm/mlp-large.jsonl"
     line, r = record(path, world_size=1)
     f = lambda text: Fig(text, path, line)  # noqa: E731
     step = r["step_ms"]
@@ -269,7 +272,7 @@ def table_mlp_large_step():
 
 
 def table_cuda_graphs():
-    path = "results/h200-cuda-graphs/graphs.jsonl"
+    path = "results/h200-one-gpu/cuda-graphs/graphs.jsonl"
     header = ["workload", "CUDA graphs", "step ms (median)", "samples/s", "host overhead ms", "GPU busy"]
     rows = []
     for params, name in ((665104, "default MLP (665 k parameters, fp32, batch 128)"),
@@ -391,8 +394,8 @@ TORCH_CHECKS = [
     ("bert-base", f"{STEP}/check/torch_check_bert-base_bf16.json"),
     ("bert-base", f"{CLOSING}/check/torch_check_bert-base_fp32.json"),
     ("bert-base", f"{CLOSING}/check/torch_check_bert-base_bf16.json"),
-    ("gpt2-small", "results/h200-nccl-stall-opprof/torch_check_gpt2-small_fp32.json"),
-    ("gpt2-small", "results/h200-nccl-stall-opprof/torch_check_gpt2-small_bf16.json"),
+    ("gpt2-small", "results/h200-reliability/nccl-stall-opprof/torch_check_gpt2-small_fp32.json"),
+    ("gpt2-small", "results/h200-reliability/nccl-stall-opprof/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{FUSED}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{EPILOGUES}/check/torch_check_gpt2-small_bf16.json"),
     ("gpt2-small", f"{LARGE}/check/torch_check_gpt2-small_fp32.json"),
@@ -415,10 +418,17 @@ TORCH_CHECKS = [
 ]
 
 
+def evidence_folder(path):
+    """The folder of results/ whose README.md gives a record's provenance: results/NAME, or
+    results/GROUP/NAME inside a group of folders (GROUPS)."""
+    parts = path.split("/")
+    return "/".join(parts[:3] if parts[1] in GROUPS else parts[:2])
+
+
 def _record_folder(path):
     """The folder of results/ a record sits in, as a link to its README (the tree it was made from)."""
-    folder = "/".join(path.split("/")[:2])
-    return Fig(folder.split("/")[1], f"{folder}/README.md")
+    folder = evidence_folder(path)
+    return Fig(folder[len("results/"):], f"{folder}/README.md")
 
 
 def table_torch_checks():
@@ -446,7 +456,7 @@ def table_torch_checks():
 def table_softmax_backward_without_renormalising():
     """The rows a PyTorch check failed on a tree whose bf16 softmax backward kept dP in bf16 and did not
     renormalise the stored P (docs/measurement.md: why dP stays fp32)."""
-    path = "results/h200-cuda-graphs/torch_check_bert-base_bf16.json"
+    path = "results/h200-one-gpu/cuda-graphs/torch_check_bert-base_bf16.json"
     failed = [r for r in json_file(path)["rows"] if not r["passed"]]
     if not failed:
         raise TableError(f"{path}: no failed row")
@@ -461,7 +471,7 @@ def table_softmax_backward_without_renormalising():
 # (None: no such profile).
 TRANSFORMER_PROFILES = [
     ("bert-base", 256, f"{CLOSING}/check/opprof_bert-base_b256.jsonl", f"{H200}/bert/opprof_ops.jsonl"),
-    ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-nccl-stall-opprof/opprof/ops.jsonl"),
+    ("gpt2-small", 8, f"{EPILOGUES}/check/opprof_gpt2-small_b8.jsonl", "results/h200-reliability/nccl-stall-opprof/opprof/ops.jsonl"),
     ("gpt2-medium", 8, f"{CLOSING}/check/opprof_gpt2-medium_b8.jsonl", None),
 ]
 
@@ -602,7 +612,7 @@ def table_comm_small_sizes():
 
 
 def table_stress_soak():
-    path = "results/h200-comm-stress/stress.jsonl"
+    path = "results/h200-reliability/comm-stress/stress.jsonl"
     header = ["interval", "workload", "steps", "samples/s", "drift", "replica checks", "ms per check", "mean power W"]
     rows = []
     for number, line in enumerate(_read(path).splitlines(), start=1):
@@ -727,6 +737,10 @@ def table_projection_summary():
         _, (line, s) = _check(check)
         result = f"{s['value_pct']:.1f}%" + (f"; {s['inside_band']} of {s['rows']} inside the band"
                                              if "inside_band" in s else "")
+        if "naive_median_pct" in s:  # the naive model beside the median: speed-up = N
+            result += f"; speed-up = N: {s['naive_median_pct']:.1f}%"
+        for key in sorted(k for k in s if k.startswith("inside_band_")):
+            result += f"; {key[len('inside_band_'):]}: {s[key]} inside"
         target = "-" if s["target_pct"] is None else f"{s['target_pct']:.0f}%"
         rows.append([label, _v(str(s["rows"]), line), s["statistic"], _v(result, line), target,
                      _v(f"{s['bound_pct']:.0f}%", line)])
@@ -759,19 +773,19 @@ def table_projection_footprint():
 
 def table_projection_by_folder():
     """Per folder of results/ (its README gives the tree): the step time's and the footprint's errors."""
-    folders = sorted({r["record"].split("/")[1] for _, r in _check("measured_step_time")[0]})
+    folders = sorted({evidence_folder(r["record"]) for _, r in _check("measured_step_time")[0]})
     header = ["folder (tree)", "op profiles of other models", "step time: runs", "error", "median absolute error",
               "footprint: runs", "error", "median absolute error"]
     rows = []
     for folder in folders:
-        inside = lambda r: r["record"].split("/")[1] == folder  # noqa: E731
+        inside = lambda r: evidence_folder(r["record"]) == folder  # noqa: E731
         step = _error_groups("measured_step_time", [(folder, inside)])[0]
         profiled = sorted({m for _, r in _check("measured_step_time")[0] if inside(r) for m in r["op_profiles_of"]})
         try:
             memory = _error_groups("footprint", [(folder, inside)])[0][1:]
         except TableError:  # no run of the folder recorded NVML's memory
             memory = ["-", "-", "-"]
-        rows.append([_record_folder(f"results/{folder}/"), ", ".join(profiled) or "none"] + step[1:] + memory)
+        rows.append([_record_folder(f"{folder}/"), ", ".join(profiled) or "none"] + step[1:] + memory)
     return header, "llrrrrrr", rows
 
 
@@ -805,16 +819,17 @@ def table_projection_staged_speedups():
 
 
 def _published(data_file):
-    header = ["entry", "profile", "model, batch/GPU", "GPUs", "published samples/s", "projected", "error",
-              "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
+    header = ["entry", "profile", "transport, data", "model, batch/GPU", "GPUs", "published samples/s", "projected",
+              "error", "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
     rows = []
     for n, r in _check("published_throughput")[0]:
         if r["data"] != data_file:
             continue
         fit = f"{r['footprint_gib']:.1f} GiB" + ("" if r["fits"] else " (does not fit)")
-        rows.append([_entry(r), r["profile"], f"{r['workload']}, {r['batch']}", str(r["gpus"]), _v(fmt(r["published"], 1), n),
+        rows.append([_entry(r), r["profile"], f"{r['transport']}, {r['input']}", f"{r['workload']}, {r['batch']}",
+                     str(r["gpus"]), _v(fmt(r["published"], 1), n),
                      _v(fmt(r["projection"], 1), n), _err(r, n), _v(pct(r["published_mfu"]), n), _v(fit, n)])
-    return header, "lllrrrrrr", rows
+    return header, "llllrrrrrr", rows
 
 
 def table_projection_published_bert():
@@ -847,13 +862,13 @@ def table_projection_published_groups():
 
 
 def table_projection_published_speedups():
-    header = ["entry", "GPUs", "published speed-up", "projected", "error", "band (every range at each end)", "inside",
-              "ms per step beyond the model", "cause"]
-    rows = [[_entry(r), str(r["gpus"]), _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
+    header = ["entry", "GPUs", "transport that ran", "published speed-up", "projected", "error",
+              "band (every range at each end)", "inside", "ms per step beyond the model", "cause"]
+    rows = [[_entry(r), str(r["gpus"]), r["transport"], _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
              _v(f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", n), _v("yes" if r["inside_band"] else "no", n),
              _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n), _v(r["cause"], n)]
             for n, r in _check("published_speedup")[0]]
-    return header, "lrrrrrlrl", rows
+    return header, "lrlrrrrlrl", rows
 
 
 def table_projection_speedup_causes():
@@ -924,7 +939,7 @@ def table_projection_resnet_tf32_needs():
     return header, "l" + "r" * len(names), out
 
 
-H200_CURRENT = "results/h200-step-vs-pytorch/"
+H200_CURRENT = "results/h200-one-gpu/step-vs-pytorch/"
 
 
 def table_projection_h200_uncalibrated():
@@ -1016,6 +1031,67 @@ def table_projection_gemm_efficiency():
     return ["profiles", *precisions], "lrrrr", rows
 
 
+# The kernels' history, oldest tree first (the trees' commit dates; each folder's README names its tree):
+# (folder, what the tree changed). The last row is the current tree.
+KERNEL_HISTORY = [
+    ("h200-kernel-history/resnet", "the ResNet and its CUDA kernels (im2col convolutions)"),
+    ("h200-kernel-history/attention", "fused attention for bf16/fp16"),
+    ("h200-kernel-history/cudnn", "the cuDNN convolution engine, fused BatchNorm/ReLU/add"),
+    ("h200-kernel-history/fused", "residual add + dropout + LayerNorm fused; the vocabulary padded to 128"),
+    ("h200-kernel-history/epilogues", "bias+GELU and bias epilogues in cuBLASLt"),
+    ("h200-kernel-history/decoder-bias", "BERT's decoder bias gradient as its own pass"),
+    ("h200-kernel-history/large-presets", "bert-large and gpt2-medium beside PyTorch"),
+    ("h200-kernel-history/dropout-quad", "one dropout hash per four elements"),
+    ("h200-kernel-history/ncu-attention", "Nsight Compute on the fused attention forward"),
+    ("h200-kernel-history/fixed-pass", "attention's fixed-pass tile loads; the max pool's argmax kept"),
+    ("h200-kernel-history/pool-backward", "the max-pool backward by 2x2 blocks; the stem's im2col staged"),
+    ("h200-kernel-history/layernorm-one-pass", "the one-pass LayerNorm backward; the max-pool block forward"),
+    ("h200-kernel-history/maxpool-registers", "the max-pool forward's 5x5 patch in registers"),
+    ("h200-kernel-history/maxpool-rows", "two-vector elementwise maps; the three-row max-pool forward"),
+    ("h200-kernel-history/layernorm-gelu", "fused LayerNorm, short-sequence attention and GELU kernels"),
+    ("h200-kernel-history/gemm-algorithms", "cuBLASLt's algorithm timed; the labelled-rows column sums"),
+    ("h200-one-gpu/step-vs-pytorch", "the current tree"),
+]
+
+
+def _history_transformer(folder, preset, batch):
+    """A preset's bf16 samples/s at a batch in a tree, or '-' where the tree did not run it."""
+    for bench in (f"{folder}/bench", f"{folder}/bert"):
+        if os.path.isfile(os.path.join(ROOT, bench, f"scalebench_{preset}_b{batch}.jsonl")):
+            path, line, sb, _ = _transformer_run(bench, preset, batch)
+            if sb["config"]["precision"] != "bf16":
+                raise TableError(f"{path}:{line}: precision {sb['config']['precision']}, expected bf16")
+            return Fig(fmt(sb["samples_per_s"], 0), path, line)
+    return "-"
+
+
+def _history_resnet50(folder, engine):
+    """ResNet-50's bf16 images/s at batch 256 on one engine in a tree, or '-'."""
+    for path in (f"{folder}/bench_resnet/scalebench_resnet50_{engine}_b256.jsonl",
+                 f"{folder}/scalebench_resnet50_{engine}_b256.jsonl",
+                 f"{folder}/resnet50_b256_final.jsonl" if engine == "im2col" else ""):
+        if path and os.path.isfile(os.path.join(ROOT, path)):
+            line, r = record(path, world_size=1)
+            if r["precision"] != "bf16" or r["config"]["batch_size"] != 256:
+                raise TableError(f"{path}:{line}: not ResNet-50 bf16 at batch 256")
+            return Fig(fmt(r["samples_per_s"], 0), path, line)
+    return "-"
+
+
+HISTORY_TRANSFORMERS = [("bert-base", 32), ("bert-base", 256), ("bert-large", 32), ("gpt2-small", 8), ("gpt2-medium", 8)]
+
+
+def table_kernel_history():
+    header = (["tree (folder)", "what it changed"] + [f"{p} b{b}" for p, b in HISTORY_TRANSFORMERS]
+              + ["ResNet-50 b256 cuDNN", "ResNet-50 b256 im2col"])
+    rows = []
+    for folder, change in KERNEL_HISTORY:
+        rows.append([_record_folder(f"results/{folder}/"), change]
+                    + [_history_transformer(f"results/{folder}", p, b) for p, b in HISTORY_TRANSFORMERS]
+                    + [_history_resnet50(f"results/{folder}", e) for e in ("cudnn", "im2col")])
+    return header, "ll" + "r" * (len(header) - 2), rows
+
+
 TABLES = {name[len("table_"):]: fn for name, fn in globals().items() if name.startswith("table_")}
 
 
@@ -1038,7 +1114,10 @@ def render(name, doc_dir):
 
 
 def documents():
-    return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    """README.md, docs/*.md and the index of each group of results/ folders."""
+    return ([os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+            + [os.path.join(ROOT, "results", g, "README.md") for g in GROUPS
+               if os.path.isfile(os.path.join(ROOT, "results", g, "README.md"))])
 
 
 def regenerate(path, problems):
@@ -1077,10 +1156,19 @@ def regenerate(path, problems):
 
 
 def provenance_problems():
-    """Every folder of results/ that holds records (at any depth) says where they came from."""
+    """Every folder of results/ that holds records (at any depth) says where they came from; a group
+    of folders has its index README.md and each folder in it its own."""
     problems = []
     results = os.path.join(ROOT, "results")
+    folders = []
     for entry in sorted(os.listdir(results)):
+        if entry in GROUPS:
+            if not os.path.isfile(os.path.join(results, entry, "README.md")):
+                problems.append(f"results/{entry}/: a group of folders without its index README.md")
+            folders += [f"{entry}/{sub}" for sub in sorted(os.listdir(os.path.join(results, entry)))]
+        else:
+            folders.append(entry)
+    for entry in folders:
         folder = os.path.join(results, entry)
         if os.path.isdir(folder) and glob.glob(os.path.join(folder, "**", "*.jsonl"), recursive=True):
             if not os.path.isfile(os.path.join(folder, "README.md")):

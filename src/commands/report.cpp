@@ -190,10 +190,13 @@ std::vector<std::string> table_row(const nlohmann::json& r) {
     return {system_label(r), r.value("backend", "?"), r.value("model", "?"), r.value("precision", "?"),
             r.value("scaling_mode", "?"), whole(r, "world_size"),
             whole(r, "global_batch"), fixed(number(r, "samples_per_s"), 1),
-            fixed(number(r, "samples_per_s_per_rank"), 1), fixed(median_of(r, "step_ms"), 3),
-            fixed(median_of(r, "compute_ms"), 3), fixed(median_of(r, "exposed_comm_ms"), 3),
-            fixed(median_of(r, "optimizer_ms"), 3), fixed(number(r, "allreduce_busbw_gbps"), 2),
-            percent(number(r, "scaling_efficiency"))};
+            fixed(number(r, "samples_per_s_spread"), 1), fixed(number(r, "samples_per_s_per_rank"), 1),
+            fixed(median_of(r, "step_ms"), 3), fixed(median_of(r, "compute_ms"), 3),
+            fixed(median_of(r, "exposed_comm_ms"), 3), fixed(median_of(r, "optimizer_ms"), 3),
+            fixed(number(r, "comm_cost_ms"), 3), fixed(number(r, "comm_cost_spread_ms"), 3),
+            percent(number(r, "hidden_fraction")), fixed(number(r, "compute_slowdown_ms"), 3),
+            fixed(number(r, "allreduce_busbw_gbps"), 2), fixed(number(r, "allreduce_busbw_spread_gbps"), 2),
+            percent(number(r, "scaling_efficiency")), percent(number(r, "scaling_efficiency_spread"))};
 }
 
 // The numbers of a straggler a train record names (stragglers.h), as kShownNumbers.
@@ -269,8 +272,9 @@ std::vector<nlohmann::json> read_scaling_records(const std::string& file, std::o
 int write_report(const ReportOptions& options, std::ostream& out, std::ostream& err) {
     if (options.compare) return write_comparison(options, out, err);
     const std::vector<std::string> header = {"system", "backend", "model", "precision", "mode", "ranks",
-                                             "global batch", "samples/s", "per rank", "step ms", "compute ms",
-                                             "exposed comm ms", "optimizer ms", "busbw GB/s", "efficiency"};
+                                             "global batch", "samples/s", "± samples/s", "per rank", "step ms",
+                                             "compute ms", "tail ms", "optimizer ms", "comm cost ms", "± ms",
+                                             "hidden", "bwd slow ms", "busbw GB/s", "± GB/s", "efficiency", "±"};
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> straggler_lines;
     bool shared = false;

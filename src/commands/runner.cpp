@@ -87,9 +87,24 @@ private:
 };
 
 
+// The steps communication cost is measured against (DDP's no_sync): the same kernels and
+// buckets with no gradient collective, a few warm-up steps (a CUDA graph of their own is
+// captured), then as many as the measured steps. Each rank's replica then takes its own
+// gradients, so the parameters are put back afterwards for the replica check.
+void run_no_comm_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, int64_t first_step, LocalSamples& local) {
+    const std::vector<float> params = trainer.params_host();
+    const int warmup = std::max(1, std::min(cfg.warmup, 5));
+    for (int s = 0; s < warmup + cfg.steps; ++s) {
+        const StepTimes t = trainer.step(first_step + s, false);
+        if (s >= warmup) local.no_comm_times.insert(local.no_comm_times.end(), {t.step, t.compute});
+    }
+    trainer.set_params_host(params);
+}
+
 // The warm-up and measured steps (telemetry over the measured ones), then, where a step
 // issues no host waits, the same steps with the stream held while they are issued: the device
-// time of a step with no host launch gaps (the difference is host overhead).
+// time of a step with no host launch gaps (the difference is host overhead); at n > 1, then the
+// steps without communication.
 LocalSamples run_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, Ops& ops, ProgressLine& progress) {
     LocalSamples local;
     std::unique_ptr<Telemetry> telemetry;
@@ -119,6 +134,7 @@ LocalSamples run_steps(DataParallelTrainer& trainer, const TrainConfig& cfg, Ops
             local.device_times.push_back(trainer.step_times().step);
         }
     }
+    if (trainer.world_size() > 1) run_no_comm_steps(trainer, cfg, cfg.warmup + cfg.steps + 10, local);
     return local;
 }
 
@@ -133,7 +149,7 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
         environment.contains("hostnames") ? environment["hostnames"].get<std::vector<std::string>>()
                                           : std::vector<std::string>{};
     const bool show_progress = world_rank == 0 && output_is_watched();
-    double samples_per_s_at_1 = NAN;
+    ScalingRow at_1;  // the n = 1 row, once measured
     bool all_passed = true;
     bool header_printed = false;
     // One gradient communicator for the launch; each world size splits its first n ranks.
@@ -164,9 +180,9 @@ bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const 
                                n, figures.first_nonfinite_step + 1, cfg.warmup + cfg.steps);
                 all_passed = all_passed && mismatched.empty() && figures.recheck_mismatched == 0 &&
                              figures.first_nonfinite_step < 0;
-                row = scaling_row(trainer, figures, n, samples_per_s_at_1);
-                if (n == 1) samples_per_s_at_1 = row.samples_per_s;
-                record = train_record(cfg, ops, trainer, figures, row, samples_per_s_at_1, world_size, mismatched,
+                row = scaling_row(trainer, figures, n, at_1);
+                if (n == 1) at_1 = row;
+                record = train_record(cfg, ops, trainer, figures, row, at_1, world_size, mismatched,
                                       checks, environment);
             }
             SB_CHECK_MPI(MPI_Comm_free(&sub));

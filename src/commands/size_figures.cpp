@@ -16,6 +16,9 @@ namespace sb {
 
 namespace {
 
+// Back-to-back all-reduces of every bucket timed alone: enough for a median and a spread.
+constexpr int kAllreduceIterations = 10;
+
 
 // Collective over `comm`: the phases of one measured step, which add up to it (per-phase
 // medians need not): each step's slowest rank, and of those steps the median one (the lower
@@ -59,11 +62,18 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
     SB_CHECK_MPI(MPI_Allreduce(local.times.data(), slowest.data(), static_cast<int>(local.times.size()), MPI_DOUBLE,
                                MPI_MAX, sub));
     for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
+    std::vector<double> no_comm(local.no_comm_times.size());
+    SB_CHECK_MPI(MPI_Allreduce(local.no_comm_times.data(), no_comm.data(), static_cast<int>(no_comm.size()),
+                               MPI_DOUBLE, MPI_MAX, sub));
+    for (size_t i = 0; i < no_comm.size(); ++i) f.no_comm[i % 2].push_back(no_comm[i]);
     f.median_step = median_step_phases(local.times, sub);
-    std::vector<double> compute;
-    for (size_t i = 1; i < local.times.size(); i += 4) compute.push_back(local.times[i]);
+    std::vector<double> step, compute;
+    for (size_t i = 0; i + 1 < local.times.size(); i += 4) {
+        step.push_back(local.times[i]);
+        compute.push_back(local.times[i + 1]);
+    }
     f.straggler_check =
-        gather_straggler_check(compute, local.arrivals, trainer.bucketer().buckets().size(), environment, sub);
+        gather_straggler_check(step, compute, local.arrivals, trainer.bucketer().buckets().size(), environment, sub);
 
     float losses[2] = {local.initial_loss, local.final_loss};
     SB_CHECK_MPI(MPI_Allreduce(losses, f.mean_losses, 2, MPI_FLOAT, MPI_SUM, sub));
@@ -82,10 +92,12 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
         const long long mine = static_cast<long long>(trainer.recheck_gradient_allreduce());
         SB_CHECK_MPI(MPI_Allreduce(&mine, &f.recheck_mismatched, 1, MPI_LONG_LONG, MPI_SUM, sub));
     }
-    const double allreduce_ms = trainer.time_gradient_allreduce(5);
-    SB_CHECK_MPI(MPI_Allreduce(&allreduce_ms, &f.allreduce_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    const std::vector<double> allreduce_ms = trainer.time_gradient_allreduce(kAllreduceIterations);
+    f.allreduce_ms.resize(allreduce_ms.size());
+    SB_CHECK_MPI(MPI_Allreduce(allreduce_ms.data(), f.allreduce_ms.data(), static_cast<int>(allreduce_ms.size()),
+                               MPI_DOUBLE, MPI_MAX, sub));
     if (trainer.sharded()) {
-        const double all_gather_ms = trainer.time_params_all_gather(5);
+        const double all_gather_ms = trainer.time_params_all_gather(kAllreduceIterations);
         SB_CHECK_MPI(MPI_Allreduce(&all_gather_ms, &f.all_gather_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
     }
     const double peak = trainer.peak_total_bytes();

@@ -25,6 +25,7 @@ struct SweepChecks {
 // What one world size's steps measured on this rank.
 struct LocalSamples {
     std::vector<double> times;     // 4 per measured step: step, compute, exposed, optimizer
+    std::vector<double> no_comm_times;  // 2 per step without communication (n > 1): step, compute
     std::vector<double> arrivals;  // buckets per measured step: each bucket's arrival (NaN: not measured)
     float initial_loss = 0, final_loss = 0;
     int first_nonfinite_step = -1;     // the first step (0-based, warm-up included) whose loss is inf or NaN
@@ -35,14 +36,18 @@ struct LocalSamples {
 // One world size's figures over its ranks; complete on rank 0 of the sub-world.
 struct SizeFigures {
     std::vector<double> phase[4];  // per measured step, the slowest rank's: step, compute, exposed, optimizer
+    std::vector<double> no_comm[2];  // per step without communication (n > 1), the slowest rank's: step, compute
     nlohmann::json median_step;
     float mean_losses[2] = {0, 0};  // first step, last measured step
     int first_nonfinite_step = -1;  // the earliest over the ranks, or -1: the loss stayed finite
     std::vector<uint64_t> checksums;  // every rank's parameter checksum
     long long recheck_mismatched = 0;
-    double allreduce_ms = 0, device_step_ms = NAN;  // slowest rank; allreduce_ms: the reduce-scatter when sharded
-    double all_gather_ms = NAN;                      // sharded: the parameters' all-gather alone, slowest rank
-    double peak_memory_bytes = 0;                    // the backend's high-water mark, largest rank
+    // Every bucket's gradient collective back to back, per iteration, the slowest rank's: the
+    // all-reduce, or the reduce-scatter when sharded.
+    std::vector<double> allreduce_ms;
+    double device_step_ms = NAN;       // slowest rank
+    double all_gather_ms = NAN;        // sharded: the parameters' all-gather alone (median), slowest rank
+    double peak_memory_bytes = 0;      // the backend's high-water mark, largest rank
     std::vector<nlohmann::json> telemetry_by_rank;
     nlohmann::json straggler_check;  // stragglers.h
 };

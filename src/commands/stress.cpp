@@ -266,11 +266,14 @@ private:
         SB_CHECK_MPI(MPI_Allreduce(iv.times.data(), slowest.data(), static_cast<int>(iv.times.size()), MPI_DOUBLE,
                                    MPI_MAX, world_));
         for (size_t i = 0; i < slowest.size(); ++i) f.phase[i % 4].push_back(slowest[i]);
-        std::vector<double> compute;
-        for (size_t i = 1; i < iv.times.size(); i += 4) compute.push_back(iv.times[i]);
+        std::vector<double> step, compute;
+        for (size_t i = 0; i + 1 < iv.times.size(); i += 4) {
+            step.push_back(iv.times[i]);
+            compute.push_back(iv.times[i + 1]);
+        }
         const DataParallelTrainer& trainer = *trainers_[static_cast<size_t>(iv.workload)];
         f.straggler_check =
-            gather_straggler_check(compute, iv.arrivals, trainer.bucketer().buckets().size(), environment_, world_);
+            gather_straggler_check(step, compute, iv.arrivals, trainer.bucketer().buckets().size(), environment_, world_);
         const float loss = trainers_[static_cast<size_t>(iv.workload)]->last_loss();
         SB_CHECK_MPI(MPI_Allreduce(&loss, &f.mean_loss, 1, MPI_FLOAT, MPI_SUM, world_));
         f.mean_loss /= static_cast<float>(size_);

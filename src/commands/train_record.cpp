@@ -39,8 +39,8 @@ nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlo
 
 // The mode and, sharded, each collective of the step alone: its bytes (nccl-tests' size: the
 // padded span of every bucket), its median time and bus bandwidth ((n-1)/n for both).
-nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFigures& f, const TrainConfig& cfg,
-                               int n) {
+nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFigures& f, const ScalingRow& row,
+                               const TrainConfig& cfg, int n) {
     const ShardedState* sharded = trainer.sharded();
     if (!sharded) return {{"mode", sharding_mode_name(cfg.sharding)}};
     const double bytes = static_cast<double>(sharded->layout().padded_elements() * sizeof(float));
@@ -50,7 +50,7 @@ nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFig
     };
     return {{"mode", sharding_mode_name(cfg.sharding)},
             {"shard_elements", sharded->layout().shard_elements()},
-            {"reduce_scatter", collective(f.allreduce_ms)},
+            {"reduce_scatter", collective(row.allreduce.median)},
             {"all_gather", collective(f.all_gather_ms)}};
 }
 
@@ -65,11 +65,30 @@ nlohmann::json memory_record(const DataParallelTrainer& trainer, const SizeFigur
             {"measured", measured},
             {"peak_vs_predicted", f.peak_memory_bytes / predicted.total()}};
 }
+
+// The figures' spreads and the communication charged as DDP charges it (scaling_table.h);
+// null where not measured (no communication at n = 1).
+nlohmann::json spread_and_communication(const ScalingRow& row) {
+    const bool measured = row.no_comm_step.count > 0;
+    return {
+        {"step_spread_ms", or_null(row.step_spread)},
+        {"samples_per_s_spread", or_null(row.samples_per_s_spread)},
+        {"scaling_efficiency_spread", or_null(row.efficiency_spread)},
+        {"allreduce_spread_ms", row.allreduce.count ? nlohmann::json(spread_of(row.allreduce)) : nlohmann::json()},
+        {"allreduce_busbw_spread_gbps", or_null(row.busbw_spread)},
+        {"no_comm_step_ms", measured ? to_json(row.no_comm_step) : nlohmann::json()},
+        {"no_comm_compute_ms", measured ? to_json(row.no_comm_compute) : nlohmann::json()},
+        {"comm_cost_ms", or_null(row.comm_cost)},
+        {"comm_cost_spread_ms", or_null(row.comm_cost_spread)},
+        {"hidden_fraction", or_null(row.hidden_fraction)},
+        {"compute_slowdown_ms", or_null(row.compute_slowdown)},
+    };
+}
 }  // namespace
 
 // Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train).
 nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallelTrainer& trainer,
-                            const SizeFigures& f, const ScalingRow& row, double samples_per_s_at_1, int launched,
+                            const SizeFigures& f, const ScalingRow& row, const ScalingRow& at_1, int launched,
                             const nlohmann::json& mismatched, const SweepChecks& checks,
                             const nlohmann::json& environment) {
     const int n = row.world_size;
@@ -78,7 +97,7 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
     // Sharded, the step has no all-reduce: the gradient collective is under `sharding`.
     const bool sharded = trainer.sharded() != nullptr;
-    const double algbw = sharded ? NAN : gradient_bytes / (f.allreduce_ms / 1000.0) / 1e9;
+    const double algbw = sharded ? NAN : gradient_bytes / (row.allreduce.median / 1000.0) / 1e9;
     const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
     const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
     const std::optional<double> peak = device_peak_tflops(ops);
@@ -109,13 +128,13 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"samples_per_s_per_rank", row.per_rank},
         {"tokens_per_s", row.samples_per_s * tokens_per_sample(cfg)},
         {"scaling_efficiency", or_null(row.efficiency)},
-        {"speedup", or_null(row.samples_per_s / samples_per_s_at_1)},
+        {"speedup", or_null(at_1.world_size ? row.samples_per_s / at_1.samples_per_s : NAN)},
         {"gradient_bytes", gradient_bytes},
         {"buckets", trainer.bucketer().buckets().size()},
-        {"allreduce_ms", or_null(sharded ? NAN : f.allreduce_ms)},
+        {"allreduce_ms", or_null(sharded ? NAN : row.allreduce.median)},
         {"allreduce_algbw_gbps", or_null(algbw)},
         {"allreduce_busbw_gbps", or_null(sharded ? NAN : row.busbw)},
-        {"sharding", sharding_record(trainer, f, cfg, n)},
+        {"sharding", sharding_record(trainer, f, row, cfg, n)},
         {"memory_per_rank", memory_record(trainer, f, cfg, n)},
         {"model_flops_per_step", flops_per_step},
         {"model_tflops_per_s", tflops},
@@ -141,6 +160,7 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"config", to_json(cfg)},
         {"environment", environment},
     };
+    record.update(spread_and_communication(row));
     if (checks.recheck_allreduce)
         record["allreduce_recheck"] = {{"passed", recheck_ok}, {"mismatched_elements", f.recheck_mismatched}};
     return record;

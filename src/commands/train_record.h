@@ -19,9 +19,10 @@ std::string utc_timestamp();  // "2026-12-02T15:13:20Z"
 // Rank 0: the ranks whose parameters differ from rank 0's ({rank, host}), each also printed.
 nlohmann::json mismatched_replicas(const SizeFigures& f, const std::vector<std::string>& hosts);
 
-// Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train).
+// Rank 0: the record of world size `row.world_size` (results/SCHEMA.md, train); `at_1` is the
+// n = 1 row (world_size 0 where the scaling list has no 1).
 nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallelTrainer& trainer,
-                            const SizeFigures& f, const ScalingRow& row, double samples_per_s_at_1, int launched,
+                            const SizeFigures& f, const ScalingRow& row, const ScalingRow& at_1, int launched,
                             const nlohmann::json& mismatched, const SweepChecks& checks,
                             const nlohmann::json& environment);
 

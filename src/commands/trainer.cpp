@@ -109,78 +109,95 @@ bool DataParallelTrainer::step_is_host_free() const {
     return ops_.precision() != Precision::fp16 && ops_.stream() != nullptr;
 }
 
-void DataParallelTrainer::issue_gradients(int64_t step) {
-    bucketer_->start_step();
+// The gradients of one step: forward and backward, whose hooks hand each gradient to the
+// bucketer as it lands (a full bucket starts its all-reduce at once, overlapping the rest of
+// the backward), then the wait for every bucket. Without communication the same kernels and
+// buckets run and no collective is issued (DDP's no_sync).
+void DataParallelTrainer::issue_gradients(int64_t step, bool communicate) {
+    bucketer_->start_step(communicate);
     model_->forward_backward(data_->inputs(step), data_->labels(step), loss_.as<float>(), loss_scale_,
                              bucketer_.get());
     ops_.record_marker(kBackwardEnd);
-    bucketer_->wait_all();
+    wait_for_buckets(communicate);
     ops_.record_marker(kCommWaited);
 }
 
-void DataParallelTrainer::issue_step(int64_t step) {
-    const size_t n = model_->num_params();
-    const DType dtype = compute_dtype(ops_.precision());
-    const Tensor weights_copy =
-        weights_.get() ? weights_.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
+void DataParallelTrainer::wait_for_buckets(bool communicate) {
+    bucketer_->wait_all();
+    const TestHook delay =
+        parse_test_hook("SCALEBENCH_TEST_COMM_DELAY", std::getenv("SCALEBENCH_TEST_COMM_DELAY"), 60000);
+    if (communicate && delay.rank == process_info().world_rank)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
+}
 
-    // With graphs, the first step runs eagerly (it sizes lazily grown buffers and caches
-    // GEMM plans, which a capture must not do); each later step replays the graph of its
-    // data batch, captured on first use. The optimizer stays outside: its step count
-    // changes every step.
-    if (use_graphs_ && step >= 1) {
-        const int slot = static_cast<int>(step % cfg_.dataset_batches);
-        const void* inputs = data_->inputs(step).data;
-        auto it = graphs_.find(slot);
-        if (it == graphs_.end()) {
-            comm_.mark_arrivals();  // the capture records the buckets' arrival events from the first
-            ops_.begin_capture();
-            try {
-                issue_gradients(step);
-            } catch (...) {
-                ops_.abandon_capture();  // so the stream reports the original error, not "capturing"
-                throw;
-            }
-            it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
-        }
-        SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");
+void DataParallelTrainer::issue_step(int64_t step, bool communicate) {
+    if (use_graphs_ && step >= 1)
+        replay_gradients(step, communicate);
+    else {
         start_step_clocks();
-        ops_.replay(it->second.graph);
-        comm_.watch_stream("training step (CUDA graph)");
-    } else {
-        start_step_clocks();
-        issue_gradients(step);
+        issue_gradients(step, communicate);
     }
     inject_test_fault(step);
-    bool apply = true;
+    apply_optimizer(communicate);
+    ops_.record_marker(kOptimizerEnd);
+}
+
+// With graphs, the first step runs eagerly (it sizes lazily grown buffers and caches GEMM
+// plans, which a capture must not do); each later step replays the graph of its data batch
+// (and of whether it communicates), captured on first use. The optimizer stays outside: its
+// step count changes every step.
+void DataParallelTrainer::replay_gradients(int64_t step, bool communicate) {
+    const int slot = static_cast<int>(step % cfg_.dataset_batches) + (communicate ? 0 : cfg_.dataset_batches);
+    const void* inputs = data_->inputs(step).data;
+    auto it = graphs_.find(slot);
+    if (it == graphs_.end()) {
+        comm_.mark_arrivals();  // the capture records the buckets' arrival events from the first
+        ops_.begin_capture();
+        try {
+            issue_gradients(step, communicate);
+        } catch (...) {
+            ops_.abandon_capture();  // so the stream reports the original error, not "capturing"
+            throw;
+        }
+        it = graphs_.emplace(slot, CapturedStep{ops_.end_capture(), inputs}).first;
+    }
+    SB_REQUIRE(it->second.inputs == inputs, "the data batch of a step moved since its graph was captured");
+    start_step_clocks();
+    ops_.replay(it->second.graph);
+    comm_.watch_stream("training step (CUDA graph)");
+}
+
+// The optimizer on the averaged gradients. With fp16, dynamic loss scaling first: every rank
+// sees the same averaged gradients, so all take the same decision to apply or skip the step.
+void DataParallelTrainer::apply_optimizer(bool communicate) {
+    const size_t n = model_->num_params();
     if (ops_.precision() == Precision::fp16) {
-        // Every rank sees the same averaged gradients, so all take the same decision.
-        apply = ops_.unscale_and_check(grads_.as<float>(), n, 1.0f / loss_scale_);
-        if (!apply) {
+        const bool finite = ops_.unscale_and_check(grads_.as<float>(), n, 1.0f / loss_scale_);
+        if (!finite) {
             loss_scale_ *= 0.5f;
             good_steps_ = 0;
-        } else if (++good_steps_ == kLossScaleGrowthInterval) {
+            return;
+        }
+        if (++good_steps_ == kLossScaleGrowthInterval) {
             loss_scale_ *= 2.0f;
             good_steps_ = 0;
         }
     }
-    if (apply) {
-        ++optimizer_steps_;
-        if (sharded_)
-            update_sharded(weights_copy);
-        else if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
-            ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
-                            cfg_.optimizer, optimizer_steps_, weights_copy);
-        else
-            ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer,
-                          weights_copy);
-    }
-    ops_.record_marker(kOptimizerEnd);
+    ++optimizer_steps_;
+    const Tensor weights_copy =
+        weights_.get() ? weights_.tensor(compute_dtype(ops_.precision()), 1, static_cast<int64_t>(n)) : Tensor{};
+    if (sharded_)
+        update_sharded(weights_copy, communicate);
+    else if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
+        ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
+                        cfg_.optimizer, optimizer_steps_, weights_copy);
+    else
+        ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer, weights_copy);
 }
 
-void DataParallelTrainer::update_sharded(const Tensor& weights_copy) {
+void DataParallelTrainer::update_sharded(const Tensor& weights_copy, bool communicate) {
     sharded_->update(params_.as<float>(), cfg_.optimizer, optimizer_steps_);
-    sharded_->all_gather_params(params_.as<float>());
+    if (communicate) sharded_->all_gather_params(params_.as<float>());
     if (weights_copy.data)
         ops_.cast(params_.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);
 }
@@ -188,7 +205,8 @@ void DataParallelTrainer::update_sharded(const Tensor& weights_copy) {
 void DataParallelTrainer::start_step_clocks() {
     ops_.record_marker(kStepStart);
     comm_.mark_arrivals();
-    static const TestHook delay =
+    // Read at every step (a test may set or clear it between runs in one process).
+    const TestHook delay =
         parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000);
     if (delay.rank == process_info().world_rank)
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay.value));
@@ -237,10 +255,10 @@ void DataParallelTrainer::all_reduce_every_bucket() {
     // all at once and with no backward to hide behind.
     bucketer_->start_step();
     for (int i = static_cast<int>(model_->params().size()) - 1; i >= 0; --i) bucketer_->gradient_ready(i);
-    bucketer_->wait_all();
+    wait_for_buckets(true);
 }
 
-double DataParallelTrainer::time_gradient_allreduce(int iterations) {
+std::vector<double> DataParallelTrainer::time_gradient_allreduce(int iterations) {
     std::vector<double> times;
     for (int it = 0; it < iterations; ++it) {
         comm_.barrier();
@@ -249,7 +267,7 @@ double DataParallelTrainer::time_gradient_allreduce(int iterations) {
         ops_.record_marker(kCommEnd);
         times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
     }
-    return percentile(times, 50);
+    return times;
 }
 
 double DataParallelTrainer::time_params_all_gather(int iterations) {

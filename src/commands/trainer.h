@@ -33,6 +33,10 @@ struct StepTimes {
 // Test-only hooks, from the environment, each RANK:NUMBER (world rank; unset: rank -1):
 //   SCALEBENCH_TEST_DELAY_RANK=R:MS   rank R sleeps MS ms at the start of each step, inside
 //                                     its compute time: a straggler;
+//   SCALEBENCH_TEST_COMM_DELAY=R:MS   rank R sleeps MS ms after its buckets' collectives complete,
+//                                     in every step that communicates and in the all-reduce timed
+//                                     alone: communication that costs MS ms more, none of it hidden
+//                                     (host-side: eager steps, not a replayed CUDA graph);
 //   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
 //                                     STEP of each world size it trains in (CUDA backend only).
 // A bad value is a UserError naming the variable.
@@ -49,9 +53,14 @@ public:
     ~DataParallelTrainer();
 
     // Runs training step `step` (0-based; it picks the data batch): issue_step() queues
-    // the work, step_times() waits for it and reads the phase markers.
-    StepTimes step(int64_t step) { issue_step(step); return step_times(); }
-    void issue_step(int64_t step);
+    // the work, step_times() waits for it and reads the phase markers. With communicate
+    // false the step issues no gradient collective (DDP's no_sync): each rank updates its
+    // replica from its own gradients, so the replicas part until set_params_host.
+    StepTimes step(int64_t step, bool communicate = true) {
+        issue_step(step, communicate);
+        return step_times();
+    }
+    void issue_step(int64_t step, bool communicate = true);
     StepTimes step_times();
     // Whether issue_step runs without host waits, so it can be timed under hold_stream().
     bool step_is_host_free() const;
@@ -61,11 +70,12 @@ public:
     std::vector<float> params_host();   // fp32 master parameters
     int local_batch() const { return local_batch_; }
     int global_batch() const { return local_batch_ * comm_.size(); }
+    int world_size() const { return comm_.size(); }
     const Model& model() const { return *model_; }
     const Bucketer& bucketer() const { return *bucketer_; }
-    // Median time of every bucket's gradient collective back to back, outside the step (ms):
-    // the all-reduce, or the reduce-scatter when sharded.
-    double time_gradient_allreduce(int iterations);
+    // Times (ms) of every bucket's gradient collective back to back, outside the step, once per
+    // iteration: the all-reduce, or the reduce-scatter when sharded.
+    std::vector<double> time_gradient_allreduce(int iterations);
     // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms).
     const ShardedState* sharded() const { return sharded_.get(); }
     double time_params_all_gather(int iterations);
@@ -90,15 +100,18 @@ public:
     size_t recheck_gradient_allreduce();
 
 private:
-    // Forward, backward and the bucket all-reduces, up to the optimizer.
-    void issue_gradients(int64_t step);
+    // Forward, backward and the bucket all-reduces (none without communicate), up to the optimizer.
+    void issue_gradients(int64_t step, bool communicate);
+    void replay_gradients(int64_t step, bool communicate);  // the same as a CUDA graph
+    void wait_for_buckets(bool communicate);               // and SCALEBENCH_TEST_COMM_DELAY
+    void apply_optimizer(bool communicate);  // communicate false: a sharded step gathers nothing
     // The step's start marker and the buckets' arrival clock (and the test-only delay).
     void start_step_clocks();
     void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
     void all_reduce_every_bucket();
-    // The optimizer on this rank's shard, then the all-gather of the parameters (and the
-    // compute copy cast from them).
-    void update_sharded(const Tensor& weights_copy);
+    // The optimizer on this rank's shard, then (communicating) the all-gather of the
+    // parameters, and the compute copy cast from them.
+    void update_sharded(const Tensor& weights_copy, bool communicate);
 
     const TrainConfig& cfg_;
     Ops& ops_;
@@ -118,7 +131,7 @@ private:
         int graph;           // the backend's handle
         const void* inputs;  // the input batch the graph reads
     };
-    std::map<int, CapturedStep> graphs_;  // by data batch slot
+    std::map<int, CapturedStep> graphs_;  // by data batch slot (+ dataset_batches: no communication)
 };
 
 // Checks the sweep runs on demand, beyond the replica check it always runs.

@@ -117,6 +117,8 @@ void merge(SystemSnapshot& into, const SystemSnapshot& host) {
     for (const auto& p : host.pairs) into.pairs.push_back(p);
     for (const auto& c : host.copies) into.copies.push_back(c);
     if (into.versions.driver.empty() && into.versions.nccl.empty()) into.versions = host.versions;
+    for (const auto& h : host.hosts) into.hosts.push_back(h);
+    if (into.load_skipped.empty()) into.load_skipped = host.load_skipped;
     if (into.gpu_unavailable.empty()) into.gpu_unavailable = host.gpu_unavailable;
     if (into.transfer_skipped.empty()) into.transfer_skipped = host.transfer_skipped;
 }
@@ -164,13 +166,17 @@ doctor::TrainingReading run_training_tier(const DoctorOptions& o, bool on_gpu, c
         const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
         if (!r.is_object() || !r.contains("world_size") || !r.contains("samples_per_s")) continue;
         const int n = r["world_size"].get<int>();
-        if (n == 1) t.samples_per_s_1 = r["samples_per_s"].get<double>();
+        if (n == 1) {
+            t.samples_per_s_1 = r["samples_per_s"].get<double>();
+            t.step_ms_1 = r["step_ms"]["median"].get<double>();
+        }
         if (n == size) {
             t.world_size = n;
             t.samples_per_s_n = r["samples_per_s"].get<double>();
             t.efficiency = r["scaling_efficiency"].is_number() ? r["scaling_efficiency"].get<double>() : 1.0;
             t.step_ms = r["step_ms"]["median"].get<double>();
             t.exposed_comm_ms = r["exposed_comm_ms"]["median"].get<double>();
+            t.gradient_bytes = r.value("gradient_bytes", 0.0);
             t.checks_passed = t.checks_passed && r.value("checks_passed", false);
         }
     }
@@ -185,6 +191,43 @@ bool collective_failed(const SystemSnapshot& s) {
             if (row.wrong > 0) return true;
     }
     return false;
+}
+
+// Topology, configuration and transfer: each host's first rank reads its GPUs (the other
+// ranks return an empty part); `me` gets the rank's device.
+SystemSnapshot read_host_part(const DoctorOptions& o, const ProcessInfo& p, int rank, doctor::RankReading& me,
+                              MPI_Comm world) {
+    SystemSnapshot host_part;
+    std::string error;
+#ifdef SCALEBENCH_HAVE_CUDA
+    const int gpus = doctor::visible_gpu_count();
+    if (gpus > 0) me.device = o.share_gpu ? shared_gpu_device(p.local_rank, gpus) : p.local_rank;
+    if (gpus == 0) {
+        // GPUs sysfs shows but CUDA cannot reach (fabric manager down, driver mismatch): unjudged, not absent.
+        if (p.local_rank == 0) host_part = doctor::read_sysfs_host(p.host);
+        host_part.gpu_unavailable = "CUDA sees no GPU: " + doctor::cuda_unavailable_reason();
+        host_part.transfer_skipped = host_part.gpu_unavailable;
+    } else if (!o.share_gpu && p.local_rank >= gpus)
+        error = fmt::format("rank {} on {}: {} ranks on the host but {} GPUs visible (one rank per GPU, or --share-gpu)",
+                            rank, p.host, p.local_size, gpus);
+    agree_on_errors(world, error);
+    if (p.local_rank == 0 && gpus > 0) {
+        if (rank == 0) fmt::print(stderr, "doctor: reading the GPUs of each host, copies and a {:.0f} s load\n", o.load_s);
+        host_part = doctor::read_host(p.host, o.load_s);
+        if (!(o.load_s > 0)) host_part.load_skipped = "left out (--load-seconds 0)";
+    }
+    if (skipping(o, "transfer")) {
+        host_part.copies.clear();
+        host_part.transfer_skipped = "left out (--skip transfer)";
+    }
+#else
+    (void)o, (void)rank, (void)me;
+    agree_on_errors(world, error);
+    if (p.local_rank == 0) host_part = doctor::read_sysfs_host(p.host);  // what sysfs alone shows
+    host_part.gpu_unavailable = "this build has no CUDA (SCALEBENCH_CUDA=OFF): the GPU readings need it";
+    host_part.transfer_skipped = host_part.gpu_unavailable;
+#endif
+    return host_part;
 }
 
 }  // namespace
@@ -212,37 +255,12 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
         (std::filesystem::temp_directory_path() / fmt::format("scalebench-doctor-{}", id)).string();
     std::filesystem::create_directories(scratch);
 
-    // Topology, configuration and transfer: each host's first rank reads its GPUs.
     doctor::RankReading me;
     me.rank = rank;
     me.host = p.host;
     me.bound_cpus = doctor::bound_cpus();
-    SystemSnapshot host_part;
-    std::string error;
-#ifdef SCALEBENCH_HAVE_CUDA
-    const int gpus = doctor::visible_gpu_count();
-    if (gpus > 0) me.device = o.share_gpu ? shared_gpu_device(p.local_rank, gpus) : p.local_rank;
-    if (gpus == 0) {
-        host_part.gpu_unavailable = "no GPU is visible to this process (CUDA_VISIBLE_DEVICES, the driver)";
-        host_part.transfer_skipped = host_part.gpu_unavailable;
-    } else if (!o.share_gpu && p.local_rank >= gpus)
-        error = fmt::format("rank {} on {}: {} ranks on the host but {} GPUs visible (one rank per GPU, or --share-gpu)",
-                            rank, p.host, p.local_size, gpus);
-    agree_on_errors(world, error);
-    if (p.local_rank == 0 && gpus > 0) {
-        if (rank == 0) fmt::print(stderr, "doctor: reading the GPUs of each host, copies and a {:.0f} s load\n", o.load_s);
-        host_part = doctor::read_host(p.host, o.load_s);
-    }
-    if (skipping(o, "transfer")) {
-        host_part.copies.clear();
-        host_part.transfer_skipped = "left out (--skip transfer)";
-    }
-#else
-    agree_on_errors(world, error);
-    if (p.local_rank == 0) host_part = doctor::read_sysfs_host(p.host);  // what sysfs alone shows
-    host_part.gpu_unavailable = "this build has no CUDA (SCALEBENCH_CUDA=OFF): the GPU readings need it";
-    host_part.transfer_skipped = host_part.gpu_unavailable;
-#endif
+    me.env = doctor::transport_env();
+    const SystemSnapshot host_part = read_host_part(o, p, rank, me, world);
     SystemSnapshot s;
     s.taken = utc_timestamp();
     s.world_size = size;

@@ -3,6 +3,7 @@
 #include "src/doctor/live_cuda.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -76,6 +77,20 @@ struct GpuBuffers {
     unsigned char* host_dst = nullptr;
     cudaStream_t stream = nullptr;
 };
+
+// Runs `fn` with this thread on `cpus` (a CPU list; unchanged where empty or unreadable), so
+// pinned host memory it allocates and first touches lands on that NUMA node.
+template <class F>
+void on_cpus(const std::string& cpus, F&& fn) {
+    cpu_set_t saved, want;
+    CPU_ZERO(&want);
+    for (int c : parse_cpu_list(cpus))
+        if (c < CPU_SETSIZE) CPU_SET(c, &want);
+    const bool moved = CPU_COUNT(&want) > 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0 &&
+                       sched_setaffinity(0, sizeof(want), &want) == 0;
+    fn();
+    if (moved) sched_setaffinity(0, sizeof(saved), &saved);
+}
 
 // Milliseconds of `issue` on `stream` of the current device, timed with events.
 template <class F>
@@ -180,6 +195,19 @@ void host_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
     }
 }
 
+// A device-to-device copy within one GPU, bytes read plus written per second (GB/s), the median
+// of five: the card's memory bandwidth as the profiles' copy_gbps counts it.
+double device_copy_gbps(GpuBuffers& g) {
+    SB_CHECK_CUDA(cudaSetDevice(g.device));
+    std::vector<double> ms;
+    for (int r = 0; r < kCopyReps; ++r)
+        ms.push_back(time_on(g.stream, [&] {
+            SB_CHECK_CUDA(cudaMemcpyAsync(g.dst, g.src, kCopyBytes, cudaMemcpyDeviceToDevice, g.stream));
+        }));
+    const double t = median(ms);
+    return t > 0 ? 2.0 * kCopyBytes / (t * 1e6) : 0;
+}
+
 // Device a's buffer into b's through pinned host memory in 8 MiB chunks, the device-to-host
 // copy of one chunk overlapping the host-to-device copy of the one before (as NCCL's SHM
 // transport pipelines). Host wall time: events of two devices cannot be compared.
@@ -222,7 +250,7 @@ void pair_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
         for (int b = 0; b < n; ++b) {
             if (a == b) continue;
             GpuBuffers &ga = bufs[a], &gb = bufs[b];
-            if (granted(a, b)) {
+            if (granted(a, b)) try {
                 SB_CHECK_CUDA(cudaSetDevice(a));
                 cudaError_t rc = cudaDeviceEnablePeerAccess(b, 0);
                 if (rc != cudaSuccess && rc != cudaErrorPeerAccessAlreadyEnabled) SB_CHECK_CUDA(rc);
@@ -240,6 +268,17 @@ void pair_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
                     }));
                 const bool correct = holds_pattern(gb, gb.dst, ga);
                 s.copies.push_back(copy_reading("peer", host, a, b, median(ms), median(lat), false, correct));
+            } catch (const std::exception& e) {
+                // The doctor's own peer copy failing is the finding: a transfer fail, not the end of the run.
+                CopyReading failed = copy_reading("peer", host, a, b, 0, 0, false, false);
+                failed.error = e.what();
+                s.copies.push_back(failed);
+                cudaGetLastError();
+                for (int d : {a, b}) {
+                    cudaSetDevice(d);
+                    if (cudaDeviceSynchronize() != cudaSuccess)
+                        throw std::runtime_error(fmt::format("GPU{} is unusable after a failed peer copy: {}", d, e.what()));
+                }
             }
             clear(gb, gb.dst);
             const double ms = staged_ms(ga, gb, bounce);
@@ -250,6 +289,7 @@ void pair_copies(std::vector<GpuBuffers>& bufs, SystemSnapshot& s, const std::st
     // Every GPU sends to the next at once (a ring), where each such pair is granted.
     bool ring = n > 1;
     for (int a = 0; a < n; ++a) ring = ring && granted(a, (a + 1) % n);
+    for (const CopyReading& c : s.copies) ring = ring && c.error.empty();
     if (!ring) return;
     for (int a = 0; a < n; ++a) clear(bufs[(a + 1) % n], bufs[(a + 1) % n].dst);
     std::vector<cudaEvent_t> start(n), end(n);
@@ -294,8 +334,17 @@ void clocks_under_load(SystemSnapshot& s, double seconds) {
     }
     for (auto& t : samplers) t->start();
     const float one = 1, zero = 0;
+    std::vector<cudaEvent_t> begin(n), finish(n);
+    for (int d = 0; d < n; ++d) {
+        SB_CHECK_CUDA(cudaSetDevice(d));
+        SB_CHECK_CUDA(cudaEventCreate(&begin[d]));
+        SB_CHECK_CUDA(cudaEventCreate(&finish[d]));
+        SB_CHECK_CUDA(cudaEventRecord(begin[d], nullptr));
+    }
+    int64_t gemms = 0;
     const auto t0 = Clock::now();
     while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+        gemms += 4;
         for (int d = 0; d < n; ++d) {
             SB_CHECK_CUDA(cudaSetDevice(d));
             for (int k = 0; k < 4; ++k)
@@ -307,6 +356,17 @@ void clocks_under_load(SystemSnapshot& s, double seconds) {
             SB_CHECK_CUDA(cudaSetDevice(d));
             SB_CHECK_CUDA(cudaDeviceSynchronize());
         }
+    }
+    for (int d = 0; d < n; ++d) {
+        // The card's TF32 GEMM rate over the whole load: 2 m n k flops per product.
+        SB_CHECK_CUDA(cudaSetDevice(d));
+        SB_CHECK_CUDA(cudaEventRecord(finish[d], nullptr));
+        SB_CHECK_CUDA(cudaEventSynchronize(finish[d]));
+        float ms = 0;
+        SB_CHECK_CUDA(cudaEventElapsedTime(&ms, begin[d], finish[d]));
+        if (ms > 0) s.gpus[d].gemm_tflops = gemms * 2.0 * kDim * kDim * kDim / (ms * 1e9);
+        SB_CHECK_CUDA(cudaEventDestroy(begin[d]));
+        SB_CHECK_CUDA(cudaEventDestroy(finish[d]));
     }
     for (int d = 0; d < n; ++d) {
         const nlohmann::json t = samplers[d]->stop();
@@ -327,6 +387,27 @@ T value_or(const nlohmann::json& j, const char* key, T otherwise) {
     return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : otherwise;
 }
 
+// gpu_environment's "settings" into the reading; unreported values stay unknown.
+void read_settings(const nlohmann::json& e, GpuReading& g) {
+    if (!e.contains("settings") || !e["settings"].is_object()) return;
+    const nlohmann::json& x = e["settings"];
+    auto flag = [&](const char* key) { return x.contains(key) && x[key].is_boolean() ? (x[key].get<bool>() ? 1 : 0) : -1; };
+    g.persistence = flag("persistence_mode");
+    g.mig = flag("mig_mode");
+    g.clocks_locked = flag("clocks_locked");
+    g.compute_mode = x.contains("compute_mode") && x["compute_mode"].is_string() ? x["compute_mode"].get<std::string>() : "";
+    if (x.contains("remapped_rows") && x["remapped_rows"].is_object()) {
+        const nlohmann::json& r = x["remapped_rows"];
+        g.remapped_rows_uncorrectable = r["uncorrectable"].get<int64_t>();
+        g.row_remap_pending = r["pending"].get<bool>() ? 1 : 0;
+        g.row_remap_failure = r["failure"].get<bool>() ? 1 : 0;
+    }
+    if (x.contains("pcie_replay_count") && x["pcie_replay_count"].is_number())
+        g.pcie_replays = x["pcie_replay_count"].get<int64_t>();
+    if (x.contains("nvlink_error_count") && x["nvlink_error_count"].is_number())
+        g.nvlink_errors = x["nvlink_error_count"].get<int64_t>();
+}
+
 }  // namespace
 
 int visible_gpu_count() {
@@ -338,40 +419,51 @@ int visible_gpu_count() {
     return n;
 }
 
-SystemSnapshot read_host(const std::string& host, double load_s) {
-    SystemSnapshot s;
-    const int n = visible_gpu_count();
-    nlohmann::json first;
-    for (int d = 0; d < n; ++d) {
-        const nlohmann::json e = gpu_environment(d);
-        if (d == 0) first = e;
-        GpuReading g;
-        g.index = d;
-        g.host = host;
-        g.name = value_or<std::string>(e, "name", "");
-        g.pci_bus_id = value_or<std::string>(e, "pci_bus_id", "");
-        g.memory_mib = value_or<double>(e, "memory_total_mib", 0);
-        g.sm_clock_max_mhz = value_or<double>(e, "sm_clock_max_mhz", 0);
-        g.power_limit_w = value_or<double>(e, "power_limit_w", 0);
-        g.power_default_w = value_or<double>(e, "power_default_limit_w", 0);
-        g.ecc_enabled = e.contains("ecc_enabled") && !e["ecc_enabled"].is_null() ? (e["ecc_enabled"].get<bool>() ? 1 : 0) : -1;
-        g.ecc_uncorrected = value_or<int64_t>(e, "ecc_uncorrected_volatile", -1);
-        if (e.contains("nvlink_links_active") && e["nvlink_links_active"].size() > static_cast<size_t>(d) &&
-            !e["nvlink_links_active"][d].is_null())
-            g.nvlink_active = e["nvlink_links_active"][d].get<int>();
-        read_sysfs_gpu(g);
-        // NVML's view of the link where it has one: the GPU's own, where a virtual machine's
-        // sysfs shows its emulated root port.
-        const PcieLink nvml_max = nvml_link(e, "max_gen", "max_width");
-        if (nvml_max.gen > 0) {
-            g.pcie_max = nvml_max;
-            g.pcie_idle = nvml_link(e, "current_gen", "current_width");
-        }
-        s.gpus.push_back(g);
+std::string cuda_unavailable_reason() {
+    int n = 0;
+    const cudaError_t rc = cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    if (rc != cudaSuccess) return fmt::format("cudaGetDeviceCount: {} ({})", cudaGetErrorString(rc), static_cast<int>(rc));
+    return n == 0 ? "no device (CUDA_VISIBLE_DEVICES, the driver)" : "";
+}
+
+namespace {
+
+// One GPU's reading: gpu_environment's NVML and CUDA facts, sysfs, the kernel log's XIDs.
+GpuReading gpu_reading(int d, const std::string& host, const nlohmann::json& e) {
+    GpuReading g;
+    g.index = d;
+    g.host = host;
+    g.name = value_or<std::string>(e, "name", "");
+    g.pci_bus_id = value_or<std::string>(e, "pci_bus_id", "");
+    g.memory_mib = value_or<double>(e, "memory_total_mib", 0);
+    g.sm_clock_max_mhz = value_or<double>(e, "sm_clock_max_mhz", 0);
+    g.power_limit_w = value_or<double>(e, "power_limit_w", 0);
+    g.power_default_w = value_or<double>(e, "power_default_limit_w", 0);
+    g.ecc_enabled = e.contains("ecc_enabled") && !e["ecc_enabled"].is_null() ? (e["ecc_enabled"].get<bool>() ? 1 : 0) : -1;
+    g.ecc_uncorrected = value_or<int64_t>(e, "ecc_uncorrected_volatile", -1);
+    if (e.contains("nvlink_links_active") && e["nvlink_links_active"].size() > static_cast<size_t>(d) &&
+        !e["nvlink_links_active"][d].is_null())
+        g.nvlink_active = e["nvlink_links_active"][d].get<int>();
+    g.nvml_error = value_or<std::string>(e, "nvml_error", "");
+    read_settings(e, g);
+    read_sysfs_gpu(g);
+    if (e.contains("settings") && e["settings"]["pcie_gpu_max_gen"].is_number())
+        g.pcie_card_max.gen = e["settings"]["pcie_gpu_max_gen"].get<int>();  // the card's own, not the slot's
+    g.xid_count = read_xids(g.pci_bus_id, &g.xids);
+    // NVML's view of the link where it has one: the GPU's own, where a virtual machine's
+    // sysfs shows its emulated root port.
+    const PcieLink nvml_max = nvml_link(e, "max_gen", "max_width");
+    if (nvml_max.gen > 0) {
+        g.pcie_max = nvml_max;
+        g.pcie_idle = nvml_link(e, "current_gen", "current_width");
     }
-    s.versions.driver = value_or<std::string>(first, "driver_version", "");
-    s.versions.cuda_runtime = value_or<std::string>(first, "cuda_runtime_version", "");
-    s.versions.nccl = value_or<std::string>(first, "nccl_version", "");
+    return g;
+}
+
+// Every pair of this host's GPUs: peer access both ways, NVLink, the sysfs path and ACS.
+void read_pairs(SystemSnapshot& s, const std::string& host) {
+    const int n = static_cast<int>(s.gpus.size());
     for (int a = 0; a < n; ++a)
         for (int b = a + 1; b < n; ++b) {
             PairReading p;
@@ -386,6 +478,24 @@ SystemSnapshot read_host(const std::string& host, double load_s) {
             read_sysfs_pair(p, s.gpus[a], s.gpus[b]);
             s.pairs.push_back(p);
         }
+}
+
+}  // namespace
+
+SystemSnapshot read_host(const std::string& host, double load_s) {
+    SystemSnapshot s;
+    const int n = visible_gpu_count();
+    nlohmann::json first;
+    for (int d = 0; d < n; ++d) {
+        const nlohmann::json e = gpu_environment(d);
+        if (d == 0) first = e;
+        s.gpus.push_back(gpu_reading(d, host, e));
+    }
+    s.versions.driver = value_or<std::string>(first, "driver_version", "");
+    s.versions.cuda_runtime = value_or<std::string>(first, "cuda_runtime_version", "");
+    s.versions.nccl = value_or<std::string>(first, "nccl_version", "");
+    s.hosts.push_back({host, s.versions.driver, s.versions.cuda_runtime, s.versions.nccl});
+    read_pairs(s, host);
 
     std::vector<GpuBuffers> bufs(n);
     for (int d = 0; d < n; ++d) {
@@ -395,11 +505,15 @@ SystemSnapshot read_host(const std::string& host, double load_s) {
         SB_CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
         SB_CHECK_CUDA(cudaMalloc(&g.src, kCopyBytes));
         SB_CHECK_CUDA(cudaMalloc(&g.dst, kCopyBytes));
-        SB_CHECK_CUDA(cudaMallocHost(&g.host_src, kCopyBytes));
-        SB_CHECK_CUDA(cudaMallocHost(&g.host_dst, kCopyBytes));
-        fill_pattern(g.host_src, kCopyBytes, d);
+        on_cpus(s.gpus[d].local_cpus, [&] {  // the GPU's own NUMA node: far memory would read as a slow link
+            SB_CHECK_CUDA(cudaMallocHost(&g.host_src, kCopyBytes));
+            SB_CHECK_CUDA(cudaMallocHost(&g.host_dst, kCopyBytes));
+            fill_pattern(g.host_src, kCopyBytes, d);
+            std::memset(g.host_dst, 0, kCopyBytes);
+        });
     }
     host_copies(bufs, s, host);  // leaves each GPU's pattern in its src
+    for (GpuBuffers& g : bufs) s.gpus[g.device].memory_copy_gbps = device_copy_gbps(g);
     pair_copies(bufs, s, host);
     for (GpuBuffers& g : bufs) {
         SB_CHECK_CUDA(cudaSetDevice(g.device));
@@ -441,6 +555,38 @@ std::vector<size_t> probe_sizes(size_t max_bytes) {
     return sizes;
 }
 
+// One collective at `bytes` (nccl-tests' size: the all-reduce's buffer, the all-gather's output,
+// the reduce-scatter's input), timed after a warm-up and every element of the result checked.
+nlohmann::json probe_row(const std::string& op, size_t bytes, float* send, float* recv, std::vector<float>& host,
+                         int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+    const size_t count = bytes / sizeof(float), chunk = count / nranks;
+    const int iters = bytes <= (size_t{16} << 20) ? 20 : 5;
+    auto issue = [&] {
+        if (op == "all_reduce") SB_CHECK_NCCL(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream));
+        else if (op == "all_gather") SB_CHECK_NCCL(ncclAllGather(send, recv, chunk, ncclFloat, comm, stream));
+        else SB_CHECK_NCCL(ncclReduceScatter(send, recv, chunk, ncclFloat, ncclSum, comm, stream));
+    };
+    issue();  // warm-up
+    SB_CHECK_CUDA(cudaMemsetAsync(recv, 0xff, bytes, stream));
+    const double ms = time_on(stream, [&] {
+        for (int it = 0; it < iters; ++it) issue();
+    });
+    const size_t out = op == "reduce_scatter" ? chunk : op == "all_gather" ? chunk * nranks : count;
+    SB_CHECK_CUDA(cudaMemcpy(host.data(), recv, out * sizeof(float), cudaMemcpyDeviceToHost));
+    int64_t wrong = 0;
+    for (size_t i = 0; i < out; ++i) {
+        float want = 0;
+        if (op == "all_gather") want = probe_input(static_cast<int>(i / chunk), i % chunk);  // each rank's first chunk
+        else
+            for (int r = 0; r < nranks; ++r) want += probe_input(r, op == "reduce_scatter" ? rank * chunk + i : i);
+        wrong += host[i] != want;
+    }
+    const double time_us = ms * 1000 / iters;
+    const double factor = op == "all_reduce" ? 2.0 * (nranks - 1) / nranks : double(nranks - 1) / nranks;
+    return {{"op", op}, {"bytes", bytes}, {"time_us", time_us}, {"busbw_gbps", bytes / (time_us * 1e3) * factor},
+            {"wrong", wrong}};
+}
+
 }  // namespace
 
 int run_allreduce_probe(int argc, char** argv) {
@@ -465,26 +611,9 @@ int run_allreduce_probe(int argc, char** argv) {
         for (size_t i = 0; i < host.size(); ++i) host[i] = probe_input(rank, i);
         SB_CHECK_CUDA(cudaMemcpy(send, host.data(), largest, cudaMemcpyHostToDevice));
         result["rows"] = nlohmann::json::array();
-        for (const size_t bytes : probe_sizes(max_bytes)) {
-            const size_t count = bytes / sizeof(float);
-            const int iters = bytes <= (size_t{16} << 20) ? 20 : 5;
-            SB_CHECK_NCCL(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream));  // warm-up
-            SB_CHECK_CUDA(cudaMemsetAsync(recv, 0xff, bytes, stream));
-            const double ms = time_on(stream, [&] {
-                for (int it = 0; it < iters; ++it)
-                    SB_CHECK_NCCL(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream));
-            });
-            SB_CHECK_CUDA(cudaMemcpy(host.data(), recv, bytes, cudaMemcpyDeviceToHost));
-            int64_t wrong = 0;
-            for (size_t i = 0; i < count; ++i) {
-                float want = 0;
-                for (int r = 0; r < nranks; ++r) want += probe_input(r, i);
-                wrong += host[i] != want;
-            }
-            const double time_us = ms * 1000 / iters;
-            const double busbw = bytes / (time_us * 1e3) * 2.0 * (nranks - 1) / nranks;
-            result["rows"].push_back({{"bytes", bytes}, {"time_us", time_us}, {"busbw_gbps", busbw}, {"wrong", wrong}});
-        }
+        for (const size_t bytes : probe_sizes(max_bytes))
+            for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"})
+                result["rows"].push_back(probe_row(op, bytes, send, recv, host, rank, nranks, comm, stream));
         SB_CHECK_NCCL(ncclCommDestroy(comm));
     } catch (const std::exception& e) {
         result["error"] = e.what();
@@ -492,6 +621,49 @@ int run_allreduce_probe(int argc, char** argv) {
     std::ofstream(out) << result.dump() << "\n";
     return result.contains("error") ? 1 : 0;
 }
+
+namespace {
+
+// The probe's environment: this process's, with NCCL's INFO log into `log` (and
+// NCCL_P2P_DISABLE=1 for the control) in place of any such setting of the caller's.
+std::vector<std::string> probe_environment(const std::string& log, bool p2p_disabled) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const bool ours = kv.rfind("NCCL_DEBUG=", 0) == 0 || kv.rfind("NCCL_DEBUG_FILE=", 0) == 0 ||
+                          kv.rfind("NCCL_DEBUG_SUBSYS=", 0) == 0 || (p2p_disabled && kv.rfind("NCCL_P2P_DISABLE=", 0) == 0);
+        if (!ours) env.push_back(kv);
+    }
+    env.push_back("NCCL_DEBUG=INFO");
+    env.push_back("NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET");
+    env.push_back("NCCL_DEBUG_FILE=" + log);
+    if (p2p_disabled) env.push_back("NCCL_P2P_DISABLE=1");
+    return env;
+}
+
+// Every rank's run as one: the slowest rank's time per row, the wrong elements summed, every
+// rank's transports, the first error.
+CollectiveRun merge_ranks(const std::vector<nlohmann::json>& all) {
+    CollectiveRun merged = all[0].get<CollectiveRun>();
+    for (size_t r = 1; r < all.size(); ++r) {
+        const CollectiveRun other = all[r].get<CollectiveRun>();
+        merged.timed_out = merged.timed_out || other.timed_out;
+        if (merged.error.empty()) merged.error = other.error;
+        for (const std::string& t : other.transports) merged.transports.push_back(t);
+        for (size_t i = 0; i < merged.rows.size() && i < other.rows.size(); ++i) {
+            AllReduceRow& row = merged.rows[i];
+            if (other.rows[i].time_us > row.time_us) {
+                row.time_us = other.rows[i].time_us;
+                row.busbw_gbps = other.rows[i].busbw_gbps;
+            }
+            row.wrong += other.rows[i].wrong;
+        }
+        if (other.rows.size() < merged.rows.size()) merged.rows.resize(other.rows.size());
+    }
+    return merged;
+}
+
+}  // namespace
 
 CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, int device, size_t max_bytes,
                                   double deadline_s, const std::string& scratch_dir, MPI_Comm world) {
@@ -504,17 +676,7 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
 
     const std::string base = fmt::format("{}/{}-rank{}", scratch_dir, label, rank);
     const std::string log = base + ".nccl.log", result_file = base + ".json", output = base + ".out";
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-        const std::string kv = *e;
-        const bool ours = kv.rfind("NCCL_DEBUG=", 0) == 0 || kv.rfind("NCCL_DEBUG_FILE=", 0) == 0 ||
-                          kv.rfind("NCCL_DEBUG_SUBSYS=", 0) == 0 || (p2p_disabled && kv.rfind("NCCL_P2P_DISABLE=", 0) == 0);
-        if (!ours) env.push_back(kv);
-    }
-    env.push_back("NCCL_DEBUG=INFO");
-    env.push_back("NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET");
-    env.push_back("NCCL_DEBUG_FILE=" + log);
-    if (p2p_disabled) env.push_back("NCCL_P2P_DISABLE=1");
+    std::vector<std::string> env = probe_environment(log, p2p_disabled);
     std::vector<char*> envp;
     for (std::string& kv : env) envp.push_back(kv.data());
     envp.push_back(nullptr);
@@ -569,24 +731,7 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
 
     // Rank 0: the slowest rank's times, every rank's wrong elements and transports.
     const std::vector<nlohmann::json> all = gather_json(nlohmann::json(run), world);
-    if (rank != 0) return run;
-    CollectiveRun merged = all[0].get<CollectiveRun>();
-    for (size_t r = 1; r < all.size(); ++r) {
-        const CollectiveRun other = all[r].get<CollectiveRun>();
-        merged.timed_out = merged.timed_out || other.timed_out;
-        if (merged.error.empty()) merged.error = other.error;
-        for (const std::string& t : other.transports) merged.transports.push_back(t);
-        for (size_t i = 0; i < merged.rows.size() && i < other.rows.size(); ++i) {
-            AllReduceRow& row = merged.rows[i];
-            if (other.rows[i].time_us > row.time_us) {
-                row.time_us = other.rows[i].time_us;
-                row.busbw_gbps = other.rows[i].busbw_gbps;
-            }
-            row.wrong += other.rows[i].wrong;
-        }
-        if (other.rows.size() < merged.rows.size()) merged.rows.resize(other.rows.size());
-    }
-    return merged;
+    return rank == 0 ? merge_ranks(all) : run;
 }
 
 }  // namespace sb::doctor

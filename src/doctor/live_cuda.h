@@ -13,8 +13,10 @@
 
 namespace sb::doctor {
 
-// The GPUs visible to this process.
+// The GPUs visible to this process (0 when CUDA cannot count them).
 int visible_gpu_count();
+// Why CUDA counts no GPU: cudaGetDeviceCount's error, or "no device".
+std::string cuda_unavailable_reason();
 
 // This host's part of the snapshot: versions, gpus and pairs (NVML, CUDA and sysfs), the
 // copies (h2d, d2h per GPU one at a time and all at once, peer where granted and staged,

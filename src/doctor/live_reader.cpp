@@ -7,6 +7,8 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -103,7 +105,15 @@ void read_sysfs_gpu(GpuReading& g) {
     } else if (fs::exists("/sys/class/iommu", ec)) {
         g.iommu = fs::is_empty("/sys/class/iommu", ec) ? "off" : "";
     }
+    // The physical package of the GPU's first local CPU: NUMA nodes of one socket are not a socket link.
+    const std::vector<int> cpus = parse_cpu_list(g.local_cpus);
+    if (!cpus.empty()) {
+        const std::string pkg =
+            read_line(fmt::format("/sys/devices/system/cpu/cpu{}/topology/physical_package_id", cpus.front()));
+        if (!pkg.empty()) g.socket = std::atoi(pkg.c_str());
+    }
     PcieLink max = link_of(dev, "max_link_speed", "max_link_width");
+    g.pcie_card_max = max;  // the GPU function's own LnkCap
     // The system's maximum is the lower of the GPU's and the slot's (the upstream port).
     const PciChain chain = chain_of(id);
     if (chain.functions.size() >= 2) {
@@ -121,16 +131,18 @@ PcieLink read_current_link(const std::string& bus_id) {
 }
 
 void read_sysfs_pair(PairReading& p, const GpuReading& a, const GpuReading& b) {
-    if (p.path == "nvlink") return;  // set by the NVML reading
     const PciChain ca = chain_of(sysfs_bus_id(a.pci_bus_id)), cb = chain_of(sysfs_bus_id(b.pci_bus_id));
     if (ca.functions.empty() || cb.functions.empty()) return;
     size_t common = 0;
     while (common < ca.functions.size() && common < cb.functions.size() && ca.root == cb.root &&
            ca.functions[common] == cb.functions[common])
         ++common;
-    if (common > 0) p.path = "same_switch";  // below a shared bridge
-    else if (a.numa_node >= 0 && b.numa_node >= 0 && a.numa_node != b.numa_node) p.path = "socket_link";
-    else p.path = "root_complex";
+    if (common > 0) p.pcie_path = "same_switch";  // below a shared bridge
+    else if (a.socket >= 0 && b.socket >= 0 && a.socket != b.socket) p.pcie_path = "socket_link";
+    else if (a.numa_node >= 0 && b.numa_node >= 0 && a.numa_node != b.numa_node)
+        p.pcie_path = a.socket >= 0 && b.socket >= 0 ? "same_socket" : "socket_link";
+    else p.pcie_path = "root_complex";
+    if (p.path != "nvlink") p.path = p.pcie_path;
     // ACS on every bridge above either GPU (the functions before each GPU itself).
     p.acs_read = 1;
     std::vector<std::string> bridges;
@@ -172,6 +184,30 @@ SystemSnapshot read_sysfs_host(const std::string& host) {
             s.pairs.push_back(p);
         }
     return s;
+}
+
+std::vector<std::string> transport_env() {
+    static const char* const names[] = {
+        "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL",  "NCCL_SHM_DISABLE",   "NCCL_NVLS_ENABLE",    "NCCL_ALGO",
+        "NCCL_PROTO",       "NCCL_NET",        "NCCL_IB_DISABLE",    "NCCL_CUMEM_ENABLE",   "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_NCHANNELS", "NCCL_P2P_USE_CUDA_MEMCPY", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS"};
+    std::vector<std::string> out;
+    for (const char* n : names)
+        if (const char* v = std::getenv(n)) out.push_back(fmt::format("{}={}", n, v));
+    return out;
+}
+
+int64_t read_xids(const std::string& bus_id, std::string* codes) {
+    // "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
+    FILE* pipe = popen("dmesg 2>/dev/null | grep 'NVRM: Xid' | tail -n 1000", "r");
+    if (!pipe) return -1;
+    std::string text;
+    char buf[4096];
+    while (fgets(buf, sizeof(buf), pipe)) text += buf;
+    pclose(pipe);
+    // No line: either no XID, or dmesg refused (dmesg_restrict) and the log is unread.
+    if (text.empty() && std::system("dmesg >/dev/null 2>&1") != 0) return -1;
+    return parse_xids(text, sysfs_bus_id(bus_id), codes);
 }
 
 std::string bound_cpus() {

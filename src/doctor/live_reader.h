@@ -4,7 +4,9 @@
 // SystemSnapshot that the checks judge.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/doctor/snapshot.h"
 
@@ -30,5 +32,13 @@ SystemSnapshot read_sysfs_host(const std::string& host);
 
 // The CPUs this process may run on, as a CPU list ("0-15,32").
 std::string bound_cpus();
+
+// The NCCL and CUDA variables set in this process that force a transport, an algorithm or
+// serialise launches ("NCCL_P2P_DISABLE=1"), in a fixed order.
+std::vector<std::string> transport_env();
+
+// XIDs in the kernel log naming `bus_id` (dmesg): the count (-1 when the log is not readable)
+// and the codes seen ("79, 48").
+int64_t read_xids(const std::string& bus_id, std::string* codes);
 
 }  // namespace sb::doctor

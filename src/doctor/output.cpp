@@ -15,9 +15,11 @@ std::string summary_line(const std::vector<Check>& checks) {
 }
 
 std::string setting(const ExpectedBands& bands, const SystemSnapshot& s) {
-    return fmt::format("{} rank{}{}; bands from {}", s.world_size, s.world_size == 1 ? "" : "s",
+    const std::string gpu = s.gpus.empty() ? "no GPU" : s.gpus.front().name;
+    return fmt::format("{} rank{}{}; bands from {} ({}; link {})", s.world_size, s.world_size == 1 ? "" : "s",
                        s.shared_gpu ? " sharing GPUs (collective and training figures are not hardware figures)" : "",
-                       bands.profile.empty() ? "no profile (" + bands.why_none + ")" : "profile " + bands.profile);
+                       bands.profile.empty() ? "no profile: " + bands.why_none : "profile " + bands.profile, gpu,
+                       bands.link.empty() ? "not detected" : bands.link);
 }
 
 // Markdown table cells: no pipes or line breaks inside.
@@ -36,7 +38,8 @@ std::string format_table(const std::vector<Check>& checks, const ExpectedBands& 
         out += fmt::format("{:<14} {:<8} {}\n", tier_name(c.tier), verdict_name(c.verdict), c.name);
         if (!c.figures.empty()) out += fmt::format("{:24}figures: {}\n", "", c.figures);
         if (!c.band.empty()) out += fmt::format("{:24}band:    {}\n", "", c.band);
-        if (c.verdict == Verdict::skipped) out += fmt::format("{:24}reason:  {}\n", "", c.cause);
+        if (c.verdict == Verdict::skipped || c.verdict == Verdict::unjudged)
+            out += fmt::format("{:24}reason:  {}\n", "", c.cause);
         if (c.verdict == Verdict::warn || c.verdict == Verdict::fail) {
             out += fmt::format("{:24}cause:   {}\n", "", c.cause);
             out += fmt::format("{:24}fix:     {}\n", "", c.fix);
@@ -72,6 +75,10 @@ nlohmann::json checks_json(const std::vector<Check>& checks, const ExpectedBands
                                {"fix", c.fix}});
     j["bands"] = {{"profile", bands.profile},
                   {"why_none", bands.why_none},
+                  {"link", bands.link},
+                  {"gemm_tflops", {{"lo", bands.gemm.lo}, {"ceiling", bands.gemm.ceiling}, {"source", bands.gemm.source}}},
+                  {"memory_copy_gbps",
+                   {{"lo", bands.memory_copy.lo}, {"ceiling", bands.memory_copy.ceiling}, {"source", bands.memory_copy.source}}},
                   {"busbw_gbps", {{"lo", bands.busbw.lo}, {"ceiling", bands.busbw.ceiling}, {"source", bands.busbw.source}}},
                   {"peer_copy_gbps",
                    {{"lo", bands.peer_copy.lo}, {"ceiling", bands.peer_copy.ceiling}, {"source", bands.peer_copy.source}}}};

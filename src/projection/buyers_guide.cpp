@@ -54,6 +54,12 @@ std::vector<ScenarioRule> single_workload_rules() {
             {"multi-GPU training", 1 << 20, Score::samples_per_s, {}}};
 }
 
+double CompareRow::per_kw(const Projection& p) const {
+    const int g = p.step.world_size;
+    const double host_share = static_cast<double>(g) / hw.gpus_per_node.value * hw.host_power_w.value;
+    return p.samples_per_s / ((g * hw.tdp_w.value + host_share) / 1e3);
+}
+
 ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const CostTerms& terms) {
     const double share = static_cast<double>(gpus) / hw.gpus_per_node.value;
     const double watts = gpus * hw.tdp_w.value + share * hw.host_power_w.value;
@@ -126,8 +132,16 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         if (!excluded.empty()) why = "none qualifies (" + excluded + ")";
         return {rule.scenario, nullptr, why};
     }
-    const Judged best = *std::max_element(eligible.begin(), eligible.end(),
-                                          [](const Judged& a, const Judged& b) { return a.score < b.score; });
+    auto higher = [](const Judged& a, const Judged& b) { return a.score < b.score; };
+    // A profile reported not to work is shown beside the verdict, never crowned: the verdict is the
+    // best of the others (unless every candidate is caveated so).
+    const Judged overall = *std::max_element(eligible.begin(), eligible.end(), higher);
+    std::vector<Judged> working;
+    std::copy_if(eligible.begin(), eligible.end(), std::back_inserter(working),
+                 [](const Judged& j) { return !j.row->hw.reported_failing(); });
+    const bool all_failing = working.empty();
+    if (!all_failing) eligible = working;
+    const Judged best = *std::max_element(eligible.begin(), eligible.end(), higher);
     // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
     // inside the other's band; it goes to the cheaper configuration, then to the one without a
     // patched driver.
@@ -165,6 +179,14 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
         reason += "; soak " + soak.brief;
     }
+    if (all_failing)
+        reason += "; every qualifying profile has a caveat reporting its setup failing: this is no recommendation";
+    else if (overall.row->hw.reported_failing() && overall.row != pick.row)
+        for (const Caveat& c : overall.row->hw.caveats)
+            if (c.reported_failing)
+                reason += fmt::format("; beside it, not crowned: {} at {} ({:.1f} [{:.1f}-{:.1f}]), reported failing: {} ({})",
+                                      overall.row->hw.name, configuration_name(*overall.p), overall.score, overall.lo,
+                                      overall.hi, c.text, c.source);
     // What the winner's figures rest on: said beside every verdict it wins.
     for (const Caveat& c : pick.row->hw.caveats) reason += fmt::format("; caveat: {} ({})", c.text, c.source);
     if (!excluded.empty()) reason += "; excluded: " + excluded;
@@ -201,29 +223,66 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
     return rows;
 }
 
+namespace {
+
+// Profiles of one physical card: the same GPU and memory (a node's fabric is what differs).
+bool same_card(const HardwareProfile& a, const HardwareProfile& b) {
+    return a.device_name == b.device_name && a.memory_gb.value == b.memory_gb.value;
+}
+
+// The profiles a ranged number moves together: a GPU's number (gpu.*) moves in every profile of the
+// same card that has it; a node's number only in its own profile.
+std::vector<size_t> moved_together(const std::vector<HardwareProfile>& profiles, size_t i, const std::string& key) {
+    if (key.rfind("gpu.", 0) != 0) return {i};
+    std::vector<size_t> out;
+    for (size_t j = 0; j < profiles.size(); ++j) {
+        const std::vector<std::string> ranged = ranged_keys(profiles[j]);
+        if (same_card(profiles[j], profiles[i]) && std::find(ranged.begin(), ranged.end(), key) != ranged.end())
+            out.push_back(j);
+    }
+    return out;
+}
+
+// The row of `banded`'s profile with a number at one end, judged with `banded`'s bands: a flip is
+// decided as the verdict is.
+CompareRow with_bands_of(CompareRow moved, const CompareRow& banded) {
+    for (size_t k = 0; k < moved.by_gpus.size() && k < banded.by_gpus.size(); ++k) moved.by_gpus[k].bands = banded.by_gpus[k].bands;
+    for (size_t k = 0; k < moved.on_nodes.size() && k < banded.on_nodes.size(); ++k)
+        moved.on_nodes[k].bands = banded.on_nodes[k].bands;
+    return moved;
+}
+
+}  // namespace
+
 std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, const std::vector<HardwareProfile>& profiles,
                                                     const std::vector<Calibration>& calibrations,
                                                     const std::vector<Verdict>& central,
                                                     const std::vector<ScenarioRule>& rules, const CostTerms& terms,
                                                     const CompareSetup& setup) {
     std::vector<std::vector<std::string>> flips(central.size());
-    // The rows as given, without their bands (as every end is decided): a key no profile has.
-    const std::vector<CompareRow> given =
-        compare_rows(cfg, profiles, calibrations, "soak.drift_bound_pct", false, setup, profiles.size());
+    // The rows as the verdict judged them, with their bands.
+    const std::vector<CompareRow> given = compare_rows(cfg, profiles, calibrations, "", false, setup);
     for (size_t i = 0; i < profiles.size(); ++i) {
         HardwareProfile profile = profiles[i];
-        CompareSetup alone = setup;  // profile i's own soaks
-        alone.soaks = i < setup.soaks.size() ? std::vector<std::vector<SoakRun>>{setup.soaks[i]} : std::vector<std::vector<SoakRun>>{};
         for (const auto& [key, number] : sourced_numbers(profile))
             for (bool high : {false, true}) {
                 const double end = high ? number->hi : number->lo;
                 if (!number->is_range() || end == number->value) continue;  // an end at the central value changes nothing
-                std::vector<CompareRow> moved = given;  // only profile i moves
-                moved[i] = compare_rows(cfg, {profiles[i]}, {calibrations[i]}, key, high, alone).front();
+                const std::vector<size_t> together = moved_together(profiles, i, key);
+                if (together.front() != i) continue;  // moved with an earlier profile of the same card
+                std::vector<CompareRow> moved = given;
+                std::string names;
+                for (size_t j : together) {
+                    CompareSetup alone = setup;  // profile j's own soaks
+                    alone.soaks = j < setup.soaks.size() ? std::vector<std::vector<SoakRun>>{setup.soaks[j]}
+                                                         : std::vector<std::vector<SoakRun>>{};
+                    moved[j] = with_bands_of(compare_rows(cfg, {profiles[j]}, {calibrations[j]}, key, high, alone).front(), given[j]);
+                    names += (names.empty() ? "" : " and ") + profiles[j].name;
+                }
                 for (size_t s = 0; s < central.size(); ++s)
                     if (const Verdict v = decide(moved, rules[s], terms); winner_name(v) != winner_name(central[s]))
-                        flips[s].push_back(fmt::format("{} with {}'s {} at its {} end ({:g})", winner_name(v),
-                                                       profiles[i].name, key, high ? "high" : "low", end));
+                        flips[s].push_back(fmt::format("{} with {}'s {} at its {} end ({:g})", winner_name(v), names, key,
+                                                       high ? "high" : "low", end));
             }
     }
     // The soak drift bound's ends, where a soak's drift lies between them (else no end changes a verdict).

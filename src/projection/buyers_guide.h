@@ -38,7 +38,9 @@ struct CompareRow {
     double per_10k(const Projection& p) const {
         return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
     }
-    double per_kw(const Projection& p) const { return p.samples_per_s / (p.step.world_size * hw.tdp_w.value / 1e3); }
+    // Per kW of the node's power at full load: the GPUs' TDP and their share of host_power_w (the
+    // whole-cost score's watts), so a card's lead is not its host's omission.
+    double per_kw(const Projection& p) const;
     bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
 };
 
@@ -87,9 +89,12 @@ struct Verdict {
 // (throughput of one node); a rule of more than one GPU judges N nodes of that many GPUs where
 // the rows were projected on N nodes (compare --nodes N). A profile the workload does not fit
 // never wins; a multi-GPU configuration slower than one GPU of a compared profile does not
-// qualify (the scaling floor: that one GPU is the answer). A candidate ties with the best one
-// when each central score lies inside the other's band (or within 1% of it); a tie goes to the
-// cheaper configuration (GPUs x price), then to the one needing no patched driver.
+// qualify (the scaling floor: that one GPU is the answer). A profile with a caveat that reports it
+// not working (Caveat::reported_failing) never wins outright: the verdict names the best profile
+// without one and shows the caveated one beside it when it would have scored higher. The tie rule:
+// a candidate ties with the best one when each central score lies inside the other's band (or
+// within 1% of it); a tie goes to the cheaper configuration (GPUs x price), then to the one needing
+// no patched driver, then to the higher central score.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
 // The same rules for one scenario rule (and the cost terms of the whole-cost score).
 Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms = {});

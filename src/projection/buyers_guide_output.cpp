@@ -320,7 +320,8 @@ void print_workload_comparison(const WorkloadComparison& c) {
                                                                   c.nodes, c.nodes)
                                                     : std::string()) +
                                       "eff.: scaling efficiency at the most GPUs; per $10k: samples/s per 10,000 USD of "
-                                      "GPUs (the profiles' reference prices, GPUs only); per kW: per kW of GPU TDP; mem "
+                                      "GPUs (the profiles' reference prices, GPUs only); per kW: per kW of node power (GPU TDP "
+                                      "and the GPUs' share of the host's); mem "
                                       "GiB: per GPU",
                                   2));
     // The band each profile's ranges give its figures, at each GPU count and on N nodes.

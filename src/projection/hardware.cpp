@@ -24,6 +24,27 @@ const char* link_class_name(LinkClass link) {
     return "unknown";
 }
 
+HardwareProfile with_p2p_disabled(const HardwareProfile& hw, const HardwareProfile& staged) {
+    if (staged.link != LinkClass::host_staged)
+        throw UserError(fmt::format("{}: not a host_staged profile: no staged transport to take", staged.source));
+    if (staged.pcie_gen.value != hw.pcie_gen.value || staged.pcie_lanes.value != hw.pcie_lanes.value)
+        throw UserError(fmt::format("{}: PCIe {} x{} where {} has {} x{}: its staged copies say nothing of this link",
+                                    staged.source, staged.pcie_gen.value, staged.pcie_lanes.value, hw.name,
+                                    hw.pcie_gen.value, hw.pcie_lanes.value));
+    HardwareProfile out = hw;
+    out.link = LinkClass::host_staged;
+    out.link_efficiency = staged.link_efficiency;
+    out.link_latency_us = staged.link_latency_us;
+    out.comm_sms = staged.comm_sms;
+    out.staged_overlap = staged.staged_overlap;
+    out.description = hw.description + ", run with NCCL_P2P_DISABLE=1 (staged transport of " + staged.name + ")";
+    return out;
+}
+
+bool HardwareProfile::reported_failing() const {
+    return std::any_of(caveats.begin(), caveats.end(), [](const Caveat& c) { return c.reported_failing; });
+}
+
 double pcie_gbps(int gen, int lanes) {
     // GT/s per lane and line coding: gen 3 8 GT/s 128b/130b, gen 4 16, gen 5 32 (PCI-SIG).
     SB_REQUIRE(gen >= 3 && gen <= 5, fmt::format("PCIe generation {}", gen));
@@ -239,7 +260,8 @@ private:
                                                       prefix, hw.sockets.value));
     }
 
-    // node.caveats: a list of `{text, source}`.
+    // node.caveats: a list of `{text, source}`, with `reported_failing: true` where the source
+    // reports the setup failing.
     void read_caveats(const YAML::Node& value, const YAML::Node& key_node, HardwareProfile& hw) {
         if (!value.IsSequence() || value.size() == 0)
             fields_.fail(value, key_node, "node.caveats", "a list of caveats ({text, source})");
@@ -248,9 +270,13 @@ private:
             const std::string path = fmt::format("node.caveats[{}]", i);
             fields_.expect_map(item, key_node, path);
             Caveat c;
-            fields_.for_each_key(item, path, {"text", "source"}, [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
-                (key == "text" ? c.text : c.source) = fields_.non_empty_text(v, k, path + "." + key);
-            });
+            fields_.for_each_key(item, path, {"text", "source", "reported_failing"},
+                                 [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
+                                     if (key == "reported_failing")
+                                         c.reported_failing = fields_.boolean(v, k, path + "." + key);
+                                     else
+                                         (key == "text" ? c.text : c.source) = fields_.non_empty_text(v, k, path + "." + key);
+                                 });
             for (const auto& [key, got] : {std::pair{"text", &c.text}, std::pair{"source", &c.source}})
                 if (got->empty()) fields_.fail_at(item.Mark(), fmt::format("key '{}.{}': missing", path, key));
             hw.caveats.push_back(std::move(c));
@@ -486,7 +512,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
     if (!hw.caveats.empty()) {
         j["node"]["caveats"] = nlohmann::json::array();
-        for (const Caveat& c : hw.caveats) j["node"]["caveats"].push_back({{"text", c.text}, {"source", c.source}});
+        for (const Caveat& c : hw.caveats)
+            j["node"]["caveats"].push_back({{"text", c.text}, {"source", c.source}, {"reported_failing", c.reported_failing}});
     }
     if (!hw.server_usd.source.empty()) j["node"]["server_usd"] = sourced(hw.server_usd);
     if (!hw.host_power_w.source.empty()) j["node"]["host_power_w"] = sourced(hw.host_power_w);

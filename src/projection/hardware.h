@@ -44,6 +44,8 @@ struct PublishedGemm {
 struct Caveat {
     std::string text;
     std::string source;
+    // The source reports the profile's setup failing (not a precondition): compare never crowns it.
+    bool reported_failing = false;
 };
 
 // How GPUs of one node exchange all-reduce data.
@@ -100,7 +102,7 @@ struct HardwareProfile {
                             "(p90 - p10) / 2.563 of step_ms over its median (the normal's sigma from its 10-90% spread)",
                             0.17, 0.81, "the records' lower quartile", "the records' upper quartile"};
     Sourced bucket_launch_us{4.4,
-                             "H200 comm records (results/h200-gemm*/comm.jsonl): median fit alpha of a one-rank "
+                             "H200 comm records (results/h200-one-gpu/gemm/comm.jsonl): median fit alpha of a one-rank "
                              "all-reduce call, launch and smallest kernel",
                              3.9, 8.8, "the lowest fit alpha of those records", "the highest fit alpha of those records"};
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
@@ -114,6 +116,7 @@ struct HardwareProfile {
     SourcedText cooling;         // passive (server airflow), blower, open-air
     bool has_production() const { return !ecc.value.empty(); }
     std::vector<Caveat> caveats;  // node.caveats
+    bool reported_failing() const;  // a caveat reports the setup failing
     // ---- network (multi-node); nic_gbps.value == 0 when the profile has none
     std::string network_kind;
     Sourced nic_gbps;  // per NIC per direction, GB/s
@@ -142,6 +145,12 @@ void check_ranged_count(const HardwareProfile& hw);
 // The profile at every corner of its ranges (2^k profiles, k ranged numbers; {hw} when none;
 // check_ranged_count first): a projected figure's band is its lowest and highest over them.
 std::vector<HardwareProfile> range_corners(const HardwareProfile& hw);
+
+// The node run with NCCL_P2P_DISABLE=1: no peer path, so every hop stages through host memory
+// (NCCL's SHM transport). The GPU, the PCIe link and the host stay `hw`'s; the staged transport's
+// numbers (link_efficiency, link_latency_us, comm_sms, staged_overlap) are those of `staged`, a
+// host_staged profile (UserError otherwise) whose GPUs share `hw`'s PCIe generation and width.
+HardwareProfile with_p2p_disabled(const HardwareProfile& hw, const HardwareProfile& staged);
 
 // --host: a host section (configs/hosts/NAME.yaml or a path: sockets and the link between them,
 // PCIe topology, GPUs per switch, host memory bandwidth) replaces the profile's; a bad file is a

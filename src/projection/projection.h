@@ -67,7 +67,7 @@ DeviceLimits profile_limits(const HardwareProfile& hw);
 // The GPU memory a rank's step needs beyond what the trace allocated: cuBLASLt's workspace
 // (models/cuda/cuda_ops.cu) and the runtime's own (CUDA context, cuBLAS handles, the backend's
 // scratch): 1176-1306 MiB besides the operands in the H200's `gemm` telemetry
-// (results/h200-gemm/gemm.jsonl), the high end taken, assumed the same on every GPU.
+// (results/h200-one-gpu/gemm/gemm.jsonl), the high end taken, assumed the same on every GPU.
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // profiles give memory_gb in GiB, as CUDA reports it
 constexpr double kGemmWorkspaceBytes = 32.0 * 1024 * 1024;
 constexpr double kRuntimeReserveBytes = 1306.0 * 1024 * 1024;

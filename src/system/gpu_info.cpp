@@ -57,6 +57,15 @@ struct Nvml {
     nvmlReturn_t (*memory_info)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
     nvmlReturn_t (*clock_event_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
     nvmlReturn_t (*total_ecc_errors)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
+    nvmlReturn_t (*pcie_gen_gpu_max)(nvmlDevice_t, unsigned*) = nullptr;
+    nvmlReturn_t (*persistence_mode)(nvmlDevice_t, int*) = nullptr;
+    nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
+    nvmlReturn_t (*compute_mode)(nvmlDevice_t, int*) = nullptr;
+    nvmlReturn_t (*applications_clock)(nvmlDevice_t, int, unsigned*) = nullptr;
+    nvmlReturn_t (*default_applications_clock)(nvmlDevice_t, int, unsigned*) = nullptr;
+    nvmlReturn_t (*remapped_rows)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
+    nvmlReturn_t (*pcie_replay_counter)(nvmlDevice_t, unsigned*) = nullptr;
+    nvmlReturn_t (*nvlink_error_counter)(nvmlDevice_t, unsigned, int, unsigned long long*) = nullptr;
 
     std::string message(nvmlReturn_t rc) const {
         return error_string ? fmt::format("{} ({})", error_string(rc), rc) : fmt::format("NVML error {}", rc);
@@ -105,6 +114,15 @@ Nvml load_nvml() {
     bind(lib, n.clock_event_reasons,
          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
     bind(lib, n.total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
+    bind(lib, n.pcie_gen_gpu_max, {"nvmlDeviceGetGpuMaxPcieLinkGeneration"});
+    bind(lib, n.persistence_mode, {"nvmlDeviceGetPersistenceMode"});
+    bind(lib, n.mig_mode, {"nvmlDeviceGetMigMode"});
+    bind(lib, n.compute_mode, {"nvmlDeviceGetComputeMode"});
+    bind(lib, n.applications_clock, {"nvmlDeviceGetApplicationsClock"});
+    bind(lib, n.default_applications_clock, {"nvmlDeviceGetDefaultApplicationsClock"});
+    bind(lib, n.remapped_rows, {"nvmlDeviceGetRemappedRows"});
+    bind(lib, n.pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"});
+    bind(lib, n.nvlink_error_counter, {"nvmlDeviceGetNvLinkErrorCounter"});
     nvmlReturn_t rc = init();
     if (rc != kNvmlSuccess) {
         n.error = "nvmlInit_v2: " + n.message(rc);
@@ -187,6 +205,59 @@ const char* throttle_reason_name(int bit) {
         case 8: return "display_clock_setting";
         default: return nullptr;
     }
+}
+
+// The settings and error counters the doctor judges (gpu_info.h: gpu_settings).
+nlohmann::json settings_of(nvmlDevice_t dev) {
+    const Nvml& n = nvml();
+    nlohmann::json j;
+    j["pcie_gpu_max_gen"] = unsigned_query(n.pcie_gen_gpu_max, dev);
+    int mode = 0;
+    j["persistence_mode"] = nullptr;
+    if (dev && n.persistence_mode && n.persistence_mode(dev, &mode) == kNvmlSuccess) j["persistence_mode"] = mode == 1;
+    unsigned mig = 0, mig_pending = 0;
+    j["mig_mode"] = nullptr;
+    if (dev && n.mig_mode) {
+        const nvmlReturn_t rc = n.mig_mode(dev, &mig, &mig_pending);
+        if (rc == kNvmlSuccess) j["mig_mode"] = mig == 1;
+        else if (rc == kNvmlNotSupported) j["mig_mode"] = false;  // a GPU without MIG runs whole
+    }
+    j["compute_mode"] = nullptr;
+    if (dev && n.compute_mode && n.compute_mode(dev, &mode) == kNvmlSuccess)
+        j["compute_mode"] = mode == 0 ? "default" : mode == 2 ? "prohibited" : mode == 3 ? "exclusive_process"
+                                                                                      : "exclusive_thread";
+    // Application clocks off their default, or the clock-event reason for them (also set by locked clocks).
+    j["clocks_locked"] = nullptr;
+    unsigned app = 0, app_default = 0;
+    unsigned long long reasons = 0;
+    const bool app_read = dev && n.applications_clock && n.default_applications_clock &&
+                          n.applications_clock(dev, kNvmlClockSm, &app) == kNvmlSuccess &&
+                          n.default_applications_clock(dev, kNvmlClockSm, &app_default) == kNvmlSuccess;
+    const bool reasons_read = dev && n.clock_event_reasons && n.clock_event_reasons(dev, &reasons) == kNvmlSuccess;
+    if (app_read || reasons_read) j["clocks_locked"] = (app_read && app != app_default) || (reasons & 0x2) != 0;
+    unsigned corrected = 0, uncorrected = 0, pending = 0, failure = 0;
+    j["remapped_rows"] = nullptr;
+    if (dev && n.remapped_rows) {
+        const nvmlReturn_t rc = n.remapped_rows(dev, &corrected, &uncorrected, &pending, &failure);
+        if (rc == kNvmlSuccess)
+            j["remapped_rows"] = {{"uncorrectable", uncorrected}, {"pending", pending != 0}, {"failure", failure != 0}};
+    }
+    j["pcie_replay_count"] = unsigned_query(n.pcie_replay_counter, dev);
+    j["nvlink_error_count"] = nullptr;
+    if (dev && n.nvlink_error_counter) {
+        unsigned long long total = 0;
+        bool any = false;
+        for (unsigned link = 0; link < kNvmlMaxNvLinks; ++link)
+            for (int counter = 0; counter < 4; ++counter) {  // DL replay, recovery, CRC flit, CRC data
+                unsigned long long v = 0;
+                if (n.nvlink_error_counter(dev, link, counter, &v) == kNvmlSuccess) {
+                    total += v;
+                    any = true;
+                }
+            }
+        if (any) j["nvlink_error_count"] = total;
+    }
+    return j;
 }
 
 }  // namespace
@@ -276,6 +347,7 @@ nlohmann::json gpu_environment(int device) {
     if (dev && n.total_ecc_errors &&
         n.total_ecc_errors(dev, kNvmlMemoryErrorUncorrected, kNvmlVolatileEcc, &uncorrected) == kNvmlSuccess)
         j["ecc_uncorrected_volatile"] = uncorrected;
+    j["settings"] = settings_of(dev);
     return j;
 }
 

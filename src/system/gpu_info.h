@@ -24,7 +24,10 @@ namespace sb {
 // nvml ("ok" | "unavailable"), nvml_error (why, when unavailable), driver_version,
 // nvlink_links_active (per visible device), pcie {current_gen, max_gen, current_width,
 // max_width}, power_limit_w, power_default_limit_w, ecc_enabled, ecc_uncorrected_volatile (count since
-// the driver loaded). NVML facts a GPU does not support are null.
+// the driver loaded), settings {pcie_gpu_max_gen (the card's own, not the slot's),
+// persistence_mode, mig_mode, compute_mode, clocks_locked, remapped_rows {uncorrectable,
+// pending, failure}, pcie_replay_count, nvlink_error_count (summed over links and counters)}.
+// NVML facts a GPU does not support are null.
 nlohmann::json gpu_environment(int device);
 
 // Samples NVML every interval_ms from start() until stop(). stop() returns

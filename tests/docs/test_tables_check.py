@@ -73,8 +73,8 @@ def main():
     expect("a missing record", work, 1, f"{m.group(2)} does not exist")
 
     work = scratch(source)
-    folder = os.path.dirname(m.group(2))
-    while os.path.dirname(folder) != "results":
+    folder = os.path.dirname(m.group(2))  # the record's folder: the nearest one with its README.md
+    while not os.path.isfile(os.path.join(work, folder, "README.md")):
         folder = os.path.dirname(folder)
     os.remove(os.path.join(work, folder, "README.md"))
     expect("a folder without its README.md", work, 1, f"{folder}/: records without a README.md")

@@ -25,24 +25,26 @@ Result doctor(const std::string& args, int np, const std::string& case_name) {
 const std::string kFixtures = std::string(SCALEBENCH_SOURCE_DIR) + "/tests/fixtures/doctor/";
 
 TEST(DoctorCli, RecordedSnapshotGivesTheTierExitCodeTableJsonAndReport) {
-    const std::string report = (scratch() / "gen3.md").string();
-    const Result table = doctor("--from-snapshot " + kFixtures + "gen3-x8.json --report " + report, 1, "table");
+    const std::string report = (scratch() / "slot-x8.md").string();
+    const Result table = doctor("--from-snapshot " + kFixtures + "slot-x8.json --report " + report, 1, "table");
     EXPECT_EQ(table.code, 34) << table.err;  // 32 + configuration (2)
-    EXPECT_NE(table.out.find("configuration  fail     PCIe generation and width under load"), std::string::npos)
+    EXPECT_NE(table.out.find("configuration  fail     PCIe generation and width: slot and under load"),
+              std::string::npos)
         << table.out;
     EXPECT_NE(table.out.find("exit code 34"), std::string::npos);
     const std::string md = sb::e2e::slurp(report);
-    EXPECT_NE(md.find("| configuration | fail | PCIe generation and width under load |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| configuration | fail | PCIe generation and width: slot and under load |"), std::string::npos)
+        << md;
 
-    const Result json = doctor("--from-snapshot " + kFixtures + "gen3-x8.json --json", 1, "json");
+    const Result json = doctor("--from-snapshot " + kFixtures + "slot-x8.json --json", 1, "json");
     EXPECT_EQ(json.code, 34) << json.err;
     const nlohmann::json j = nlohmann::json::parse(json.out);
     EXPECT_EQ(j["tiers"]["configuration"], "fail");
     EXPECT_EQ(j["tiers"]["transfer"], "warn");
-    EXPECT_EQ(j["bands"]["profile"], "a100-pcie-40gb");
-    EXPECT_EQ(j["snapshot"]["gpus"][1]["pcie_load"]["width"], 8);
+    EXPECT_EQ(j["bands"]["profile"], "a100-sxm4-80gb");
+    EXPECT_EQ(j["snapshot"]["gpus"][1]["pcie_max"]["width"], 8);
 
-    const Result pass = doctor("--from-snapshot " + kFixtures + "hgx-a100.json", 1, "pass");
+    const Result pass = doctor("--from-snapshot " + kFixtures + "corpus/hgx-a100.json", 1, "pass");
     EXPECT_EQ(pass.code, 0) << pass.out;
 }
 

@@ -59,7 +59,7 @@ TEST(ProjectCli, PrintsTheTrainTableAndAppendsProjectedRecords) {
 
 TEST(ProjectCli, CalibratesFromCommittedRecordsOfTheSameGpu) {
     const auto out = sb::e2e::scratch("project-e2e") / "calibrated.jsonl";
-    const std::string dir = kSource + "/results/h200-gemm/";
+    const std::string dir = kSource + "/results/h200-one-gpu/gemm/";
     const Result r = run("project --hardware h200-sxm --gpus 1 --calibrate " + dir + "gemm.jsonl," + dir +
                          "comm.jsonl --out " + out.string() + profiles());
     ASSERT_EQ(r.code, 0) << r.err;
@@ -429,7 +429,7 @@ TEST(CompareCli, ReportPathsAreCheckedBeforeAnyWork) {
     r = run("compare --hardware all --out " + (dir / "guide.json").string() + " --report " + guide + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("which is the --out file"), std::string::npos) << r.err;
-    const std::string calibration = kSource + "/results/h200-gemm/gemm.jsonl";
+    const std::string calibration = kSource + "/results/h200-one-gpu/gemm/gemm.jsonl";
     const auto input = dir / "calibration.json";
     std::filesystem::copy_file(calibration, input, std::filesystem::copy_options::overwrite_existing);
     r = run("compare --hardware h200-sxm --calibrate " + input.string() + " --report " + (dir / "calibration.md").string() +

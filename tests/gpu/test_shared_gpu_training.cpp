@@ -3,13 +3,15 @@
 // or no GPU each test skips and says why. Data-parallel equivalence for each model family at
 // fp32 and bf16, identical replicas, overlap read from events, CUDA graphs holding NCCL
 // collectives across ranks, every `comm` collective checked, one sub-communicator per world
-// size with the replica check and --recheck-allreduce passing.
+// size with the replica check and --recheck-allreduce passing, and a rank delayed 30 ms a step
+// named by arrival (nobody without the delay).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -287,6 +289,50 @@ TEST(SharedGpuSweep, EveryWorldSizeHasItsSubCommunicatorAndPassesTheChecks) {
         EXPECT_EQ(r["straggler_check"]["per_rank"].size(), static_cast<size_t>(cfg.scaling[i]));
     }
     std::remove(cfg.out.c_str());
+}
+
+// On a GPU the wait for a slow rank lands in every rank's compute time; who arrives last at
+// the buckets names it, with its host and bus id, by its whole lag behind the other ranks.
+// Without the delay nobody is named.
+TEST(SharedGpuStragglers, ADelayedRankIsNamedByArrivalAndNobodyWithout) {
+    SKIP_UNLESS_SHARED_GPU();
+    TrainConfig cfg = family_config("mlp", Precision::fp32);
+    cfg.steps = 15;
+    cfg.warmup = 2;
+    cfg.scaling = {world_size()};
+    long pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    CudaOps cuda(cfg.precision, device());
+    const nlohmann::json environment = run_environment(cuda, MPI_COMM_WORLD);
+    for (const bool delayed : {true, false}) {
+        cfg.out = (std::filesystem::temp_directory_path() /
+                   ("scalebench-shared-gpu-straggler-" + std::to_string(pid) + (delayed ? "-d" : "-n") + ".jsonl"))
+                      .string();
+        if (world_rank() == 0) std::remove(cfg.out.c_str());
+        if (delayed)
+            ::setenv("SCALEBENCH_TEST_DELAY_RANK", "1:30", 1);
+        else
+            ::unsetenv("SCALEBENCH_TEST_DELAY_RANK");
+        EXPECT_TRUE(run_training_sweep(cfg, cuda, MPI_COMM_WORLD, environment));
+        ::unsetenv("SCALEBENCH_TEST_DELAY_RANK");
+        if (world_rank() != 0) continue;
+        const ReadResult read = read_records(cfg.out);
+        ASSERT_EQ(read.records.size(), 1u);
+        const nlohmann::json& check = read.records[0]["straggler_check"];
+        if (!delayed) {
+            EXPECT_TRUE(check["stragglers"].empty()) << check.dump();
+        } else {
+            ASSERT_EQ(check["stragglers"].size(), 1u) << check.dump();
+            const nlohmann::json& s = check["stragglers"][0];
+            EXPECT_EQ(s["rank"], 1);
+            const auto& by = s["named_by"];
+            EXPECT_NE(std::find(by.begin(), by.end(), "arrival"), by.end()) << s.dump();
+            EXPECT_GT(s["lag_ms"].get<double>(), 20.0) << s.dump();
+            EXPECT_NE(s["gpu_bus_id"], "-");
+            EXPECT_EQ(s["host"], environment["hostnames"][1]);
+        }
+        std::remove(cfg.out.c_str());
+    }
 }
 
 }  // namespace

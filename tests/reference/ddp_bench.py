@@ -14,10 +14,14 @@ DDP's defaults but bucket_cap_mb (25, as scalebench's bucket_mb).
 
 Per world size: warm-up steps, then every measured step between two CUDA events (the steady clock
 on the CPU); a step's time is the slowest rank's, as scalebench's; median/min/max. Then the same
-number of steps under DDP's no_sync() (no gradient all-reduce, the same kernels otherwise):
-exposed_comm_ms = median step - median no_sync step, the time the all-reduce adds to a step; and
-the gradients all-reduced alone, in buckets of bucket_cap_mb (allreduce_ms, the median of 5), so
-hidden_fraction = 1 - exposed_comm_ms / allreduce_ms is the share of the all-reduce the backward hides.
+number of steps under DDP's no_sync() (no gradient all-reduce, the same kernels otherwise). The
+communication figures carry scalebench's names and definitions (docs/measurement.md):
+comm_cost_ms = median step - median no_sync step (no_comm_step_ms), the time the all-reduce adds to
+a step; allreduce_ms, the gradients all-reduced alone in buckets of bucket_cap_mb (the median of
+10); hidden_fraction = 1 - comm_cost_ms / allreduce_ms, the share of the all-reduce the backward
+hides. Spreads are half the p10..p90 range over the steps (comm_cost_spread_ms adds the step's and
+the no_sync step's in quadrature), as scalebench's. DDP waits for the last bucket inside
+backward(), so its records have no exposed tail and no backward slowdown (null).
 --share-gpu: several ranks on one GPU (round-robin over the visible ones), each with its own NCCL
 host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host)
 and NCCL_BUFFSIZE 16 MiB when unset, as scalebench's --share-gpu; records say "shared_gpu": true
@@ -34,6 +38,7 @@ import contextlib
 import datetime
 import gc
 import json
+import math
 import os
 import re
 import statistics
@@ -163,8 +168,23 @@ def environment(device):
     return env
 
 
+def percentile(values, q):
+    """Linear interpolation between order statistics (numpy's default), as scalebench's stats.h."""
+    v = sorted(values)
+    at = (len(v) - 1) * q / 100.0
+    lo = int(at)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (at - lo)
+
+
 def summary(times):
-    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "p10": percentile(times, 10), "p90": percentile(times, 90), "count": len(times)}
+
+
+def spread(s):
+    """Half the p10..p90 range: scalebench's spread of a figure over the measured steps."""
+    return 0.5 * (s["p90"] - s["p10"])
 
 
 class Timer:
@@ -235,9 +255,9 @@ def measure(work, group, args, device, local_rank):
     return times[:args.steps], times[args.steps:], losses, gradient_bytes, allreduce_ms
 
 
-def time_allreduce(model, group, bucket_cap_mb, device, repeats=5):
+def time_allreduce(model, group, bucket_cap_mb, device, repeats=10):
     """The model's fp32 gradients all-reduced alone, bucket by bucket (DDP's bucket size), the
-    slowest rank's median time in ms: what the step would wait for with nothing to hide it."""
+    slowest rank's time in ms per repeat: what the step would wait for with nothing to hide it."""
     import torch
     import torch.distributed as dist
     count = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -252,7 +272,7 @@ def time_allreduce(model, group, bucket_cap_mb, device, repeats=5):
     dist.barrier(group=group)
     times = torch.tensor(timer.run(all_buckets, repeats), dtype=torch.float64, device=device)
     dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
-    return statistics.median(times.tolist())
+    return times.tolist()
 
 
 def share_gpu_environment(rank, world):
@@ -318,19 +338,21 @@ def main():
               f"{','.join(map(str, scaling))}; {args.warmup} warm-up + {args.steps} measured + {args.steps} "
               f"no_sync steps; bucket_cap_mb {args.bucket_cap_mb:g}, {args.precision}", flush=True)
         print(f"{'workload':<12} {'batch':>5} {'ranks':>5} {'samples/s':>11} {'step ms':>9} {'no_sync ms':>10} "
-              f"{'exp.comm':>9} {'allreduce':>9} {'hidden':>7} {'eff.':>7}", flush=True)
+              f"{'comm cost':>9} {'±':>7} {'allreduce':>9} {'hidden':>7} {'eff.':>7}", flush=True)
     for name, batch in args.workload:
-        samples_at_1 = None
+        samples_at_1, relative_at_1 = None, 0.0
         for n in scaling:
             record = None
             if rank < n:
                 work = Workload(name, batch, args.device, args.seed)
                 synced, unsynced, losses, gradient_bytes, allreduce_ms = measure(work, groups[n], args, args.device,
                                                                                  local_rank)
-                step, nosync = summary(synced), summary(unsynced)
+                step, nosync, alone = summary(synced), summary(unsynced), summary(allreduce_ms)
                 samples_per_s = n * batch / (step["median"] / 1e3)
+                relative = spread(step) / step["median"]
+                comm_cost = step["median"] - nosync["median"] if n > 1 else None
                 if n == 1:
-                    samples_at_1 = samples_per_s
+                    samples_at_1, relative_at_1 = samples_per_s, relative
                 efficiency = samples_per_s / (n * samples_at_1) if samples_at_1 else None
                 record = {
                     "schema": "scalebench-ddp-peer/1", "tool": "torch-ddp", "workload": name,
@@ -338,17 +360,23 @@ def main():
                     "precision": f"{args.precision}-autocast" if args.precision == "bf16" else "fp32",
                     "bucket_cap_mb": args.bucket_cap_mb, "warmup_steps": args.warmup, "measured_steps": args.steps,
                     "num_params": work.num_params, "gradient_bytes": gradient_bytes,
-                    "step_ms": step, "no_sync_step_ms": nosync,
-                    "exposed_comm_ms": step["median"] - nosync["median"],
-                    "allreduce_ms": allreduce_ms,
-                    "hidden_fraction": (1 - (step["median"] - nosync["median"]) / allreduce_ms
-                                        if n > 1 and allreduce_ms > 0 else None),
+                    "step_ms": step, "step_spread_ms": spread(step), "no_comm_step_ms": nosync,
+                    "comm_cost_ms": comm_cost,
+                    "comm_cost_spread_ms": math.hypot(spread(step), spread(nosync)) if n > 1 else None,
+                    "allreduce_ms": alone["median"], "allreduce_spread_ms": spread(alone),
+                    "hidden_fraction": (1 - comm_cost / alone["median"]
+                                        if n > 1 and alone["median"] > 0 else None),
+                    "exposed_comm_ms": None, "compute_slowdown_ms": None,
                     "shared_gpu": args.share_gpu,
-                    "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / n,
+                    "samples_per_s": samples_per_s, "samples_per_s_spread": samples_per_s * relative,
+                    "samples_per_s_per_rank": samples_per_s / n,
                     "scaling_efficiency": efficiency,
+                    "scaling_efficiency_spread": efficiency * math.hypot(relative, relative_at_1)
+                    if efficiency is not None else None,
                     "speedup": samples_per_s / samples_at_1 if samples_at_1 else None,
                     "initial_loss": losses[0], "final_loss": losses[1],
-                    "step_ms_all": synced, "no_sync_step_ms_all": unsynced, "environment": env,
+                    "step_ms_all": synced, "no_comm_step_ms_all": unsynced, "allreduce_ms_all": allreduce_ms,
+                    "environment": env,
                 }
                 del work
                 gc.collect()
@@ -360,8 +388,11 @@ def main():
                 eff = f"{100 * eff:.1f}%" if eff is not None else "-"
                 hidden = record["hidden_fraction"]
                 hidden = f"{100 * hidden:.1f}%" if hidden is not None else "-"
+                cost, cost_spread = record["comm_cost_ms"], record["comm_cost_spread_ms"]
+                cost = f"{cost:.3f}" if cost is not None else "-"
+                cost_spread = f"{cost_spread:.3f}" if cost_spread is not None else "-"
                 print(f"{name:<12} {batch:>5} {n:>5} {record['samples_per_s']:>11.1f} {record['step_ms']['median']:>9.3f} "
-                      f"{record['no_sync_step_ms']['median']:>10.3f} {record['exposed_comm_ms']:>9.3f} "
+                      f"{record['no_comm_step_ms']['median']:>10.3f} {cost:>9} {cost_spread:>7} "
                       f"{record['allreduce_ms']:>9.3f} {hidden:>7} {eff:>7}", flush=True)
                 with open(args.out, "a") as f:
                     f.write(json.dumps(record) + "\n")

@@ -3,6 +3,8 @@
 // naming the number, its end and the other winner; none is reported where no range decides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -106,6 +108,39 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     EXPECT_TRUE(flips[small].empty());
 }
 
+TEST(CompareVerdicts, OneCardsGpuNumbersMoveTogetherInEveryProfileOfIt) {
+    // Two profiles of one physical card (the 48 GB 4090, its clock a range [0.9, 1]) and an A100 priced
+    // between the card's score at each end of that range: at the central clock the card wins; with
+    // the clock at its low end in both profiles the A100 does. Moved in one profile alone, the other
+    // would still win and no flip would show.
+    const TrainConfig cfg = bert_base();
+    HardwareProfile a = profile("rtx4090-48gb-pcie4"), b = a;
+    ASSERT_TRUE(a.clock_factor.is_range());
+    a.name = "card-a";
+    b.name = "card-b";
+    HardwareProfile a100 = without_ranges(profile("a100-sxm4-40gb"));
+    auto per_10k_at1 = [&](const HardwareProfile& hw) {
+        const CompareRow row = compare_rows(cfg, {hw}, {Calibration{}}, "", false).front();
+        return row.per_10k(row.by_gpus.front());
+    };
+    const double central = per_10k_at1(a), low = per_10k_at1(at_range_end(a, "gpu.clock_factor", false));
+    ASSERT_LT(low, central * 0.97) << "the clock must matter on one GPU";
+    a100.price_usd.value *= per_10k_at1(a100) / std::sqrt(central * low);
+    const std::vector<HardwareProfile> profiles = {a, b, a100};
+    const std::vector<Calibration> none(3);
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);
+    const std::vector<Verdict> central_verdicts = verdicts(rows);
+    const Verdict& small = scenario(central_verdicts, "small experiments");
+    ASSERT_NE(small.winner, nullptr);
+    EXPECT_EQ(small.winner->hw.name, "card-a") << small.reason;
+    const std::vector<std::vector<std::string>> flips = verdict_flips(cfg, profiles, none, central_verdicts);
+    const std::vector<std::string>& f = flips[static_cast<size_t>(&small - central_verdicts.data())];
+    EXPECT_NE(std::find(f.begin(), f.end(), "a100-sxm4-40gb with card-a and card-b's gpu.clock_factor at its low end (0.9)"),
+              f.end())
+        << (f.empty() ? "no flip" : f.front());
+    for (const std::string& flip : f) EXPECT_EQ(flip.find("with card-b's gpu.clock_factor"), std::string::npos) << flip;
+}
+
 }  // namespace
 }  // namespace sb
 
@@ -154,21 +189,59 @@ TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
 }
 
 TEST(CompareVerdicts, AProfilesCaveatsAreSaidBesideEveryVerdictItWins) {
-    // The 48 GB P2P profile carries the module's preconditions and the report of its failing on
-    // 48 GB cards; whatever it wins says both, with their sources.
-    CompareRow p2p = made_row("p2p-48", 1000, true, {200});
-    p2p.hw.caveats = profile("rtx4090-48gb-pcie4-p2p").caveats;
-    ASSERT_EQ(p2p.hw.caveats.size(), 2u);
-    const std::vector<CompareRow> rows = {p2p, made_row("stock", 1000, false, {100})};
-    const Verdict v = scenario(verdicts(rows), "small experiments");
-    ASSERT_EQ(v.winner->hw.name, "p2p-48");
+    // The P2P module's preconditions: whatever the profile wins says them, with their sources.
+    CompareRow p2p = made_row("p2p", 1000, true, {200});
+    p2p.hw.caveats = profile("rtx4090-24gb-pcie4-p2p").caveats;
+    ASSERT_EQ(p2p.hw.caveats.size(), 1u);
+    ASSERT_FALSE(p2p.hw.reported_failing());
+    const Verdict v = scenario(verdicts({p2p, made_row("stock", 1000, false, {100})}), "small experiments");
+    ASSERT_EQ(v.winner->hw.name, "p2p");
     EXPECT_NE(v.reason.find("caveat: needs the unofficial P2P kernel module"), std::string::npos) << v.reason;
     EXPECT_NE(v.reason.find("IOMMU off or passthrough"), std::string::npos) << v.reason;
-    EXPECT_NE(v.reason.find("caveat: reported failing on 48 GB cards"), std::string::npos) << v.reason;
-    EXPECT_NE(v.reason.find("tinygrad/open-gpu-kernel-modules#36"), std::string::npos) << v.reason;
     // A verdict it does not win says none of them.
-    const std::vector<CompareRow> others = {made_row("p2p-48", 1000, true, {50}), made_row("stock", 1000, false, {100})};
+    const std::vector<CompareRow> others = {made_row("p2p", 1000, true, {50}), made_row("stock", 1000, false, {100})};
     EXPECT_EQ(scenario(verdicts(others), "small experiments").reason.find("caveat"), std::string::npos);
+}
+
+TEST(CompareVerdicts, AProfileReportedNotToWorkIsShownBesideTheVerdictNeverCrowned) {
+    // The 48 GB P2P profile's second caveat reports the module failing on 48 GB cards: twice the
+    // stock card's score, it is shown beside the verdict, which names the stock card.
+    CompareRow failing = made_row("p2p-48", 1000, true, {200});
+    failing.hw.caveats = profile("rtx4090-48gb-pcie4-p2p").caveats;
+    ASSERT_EQ(failing.hw.caveats.size(), 2u);
+    ASSERT_TRUE(failing.hw.reported_failing());
+    const Verdict v = scenario(verdicts({failing, made_row("stock", 1000, false, {100})}), "small experiments");
+    ASSERT_NE(v.winner, nullptr);
+    EXPECT_EQ(v.winner->hw.name, "stock") << v.reason;
+    EXPECT_NE(v.reason.find("beside it, not crowned: p2p-48 at 1 GPU (20"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("reported failing on 48 GB cards"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("aikitoria/open-gpu-kernel-modules#14"), std::string::npos) << v.reason;
+    // Below the stock card it is not mentioned at all.
+    CompareRow slower = failing;
+    slower.by_gpus.front().samples_per_s = 50;
+    slower.by_gpus.front().bands.samples_per_s = {50, 50};
+    const Verdict w = scenario(verdicts({slower, made_row("stock", 1000, false, {100})}), "small experiments");
+    EXPECT_EQ(w.winner->hw.name, "stock");
+    EXPECT_EQ(w.reason.find("p2p-48"), std::string::npos) << w.reason;
+    // Where every candidate is reported failing the verdict says it is no recommendation.
+    const Verdict only = scenario(verdicts({failing}), "small experiments");
+    ASSERT_NE(only.winner, nullptr);
+    EXPECT_NE(only.reason.find("this is no recommendation"), std::string::npos) << only.reason;
+    // The shipped 48 GB P2P profile is the one marked so; the 24 GB one is not.
+    EXPECT_TRUE(profile("rtx4090-48gb-pcie4-p2p").reported_failing());
+    EXPECT_FALSE(profile("rtx4090-24gb-pcie4-p2p").reported_failing());
+}
+
+TEST(CompareVerdicts, PerKwCountsTheNodesPowerNotTheGpusAlone) {
+    const CompareRow row = made_row("h200", 30000, false, {100, 190, 370, 720});
+    const HardwareProfile& hw = row.hw;
+    ASSERT_GT(hw.host_power_w.value, 0) << "the H200 profile gives the host's power";
+    for (const Projection& p : row.by_gpus) {
+        const int g = p.step.world_size;
+        const double watts = g * hw.tdp_w.value + g / hw.gpus_per_node.value * hw.host_power_w.value;
+        EXPECT_NEAR(row.per_kw(p), p.samples_per_s / (watts / 1e3), 1e-9 * p.samples_per_s) << g;
+        EXPECT_LT(row.per_kw(p), p.samples_per_s / (g * hw.tdp_w.value / 1e3)) << g;
+    }
 }
 
 TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer) {

@@ -8,6 +8,7 @@
 #include "base/errors.h"
 #include "src/system/gpu_peaks.h"
 #include "src/projection/hardware.h"
+#include "src/projection/projection.h"
 #include "src/core/yaml_fields.h"
 
 namespace sb {
@@ -161,6 +162,32 @@ TEST(HardwareProfiles, CaveatsSocketsAndTheStepSpreadParse) {
     // Not given: the H200-measured default, a range.
     EXPECT_TRUE(hw.bucket_launch_us.is_range());
     EXPECT_EQ(to_json(hw)["node"]["caveats"][0]["source"], "its README");
+    EXPECT_FALSE(hw.reported_failing());
+    // A caveat whose source reports the setup failing says so; the flag is a boolean.
+    const HardwareProfile failing = parse_hardware_profile(
+        with("link: pcie_p2p", "link: pcie_p2p\n  caveats: [{text: \"fails\", source: \"a report\", reported_failing: true}]"),
+        "hw.yaml");
+    EXPECT_TRUE(failing.reported_failing());
+    EXPECT_EQ(to_json(failing)["node"]["caveats"][0]["reported_failing"], true);
+    EXPECT_NE(profile_error(with("link: pcie_p2p",
+                                 "link: pcie_p2p\n  caveats: [{text: \"t\", source: \"s\", reported_failing: maybe}]"))
+                  .find("node.caveats[0].reported_failing"),
+              std::string::npos);
+}
+
+TEST(HardwareProfiles, P2pDisabledStagesThroughHostMemoryWithTheStagedTransportsNumbers) {
+    const HardwareProfile a100 = load_hardware_profile(kDir + "/a100-sxm4-80gb.yaml");
+    const HardwareProfile staged = load_hardware_profile(kDir + "/rtx4090-24gb-pcie4.yaml");
+    const HardwareProfile off = with_p2p_disabled(a100, staged);
+    EXPECT_EQ(off.link, LinkClass::host_staged);
+    EXPECT_EQ(off.link_efficiency.value, staged.link_efficiency.value);
+    EXPECT_EQ(off.staged_overlap.hi, staged.staged_overlap.hi);
+    EXPECT_EQ(off.device_name, a100.device_name);                    // the GPU stays
+    EXPECT_EQ(off.host_mem_bw_gbps.value, a100.host_mem_bw_gbps.value);  // and the host
+    // Staged through host memory, its all-reduce is far slower than over NVLink.
+    EXPECT_LT(CostModel(off).ring_busbw_gbps(8), 0.2 * CostModel(a100).ring_busbw_gbps(8));
+    // Only a host_staged profile has a staged transport to take.
+    EXPECT_THROW(with_p2p_disabled(a100, a100), UserError);
 }
 
 TEST(HardwareProfiles, NamesAndPaths) {

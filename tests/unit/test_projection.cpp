@@ -330,7 +330,7 @@ TEST(CostModel, OpTimeIsTheRooflineMaximumPlusTheGap) {
     gemm.m = gemm.n = gemm.k = 8192;
     gemm.flops = 2.0 * 8192.0 * 8192 * 8192;
     gemm.bytes = 3.0 * 8192 * 8192 * 2;
-    // The profile's measured bf16 8192^3 rate (results/h200-gemm/gemm.jsonl) for that very shape.
+    // The profile's measured bf16 8192^3 rate (results/h200-one-gpu/gemm/gemm.jsonl) for that very shape.
     const double compute_ms = gemm.flops / 731.9e12 * 1e3;
     EXPECT_NEAR(m.op_ms(gemm, Precision::bf16), compute_ms + hw.kernel_gap_us.value * 1e-3, 1e-9);
     EXPECT_FALSE(m.op_time(gemm, Precision::bf16).memory_bound);
@@ -572,7 +572,7 @@ TEST(Schedule, AnOverlappedAllReduceTakesItsShareFromCompute) {
 
 TEST(Calibration, ReadsTheCommittedH200Records) {
     const HardwareProfile hw = profile("h200-sxm");
-    const std::string dir = kSource + "/results/h200-gemm/";
+    const std::string dir = kSource + "/results/h200-one-gpu/gemm/";
     const Calibration cal = calibrate(hw, {dir + "gemm.jsonl", dir + "comm.jsonl"});
     const CostModel shape(hw);
     // bf16 8192^3 at 73.97% of peak (gemm.jsonl), divided by the shape factor there.
@@ -651,7 +651,7 @@ TEST(Calibration, AOneGpuTrainRecordSetsTheOptimizersBandwidth) {
     // Calibrated from a train record, the model gives that record's optimizer phase back
     // (the fraction is its traced bytes over its measured time); other ops keep theirs.
     const HardwareProfile hw = profile("h200-sxm");
-    const std::string file = kSource + "/results/h200-gemm/mlp-large.jsonl";
+    const std::string file = kSource + "/results/h200-one-gpu/gemm/mlp-large.jsonl";
     const nlohmann::json r = read_records(file).records.at(0);
     const Calibration cal = calibrate(hw, {file});
     ASSERT_GT(cal.optimizer_memory_efficiency, 0.5);

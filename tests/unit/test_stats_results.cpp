@@ -155,18 +155,24 @@ TEST(Report, MarkdownAndCsvTablesOfTrainRecords) {
     one.update({{"world_size", 1}, {"global_batch", 64}, {"samples_per_s", 6400.0}, {"samples_per_s_per_rank", 6400.0},
                 {"scaling_efficiency", 1.0}});
     two.update({{"world_size", 2}, {"global_batch", 128}, {"samples_per_s", 11520.0}, {"samples_per_s_per_rank", 5760.0},
-                {"scaling_efficiency", 0.9}});
+                {"scaling_efficiency", 0.9}, {"samples_per_s_spread", 115.2}, {"comm_cost_ms", 1.2},
+                {"comm_cost_spread_ms", 0.3}, {"hidden_fraction", 0.6}, {"compute_slowdown_ms", 0.4},
+                {"allreduce_busbw_spread_gbps", 0.05}, {"scaling_efficiency_spread", 0.012}});
     append_record(path, one);
     append_record(path, two);
     append_record(path, {{"subcommand", "gemm"}});
     std::ostringstream out, err;
     EXPECT_EQ(write_report({{path}, false}, out, err), 2);
     const std::string md = out.str();
-    EXPECT_NE(md.find("| cpu (nodeA) | cpu | mlp | fp32 | weak | 2 | 128 | 11520.0 | 5760.0 | 10.000 | 8.000 | 1.500 | 0.500 | 3.25 | 90.0% |"),
+    // Each figure with its spread; comm cost, hidden share and the backward slowdown at n > 1
+    // ("-" where a record has none: nothing to charge at 1 rank).
+    EXPECT_NE(md.find("| cpu (nodeA) | cpu | mlp | fp32 | weak | 2 | 128 | 11520.0 | 115.2 | 5760.0 | 10.000 | 8.000 | "
+                      "1.500 | 0.500 | 1.200 | 0.300 | 60.0% | 0.400 | 3.25 | 0.05 | 90.0% | 1.2% |"),
               std::string::npos) << md;
     std::ostringstream csv;
     write_report({{path}, true}, csv, err);
-    EXPECT_NE(csv.str().find("cpu (nodeA),cpu,mlp,fp32,weak,1,64,6400.0,6400.0,10.000,8.000,1.500,0.500,3.25,100.0%"),
+    EXPECT_NE(csv.str().find("cpu (nodeA),cpu,mlp,fp32,weak,1,64,6400.0,-,6400.0,10.000,8.000,1.500,0.500,-,-,-,-,3.25,-,"
+                             "100.0%,-"),
               std::string::npos) << csv.str();
 }
 
