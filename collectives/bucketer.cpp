@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "collectives/sharding.h"
 
 namespace sb {
 
@@ -49,6 +50,12 @@ Bucketer::Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Commu
     start_step();
 }
 
+void Bucketer::shard_into(ShardedState& state) {
+    SB_REQUIRE(comm_dtype_ == DType::f32, "sharded gradients are reduce-scattered in fp32 only");
+    SB_REQUIRE(state.layout().buckets() == buckets_.size(), "the shard layout follows other buckets");
+    sharded_ = &state;
+}
+
 void Bucketer::start_step(bool communicate) {
     communicate_ = communicate;
     pending_.resize(buckets_.size());
@@ -81,7 +88,8 @@ void Bucketer::launch_ready() {
         if (comm_dtype_ != DType::f32) ops_.cast(fp32_view(bucket), compressed_view(bucket));
         if (communicate_)
             requests_[static_cast<size_t>(next_to_launch_)] =
-                comm_.all_reduce(span, span, bucket.count, comm_dtype_, ReduceOp::avg);
+                sharded_ ? sharded_->reduce_scatter_bucket(static_cast<size_t>(next_to_launch_), grads_)
+                         : comm_.all_reduce(span, span, bucket.count, comm_dtype_, ReduceOp::avg);
         ++next_to_launch_;
     }
 }

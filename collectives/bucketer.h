@@ -4,7 +4,9 @@
 // bucket is one contiguous span and is all-reduced (average) in place with one call,
 // started the moment its last gradient lands. Buckets start in order. With a 16-bit
 // comm_dtype (DDP's bf16/fp16 compress hooks) each bucket is cast into a 16-bit copy,
-// all-reduced there and cast back into the fp32 gradients once it has completed.
+// all-reduced there and cast back into the fp32 gradients once it has completed. With a
+// ShardedState attached (collectives/sharding.h) each bucket is reduce-scattered into the
+// rank's gradient shard instead of all-reduced.
 // A step started without communication (DDP's no_sync) runs the same buckets and casts but
 // skips the collectives: the step that communication cost is measured against.
 #pragma once
@@ -17,6 +19,8 @@
 #include "models/model.h"
 
 namespace sb {
+
+class ShardedState;
 
 struct Bucket {
     size_t offset = 0;  // elements into the gradient buffer
@@ -36,6 +40,8 @@ public:
     Bucketer(const std::vector<ParamInfo>& params, double bucket_mb, Communicator& comm, float* grads, Ops& ops,
              DType comm_dtype = DType::f32);
 
+    // From now on each bucket is reduce-scattered into `state`'s gradient shard (fp32 only).
+    void shard_into(ShardedState& state);
     // Every parameter pending again; with communicate false, this step's buckets issue no
     // collective (each rank keeps its own gradients).
     void start_step(bool communicate = true);
@@ -45,6 +51,7 @@ public:
     const std::vector<Bucket>& buckets() const { return buckets_; }
     size_t total_elements() const;
     DType comm_dtype() const { return comm_dtype_; }
+    size_t comm_buffer_bytes() const { return compressed_.bytes(); }  // the 16-bit copy, if any
 
 private:
     void launch_ready();
@@ -56,6 +63,7 @@ private:
     float* grads_;
     Ops& ops_;
     DType comm_dtype_;
+    ShardedState* sharded_ = nullptr;
     DeviceBuffer compressed_;  // 16-bit copy of the gradients when comm_dtype != f32
     std::vector<Bucket> buckets_;
     std::vector<int> bucket_of_param_;

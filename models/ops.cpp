@@ -1,6 +1,7 @@
 // Names and sizes of the backend-neutral enums declared in models/ops.h.
 #include "models/ops.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -119,6 +120,20 @@ const char* conv_engine_name(ConvEngine engine) {
         case ConvEngine::cudnn: return "cudnn";
     }
     return "unknown";
+}
+
+void Ops::count_alloc(void* ptr, size_t bytes) {
+    if (!ptr) return;
+    allocation_bytes_[ptr] = bytes;
+    live_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+}
+
+void Ops::count_release(void* ptr) {
+    auto it = allocation_bytes_.find(ptr);
+    if (it == allocation_bytes_.end()) return;
+    live_bytes_ -= it->second;
+    allocation_bytes_.erase(it);
 }
 
 void Ops::missing_op(const char* op) const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 namespace sb {
 
@@ -66,6 +67,14 @@ class Ops {
 protected:
     // A capability a backend lacks (graphs on the CPU) fails loudly by name.
     [[noreturn]] void missing_op(const char* op) const;
+    // Each backend's alloc and release report here: the live and high-water bytes of backend
+    // memory the program asked for (the measured side of the per-rank memory figure).
+    void count_alloc(void* ptr, size_t bytes);
+    void count_release(void* ptr);
+
+private:
+    std::unordered_map<void*, size_t> allocation_bytes_;
+    size_t live_bytes_ = 0, peak_bytes_ = 0;
 
 public:
     virtual ~Ops() = default;
@@ -76,6 +85,9 @@ public:
     virtual const DeviceLimits* device_limits() const { return nullptr; }
 
     // ---- memory (backend memory; host pointers only where the name says host)
+    size_t live_bytes() const { return live_bytes_; }
+    size_t peak_bytes() const { return peak_bytes_; }
+    void reset_peak_bytes() { peak_bytes_ = live_bytes_; }
     virtual void* alloc(size_t bytes) = 0;
     virtual void release(void* ptr) = 0;
     virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;

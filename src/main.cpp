@@ -42,7 +42,7 @@ namespace {
 
 struct TrainFlags {
     std::string config;
-    std::string backend, precision, scaling_mode, out, grad_dtype;
+    std::string backend, precision, scaling_mode, out, grad_dtype, sharding;
     std::vector<int> scaling;
     std::optional<int> steps, warmup, batch_size;
     std::optional<double> bucket_mb;
@@ -69,6 +69,9 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--bucket-mb", f.bucket_mb, "gradient bucket size in MiB, as DDP's bucket_cap_mb");
     sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember(names_of(grad_dtype_choices())));
+    sub.add_option("--sharding", f.sharding,
+                   "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2): docs/sharding.md")
+        ->check(CLI::IsMember(names_of(sharding_choices())));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");
     sub.add_flag("--share-gpu", f.share_gpu,
@@ -125,6 +128,10 @@ FlagKeys apply_flags(const TrainFlags& f, TrainConfig& cfg) {
     if (!f.grad_dtype.empty()) {
         cfg.grad_dtype = parse_grad_dtype(f.grad_dtype);
         set["grad_dtype"] = "--grad-dtype";
+    }
+    if (!f.sharding.empty()) {
+        cfg.sharding = parse_sharding_mode(f.sharding);
+        set["sharding"] = "--sharding";
     }
     if (f.cuda_graphs) {
         cfg.cuda_graphs = *f.cuda_graphs;

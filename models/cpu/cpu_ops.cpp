@@ -173,10 +173,14 @@ void* CpuOps::alloc(size_t bytes) {
     const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     SB_CPU_EXPECT(p != nullptr, "aligned_alloc", "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    count_alloc(p, bytes);
     return p;
 }
 
-void CpuOps::release(void* ptr) { std::free(ptr); }
+void CpuOps::release(void* ptr) {
+    count_release(ptr);
+    std::free(ptr);
+}
 
 void CpuOps::upload(void* dst, const void* host_src, size_t bytes) {
     if (bytes) std::memcpy(dst, host_src, bytes);

@@ -638,10 +638,12 @@ void* CudaOps::alloc(size_t bytes) {
     if (bytes == 0) return nullptr;
     void* p = nullptr;
     SB_CHECK_CUDA(cudaMalloc(&p, bytes));
+    count_alloc(p, bytes);
     return p;
 }
 
 void CudaOps::release(void* ptr) {
+    count_release(ptr);
     if (ptr) SB_WARN_CUDA(cudaFree(ptr));
 }
 

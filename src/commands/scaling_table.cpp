@@ -63,16 +63,21 @@ ScalingRow scaling_row(const DataParallelTrainer& trainer, const SizeFigures& f,
     row.efficiency_spread = n == 1 ? 0.0 : row.efficiency * std::hypot(relative, relative_at_1);
     if (f.allreduce_ms.empty()) return row;
     row.allreduce = summarize(f.allreduce_ms);
+    // nccl-tests' bus bandwidth of the gradient collective: the all-reduce's 2(n-1)/n, or the
+    // reduce-scatter's (n-1)/n over its padded span when sharded.
+    const ShardedState* sharded = trainer.sharded();
     const double gradient_bytes =
-        static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
-    row.busbw = gradient_bytes / (row.allreduce.median / 1000.0) / 1e9 * 2.0 * (n - 1) / n;
+        sharded ? static_cast<double>(sharded->layout().padded_elements() * sizeof(float))
+                : static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
+    row.busbw = gradient_bytes / (row.allreduce.median / 1000.0) / 1e9 * (sharded ? 1.0 : 2.0) * (n - 1) / n;
     row.busbw_spread = row.busbw * spread_of(row.allreduce) / row.allreduce.median;
     if (f.no_comm[0].empty()) return row;
     row.no_comm_step = summarize(f.no_comm[0]);
     row.no_comm_compute = summarize(f.no_comm[1]);
     row.comm_cost = row.step.median - row.no_comm_step.median;
     row.comm_cost_spread = std::hypot(row.step_spread, spread_of(row.no_comm_step));
-    row.hidden_fraction = 1.0 - row.comm_cost / row.allreduce.median;
+    // Sharded, the collectives alone are the reduce-scatter and the all-gather.
+    row.hidden_fraction = 1.0 - row.comm_cost / (row.allreduce.median + (sharded ? f.all_gather_ms : 0.0));
     row.compute_slowdown = row.compute.median - row.no_comm_compute.median;
     return row;
 }

@@ -96,6 +96,12 @@ SizeFigures reduce_figures(DataParallelTrainer& trainer, const LocalSamples& loc
     f.allreduce_ms.resize(allreduce_ms.size());
     SB_CHECK_MPI(MPI_Allreduce(allreduce_ms.data(), f.allreduce_ms.data(), static_cast<int>(allreduce_ms.size()),
                                MPI_DOUBLE, MPI_MAX, sub));
+    if (trainer.sharded()) {
+        const double all_gather_ms = trainer.time_params_all_gather(kAllreduceIterations);
+        SB_CHECK_MPI(MPI_Allreduce(&all_gather_ms, &f.all_gather_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    }
+    const double peak = trainer.peak_total_bytes();
+    SB_CHECK_MPI(MPI_Allreduce(&peak, &f.peak_memory_bytes, 1, MPI_DOUBLE, MPI_MAX, sub));
     const double device_step_ms = local.device_times.empty() ? NAN : percentile(local.device_times, 50);
     SB_CHECK_MPI(MPI_Allreduce(&device_step_ms, &f.device_step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
     f.telemetry_by_rank = gather_json(local.telemetry, sub);

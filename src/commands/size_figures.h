@@ -42,8 +42,12 @@ struct SizeFigures {
     int first_nonfinite_step = -1;  // the earliest over the ranks, or -1: the loss stayed finite
     std::vector<uint64_t> checksums;  // every rank's parameter checksum
     long long recheck_mismatched = 0;
-    std::vector<double> allreduce_ms;  // every bucket all-reduced back to back, per iteration: the slowest rank's
+    // Every bucket's gradient collective back to back, per iteration, the slowest rank's: the
+    // all-reduce, or the reduce-scatter when sharded.
+    std::vector<double> allreduce_ms;
     double device_step_ms = NAN;       // slowest rank
+    double all_gather_ms = NAN;        // sharded: the parameters' all-gather alone (median), slowest rank
+    double peak_memory_bytes = 0;      // the backend's high-water mark, largest rank
     std::vector<nlohmann::json> telemetry_by_rank;
     nlohmann::json straggler_check;  // stragglers.h
 };

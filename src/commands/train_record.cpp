@@ -37,6 +37,35 @@ nlohmann::json mismatched_replicas(const SizeFigures& f, const std::vector<std::
 namespace {
 nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
 
+// The mode and, sharded, each collective of the step alone: its bytes (nccl-tests' size: the
+// padded span of every bucket), its median time and bus bandwidth ((n-1)/n for both).
+nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFigures& f, const ScalingRow& row,
+                               const TrainConfig& cfg, int n) {
+    const ShardedState* sharded = trainer.sharded();
+    if (!sharded) return {{"mode", sharding_mode_name(cfg.sharding)}};
+    const double bytes = static_cast<double>(sharded->layout().padded_elements() * sizeof(float));
+    const auto collective = [&](double ms) {
+        return nlohmann::json{{"bytes", bytes}, {"ms", or_null(ms)},
+                              {"busbw_gbps", or_null(bytes / (ms / 1000.0) / 1e9 * (n - 1) / n)}};
+    };
+    return {{"mode", sharding_mode_name(cfg.sharding)},
+            {"shard_elements", sharded->layout().shard_elements()},
+            {"reduce_scatter", collective(row.allreduce.median)},
+            {"all_gather", collective(f.all_gather_ms)}};
+}
+
+// Per rank, by kind: predicted before the run (src/core/rank_memory.h) and measured (this
+// rank's buffers, the allocator's deltas, and the high-water mark of the largest rank).
+nlohmann::json memory_record(const DataParallelTrainer& trainer, const SizeFigures& f, const TrainConfig& cfg,
+                             int n) {
+    const RankMemory predicted = predict_rank_memory(cfg, n, trainer.local_batch());
+    nlohmann::json measured = to_json(trainer.measured_memory());
+    measured["peak_total"] = f.peak_memory_bytes;
+    return {{"predicted", to_json(predicted)},
+            {"measured", measured},
+            {"peak_vs_predicted", f.peak_memory_bytes / predicted.total()}};
+}
+
 // The figures' spreads and the communication charged as DDP charges it (scaling_table.h);
 // null where not measured (no communication at n = 1).
 nlohmann::json spread_and_communication(const ScalingRow& row) {
@@ -66,7 +95,9 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
     const int global_batch = trainer.global_batch();
     const double gradient_bytes =
         static_cast<double>(trainer.bucketer().total_elements() * dtype_size(trainer.bucketer().comm_dtype()));
-    const double algbw = gradient_bytes / (row.allreduce.median / 1000.0) / 1e9;
+    // Sharded, the step has no all-reduce: the gradient collective is under `sharding`.
+    const bool sharded = trainer.sharded() != nullptr;
+    const double algbw = sharded ? NAN : gradient_bytes / (row.allreduce.median / 1000.0) / 1e9;
     const double flops_per_step = trainer.model().flops_per_sample() * global_batch;
     const double tflops = flops_per_step / (row.step.median / 1000.0) / 1e12;
     const std::optional<double> peak = device_peak_tflops(ops);
@@ -100,9 +131,11 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"speedup", or_null(at_1.world_size ? row.samples_per_s / at_1.samples_per_s : NAN)},
         {"gradient_bytes", gradient_bytes},
         {"buckets", trainer.bucketer().buckets().size()},
-        {"allreduce_ms", row.allreduce.median},
-        {"allreduce_algbw_gbps", algbw},
-        {"allreduce_busbw_gbps", row.busbw},
+        {"allreduce_ms", or_null(sharded ? NAN : row.allreduce.median)},
+        {"allreduce_algbw_gbps", or_null(algbw)},
+        {"allreduce_busbw_gbps", or_null(sharded ? NAN : row.busbw)},
+        {"sharding", sharding_record(trainer, f, row, cfg, n)},
+        {"memory_per_rank", memory_record(trainer, f, cfg, n)},
         {"model_flops_per_step", flops_per_step},
         {"model_tflops_per_s", tflops},
         {"peak_tflops_per_gpu", peak ? nlohmann::json(*peak) : nlohmann::json()},

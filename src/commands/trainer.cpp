@@ -57,32 +57,52 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     model_ = create_model(cfg, ops, comm.rank());
     const size_t n = model_->num_params();
     const DType dtype = compute_dtype(ops.precision());
+    const bool sharding = cfg.sharding != ShardingMode::none;
+    SB_REQUIRE(!sharding || (ops.precision() != Precision::fp16 && cfg.grad_dtype == DType::f32),
+               "sharding needs fp32 gradient collectives and no fp16 loss scaling (validate_config says why)");
+    live_before_ = ops.live_bytes();
+    ops.reset_peak_bytes();
 
-    params_ = DeviceBuffer(ops, n * sizeof(float));
-    grads_ = DeviceBuffer(ops, n * sizeof(float));
+    // Sharded, the full buffers carry the zero tail a padded bucket's collectives reach.
+    const size_t padded_n =
+        n + (sharding ? ShardLayout(bucket_layout(model_->params(), cfg.bucket_mb), comm.size(), comm.rank())
+                            .tail_padding()
+                      : 0);
+    params_ = DeviceBuffer(ops, padded_n * sizeof(float));
+    grads_ = DeviceBuffer(ops, padded_n * sizeof(float));
+    ops.fill(grads_.tensor(DType::f32, 1, static_cast<int64_t>(padded_n)), 0.0f);
     if (dtype != DType::f32) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
-    const size_t state_buffers = cfg.optimizer.kind == OptimizerConfig::Kind::adamw ? 2 : 1;
-    state_a_ = DeviceBuffer(ops, n * sizeof(float));
-    ops.fill(state_a_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
-    if (state_buffers == 2) {
-        state_b_ = DeviceBuffer(ops, n * sizeof(float));
-        ops.fill(state_b_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+    const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
+    if (!sharding) {  // sharded, the optimizer state is the shard's
+        state_a_ = DeviceBuffer(ops, n * sizeof(float));
+        ops.fill(state_a_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+        if (adamw) {
+            state_b_ = DeviceBuffer(ops, n * sizeof(float));
+            ops.fill(state_b_.tensor(DType::f32, 1, static_cast<int64_t>(n)), 0.0f);
+        }
     }
-    loss_ = DeviceBuffer(ops, sizeof(float));
 
     // Identical initial weights on every rank: same seed, same portable generator.
-    std::vector<float> host(n);
+    std::vector<float> host(padded_n, 0.0f);
     model_->init_params(host.data(), cfg.seed);
-    ops.upload(params_.get(), host.data(), n * sizeof(float));
+    ops.upload(params_.get(), host.data(), padded_n * sizeof(float));
     if (weights_.get())
         ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
 
     FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>()};
+    size_t live = ops.live_bytes();
     model_->bind(flat, local_batch_);
-
+    loss_ = DeviceBuffer(ops, sizeof(float));
+    bound_bytes_ = ops.live_bytes() - live;
+    live = ops.live_bytes();
     data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
+    data_bytes_ = ops.live_bytes() - live;
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
+    if (sharding) {
+        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw);
+        bucketer_->shard_into(*sharded_);
+    }
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
     use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
 }
@@ -124,7 +144,7 @@ void DataParallelTrainer::issue_step(int64_t step, bool communicate) {
         issue_gradients(step, communicate);
     }
     inject_test_fault(step);
-    apply_optimizer();
+    apply_optimizer(communicate);
     ops_.record_marker(kOptimizerEnd);
 }
 
@@ -155,7 +175,7 @@ void DataParallelTrainer::replay_gradients(int64_t step, bool communicate) {
 
 // The optimizer on the averaged gradients. With fp16, dynamic loss scaling first: every rank
 // sees the same averaged gradients, so all take the same decision to apply or skip the step.
-void DataParallelTrainer::apply_optimizer() {
+void DataParallelTrainer::apply_optimizer(bool communicate) {
     const size_t n = model_->num_params();
     if (ops_.precision() == Precision::fp16) {
         const bool finite = ops_.unscale_and_check(grads_.as<float>(), n, 1.0f / loss_scale_);
@@ -172,11 +192,20 @@ void DataParallelTrainer::apply_optimizer() {
     ++optimizer_steps_;
     const Tensor weights_copy =
         weights_.get() ? weights_.tensor(compute_dtype(ops_.precision()), 1, static_cast<int64_t>(n)) : Tensor{};
-    if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
+    if (sharded_)
+        update_sharded(weights_copy, communicate);
+    else if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
         ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
                         cfg_.optimizer, optimizer_steps_, weights_copy);
     else
         ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer, weights_copy);
+}
+
+void DataParallelTrainer::update_sharded(const Tensor& weights_copy, bool communicate) {
+    sharded_->update(params_.as<float>(), cfg_.optimizer, optimizer_steps_);
+    if (communicate) sharded_->all_gather_params(params_.as<float>());
+    if (weights_copy.data)
+        ops_.cast(params_.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);
 }
 
 void DataParallelTrainer::start_step_clocks() {
@@ -245,6 +274,32 @@ std::vector<double> DataParallelTrainer::time_gradient_allreduce(int iterations)
     return times;
 }
 
+double DataParallelTrainer::time_params_all_gather(int iterations) {
+    SB_REQUIRE(sharded_, "the parameters' all-gather is timed on a sharded trainer only");
+    std::vector<double> times;
+    for (int it = 0; it < iterations; ++it) {
+        comm_.barrier();
+        ops_.record_marker(kCommStart);
+        sharded_->all_gather_params(params_.as<float>());  // every rank's slices as they stand: no change
+        ops_.record_marker(kCommEnd);
+        times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
+    }
+    return percentile(times, 50);
+}
+
+RankMemory DataParallelTrainer::measured_memory() const {
+    RankMemory m;
+    m.parameters = static_cast<double>(params_.bytes() + weights_.bytes());
+    m.gradients = static_cast<double>(grads_.bytes()) + (sharded_ ? sharded_->gradient_bytes() : 0);
+    m.optimizer_state = static_cast<double>(state_a_.bytes() + state_b_.bytes()) +
+                        (sharded_ ? sharded_->optimizer_state_bytes() : 0);
+    m.activations = static_cast<double>(bound_bytes_);
+    m.data = static_cast<double>(data_bytes_);
+    m.comm_buffers = sharded_ ? static_cast<double>(sharded_->staging_bytes())
+                              : static_cast<double>(bucketer_->comm_buffer_bytes());
+    return m;
+}
+
 uint64_t DataParallelTrainer::params_checksum() {
     return ops_.checksum(params_.get(), model_->num_params() * sizeof(float));
 }
@@ -270,16 +325,19 @@ void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
 }
 
 size_t DataParallelTrainer::recheck_gradient_allreduce() {
+    // The reduction lands in place, or in the gradient shard when sharded.
     const size_t n = model_->num_params();
-    std::vector<float> input(n), first(n), second(n);
+    const size_t reduced = sharded_ ? sharded_->layout().shard_elements() : n;
+    const void* result = sharded_ ? sharded_->gradient_shard() : grads_.get();
+    std::vector<float> input(n), first(reduced), second(reduced);
     ops_.download(input.data(), grads_.get(), n * sizeof(float));
     all_reduce_every_bucket();
-    ops_.download(first.data(), grads_.get(), n * sizeof(float));
+    ops_.download(first.data(), result, reduced * sizeof(float));
     ops_.upload(grads_.get(), input.data(), n * sizeof(float));
     all_reduce_every_bucket();
-    ops_.download(second.data(), grads_.get(), n * sizeof(float));
+    ops_.download(second.data(), result, reduced * sizeof(float));
     size_t mismatched = 0;
-    for (size_t i = 0; i < n; ++i) mismatched += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < reduced; ++i) mismatched += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
     return mismatched;
 }
 

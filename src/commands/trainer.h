@@ -13,10 +13,12 @@
 
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
+#include "collectives/sharding.h"
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/ops.h"
 #include "src/core/config.h"
+#include "src/core/rank_memory.h"
 
 namespace sb {
 
@@ -77,8 +79,17 @@ public:
     int world_size() const { return comm_.size(); }
     const Model& model() const { return *model_; }
     const Bucketer& bucketer() const { return *bucketer_; }
-    // Times (ms) of all-reducing every bucket back to back, outside the step, once per iteration.
+    // Times (ms) of every bucket's gradient collective back to back, outside the step, once per
+    // iteration: the all-reduce, or the reduce-scatter when sharded.
     std::vector<double> time_gradient_allreduce(int iterations);
+    // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms).
+    const ShardedState* sharded() const { return sharded_.get(); }
+    double time_params_all_gather(int iterations);
+    // What this rank's buffers hold by kind, the allocator's deltas around the model's
+    // binding (activations) and the dataset (data), and `peak_total`: the backend's
+    // high-water mark of allocations since the trainer was built began.
+    RankMemory measured_memory() const;
+    double peak_total_bytes() const { return static_cast<double>(ops_.peak_bytes() - live_before_); }
 
     // Replica checks (silent data corruption): models/checksum.h's checksum of the fp32
     // parameters, computed by the backend where they live, which data parallelism keeps
@@ -88,7 +99,8 @@ public:
     void set_params_host(const std::vector<float>& params);
     // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only.
     void flip_parameter_bit(size_t index, int bit);
-    // All-reduces the gradient buffer as it stands twice, from identical inputs, and
+    // Reduces the gradient buffer as it stands twice (every bucket's collective: the all-reduce,
+    // or the reduce-scatter into the shard when sharded), from identical inputs, and
     // counts the elements whose two results differ in any bit on this rank (0 for a
     // deterministic reduction). Collective over the trainer's communicator.
     size_t recheck_gradient_allreduce();
@@ -98,11 +110,14 @@ private:
     void issue_gradients(int64_t step, bool communicate);
     void replay_gradients(int64_t step, bool communicate);  // the same as a CUDA graph
     void wait_for_buckets(bool communicate);               // and SCALEBENCH_TEST_COMM_DELAY
-    void apply_optimizer();
+    void apply_optimizer(bool communicate);  // communicate false: a sharded step gathers nothing
     // The step's start marker and the buckets' arrival clock (and the test-only delay).
     void start_step_clocks();
     void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
     void all_reduce_every_bucket();
+    // The optimizer on this rank's shard, then (communicating) the all-gather of the
+    // parameters, and the compute copy cast from them.
+    void update_sharded(const Tensor& weights_copy, bool communicate);
 
     const TrainConfig& cfg_;
     Ops& ops_;
@@ -112,6 +127,8 @@ private:
     std::unique_ptr<Dataset> data_;
     DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
     std::unique_ptr<Bucketer> bucketer_;
+    std::unique_ptr<ShardedState> sharded_;  // sharding optimizer or gradients
+    size_t live_before_ = 0, bound_bytes_ = 0, data_bytes_ = 0;  // allocator accounting
     float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
     int good_steps_ = 0;
     int64_t optimizer_steps_ = 0;

@@ -63,6 +63,17 @@ const std::vector<Choice<DType>>& grad_dtype_choices() {
     return table;
 }
 
+const std::vector<Choice<ShardingMode>>& sharding_choices() {
+    static const std::vector<Choice<ShardingMode>> table = [] {
+        std::vector<Choice<ShardingMode>> out;
+        for (ShardingMode m : {ShardingMode::none, ShardingMode::optimizer, ShardingMode::gradients,
+                               ShardingMode::parameters})
+            out.push_back({sharding_mode_name(m), m});
+        return out;
+    }();
+    return table;
+}
+
 const std::vector<Choice<Activation>>& activation_choices() {
     static const std::vector<Choice<Activation>> table = [] {
         std::vector<Choice<Activation>> out;
@@ -173,5 +184,6 @@ DType parse_grad_dtype(const std::string& text) { return parse_in(grad_dtype_cho
 ScalingMode parse_scaling_mode(const std::string& text) {
     return parse_in(scaling_mode_choices(), "scaling_mode", text);
 }
+ShardingMode parse_sharding_mode(const std::string& text) { return parse_in(sharding_choices(), "sharding", text); }
 
 }  // namespace sb

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/sharding_mode.h"
 #include "models/ops.h"
 #include "models/transformer.h"
 
@@ -27,6 +28,7 @@ struct Choice {
 
 const std::vector<Choice<Precision>>& precision_choices();
 const std::vector<Choice<DType>>& grad_dtype_choices();  // fp32, bf16, fp16 (not dtype_name's f32)
+const std::vector<Choice<ShardingMode>>& sharding_choices();
 const std::vector<Choice<Activation>>& activation_choices();
 const std::vector<Choice<OptimizerConfig::Kind>>& optimizer_choices();
 const std::vector<Choice<ScalingMode>>& scaling_mode_choices();
@@ -82,5 +84,6 @@ BackendChoice parse_backend_choice(const std::string& text);
 Precision parse_precision(const std::string& text);
 DType parse_grad_dtype(const std::string& text);
 ScalingMode parse_scaling_mode(const std::string& text);
+ShardingMode parse_sharding_mode(const std::string& text);
 
 }  // namespace sb

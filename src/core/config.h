@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collectives/sharding_mode.h"
 #include "models/ops.h"
 #include "models/resnet.h"
 #include "models/transformer.h"
@@ -59,6 +60,7 @@ struct TrainConfig {
     OptimizerConfig optimizer;
     double bucket_mb = 25.0;
     DType grad_dtype = DType::f32;  // dtype gradients are all-reduced in (DDP's bf16/fp16 compress hooks)
+    ShardingMode sharding = ShardingMode::none;  // ZeRO-1/2/3 (collectives/sharding.h); none: DDP
     uint64_t seed = 1234;
     BackendChoice backend = BackendChoice::auto_select;
     std::string out = default_output("train.jsonl");

@@ -49,6 +49,21 @@ private:
     const FlagKeys& flags_;
 };
 
+// Why `sharding` cannot run with the rest of the config, or "".
+std::string sharding_problem(const TrainConfig& cfg) {
+    if (cfg.sharding == ShardingMode::none) return "";
+    if (cfg.sharding == ShardingMode::parameters)
+        return "parameters (ZeRO-3) is not supported yet: the models compute from one flat weight buffer, so "
+               "weights cannot be gathered unit by unit; optimizer or gradients shard the optimizer state";
+    if (cfg.grad_dtype != DType::f32)
+        return fmt::format("{} reduce-scatters fp32 gradients; grad_dtype {} applies to the all-reduce (sharding: "
+                           "none) only", sharding_mode_name(cfg.sharding), grad_dtype_name(cfg.grad_dtype));
+    if (cfg.precision == Precision::fp16)
+        return fmt::format("{} with precision fp16: loss scaling decides on every gradient, which a rank holding a "
+                           "shard does not see; use bf16", sharding_mode_name(cfg.sharding));
+    return "";
+}
+
 }  // namespace
 
 std::string key_origin(const TrainConfig& cfg, const FlagKeys& flags, const std::string& key) {
@@ -122,6 +137,7 @@ void validate_config(const TrainConfig& cfg, const FlagKeys& flags) {
     check.real("optimizer.beta2", opt.beta2, kUnitHalfOpen);
     check.real("optimizer.eps", opt.eps, kPositive);
     check.real("bucket_mb", cfg.bucket_mb, number_text(cfg.bucket_mb), kBucketMbRange);
+    check.report("sharding", sharding_problem(cfg));
     if (cfg.out.empty()) check.report("out", "must be a non-empty string");
     if (const size_t at = invalid_utf8_at(cfg.out); at != std::string::npos)
         check.report("out", fmt::format("is not UTF-8 text (byte {} of the path), which records, being JSON, cannot hold",

@@ -58,6 +58,7 @@ nlohmann::json to_json(const TrainConfig& cfg) {
           {"eps", real(opt.eps)}}},
         {"bucket_mb", cfg.bucket_mb},
         {"grad_dtype", grad_dtype_name(cfg.grad_dtype)},
+        {"sharding", sharding_mode_name(cfg.sharding)},
         {"seed", cfg.seed},
         {"backend", backend_choice_name(cfg.backend)},
         {"share_gpu", cfg.share_gpu},

@@ -46,7 +46,7 @@ constexpr RealRange kUnitOpen{0.0, true, 1.0, true, "a share of positions: none 
 // ---- the keys of each section, in the order default.yaml lists them
 inline const std::vector<std::string> kTopKeys = {"model", "mlp", "transformer", "resnet", "batch_size", "scaling_mode", "scaling", "steps",
                                            "warmup", "dataset_batches", "precision", "optimizer", "bucket_mb",
-                                           "grad_dtype", "seed", "backend", "share_gpu", "out", "cuda_graphs",
+                                           "grad_dtype", "sharding", "seed", "backend", "share_gpu", "out", "cuda_graphs",
                                            "conv_engine", "sdc_check_every"};
 inline const std::vector<std::string> kMlpKeys = {"input_dim", "hidden", "num_classes", "activation", "teacher_hidden"};
 inline const std::vector<std::string> kTransformerKeys = {"arch", "layers", "hidden", "heads", "ffn", "vocab", "seq_len",

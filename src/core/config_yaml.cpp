@@ -59,6 +59,7 @@ public:
             else if (key == "optimizer") read_optimizer(value, key_node, cfg.optimizer);
             else if (key == "bucket_mb") cfg.bucket_mb = real(value, key_node, key, kBucketMbRange);
             else if (key == "grad_dtype") cfg.grad_dtype = choice(value, key_node, key, grad_dtype_choices());
+            else if (key == "sharding") cfg.sharding = choice(value, key_node, key, sharding_choices());
             else if (key == "seed") cfg.seed = unsigned_integer(value, key_node, key);
             else if (key == "backend") cfg.backend = choice(value, key_node, key, backend_choices());
             else if (key == "share_gpu") cfg.share_gpu = boolean(value, key_node, key);

@@ -14,10 +14,11 @@
 
 #include "collectives/mpi_communicator.h"
 #include "models/cpu/cpu_ops.h"
+#include "models/trace_ops.h"
 #include "base/errors.h"
 #include "src/core/files.h"
+#include "src/core/rank_memory.h"
 #include "src/core/workload.h"
-#include "src/projection/projection.h"
 #include "src/system/environment.h"
 #ifdef SCALEBENCH_HAVE_CUDA
 #include "collectives/nccl_communicator.h"
@@ -193,6 +194,37 @@ std::string shortfall(double needed, const std::pair<double, std::string>& free_
                        p.world_rank, p.host, gib(free_bytes), where, remedy);
 }
 
+// The largest per-rank prediction over the world sizes `cfg` measures in a launch of `launched`
+// ranks, and that size's per-rank batch.
+std::pair<double, int> largest_rank_memory(const TrainConfig& cfg, int launched) {
+    double largest = 0;
+    int batch = 0;
+    for (int n : world_sizes(cfg, launched)) {
+        const double total = predict_rank_memory(cfg, n, per_rank_batch(cfg, n)).total();
+        if (total > largest) largest = total;
+        batch = std::max(batch, per_rank_batch(cfg, n));
+    }
+    return {largest, batch};
+}
+
+// "sharding: MODE fits (...), or " when a sharding mode's prediction fits `capacity` at every
+// world size above 1 the launch measures (at 1 rank sharding saves nothing), else "".
+std::string fitting_mode_hint(const TrainConfig& cfg, int launched, double capacity) {
+    if (cfg.sharding != ShardingMode::none || launched < 2 || capacity <= 0) return "";
+    for (ShardingMode mode : {ShardingMode::optimizer, ShardingMode::gradients}) {
+        TrainConfig sharded = cfg;
+        sharded.sharding = mode;
+        sharded.grad_dtype = DType::f32;
+        double largest = 0;
+        for (int n : world_sizes(cfg, launched))
+            if (n > 1) largest = std::max(largest, predict_rank_memory(sharded, n, per_rank_batch(cfg, n)).total());
+        if (largest > 0 && largest <= capacity)
+            return fmt::format("sharding: {} fits ({} per rank, with scaling entries above 1 only), or ",
+                               sharding_mode_name(mode), gib(largest));
+    }
+    return "";
+}
+
 }  // namespace
 
 std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
@@ -223,15 +255,17 @@ void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops
         int size = 1;
         SB_CHECK_MPI(MPI_Comm_size(world, &size));
         for (const TrainConfig& cfg : workloads) {
-            int batch = 0;
-            for (int n : world_sizes(cfg, size)) batch = std::max(batch, per_rank_batch(cfg, n));
             TrainConfig resolved = cfg;  // the convolution engine this backend runs, not the trace's default
             if (cfg.model == "resnet") resolved.conv_engine = resolve_conv_engine(cfg, ops);
-            const StepTrace trace = trace_step(resolved, batch);
-            needed += trace.memory.total();  // the projection's footprint, the dataset's batches included
+            const auto [rank_bytes, batch] = largest_rank_memory(resolved, size);
+            needed += rank_bytes;  // src/core/rank_memory.h: the sharding mode's, the dataset's batches included
             host_needed += dataset_host_bytes(cfg, batch);
-            what_needs += fmt::format("{}{}: the {} workload ({} parameters) at batch {}", what_needs.empty() ? "" : "; ",
-                                      cfg.source, trace.model, trace.num_params, batch);
+            TraceOps trace(cfg.precision);
+            const std::unique_ptr<Model> model = create_model(resolved, trace);
+            what_needs += fmt::format("{}{}: the {} workload ({} parameters{}) at batch {}",
+                                      what_needs.empty() ? "" : "; ", cfg.source, model->name(), model->num_params(),
+                                      cfg.sharding == ShardingMode::none ? "" : fmt::format(", sharding {}", sharding_mode_name(cfg.sharding)),
+                                      batch);
             if (cfg.model == "mlp")
                 teachers += fmt::format("{}{}mlp.teacher_hidden {}", teachers.empty() ? "" : ", ",
                                         workloads.size() > 1 ? cfg.source + "'s " : "", cfg.mlp.teacher_hidden);
@@ -240,7 +274,11 @@ void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops
                                               workloads.size() > 1 ? ", every workload held at once" : "");
         const std::string generation =
             "the data as generated on the host" + (teachers.empty() ? "" : ", labelled by a teacher network of " + teachers);
-        const std::string remedy = "use a smaller model or batch" + (teachers.empty() ? "" : std::string(" (or mlp.teacher_hidden)"));
+        std::string remedy = "use a smaller model or batch" + (teachers.empty() ? "" : std::string(" (or mlp.teacher_hidden)"));
+        if (workloads.size() == 1)
+            remedy = fitting_mode_hint(workloads.front(), size,
+                                       memory_free_to_rank(ops).first - (ops.name() == "cuda" ? 0 : host_needed)) +
+                     remedy;
         if (ops.name() == "cuda") {
             error = shortfall(needed, memory_free_to_rank(ops), what_needs, parts, remedy);
             if (error.empty()) error = shortfall(host_needed, host_memory_free_to_rank(), what_needs, generation, remedy);

@@ -36,6 +36,9 @@ MODELS = {
                                      intermediate_size=4096)),
     "gpt2-small": ("gpt2", 1024, {}),
     "gpt2-medium": ("gpt2", 1024, dict(n_embd=1024, n_layer=24, n_head=16)),
+    "gpt2-large": ("gpt2", 1024, dict(n_embd=1280, n_layer=36, n_head=20)),
+    "gpt2-xl": ("gpt2", 1024, dict(n_embd=1600, n_layer=48, n_head=25)),
+    "gpt2-2.7b": ("gpt2", 1024, dict(n_embd=2560, n_layer=32, n_head=40)),
 }
 # AdamW settings of the presets in configs/ (the same for every size of a family).
 OPTIMIZER = {

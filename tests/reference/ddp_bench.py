@@ -65,6 +65,7 @@ RESNETS = {
 # Parameter counts the models must have (the same figures scalebench's unit tests check).
 EXPECTED_PARAMS = {"mlp-large": 545_326_080, "resnet50": 25_557_032, "bert-base": 109_514_298,
                    "bert-large": 335_174_458, "gpt2-small": 124_439_808, "gpt2-medium": 354_823_168,
+                   "gpt2-large": 774_030_080, "gpt2-xl": 1_557_611_200, "gpt2-2.7b": 2_648_931_840,
                    "mlp-ci": 26_122, "resnet-ci": 9_362}
 WORKLOADS = list(MLPS) + list(RESNETS) + list(bench_bert_torch.MODELS)
 

@@ -165,7 +165,7 @@ TEST(ConfigKeys, FarFromEveryKeyListsTheValidOnes) {
     EXPECT_EQ(parse_error("\n"
                           "    colour: blue\n"),
               "t.yaml:2:5: key 'colour': unknown key; valid keys: model, mlp, transformer, resnet, batch_size, scaling_mode, scaling, "
-              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, seed, backend, share_gpu, out, "
+              "steps, warmup, dataset_batches, precision, optimizer, bucket_mb, grad_dtype, sharding, seed, backend, share_gpu, out, "
               "cuda_graphs, conv_engine, sdc_check_every");
     EXPECT_EQ(parse_error("optimizer:\n"
                           "  nesterov: true\n"),
@@ -796,6 +796,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
           {"eps", 1e-8}}},
         {"bucket_mb", 25.0},
         {"grad_dtype", "fp32"},
+        {"sharding", "none"},
         {"seed", 7},
         {"backend", "cpu"},
         {"share_gpu", false},
@@ -810,7 +811,7 @@ TEST(ConfigJson, FullResolvedConfigWithYamlKeyNames) {
     EXPECT_EQ(j["optimizer"].size(), 7u);
     EXPECT_EQ(j["transformer"].size(), 13u);
     EXPECT_EQ(j["resnet"].size(), 5u);
-    EXPECT_EQ(j.size(), 22u);  // the 21 YAML keys and the source
+    EXPECT_EQ(j.size(), 23u);  // the 22 YAML keys and the source
     EXPECT_EQ(j["scaling"].dump(), "[1,2]");
     EXPECT_EQ(j["optimizer"]["lr"].dump(), "0.05");  // fp32 fields written by their shortest text
 }

@@ -63,6 +63,9 @@ TEST(Transformer, PresetParameterCountsEqualHuggingFace) {
         {"gpt2-small.yaml", 124439808},
         {"bert-large.yaml", hf_bert_mlm_params(24, 1024, 4096, 30522, 512, 2)},
         {"gpt2-medium.yaml", hf_gpt2_lm_params(24, 1024, 4096, 50257, 1024)},
+        {"gpt2-large.yaml", 774030080},  // HF gpt2-large
+        {"gpt2-xl.yaml", 1557611200},    // HF gpt2-xl
+        {"gpt2-2.7b.yaml", hf_gpt2_lm_params(32, 2560, 10240, 50257, 1024)},
     };
     EXPECT_EQ(hf_bert_mlm_params(12, 768, 3072, 30522, 512, 2), 109514298);  // the formula against HF's figure
     EXPECT_EQ(hf_gpt2_lm_params(12, 768, 3072, 50257, 1024), 124439808);

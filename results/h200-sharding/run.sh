@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Sharded data parallel on one H200 (docs/sharding.md), ranks sharing the GPU (--share-gpu), in one
+# call of under 9 minutes, from any folder:  OUT=/some/folder results/h200-sharding/run.sh
+#   1. build scalebench (CUDA, sm_90);
+#   2. equivalence: each mode against the unsharded step, 2 and 4 ranks, fp32 and dropout 0 (the tiny
+#      BERT of configs/ci-transformer.yaml and the tiny ResNet of configs/ci-resnet.yaml);
+#   3. the refusal: GPT-2 XL at a batch whose replica does not fit a quarter of the GPU, unsharded;
+#   4. GPT-2 large b2 bf16 at 4 ranks: scalebench none / optimizer / gradients beside PyTorch
+#      (tests/reference/fsdp_bench.py: DDP, DDP + ZeroRedundancyOptimizer, FSDP2 reshard False and True):
+#      step, communication cost, memory per rank predicted and measured.
+# Writes to $OUT: run.log, summary.md (summarize.py: PASS or FAIL per requirement, then the tables)
+# and details.tar.gz (every record and log). LIMIT (default 520) caps the call's seconds.
+set -uo pipefail
+O=$(realpath -m "${OUT:?OUT: the folder the results go to}")
+mkdir -p "$O" || exit 2
+cd "$(dirname "$0")/../.." || exit 2
+B=build-gpu
+W=$(mktemp -d); R=$W/records; mkdir -p "$R"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+left() { local l=$(( ${LIMIT:-520} - ($(date +%s) - T0) )); (( l < $1 )) && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
+mpirun=(mpirun --bind-to none --oversubscribe); [[ $EUID -eq 0 ]] && mpirun+=(--allow-run-as-root)
+exec > >(tee "$O/run.log") 2>&1
+pack() {
+  python3 results/h200-sharding/summarize.py "$R" >"$O/summary.md" 2>"$W/summarize.err" || cat "$W/summarize.err"
+  cat "$O/summary.md"
+  tar -czf "$O/details.tar.gz" -C "$W" .
+  rm -rf "$W"
+  el done
+}
+trap pack EXIT
+nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+el build
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 &&
+  cmake --build "$B" -j"$(nproc)" --target scalebench; } >"$W/build.log" 2>&1 || { tail -30 "$W/build.log"; exit 1; }
+el "built: $(grep -c 'Building' "$W/build.log") compile steps"
+
+sb() {  # NAME SECONDS NP ARGS...: scalebench under mpirun, log in $R/NAME.log, exit status in $R/NAME.rc
+  local name=$1 limit=$2 np=$3; shift 3
+  el "$name"
+  timeout "$(left "$limit")" "${mpirun[@]}" -np "$np" "$B/scalebench" "$@" >"$R/$name.log" 2>&1
+  echo $? >"$R/$name.rc"
+  echo "   exit $(cat "$R/$name.rc")"; grep -E '^ +[0-9]+ |error|fits' "$R/$name.log" | head -6
+}
+for mode in none optimizer gradients; do
+  sb "equiv-transformer-$mode" 60 4 train --config configs/ci-transformer.yaml --share-gpu --precision fp32 \
+    --sharding "$mode" --scaling 2,4 --steps 5 --warmup 1 --bucket-mb 0.01 --out "$R/equiv-transformer.jsonl"
+done
+for mode in none optimizer; do
+  sb "equiv-resnet-$mode" 60 4 train --config configs/ci-resnet.yaml --share-gpu --precision fp32 \
+    --sharding "$mode" --scaling 2,4 --steps 5 --warmup 1 --bucket-mb 0.05 --out "$R/equiv-resnet.jsonl"
+done
+# A replica of GPT-2 XL (18 bytes a parameter: 28 GB) and batch 5's activations (about 14 GB) exceed a
+# quarter of the H200 (about 37 GB); sharded (13 bytes a parameter at 4 ranks) it fits: refused
+# before any step, the message naming the sharding mode that fits.
+sb refusal-xl-none 90 4 train --config configs/gpt2-xl.yaml --share-gpu --sharding none --batch-size 5 \
+  --scaling 4 --steps 2 --warmup 1 --out "$R/refusal.jsonl"
+for mode in none optimizer gradients; do
+  sb "large-$mode" 120 4 train --config configs/gpt2-large.yaml --share-gpu --sharding "$mode" --batch-size 2 \
+    --scaling 4 --steps 4 --warmup 2 --out "$R/large.jsonl"
+done
+el "PyTorch: DDP, ZeroRedundancyOptimizer, FSDP2 at 4 ranks sharing the GPU"
+timeout "$(left 200)" python3 -m torch.distributed.run --standalone --nproc_per_node 4 tests/reference/fsdp_bench.py \
+  --share-gpu --workload gpt2-large:2 --scaling 4 --steps 4 --warmup 2 --out "$R/peer.jsonl" >"$R/peer.log" 2>&1
+echo "   exit $?"; tail -6 "$R/peer.log"
+exit 0  # the verdicts are in summary.md

@@ -1,0 +1,192 @@
+// Sharded data parallel over MPI (run with mpirun -np 2 and 4): the reduce-scatter, the
+// update of the own shard and the all-gather give every rank the parameters of the averaged
+// step, and the trainer in each sharding mode ends with the losses and parameters of the
+// unsharded trainer (MLP, GPT and ResNet), its ranks holding identical parameters.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "collectives/mpi_communicator.h"
+#include "collectives/sharding.h"
+#include "models/cpu/cpu_ops.h"
+#include "src/commands/runner.h"
+#include "src/core/config.h"
+#include "src/core/results.h"
+#include "tests/test_util.h"
+
+namespace sb {
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+
+// Three buckets whose counts do not divide by 2 or 4 (padded slices, a padded tail).
+TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    const int n = comm.size(), r = comm.rank();
+    const std::vector<Bucket> buckets = {{16, 11, {}}, {5, 11, {}}, {0, 5, {}}};
+    const size_t count = 27;
+    ShardedState state(buckets, comm, ops, /*adamw=*/false);
+    const size_t full = count + state.layout().tail_padding();
+    const std::vector<float> initial = test::random_vector(count, 7);
+    std::vector<float> params(full, 0.0f);
+    std::copy(initial.begin(), initial.end(), params.begin());
+
+    std::vector<float> grads(full, 0.0f), expected(count);
+    for (size_t i = 0; i < count; ++i) {
+        grads[i] = static_cast<float>((r + 1) * (i % 5 + 1));
+        const double mean = (i % 5 + 1) * (n + 1) / 2.0;
+        expected[i] = static_cast<float>(initial[i] - 0.5 * mean);
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) state.reduce_scatter_bucket(b, grads.data())->wait();
+    OptimizerConfig sgd;
+    sgd.kind = OptimizerConfig::Kind::sgd;
+    sgd.lr = 0.5f;
+    sgd.momentum = 0.0f;
+    state.update(params.data(), sgd, 1);
+    // Only this rank's slices moved: those of every other rank still hold the initial values.
+    size_t moved = 0;
+    for (size_t i = 0; i < count; ++i) moved += params[i] != initial[i];
+    EXPECT_GT(moved, 0u);
+    EXPECT_LE(moved, state.layout().shard_elements());
+    state.all_gather_params(params.data());
+    for (size_t i = 0; i < count; ++i) ASSERT_NEAR(params[i], expected[i], 1e-5) << "element " << i << " rank " << r;
+}
+
+TrainConfig family_config(const std::string& model) {
+    TrainConfig cfg;
+    cfg.model = model;
+    cfg.batch_size = 12;  // global: divisible by 1..4
+    cfg.scaling_mode = ScalingMode::strong;
+    cfg.optimizer.kind = OptimizerConfig::Kind::adamw;
+    cfg.optimizer.lr = 3e-3f;
+    cfg.optimizer.weight_decay = 0.01f;
+    cfg.dataset_batches = 3;
+    cfg.bucket_mb = 0.003;  // several buckets
+    if (model == "mlp") {
+        cfg.mlp.input_dim = 24;
+        cfg.mlp.hidden = {32, 16};
+        cfg.mlp.num_classes = 5;
+        cfg.mlp.teacher_hidden = 8;
+        cfg.bucket_mb = 0.0002;  // three buckets of its 1,413 parameters
+    } else if (model == "transformer") {
+        TransformerShape& s = cfg.transformer.shape;
+        s.arch = TransformerArch::gpt;
+        s.layers = 2, s.hidden = 16, s.heads = 2, s.ffn = 32, s.vocab = 40, s.seq_len = 8, s.max_positions = 8;
+        s.dropout = s.attention_dropout = 0.0f;
+        s.layernorm_eps = 1e-5f;
+    } else {
+        cfg.resnet.blocks = {1, 1};
+        cfg.resnet.width = 4;
+        cfg.resnet.image_size = 16;
+        cfg.resnet.num_classes = 5;
+        cfg.optimizer.kind = OptimizerConfig::Kind::sgd;
+        cfg.optimizer.lr = 0.05f;
+    }
+    return cfg;
+}
+
+struct Trained {
+    std::vector<float> losses, params;
+};
+
+Trained train(const TrainConfig& cfg, int steps) {
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    DataParallelTrainer trainer(cfg, ops, comm);
+    EXPECT_GT(trainer.bucketer().buckets().size(), 2u);
+    Trained t;
+    for (int s = 0; s < steps; ++s) {
+        trainer.step(s);
+        t.losses.push_back(trainer.last_loss());
+    }
+    t.params = trainer.params_host();
+    return t;
+}
+
+struct Case {
+    const char* model;
+    ShardingMode mode;
+};
+
+std::ostream& operator<<(std::ostream& out, const Case& c) {
+    return out << c.model << " " << sharding_mode_name(c.mode);
+}
+
+class ShardedTraining : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ShardedTraining, EndsWithTheLossesAndParametersOfTheUnshardedStep) {
+    TrainConfig cfg = family_config(GetParam().model);
+    validate_config(cfg);
+    const Trained ddp = train(cfg, 5);
+    cfg.sharding = GetParam().mode;
+    validate_config(cfg);
+    const Trained sharded = train(cfg, 5);
+    ASSERT_EQ(sharded.params.size(), ddp.params.size());
+    for (size_t s = 0; s < ddp.losses.size(); ++s)
+        EXPECT_NEAR(sharded.losses[s], ddp.losses[s], 1e-5 * std::abs(ddp.losses[s])) << "step " << s;
+    EXPECT_LE(test::relative_error(sharded.params, ddp.params), 1e-5);
+    EXPECT_GT(test::relative_error(sharded.params, train(family_config(GetParam().model), 1).params), 1e-4)
+        << "five steps moved the parameters";
+    // Every rank holds the same gathered parameters.
+    std::vector<float> rank0 = sharded.params;
+    MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(0, std::memcmp(rank0.data(), sharded.params.data(), rank0.size() * sizeof(float)))
+        << "rank " << world_rank() << " differs from rank 0";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
+                         ::testing::Values(Case{"mlp", ShardingMode::optimizer}, Case{"mlp", ShardingMode::gradients},
+                                           Case{"transformer", ShardingMode::optimizer},
+                                           Case{"transformer", ShardingMode::gradients},
+                                           Case{"resnet", ShardingMode::optimizer}),
+                         [](const auto& info) {
+                             return std::string(info.param.model) + "_" + sharding_mode_name(info.param.mode);
+                         });
+
+// The record of a sharded sweep: the collectives' bytes as docs/sharding.md gives them, their
+// times alone, no all-reduce, and the measured memory beside the prediction.
+TEST(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    TrainConfig cfg = family_config("transformer");
+    cfg.sharding = ShardingMode::optimizer;
+    cfg.scaling = {n};
+    cfg.steps = 2;
+    cfg.warmup = 1;
+    long pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("scalebench-sharded-sweep-" + std::to_string(pid) + ".jsonl")).string();
+    cfg.out = path;
+    CpuOps ops;
+    EXPECT_TRUE(run_training_sweep(cfg, ops, MPI_COMM_WORLD, nlohmann::json::object()));
+    if (world_rank() != 0) return;
+    const ReadResult r = read_records(path);
+    std::filesystem::remove(path);
+    ASSERT_EQ(r.records.size(), 1u);
+    const nlohmann::json& rec = r.records[0];
+    const nlohmann::json& sh = rec["sharding"];
+    EXPECT_EQ(sh["mode"], "optimizer");
+    const double params = rec["num_params"].get<double>(), buckets = rec["buckets"].get<double>();
+    const double bytes = sh["reduce_scatter"]["bytes"].get<double>();
+    EXPECT_DOUBLE_EQ(bytes, 4.0 * sh["shard_elements"].get<double>() * n);
+    EXPECT_GE(bytes, 4 * params);
+    EXPECT_LE(bytes, 4 * (params + buckets * (n - 1)));
+    EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
+    EXPECT_GT(sh["reduce_scatter"]["ms"].get<double>(), 0);
+    EXPECT_GT(sh["all_gather"]["ms"].get<double>(), 0);
+    EXPECT_TRUE(rec["allreduce_ms"].is_null());
+    EXPECT_TRUE(rec["replica_check"]["passed"].get<bool>());
+    const nlohmann::json& mem = rec["memory_per_rank"];
+    for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
+        EXPECT_DOUBLE_EQ(mem["measured"][kind].get<double>(), mem["predicted"][kind].get<double>()) << kind;
+    EXPECT_NEAR(mem["peak_vs_predicted"].get<double>(), 1.0, 0.05) << mem.dump();
+}
+
+}  // namespace
+}  // namespace sb

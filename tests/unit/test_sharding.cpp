@@ -1,0 +1,101 @@
+// Sharded data parallel on one process: the shard layout (every bucket cut into equal
+// slices, a rank's slices back to back, the padding past the buffer's end), the sharding key
+// and its refusals, and the per-rank memory prediction of each mode.
+#include <gtest/gtest.h>
+
+#include "base/errors.h"
+#include "collectives/sharding.h"
+#include "src/core/choices.h"
+#include "src/core/config.h"
+#include "src/core/rank_memory.h"
+
+namespace sb {
+namespace {
+
+std::vector<Bucket> buckets_of(const std::vector<std::pair<size_t, size_t>>& offset_count) {
+    std::vector<Bucket> out;
+    for (const auto& [offset, count] : offset_count) out.push_back(Bucket{offset, count, {}});
+    return out;
+}
+
+TEST(ShardLayout, EveryBucketIsCutIntoEqualSlicesAndTheRanksSlicesLieBackToBack) {
+    // As the bucketer orders them: the end of the buffer first.
+    const std::vector<Bucket> buckets = buckets_of({{12, 10}, {4, 8}, {0, 4}});
+    const ShardLayout r0(buckets, 4, 0), r3(buckets, 4, 3);
+    EXPECT_EQ(r0.slice(0), 3u);  // ceil(10 / 4)
+    EXPECT_EQ(r0.slice(1), 2u);
+    EXPECT_EQ(r0.slice(2), 1u);
+    EXPECT_EQ(r0.shard_elements(), 6u);
+    EXPECT_EQ(r3.shard_elements(), 6u);
+    EXPECT_EQ(r3.shard_offset(0), 0u);
+    EXPECT_EQ(r3.shard_offset(1), 3u);
+    EXPECT_EQ(r3.shard_offset(2), 5u);
+    EXPECT_EQ(r3.flat_offset(0), 12u + 9u);
+    EXPECT_EQ(r3.flat_offset(1), 4u + 6u);
+    EXPECT_EQ(r0.padded_count(0), 12u);
+    EXPECT_EQ(r0.tail_padding(), 2u);  // bucket 0 ends the buffer at 22; its padded span at 24
+    EXPECT_EQ(r0.largest_padded_count(), 12u);
+}
+
+TEST(ShardLayout, OneRankOwnsEverythingWithoutPadding) {
+    const ShardLayout layout(buckets_of({{5, 7}, {0, 5}}), 1, 0);
+    EXPECT_EQ(layout.shard_elements(), 12u);
+    EXPECT_EQ(layout.tail_padding(), 0u);
+    EXPECT_EQ(layout.flat_offset(1), 0u);
+    EXPECT_THROW(ShardLayout(buckets_of({{0, 5}}), 2, 2), std::runtime_error);
+}
+
+TEST(ShardingConfig, TheKeyReadsEveryModeAndRecordsIt) {
+    EXPECT_EQ(parse_config("sharding: optimizer\n", "t.yaml").sharding, ShardingMode::optimizer);
+    EXPECT_EQ(parse_config("sharding: gradients\n", "t.yaml").sharding, ShardingMode::gradients);
+    EXPECT_EQ(TrainConfig{}.sharding, ShardingMode::none);
+    EXPECT_EQ(to_json(parse_config("sharding: gradients\n", "t.yaml"))["sharding"], "gradients");
+    EXPECT_EQ(parse_sharding_mode("optimizer"), ShardingMode::optimizer);
+    EXPECT_THROW(parse_sharding_mode("zero2"), UserError);
+}
+
+std::string refusal(const std::string& yaml) {
+    try {
+        validate_config(parse_config(yaml, "t.yaml"));
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(ShardingConfig, WhatCannotRunIsRefusedNamingTheKey) {
+    EXPECT_EQ(refusal("sharding: optimizer\n"), "");
+    EXPECT_NE(refusal("sharding: parameters\n").find("key 'sharding': parameters (ZeRO-3) is not"),
+              std::string::npos) << refusal("sharding: parameters\n");
+    EXPECT_NE(refusal("sharding: gradients\ngrad_dtype: bf16\n").find("grad_dtype bf16"), std::string::npos);
+    EXPECT_NE(refusal("sharding: optimizer\nprecision: fp16\n").find("use bf16"), std::string::npos);
+}
+
+TrainConfig gpt_config() {
+    TrainConfig cfg;
+    cfg.model = "transformer";
+    TransformerShape& s = cfg.transformer.shape;
+    s.arch = TransformerArch::gpt;
+    s.layers = 2, s.hidden = 32, s.heads = 2, s.ffn = 64, s.vocab = 50, s.seq_len = 16, s.max_positions = 16;
+    cfg.bucket_mb = 0.01;
+    return cfg;
+}
+
+TEST(RankMemory, ShardingDividesTheOptimizerStateAndAddsTheShards) {
+    TrainConfig cfg = gpt_config();
+    const RankMemory none = predict_rank_memory(cfg, 4, 2);
+    cfg.sharding = ShardingMode::optimizer;
+    const RankMemory sharded = predict_rank_memory(cfg, 4, 2);
+    const double n = none.gradients / sizeof(float);
+    EXPECT_DOUBLE_EQ(none.optimizer_state, 2 * 4 * n);  // AdamW's two fp32 moments
+    EXPECT_GE(sharded.optimizer_state, none.optimizer_state / 4);
+    EXPECT_LE(sharded.optimizer_state, none.optimizer_state / 4 + 2 * 4.0 * 4 * 64);  // a slice's padding per bucket
+    EXPECT_GE(sharded.parameters, none.parameters);  // every parameter, and the padded tail
+    EXPECT_GT(sharded.gradients, none.gradients);    // the gradient shard beside the full gradients
+    EXPECT_DOUBLE_EQ(sharded.activations, none.activations);
+    EXPECT_GT(none.activations, 0);
+    EXPECT_LT(sharded.total(), none.total());
+}
+
+}  // namespace
+}  // namespace sb
