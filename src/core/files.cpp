@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "src/core/data_dir.h"
 
 namespace sb {
 
@@ -137,15 +138,16 @@ std::string read_text_file(const std::string& path, const std::string& what) {
         throw UserError(fmt::format("{}: cannot read {}: the path is not UTF-8 text (byte 0x{:02x} at offset {}), "
                                     "which records, being JSON, cannot hold",
                                     printable(path), what, static_cast<unsigned char>(path[at]), at));
+    const std::string file = input_path(path);  // configs/NAME.yaml from any folder: the shipped one
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
+    if (::stat(file.c_str(), &st) == 0) {
         std::lock_guard<std::mutex> lock(g_mutex);
         if (const auto it = g_outputs.find({st.st_dev, st.st_ino}); it != g_outputs.end())
             throw UserError(fmt::format("{}: cannot read {}: it is the output {} of this run", printable(path), what,
                                         printable(it->second)));
     }
-    std::string text = read_input_file(path, what, kMaxYamlBytes);
-    if (::stat(path.c_str(), &st) == 0) {
+    std::string text = read_input_file(file, what, kMaxYamlBytes);
+    if (::stat(file.c_str(), &st) == 0) {
         std::lock_guard<std::mutex> lock(g_mutex);
         g_yaml_inputs[{st.st_dev, st.st_ino}] = fmt::format("the {} {}", what, printable(path));
     }

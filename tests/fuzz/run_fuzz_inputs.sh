@@ -15,7 +15,8 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$work/probe" 2>/dev/null; then
   echo "clang++ has no libFuzzer runtime (libclang-rt-dev): skipping"; exit 77
 fi
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-"$cxx" "${flags[@]}" -I"$src" "$src/tests/fuzz/fuzz_inputs.cpp" "$src/src/core/config.cpp" "$src/src/core/files.cpp" \
+"$cxx" "${flags[@]}" -I"$src" -DSCALEBENCH_SOURCE_DIR="\"$src\"" "$src/tests/fuzz/fuzz_inputs.cpp" "$src/src/core/config.cpp" \
+  "$src/src/core/files.cpp" "$src/src/core/data_dir.cpp" \
   "$src/src/core/plausible.cpp" "$src/src/core/results.cpp" "$src/src/projection/hardware.cpp" \
   "$src/src/system/gpu_peaks.cpp" "$src/models/ops.cpp" "$src/models/mlp.cpp" "$src/models/transformer.cpp" \
   "$src/models/rng.cpp" \
