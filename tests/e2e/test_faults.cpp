@@ -66,9 +66,7 @@ struct Outcome {
 };
 
 // Starts `mpirun -np 3 scalebench train` (rank 2 alone stalls nothing until the n = 3
-// measurement), waits for the first record (n = 1), sends `sig` to rank 2. 8,000 steps: the n = 1
-// run takes seconds (0.3 ms a step alone), and the n = 3 run, slower a step, cannot end before the
-// signal, which follows the record within the 2 s that find_rank may take.
+// measurement), waits for the first record (n = 1), sends `sig` to rank 2.
 Outcome run_with_fault(int sig, const std::string& tag) {
     const fs::path dir = scratch();
     const std::string out = (dir / (tag + ".jsonl")).string(), err = (dir / (tag + ".err")).string();
@@ -80,7 +78,7 @@ Outcome run_with_fault(int sig, const std::string& tag) {
         std::freopen("/dev/null", "w", stdout);
         const std::string cmd = std::string("exec ") + SCALEBENCH_MPIRUN + " -np 3 " + SCALEBENCH_BINARY +
                                 " train --config " + SCALEBENCH_SOURCE_DIR +
-                                "/configs/ci-small.yaml --backend cpu --scaling 1,3 --steps 8000 --out " + out;
+                                "/configs/ci-small.yaml --backend cpu --scaling 1,3 --steps 20000 --out " + out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
