@@ -5,13 +5,13 @@
 #   --run-only   the run alone, on the binary already in build/ (the clean-checkout test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source launch/stage.sh
 case "${1:-}" in
-  "") launch/install_deps.sh
-      launch/build.sh ;;
+  "") stage "install and build" bash -c 'launch/install_deps.sh && launch/build.sh' ;;
   --run-only) ;;
   *) echo "launch/setup.sh: unknown argument '$1' (give none, or --run-only)" >&2
      exit 2 ;;
 esac
 root_flags=()
 [[ $EUID -eq 0 ]] && root_flags=(--allow-run-as-root)
-mpirun "${root_flags[@]}" --oversubscribe -np 2 build/scalebench
+stage "default run" mpirun "${root_flags[@]}" --oversubscribe -np 2 build/scalebench

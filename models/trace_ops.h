@@ -50,10 +50,9 @@ public:
     std::string name() const override { return "trace"; }
     Precision precision() const override { return precision_; }
     const DeviceLimits* device_limits() const override { return &limits_; }
-    // What this build's CUDA backend would run: conv_engine auto traces cuDNN's convolutions.
-#ifdef SCALEBENCH_HAVE_CUDNN
-    bool has_cudnn() const override { return true; }
-#endif
+    // What this build's CUDA backend would run: with cuDNN, conv_engine auto traces cuDNN's
+    // convolutions (defined in trace_ops.cpp, one of the sources that know whether cuDNN is built).
+    bool has_cudnn() const override;
 
     const std::vector<TracedOp>& trace() const { return ops_; }
     size_t position() const { return ops_.size(); }  // index the next op will get

@@ -1,4 +1,4 @@
-// cuDNN's convolutions for CudaOps (conv_engine cudnn; built only with SCALEBENCH_HAVE_CUDNN):
+// cuDNN's convolutions for CudaOps (conv_engine cudnn; built only where cmake found cuDNN):
 // forward, data gradient and filter gradient on NHWC tensors and KRSC ([out, ky, kx, in])
 // filters, fp32 accumulation (FMA-only math for fp32, TF32 allowed for tf32, tensor cores for
 // bf16/fp16). Each (direction, shape, dtype) gets its descriptors and algorithm once: the

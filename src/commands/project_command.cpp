@@ -18,6 +18,7 @@
 
 #include "src/commands/runner.h"
 #include "base/errors.h"
+#include "src/core/data_dir.h"
 #include "src/core/files.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"
@@ -370,12 +371,12 @@ void write_whole_file(const std::string& path, const std::string& text) {
     }
 }
 
-// compare --report: the guide's JSON beside the Markdown, rendered with its plots by
-// results/compare_report.py (results/ beside configs/).
-void write_report(const std::string& report, const nlohmann::json& guide, const std::string& configs_dir) {
+// compare --report: the guide's JSON beside the Markdown, rendered with its plots by the shipped
+// results/compare_report.py.
+void write_report(const std::string& report, const nlohmann::json& guide) {
     const std::string json_path = report_json_path(report);
     write_whole_file(json_path, json_text(guide, 2) + "\n");
-    const std::string script = (std::filesystem::path(configs_dir).parent_path() / "results" / "compare_report.py").string();
+    const std::string script = shipped_path("results/compare_report.py");
     const std::vector<std::string> argv = {"/usr/bin/python3", script, json_path, report};
     if (const std::string failed = run_child(argv); !failed.empty())
         throw UserError(fmt::format("--report {}: rendering failed ({}); the data is in {}; run: {}", report, failed,
@@ -426,12 +427,9 @@ int run_compare(const ProjectOptions& o) {
         return 0;
     }
     if (!o.batch.empty()) throw UserError("--batch-size: give it with --config (the scenario presets set their own batches)");
-    const std::string configs = [] {
-        const std::string hw = shipped_config_dir("hardware");
-        return hw.empty() ? std::string("configs") : std::filesystem::path(hw).parent_path().string();
-    }();
-    // The soaks and card tests of each profile's GPU among the committed records (results/ beside configs/).
-    const std::string results_dir = (std::filesystem::path(configs).parent_path() / "results").string();
+    const std::string configs = shipped_config_dir("").empty() ? "configs" : shipped_config_dir("");
+    // The soaks and card tests of each profile's GPU among the shipped records (src/core/data_dir.h).
+    const std::string results_dir = shipped_path("results");
     const ScenarioGuide guide = judge_scenarios(profiles, calibrations, resolve_scenarios(o.scenarios, configs), terms, setup,
                                                 configs, results_dir, [&](const std::string& path) {
                                                     ProjectOptions one = o;
@@ -444,7 +442,7 @@ int run_compare(const ProjectOptions& o) {
         fmt::print("{}\n", json_text(to_json(guide), 2));
         return 0;
     }
-    if (!o.report.empty()) write_report(o.report, to_json(guide), configs);
+    if (!o.report.empty()) write_report(o.report, to_json(guide));
     print_scenario_guide(guide);
     return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "base/errors.h"
 #include "src/core/choices.h"
+#include "src/core/data_dir.h"
 
 namespace sb {
 
@@ -159,8 +160,9 @@ std::string read_text_file(const std::string& path, const std::string& what) {
         throw UserError(fmt::format("{}: cannot read {}: the path is not UTF-8 text (byte 0x{:02x} at offset {}), "
                                     "which records, being JSON, cannot hold",
                                     printable(path), what, static_cast<unsigned char>(path[at]), at));
-    note_input(path, what);
-    return read_input_file(path, what, kMaxYamlBytes);
+    const std::string file = input_path(path);  // configs/NAME.yaml from any folder: the shipped one
+    note_input(file, what);
+    return read_input_file(file, what, kMaxYamlBytes);
 }
 
 std::string repeated_file(const std::vector<std::string>& paths) {

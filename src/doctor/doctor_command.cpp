@@ -16,6 +16,7 @@
 #include "src/commands/project_command.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"
+#include "src/core/data_dir.h"
 #include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
@@ -107,8 +108,8 @@ int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
     std::vector<HardwareProfile> profiles;
     if (!profile_dir.empty()) profiles = doctor::load_profiles(profile_dir);
     std::vector<doctor::PublishedBusbw> published;
-    const std::string published_file = profile_dir + "/../../results/published/nccl_allreduce.yaml";
-    if (!profile_dir.empty() && std::filesystem::is_regular_file(published_file))
+    const std::string published_file = shipped_path("results/published/nccl_allreduce.yaml");
+    if (!published_file.empty() && std::filesystem::is_regular_file(published_file))
         published = doctor::load_published_busbw(published_file);
     doctor::ExpectedBands bands = doctor::expected_bands(s, profiles, published);
     if (profiles.empty()) bands.why_none = "no hardware profiles found (give --profile-dir)";
@@ -141,7 +142,8 @@ doctor::TrainingReading run_training_tier(const DoctorOptions& o, bool on_gpu, c
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     std::string path = o.train_config;
-    if (path.empty()) path = shipped_config_dir("") + (on_gpu ? "/mlp-large.yaml" : "/ci-small.yaml");
+    const std::string preset = on_gpu ? "configs/mlp-large.yaml" : "configs/ci-small.yaml";
+    if (path.empty()) path = shipped_path(preset).empty() ? preset : shipped_path(preset);
     TrainConfig cfg = load_config_everywhere(path, world);
     cfg.scaling = size > 1 ? std::vector<int>{1, size} : std::vector<int>{1};
     cfg.steps = o.train_steps;

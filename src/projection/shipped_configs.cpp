@@ -4,20 +4,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "src/core/data_dir.h"
+
 namespace sb {
 
 std::string shipped_config_dir(const std::string& sub) {
-    namespace fs = std::filesystem;
-    const fs::path relative = fs::path("configs") / sub;
-    if (fs::is_directory(relative)) return relative.string();
-    std::error_code ec;
-    fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
-    for (int up = 0; !ec && up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
-        if (fs::is_directory(dir / relative)) return (dir / relative).string();
-        if (fs::is_directory(dir / "share" / "scalebench" / relative)) return (dir / "share" / "scalebench" / relative).string();
-        if (dir == dir.parent_path()) break;
-    }
-    return "";
+    const std::string dir = shipped_path(sub.empty() ? "configs" : "configs/" + sub);
+    return !dir.empty() && std::filesystem::is_directory(dir) ? dir : "";
 }
 
 std::vector<std::string> yaml_names_in(const std::string& dir) {

@@ -1,5 +1,5 @@
-// The shipped configs/ folder and what it holds: where it is (beside the working directory or
-// the binary), the hardware profiles' and scenario presets' names.
+// The shipped configs/ folder and what it holds: where it is (src/core/data_dir.h), the hardware
+// profiles' and scenario presets' names.
 #pragma once
 
 #include <string>
@@ -7,9 +7,8 @@
 
 namespace sb {
 
-// Where the shipped `configs/<sub>` folder is: under the working directory, else under the
-// binary's folder or one of its parents (a build tree inside the source tree, an install).
-// Empty when neither has it.
+// Where the shipped `configs/<sub>` folder is (src/core/data_dir.h: beside an installed binary, or
+// the build tree's sources); empty when there is none.
 std::string shipped_config_dir(const std::string& sub);
 // The names of the shipped hardware profiles (sorted), for --help, errors and --hardware all.
 std::vector<std::string> shipped_profile_names();

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 FENCE = re.compile(r"^```(bash|sh)\s*$")
 SKIP = re.compile(r"^<!-- (gpu|skip-test: .+) -->$")
@@ -96,6 +97,7 @@ def main():
                     print(f"SKIPPED  {where}: /usr/bin/python3 cannot import matplotlib")
                     continue
                 script = PRELUDE + text.replace("/tmp/", os.path.join(work, "tmp") + "/")
+                start = time.monotonic()
                 try:
                     done = subprocess.run(["bash", "-c", script], cwd=work, capture_output=True, text=True,
                                           timeout=args.timeout)
@@ -103,8 +105,9 @@ def main():
                 except subprocess.TimeoutExpired as e:
                     code, output = "timeout", f"did not finish within {args.timeout} s\n{e.stdout or ''}{e.stderr or ''}"
                 ran += 1
+                took = f" {time.monotonic() - start:.1f} s"  # the slow blocks are CI's time
                 if code == expected:
-                    print(f"ok       {where}" + (f" (exit {code}, as marked)" if expected else ""))
+                    print(f"ok       {where}{took}" + (f" (exit {code}, as marked)" if expected else ""))
                 else:
                     print(f"FAILED   {where} (exit {code}, expected {expected})")
                     failures.append((where, text, output))

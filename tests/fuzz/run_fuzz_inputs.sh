@@ -15,13 +15,23 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$work/probe" 2>/dev/null; then
   echo "clang++ has no libFuzzer runtime (libclang-rt-dev): skipping"; exit 77
 fi
 flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-"$cxx" "${flags[@]}" -I"$src" "$src/tests/fuzz/fuzz_inputs.cpp" "$src"/src/core/{choices,config_checks,config_json,config_yaml,yaml_reader,files}.cpp \
-  "$src/base/numbers.cpp" "$src/src/projection/profile_ranges.cpp" "$src/src/projection/calibration_checks.cpp" \
-  "$src/src/doctor/snapshot.cpp" \
-  "$src/src/core/plausible.cpp" "$src/src/core/results.cpp" "$src/src/projection/hardware.cpp" \
-  "$src/src/system/gpu_peaks.cpp" "$src/models/ops.cpp" "$src/models/mlp.cpp" "$src/models/transformer.cpp" \
-  "$src/models/rng.cpp" \
-  $(pkg-config --cflags --libs yaml-cpp fmt 2>/dev/null || echo -lyaml-cpp -lfmt) -o "$work/fuzz_inputs"
+sources=(tests/fuzz/fuzz_inputs.cpp src/core/{choices,config_checks,config_json,config_yaml,yaml_reader,files,data_dir}.cpp
+         base/numbers.cpp src/projection/profile_ranges.cpp src/projection/calibration_checks.cpp src/doctor/snapshot.cpp
+         src/core/plausible.cpp src/core/results.cpp src/projection/hardware.cpp src/system/gpu_peaks.cpp models/ops.cpp
+         models/mlp.cpp models/transformer.cpp models/rng.cpp)
+# Each source compiled on its own, two at a time (CI has two cores), then linked.
+objects=() failed=0
+for f in "${sources[@]}"; do
+  while (( $(jobs -rp | wc -l) >= 2 )); do wait -n || failed=1; done
+  obj=$work/$(basename "$f" .cpp).o
+  objects+=("$obj")
+  "$cxx" "${flags[@]}" -I"$src" -DSCALEBENCH_SOURCE_DIR="\"$src\"" $(pkg-config --cflags yaml-cpp fmt 2>/dev/null) \
+    -c "$src/$f" -o "$obj" &
+done
+while (( $(jobs -rp | wc -l) > 0 )); do wait -n || failed=1; done
+(( failed == 0 )) || { echo "fuzz_inputs: a source failed to compile" >&2; exit 1; }
+"$cxx" "${flags[@]}" "${objects[@]}" $(pkg-config --libs yaml-cpp fmt 2>/dev/null || echo -lyaml-cpp -lfmt) \
+  -o "$work/fuzz_inputs"
 # Seeds behind their selector byte: 0 config, 1 hardware profile, 2 record file (at most 4 KiB
 # of each record file), 3 doctor snapshot. Findings are configs and stay regression inputs.
 seed() {  # SELECTOR FILE
