@@ -90,7 +90,7 @@ sb no-straggler 60 2 train --config configs/ci-small.yaml --share-gpu --scaling 
   --out "$R/no-straggler.jsonl"
 
 # The fabric: all_reduce at 2 ranks, 1 MB to 64 MB, one setting changed from the mode's default
-# (NCCL_BUFFSIZE 16 MiB, the MPS daemon) at a time; every setting 3 times, the repetitions
+# (NCCL_BUFFSIZE 16 MiB, 4 socket threads of 4 sockets, the MPS daemon) at a time; every setting 3 times, the repetitions
 # interleaved (one round of every setting, then the next), so a drift of the machine reaches
 # every setting alike. summarize.py calls a setting faster only when its slowest repetition beats
 # the other's fastest.
@@ -105,7 +105,7 @@ for rep in 1 2 3; do
   grid mode-default "$rep" 2
   grid nccl-buffsize-4M "$rep" 2 NCCL_BUFFSIZE=4194304
   grid buffsize-32M "$rep" 2 NCCL_BUFFSIZE=33554432
-  grid threads4-socks4 "$rep" 2 NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
+  grid sockets-1x1 "$rep" 2 NCCL_SOCKET_NTHREADS=1 NCCL_NSOCKS_PERTHREAD=1
   mps_off
   grid time-sliced "$rep" 2
   mps_on

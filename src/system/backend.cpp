@@ -59,12 +59,11 @@ bool shared_gpu_mode = false;
 }  // namespace
 
 SharedGpuEnv shared_gpu_env(const std::string& host, int world_rank, bool one_host, const char* nccl_hostid,
-                            const char* nccl_socket_ifname, const char* nccl_buffsize) {
+                            const char* nccl_socket_ifname) {
     SharedGpuEnv env;
     const std::string base = nccl_hostid && *nccl_hostid ? nccl_hostid : host;
     env.host_id = fmt::format("{}-rank{}", base, world_rank);
     if (one_host && !(nccl_socket_ifname && *nccl_socket_ifname)) env.socket_ifname = "lo";
-    if (!(nccl_buffsize && *nccl_buffsize)) env.buffsize = kSharedGpuNcclBuffsize;
     return env;
 }
 
@@ -77,10 +76,13 @@ void enable_shared_gpu(MPI_Comm world) {
     int mine = p.local_size == size ? 1 : 0, all = 0;  // every rank on one host
     SB_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world));
     const SharedGpuEnv env = shared_gpu_env(p.host, p.world_rank, all == 1, std::getenv("NCCL_HOSTID"),
-                                            std::getenv("NCCL_SOCKET_IFNAME"), std::getenv("NCCL_BUFFSIZE"));
+                                            std::getenv("NCCL_SOCKET_IFNAME"));
     ::setenv("NCCL_HOSTID", env.host_id.c_str(), 1);
     if (!env.socket_ifname.empty()) ::setenv("NCCL_SOCKET_IFNAME", env.socket_ifname.c_str(), 1);
-    if (!env.buffsize.empty()) ::setenv("NCCL_BUFFSIZE", env.buffsize.c_str(), 1);
+    for (const NcclDefault& d : kSharedGpuNcclDefaults) {
+        const char* set = std::getenv(d.name);
+        if (!(set && *set)) ::setenv(d.name, d.value, 1);
+    }
     shared_gpu_mode = true;
 }
 

@@ -35,17 +35,22 @@ TrainConfig load_config_everywhere(const std::string& path, MPI_Comm world);
 struct SharedGpuEnv {
     std::string host_id;        // NCCL_HOSTID: the one set (or the host name), then the world rank
     std::string socket_ifname;  // NCCL_SOCKET_IFNAME to set, or empty to leave as it is
-    std::string buffsize;       // NCCL_BUFFSIZE to set, or empty to leave as it is
 };
-// NCCL_BUFFSIZE of the mode, unless the user sets one: 16 MiB against NCCL's 4 MiB moved the
-// all_reduce of 64 MiB between two ranks on one H200 from 1.84 to 2.16 GB/s busbw, the fastest
-// setting measured that is scalebench's to choose (docs/multi-gpu.md, "What the fabric is").
-constexpr const char* kSharedGpuNcclBuffsize = "16777216";
+// The NCCL settings the mode adds unless the user set them (docs/multi-gpu.md, "What the fabric
+// is"). All_reduce of 64 MiB between two ranks sharing one H100 under MPS, 3 repetitions each:
+// 4 socket threads of 4 sockets each 5.66 GB/s busbw (4.49-6.58) against 2.49 (2.45-2.51)
+// without them, both at NCCL_BUFFSIZE 16 MiB, the fastest combination measured.
+struct NcclDefault {
+    const char* name;
+    const char* value;
+};
+constexpr NcclDefault kSharedGpuNcclDefaults[] = {
+    {"NCCL_BUFFSIZE", "16777216"}, {"NCCL_SOCKET_NTHREADS", "4"}, {"NCCL_NSOCKS_PERTHREAD", "4"}};
 // What enable_shared_gpu sets, for rank `world_rank` on `host`, given the values already
 // in the environment (nullptr when unset) and whether every rank runs on this one host:
 // loopback only then (on several hosts the ranks must reach each other over a real link).
 SharedGpuEnv shared_gpu_env(const std::string& host, int world_rank, bool one_host, const char* nccl_hostid,
-                            const char* nccl_socket_ifname, const char* nccl_buffsize = nullptr);
+                            const char* nccl_socket_ifname);
 // The GPU of a local rank when ranks share GPUs: round-robin over the visible ones.
 int shared_gpu_device(int local_rank, int visible_gpus);
 

@@ -24,7 +24,7 @@ the no_sync step's in quadrature), as scalebench's. DDP waits for the last bucke
 backward(), so its records have no exposed tail and no backward slowdown (null).
 --share-gpu: several ranks on one GPU (round-robin over the visible ones), each with its own NCCL
 host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks are on one host)
-and NCCL_BUFFSIZE 16 MiB when unset, as scalebench's --share-gpu; records say "shared_gpu": true
+and NCCL_BUFFSIZE 16 MiB with 4 socket threads of 4 sockets when unset, as scalebench's --share-gpu; records say "shared_gpu": true
 and keep the NCCL settings in environment.tuning_variables.
 samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
 Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
@@ -283,8 +283,10 @@ def share_gpu_environment(rank, world):
     one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
     if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
         os.environ["NCCL_SOCKET_IFNAME"] = "lo"
-    if not os.environ.get("NCCL_BUFFSIZE"):
-        os.environ["NCCL_BUFFSIZE"] = str(16 << 20)  # kSharedGpuNcclBuffsize
+    for name, value in (("NCCL_BUFFSIZE", str(16 << 20)), ("NCCL_SOCKET_NTHREADS", "4"),
+                        ("NCCL_NSOCKS_PERTHREAD", "4")):  # kSharedGpuNcclDefaults
+        if not os.environ.get(name):
+            os.environ[name] = value
 
 
 def main():
