@@ -166,6 +166,11 @@ double CostModel::memory_fraction(const TracedOp& op) const {
     return memory_gbps() / hw.peak.mem_bw_gbps;
 }
 
+double CostModel::input_ceiling(const TrainConfig& cfg) const {
+    if (!real_input || cfg.model != "resnet") return 0;
+    return hw.input_images_per_s.value;
+}
+
 CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) const {
     OpTime t;
     t.ms = op.bytes / (hw.peak.mem_bw_gbps * memory_fraction(op) * 1e9) * 1e3;
@@ -176,6 +181,7 @@ CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) co
         if (compute_ms > t.ms) t = {compute_ms, false};
     }
     t.ms += hw.kernel_gap_us.value * 1e-3;
+    t.ms *= 1.0 + hw.compute_error_pct.value / 100.0;  // the model's own error on this GPU (0 at the central value)
     return t;
 }
 

@@ -184,6 +184,7 @@ private:
             {"l2_copy_gbps", &hw.l2_copy_gbps, 0, true, 0, false, false},
             {"kernel_gap_us", &hw.kernel_gap_us, 0, false, 0, true, false},
             {"clock_factor", &hw.clock_factor, 0, true, 1.5, false, false},
+            {"compute_error_pct", &hw.compute_error_pct, -100, true, 1000, false, false},
         };
         YAML::Node gemm_key;
         read_section(value, key_node, "gpu", fields, {"device_name", "gemm"},
@@ -225,6 +226,8 @@ private:
             {"gpus_per_switch", &hw.gpus_per_switch, 1, false, 64, false, true},
             {"step_jitter_pct", &hw.step_jitter_pct, 0, false, 100, false, false},
             {"bucket_launch_us", &hw.bucket_launch_us, 0, false, 0, false, false},
+            {"framework_step_ms", &hw.framework_step_ms, 0, false, 0, false, false},
+            {"input_images_per_s", &hw.input_images_per_s, 0, true, 0, false, false},
             {"server_usd", &hw.server_usd, 0, false, 0, false, false},
             {"host_power_w", &hw.host_power_w, 0, false, 0, false, false},
         };
@@ -384,6 +387,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"gpu.l2_copy_gbps", &hw.l2_copy_gbps},
             {"gpu.kernel_gap_us", &hw.kernel_gap_us},
             {"gpu.clock_factor", &hw.clock_factor},
+            {"gpu.compute_error_pct", &hw.compute_error_pct},
             {"node.gpus_per_node", &hw.gpus_per_node},
             {"node.link_gbps", &hw.link_gbps},
             {"node.pcie_gen", &hw.pcie_gen},
@@ -398,6 +402,8 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.gpus_per_switch", &hw.gpus_per_switch},
             {"node.step_jitter_pct", &hw.step_jitter_pct},
             {"node.bucket_launch_us", &hw.bucket_launch_us},
+            {"node.framework_step_ms", &hw.framework_step_ms},
+            {"node.input_images_per_s", &hw.input_images_per_s},
             {"network.nic_gbps", &hw.nic_gbps},
             {"network.nics_per_node", &hw.nics_per_node},
             {"network.efficiency", &hw.network_efficiency},
@@ -489,7 +495,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"copy_gbps", sourced(hw.copy_gbps)},
           {"l2_mb", sourced(hw.l2_mb)},
           {"l2_copy_gbps", sourced(hw.l2_copy_gbps)},
-          {"kernel_gap_us", sourced(hw.kernel_gap_us)}}},
+          {"kernel_gap_us", sourced(hw.kernel_gap_us)},
+          {"compute_error_pct", sourced(hw.compute_error_pct)}}},
         {"node",
          {{"gpus_per_node", sourced(hw.gpus_per_node)},
           {"link", link_class_name(hw.link)},
@@ -507,9 +514,11 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"sockets", sourced(hw.sockets)},
           {"gpus_per_switch", sourced(hw.gpus_per_switch)},
           {"step_jitter_pct", sourced(hw.step_jitter_pct)},
-          {"bucket_launch_us", sourced(hw.bucket_launch_us)}}},
+          {"bucket_launch_us", sourced(hw.bucket_launch_us)},
+          {"framework_step_ms", sourced(hw.framework_step_ms)}}},
     };
     if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
+    if (!hw.input_images_per_s.source.empty()) j["node"]["input_images_per_s"] = sourced(hw.input_images_per_s);
     if (!hw.caveats.empty()) {
         j["node"]["caveats"] = nlohmann::json::array();
         for (const Caveat& c : hw.caveats)

@@ -76,6 +76,16 @@ struct HardwareProfile {
     // The sustained SM clock against the one the gemm rates were measured at (1 unless a
     // power or cooling limit lowers it: a modded card); it scales the tensor and FP32 rates.
     Sourced clock_factor{1.0, "the GPU as benchmarked", 0, 0, "", ""};
+    // The compute model's own error on this GPU: how much longer (%) a published or measured one-GPU
+    // step is than the projected one. Every op's time is scaled by 1 + it/100; the central value 0 is
+    // the model's own figure, the range the error measured against one-GPU runs (the profile's own,
+    // else the spread over every GPU with published one-GPU runs, below), so a band holds them.
+    Sourced compute_error_pct{0, "the model's own figure", -34, 138,
+                              "the lowest one-GPU error over the profiled GPUs: A100 SXM4 80GB, NVIDIA's "
+                              "DeepLearningExamples rows (results/projection-validation/validation.jsonl, "
+                              "published_throughput)",
+                              "the highest one-GPU error over the profiled GPUs: H200 SXM, PyTorch rows "
+                              "(results/projection-validation/validation.jsonl, published_throughput)"};
     // ---- node
     Sourced gpus_per_node;
     LinkClass link = LinkClass::pcie_p2p;
@@ -105,6 +115,17 @@ struct HardwareProfile {
                              "H200 comm records (results/h200-one-gpu/gemm/comm.jsonl): median fit alpha of a one-rank "
                              "all-reduce call, launch and smallest kernel",
                              3.9, 8.8, "the lowest fit alpha of those records", "the highest fit alpha of those records"};
+    // The training framework's own cost per step at N > 1 ranks (PyTorch DDP's gradient hooks, bucket
+    // copies and launches), charged once per step beside the schedule's.
+    Sourced framework_step_ms{3.25,
+                              "Lambda's P2P-on H100 SXM ResNet-50 logs (lambdal/deeplearning-benchmark, 2023-02-14): the "
+                              "median iteration of the 2, 4 and 8-GPU runs beyond the one-GPU run's (2.3-3.6 ms)",
+                              0.6, 3.9, "the least those six rows take beyond the model without it",
+                              "the most those six rows take beyond the model without it"};
+    // The host's real-data input ceiling for an image workload (ResNet at 224x224): the images/s its
+    // CPUs decode and augment through the published data loader. value 0 (no source): none published,
+    // and a real-data projection is the synthetic one, said so.
+    Sourced input_images_per_s;
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
     Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
     // The node's cost beside its GPUs' (optional; compare's limited budget counts them when given):
