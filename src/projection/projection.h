@@ -205,7 +205,7 @@ struct ProjectedStep {
     double compute_ms = 0, exposed_comm_ms = 0, optimizer_ms = 0, step_ms = 0;
     double allreduce_ms = 0;  // every bucket back to back, as the runner's allreduce_ms
     double straggler_ms = 0;  // the wait for the slowest of the ranks (in exposed_comm_ms and step_ms)
-    double framework_ms = 0;  // the framework's own cost per step at N > 1 (in step_ms)
+    double framework_ms = 0;  // the framework's own cost per step at N > 1 (in exposed_comm_ms and step_ms)
     double input_wait_ms = 0; // real input: the wait for the host's loader beyond the GPU step (in step_ms)
 };
 

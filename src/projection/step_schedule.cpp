@@ -92,7 +92,10 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
     // of it); the others wait for it in the all-reduce, which the runner times as exposed communication.
     s.straggler_ms = expected_max_of_normals(s.world_size) * model.hw.step_jitter_pct.value / 100.0 * t;
     s.exposed_comm_ms += s.straggler_ms;
+    // The framework's own cost at N > 1 (DDP's hooks and bucket copies) sits between backward and the
+    // optimizer, where a runner times its exposed communication: charged there too.
     s.framework_ms = s.world_size > 1 ? model.hw.framework_step_ms.value : 0.0;
+    s.exposed_comm_ms += s.framework_ms;
     s.step_ms = t + s.straggler_ms + s.framework_ms;
     return s;
 }

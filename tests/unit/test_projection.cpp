@@ -448,7 +448,10 @@ TEST(StepTerms, TheFrameworkCostAtNAndTheComputeErrorOnEveryOp) {
     const ProjectedStep one = schedule_step(t, CostModel(hw), 1, 1), eight = schedule_step(t, CostModel(hw), 8, 1);
     EXPECT_EQ(one.framework_ms, 0.0);
     EXPECT_EQ(eight.framework_ms, hw.framework_step_ms.value);
-    EXPECT_NEAR(eight.step_ms, eight.compute_ms + eight.exposed_comm_ms + eight.optimizer_ms + eight.framework_ms, 1e-9);
+    EXPECT_NEAR(eight.step_ms, eight.compute_ms + eight.exposed_comm_ms + eight.optimizer_ms, 1e-9);
+    HardwareProfile none = hw;
+    none.framework_step_ms.value = 0;
+    EXPECT_NEAR(eight.exposed_comm_ms - schedule_step(t, CostModel(none), 8, 1).exposed_comm_ms, eight.framework_ms, 1e-9);
     ASSERT_TRUE(hw.compute_error_pct.is_range());
     const HardwareProfile slow = at_range_end(hw, "gpu.compute_error_pct", true);
     const ProjectedStep one_slow = schedule_step(t, CostModel(slow), 1, 1);
