@@ -219,6 +219,7 @@ private:
             {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, 0, true, 0, true, false},
             {"link_efficiency", &hw.link_efficiency, 0, true, 1, true, false},
             {"link_latency_us", &hw.link_latency_us, 0, false, 0, true, false},
+            {"nvls_busbw_gbps", &hw.nvls_busbw_gbps, 0, true, 0, false, false},
             {"comm_sms", &hw.comm_sms, 0, false, 1024, true, true},
             {"staged_overlap", &hw.staged_overlap, 0, false, 1, false, false},
             {"sockets", &hw.sockets, 1, false, 8, false, true},
@@ -395,6 +396,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.host_mem_bw_gbps", &hw.host_mem_bw_gbps},
             {"node.link_efficiency", &hw.link_efficiency},
             {"node.link_latency_us", &hw.link_latency_us},
+            {"node.nvls_busbw_gbps", &hw.nvls_busbw_gbps},
             {"node.comm_sms", &hw.comm_sms},
             {"node.staged_overlap", &hw.staged_overlap},
             {"node.sockets", &hw.sockets},
@@ -519,6 +521,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     };
     if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
     if (!hw.input_images_per_s.source.empty()) j["node"]["input_images_per_s"] = sourced(hw.input_images_per_s);
+    if (!hw.nvls_busbw_gbps.source.empty()) j["node"]["nvls_busbw_gbps"] = sourced(hw.nvls_busbw_gbps);
     if (!hw.caveats.empty()) {
         j["node"]["caveats"] = nlohmann::json::array();
         for (const Caveat& c : hw.caveats)

@@ -98,6 +98,10 @@ struct HardwareProfile {
     Sourced host_mem_bw_gbps;   // what a host-staged all-reduce is bound by
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step
+    // NCCL's NVLS all-reduce (NVLink SHARP on an NVSwitch 3 node, H100/H200): its large-message busbw
+    // at 8 GPUs (nccl-tests' busbw, above the ring's); the ring's up to 4 GPUs, rising linearly to it
+    // at 8 (NVIDIA/nccl#1455). Value 0 (no source): no NVLS, the ring's at every count.
+    Sourced nvls_busbw_gbps;
     // The cost of overlapping an all-reduce with the backward (DESIGN: Projection):
     // The host: its sockets and the link between them (a ring that spans both crosses it), and how
     // many GPUs share one PCIe switch uplink (pcie_topology switch).

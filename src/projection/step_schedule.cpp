@@ -122,8 +122,9 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
                     m.hw.compute_error_pct.value),
         "one step of a steady state: no host launch gaps; data loading is outside the model (the runner's data is on "
         "the device)",
-        fmt::format("link class {}: ring busbw {:.1f} GB/s within a node of {} GPUs", link_class_name(m.hw.link),
-                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value)),
+        fmt::format("link class {}: busbw {:.1f} GB/s within a node of {} GPUs{}", link_class_name(m.hw.link),
+                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value),
+                    m.hw.nvls_busbw_gbps.value > 0 ? " (NCCL's NVLS above 4 GPUs, the ring's up to 4)" : ""),
     };
     for (const auto& n : m.calibration.notes) a.push_back("calibration: " + n);
     if (m.calibration.notes.empty()) a.push_back("no calibration: every figure from the profile");
