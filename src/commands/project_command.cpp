@@ -54,6 +54,10 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--seq-len", o.seq_len, "what-if: the transformer workload's sequence length instead of the config's");
     sub.add_option("--conv-engine", o.conv_engine,
                    "what-if: the ResNet workload's convolution engine, auto, im2col or cudnn, instead of the config's");
+    sub.add_option("--input", o.input,
+                   "synthetic (default: the data on the device, as train runs) or real (an image workload capped at the "
+                   "host's published loader rate, node.input_images_per_s)")
+        ->check(CLI::IsMember({"synthetic", "real"}));
 }
 
 // --batch-size (alias --batch): project takes 'max' too, compare a number (the largest batch differs per GPU).
@@ -236,6 +240,23 @@ int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const C
     return 0;
 }
 
+// Where the speed-up's band overlaps the previous GPU count's: the band is wider than the gain it
+// would decide, and the table says so.
+std::string undecided_gain(const Projection& before, const Projection& p) {
+    if (p.bands.speedup.lo > before.bands.speedup.hi) return "";
+    return fmt::format("  band wider than the gain over {} GPUs", before.step.world_size);
+}
+
+// What feeds the step: the device's synthetic data, or the host's loader and its ceiling.
+std::string input_line(const CostModel& model, const TrainConfig& cfg) {
+    if (!model.real_input) return "synthetic (the data on the device, as train runs it; no loader ceiling)";
+    if (const double ceiling = model.input_ceiling(cfg); ceiling > 0)
+        return fmt::format("real: at most {:g} samples/s per node, the host's loader ({})", ceiling,
+                           model.hw.input_images_per_s.source);
+    return cfg.model == "resnet" ? "real: no loader rate published for this host; the figures are the synthetic ones"
+                                 : "real: a tokenized-text workload, no loader ceiling modelled; the figures are the synthetic ones";
+}
+
 }  // namespace
 
 int run_project(const ProjectOptions& o) {
@@ -247,10 +268,10 @@ int run_project(const ProjectOptions& o) {
     const std::vector<int> nodes = node_counts(o);
     note_calibration_inputs(o);
     if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
-    const CostModel model(hw, calibrate(hw, o.calibrate));
+    const CostModel model(hw, calibrate(hw, o.calibrate), o.input == "real");
     const std::string run_id = new_run_id();
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
-    widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes);
+    widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes, model.real_input);
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}{}\n",
                cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
@@ -259,6 +280,7 @@ int run_project(const ProjectOptions& o) {
                o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
     if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
+    fmt::print("input: {}\n", input_line(model, cfg));
     const bool fits = rows.front().record["fits_memory"].get<bool>();
     fmt::print("memory: {}: {}\n", footprint_line(rows.front(), hw),
                fits ? "fits" : "DOES NOT FIT: the figures below are what the step would take if it did");
@@ -280,15 +302,20 @@ int run_project(const ProjectOptions& o) {
     fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
     fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
                "busbw GB/s", "exposed comm ms");
-    for (const Projection& p : rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Projection& p = rows[i];
         const FigureBands& b = p.bands;
         auto cell = [](double v, const Band& band, double scale, int digits) {
             return fmt::format("{:.{}f} [{:.{}f}-{:.{}f}]", v * scale, digits, band.lo * scale, digits, band.hi * scale, digits);
         };
-        fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}{}\n", p.step.world_size, cell(p.samples_per_s, b.samples_per_s, 1, 1),
+        fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}{}{}\n", p.step.world_size, cell(p.samples_per_s, b.samples_per_s, 1, 1),
                    cell(p.efficiency, b.efficiency, 100, 1), cell(p.speedup, b.speedup, 1, 2), cell(p.busbw, b.busbw, 1, 1),
-                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), fits ? "" : " (does not fit)");
+                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), fits ? "" : " (does not fit)",
+                   i > 0 ? undecided_gain(rows[i - 1], p) : "");
     }
+    fmt::print("the samples/s band holds the compute model's error on this GPU (gpu.compute_error_pct {:g}% [{:g}-{:g}]); "
+               "the speed-up band every range's, the framework's cost per step included\n",
+               hw.compute_error_pct.value, hw.compute_error_pct.lo, hw.compute_error_pct.hi);
     fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
                rows.size(), o.out);
     return 0;
@@ -387,7 +414,7 @@ void write_report(const std::string& report, const nlohmann::json& guide) {
 
 int run_compare(const ProjectOptions& o) {
     const std::vector<std::string> names = profile_names(o);
-    const CompareSetup setup{o.gpus, compare_node_count(o), {}};  // a bad --nodes refused before any work
+    const CompareSetup setup{o.gpus, compare_node_count(o), {}, o.input == "real"};  // a bad --nodes refused before any work
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     note_calibration_inputs(o);

@@ -27,6 +27,7 @@ struct ProjectOptions {
     std::string conv_engine; // --conv-engine: what-if for a ResNet workload (auto, im2col, cudnn); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
+    std::string input = "synthetic";  // --input: synthetic (data on the device) or real (the host's loader ceiling)
     std::string out = default_output("projected.jsonl");  // compare: empty unless --out (then every projected record)
     bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout
     std::vector<std::string> scenarios;  // compare without --config: scenario names in configs/scenarios (empty: all)

@@ -32,17 +32,20 @@ size_t index_of(const CompareRow& r, int gpus) {
 struct Judged {
     const CompareRow* row = nullptr;
     const Projection* p = nullptr;
-    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges give it
+    double score = 0, lo = 0, hi = 0;  // central, and the band the row's ranges but the compute model's error give it
+    double full_lo = 0, full_hi = 0;   // the band with the compute model's error on this GPU as well
     double cost() const { return p->step.world_size * row->hw.price_usd.value; }
 };
 
 // The configuration a rule of `gpus` GPUs judges in a row: that many GPUs per node or the node's
 // largest count below, on the row's N nodes when it has them and the rule is multi-GPU; its band.
+// The band is the one without the compute model's error: the verdict judges cards against each other,
+// and that error is largely shared between them (docs/projection.md, Bands).
 std::pair<const Projection*, Band> judged_configuration(const CompareRow& r, int gpus) {
     const size_t i = index_of(r, gpus);
     const bool across = gpus > 1 && !r.on_nodes.empty();
     const Projection& p = across ? r.on_nodes[i] : r.by_gpus[i];
-    return {&p, p.bands.samples_per_s};
+    return {&p, p.bands.samples_per_s_without_compute_error};
 }
 
 }  // namespace
@@ -92,6 +95,24 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
     return out;
 }
 
+namespace {
+
+// Where the winner's band with the compute model's error is wider than its lead over the next profile:
+// the verdict rests on the cards' relative compute, which that band does not decide.
+std::string undecided_lead(const Judged& pick, const std::vector<Judged>& eligible) {
+    const Judged* next = nullptr;
+    for (const Judged& j : eligible)
+        if (j.row != pick.row && (!next || j.score > next->score)) next = &j;
+    if (!next) return "";
+    const double lead = pick.score - next->score;
+    if (pick.full_hi - pick.full_lo <= std::abs(lead)) return "";
+    return fmt::format("; the band with the compute model's error ({:.1f}-{:.1f}) is wider than the lead over {} "
+                       "({:+.1f}): the verdict rests on the cards' relative compute",
+                       pick.full_lo, pick.full_hi, next->row->hw.name, lead);
+}
+
+}  // namespace
+
 Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms) {
     // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
     // the workload fits) is no multi-GPU answer; that one GPU is.
@@ -123,7 +144,8 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         const auto [p, band] = judged_configuration(r, rule.gpus);
         if (!r.fits() || (p->step.world_size > 1 && p->samples_per_s <= fastest_single)) continue;
         const double k = scale(r, *p);
-        eligible.push_back({&r, p, p->samples_per_s * k, band.lo * k, band.hi * k});
+        eligible.push_back({&r, p, p->samples_per_s * k, band.lo * k, band.hi * k, p->bands.samples_per_s.lo * k,
+                            p->bands.samples_per_s.hi * k});
     }
     if (eligible.empty()) {
         std::string why = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
@@ -175,6 +197,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
                               best.row->hw.name, best.score, best.lo, best.hi);
     if (p.step.world_size > 1)
         reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+    reason += undecided_lead(pick, eligible);
     if (judges_soaks) {
         const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
         reason += "; soak " + soak.brief;
@@ -213,8 +236,8 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         // One node, then (--nodes N) the same GPU counts on N nodes: project's code path, whose
         // records say nodes and gpus_per_node.
         const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
-        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i]), gpus, nodes);
-        if (key.empty()) widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes);
+        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i], setup.real_input), gpus, nodes);
+        if (key.empty()) widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes, setup.real_input);
         row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
         all.resize(gpus.size());
         row.by_gpus = std::move(all);
@@ -268,6 +291,9 @@ std::vector<std::vector<std::string>> verdict_flips(const TrainConfig& cfg, cons
             for (bool high : {false, true}) {
                 const double end = high ? number->hi : number->lo;
                 if (!number->is_range() || end == number->value) continue;  // an end at the central value changes nothing
+                // The compute model's error is shared between the cards more than not: the verdict's
+                // note says where its band is wider than the lead instead (undecided_lead).
+                if (key == "gpu.compute_error_pct") continue;
                 const std::vector<size_t> together = moved_together(profiles, i, key);
                 if (together.front() != i) continue;  // moved with an earlier profile of the same card
                 std::vector<CompareRow> moved = given;
@@ -377,13 +403,15 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
     sc.source = path;
     sc.name = std::filesystem::path(path).stem().string();
     std::set<std::string> seen;
-    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires"},
+    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires", "input"},
                    [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
                        seen.insert(key);
                        if (key == "scenario") {
                            sc.rule.scenario = f.non_empty_text(v, k, key);
                        } else if (key == "gpus") {
                            sc.rule.gpus = static_cast<int>(f.integer(v, k, key, 1, 64));
+                       } else if (key == "input") {
+                           sc.real_input = f.choice(v, k, key, {"synthetic", "real"}) == "real";
                        } else if (key == "workloads") {
                            if (!v.IsSequence() || v.size() == 0)
                                f.fail(v, k, key, "a list of workload configs (paths under configs/)");
@@ -447,15 +475,16 @@ WorkloadComparison compare_workload(const TrainConfig& cfg, const std::vector<Ha
 
 const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : "limited"; }
 
-const JudgedWorkload& ScenarioGuide::workload(const std::string& path) const {
+const JudgedWorkload& ScenarioGuide::workload(const Scenario& scenario, const std::string& path) const {
+    const bool real = scenario.real_input || setup.real_input;
     for (const JudgedWorkload& w : workloads)
-        if (w.path == path) return w;
+        if (w.path == path && w.real_input == real) return w;
     throw std::logic_error("compare: a scenario's workload was not judged");
 }
 
 std::pair<const Verdict*, const std::vector<std::string>*> ScenarioGuide::cell(const Scenario& scenario,
                                                                                const std::string& path, Score score) const {
-    const JudgedWorkload& w = workload(path);
+    const JudgedWorkload& w = workload(scenario, path);
     for (size_t i = 0; i < w.rules.size(); ++i)
         if (w.rules[i].scenario == scenario.rule.scenario && w.rules[i].score == score) return {&w.verdicts[i], &w.flips[i]};
     throw std::logic_error("compare: a scenario's rule was not decided");
@@ -471,13 +500,15 @@ ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, cons
     // Every workload once, with every rule that judges it.
     for (const Scenario& sc : scenarios)
         for (const std::string& path : sc.workloads) {
+            const bool real = sc.real_input || guide.setup.real_input;
             auto it = std::find_if(guide.workloads.begin(), guide.workloads.end(),
-                                   [&](const JudgedWorkload& w) { return w.path == path; });
+                                   [&](const JudgedWorkload& w) { return w.path == path && w.real_input == real; });
             if (it == guide.workloads.end()) {
                 JudgedWorkload w;
                 w.path = path;
+                w.real_input = real;
                 w.cfg = load_workload(path);
-                w.label = workload_label(path, w.cfg);
+                w.label = workload_label(path, w.cfg) + (real ? ", real input" : "");
                 guide.workloads.push_back(std::move(w));
                 it = guide.workloads.end() - 1;
             }
@@ -488,9 +519,11 @@ ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, cons
             }
         }
     for (JudgedWorkload& w : guide.workloads) {
-        w.rows = compare_rows(w.cfg, profiles, calibrations, "", false, guide.setup);
+        CompareSetup fed = guide.setup;
+        fed.real_input = w.real_input;
+        w.rows = compare_rows(w.cfg, profiles, calibrations, "", false, fed);
         for (const ScenarioRule& rule : w.rules) w.verdicts.push_back(decide(w.rows, rule, terms));
-        w.flips = verdict_flips(w.cfg, profiles, calibrations, w.verdicts, w.rules, terms, guide.setup);
+        w.flips = verdict_flips(w.cfg, profiles, calibrations, w.verdicts, w.rules, terms, fed);
     }
     for (size_t i = 0; i < profiles.size(); ++i)
         guide.cards.push_back(card_tests(profiles[i], calibrations[i], configs_dir, results_dir));

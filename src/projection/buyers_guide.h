@@ -107,6 +107,7 @@ struct CompareSetup {
     std::vector<int> gpus;
     int nodes = 1;
     std::vector<std::vector<SoakRun>> soaks;  // per profile
+    bool real_input = false;  // compare --input real: image workloads capped at each host's loader rate
 };
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
 // at one end in profile `moved` (an index of `profiles`; the first unless given); projected as
@@ -128,6 +129,7 @@ struct Scenario {
     std::string name, source;
     ScenarioRule rule;
     std::vector<std::string> workloads;
+    bool real_input = false;  // `input: real`: its image workloads capped at each host's loader rate
 };
 // Loads a preset; a bad key, a workload that is not there or an unknown requirement is a UserError at FILE:LINE:COL.
 Scenario load_scenario(const std::string& path, const std::string& configs_dir);
@@ -166,6 +168,7 @@ std::vector<Scenario> resolve_scenarios(const std::vector<std::string>& names, c
 // (scenario x budget) that judges it, in the same order.
 struct JudgedWorkload {
     std::string path, label;
+    bool real_input = false;  // judged fed by the host's loader (a scenario's `input: real`, or compare --input real)
     TrainConfig cfg;
     std::vector<CompareRow> rows;
     std::vector<ScenarioRule> rules;
@@ -187,7 +190,8 @@ struct ScenarioGuide {
     std::string results_dir;  // where the soaks and card tests' measured records were looked up
     std::vector<JudgedWorkload> workloads;
     std::vector<std::vector<CardFigure>> cards;  // per profile
-    const JudgedWorkload& workload(const std::string& path) const;
+    // The workload `path` as `scenario` judges it (with its input: a real-input scenario's is judged apart).
+    const JudgedWorkload& workload(const Scenario& scenario, const std::string& path) const;
     // The verdict and flips of `scenario`'s rule for `workload` under the budget `score`.
     std::pair<const Verdict*, const std::vector<std::string>*> cell(const Scenario& scenario, const std::string& workload,
                                                                     Score score) const;

@@ -130,7 +130,7 @@ nlohmann::json to_json(const ScenarioGuide& guide) {
         for (const std::string& w : sc.workloads)
             for (Score score : kBudgets) {
                 const auto [v, flips] = guide.cell(sc, w, score);
-                cells.push_back({{"workload", guide.workload(w).label},
+                cells.push_back({{"workload", guide.workload(sc, w).label},
                                  {"budget", budget_name(score)},
                                  {"winner", v->winner ? nlohmann::json(v->winner->hw.name) : nlohmann::json()},
                                  {"reason", v->reason},
@@ -165,7 +165,7 @@ void print_scenario_guide(const ScenarioGuide& guide) {
                 const auto [v, flips] = guide.cell(sc, w, score);
                 cols[c++] = (v->winner ? v->winner->hw.name : std::string("none qualifies")) + (flips->empty() ? "" : " *");
             }
-            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", guide.workload(w).label, cols[0], cols[1]);
+            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", guide.workload(sc, w).label, cols[0], cols[1]);
             first = false;
         }
     }
@@ -259,7 +259,7 @@ void print_scenario_guide(const ScenarioGuide& guide) {
         for (const std::string& w : sc.workloads)
             for (Score score : kBudgets) {
                 const auto [v, flips] = guide.cell(sc, w, score);
-                const std::string head = fmt::format("  {}, {}: ", guide.workload(w).label, budget_name(score));
+                const std::string head = fmt::format("  {}, {}: ", guide.workload(sc, w).label, budget_name(score));
                 fmt::print("{}\n", wrapped(head + (v->winner ? v->winner->hw.name + ": " : std::string("none: ")) + v->reason, 4));
                 for (const std::string& f : *flips) fmt::print("{}\n", wrapped("    flips inside the band: " + f, 6));
             }

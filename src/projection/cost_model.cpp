@@ -166,6 +166,11 @@ double CostModel::memory_fraction(const TracedOp& op) const {
     return memory_gbps() / hw.peak.mem_bw_gbps;
 }
 
+double CostModel::input_ceiling(const TrainConfig& cfg) const {
+    if (!real_input || cfg.model != "resnet") return 0;
+    return hw.input_images_per_s.value;
+}
+
 CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) const {
     OpTime t;
     t.ms = op.bytes / (hw.peak.mem_bw_gbps * memory_fraction(op) * 1e9) * 1e3;
@@ -176,12 +181,19 @@ CostModel::OpTime CostModel::op_time(const TracedOp& op, Precision precision) co
         if (compute_ms > t.ms) t = {compute_ms, false};
     }
     t.ms += hw.kernel_gap_us.value * 1e-3;
+    t.ms *= 1.0 + hw.compute_error_pct.value / 100.0;  // the model's own error on this GPU (0 at the central value)
     return t;
 }
 
 double CostModel::ring_busbw_gbps(int g) const {
     if (calibration.ring_busbw_gbps > 0) return calibration.ring_busbw_gbps;
-    if (hw.link == LinkClass::nvlink) return hw.link_gbps.value * hw.link_efficiency.value;
+    if (hw.link == LinkClass::nvlink) {
+        const double ring = hw.link_gbps.value * hw.link_efficiency.value;
+        // NCCL's NVLS: the ring's busbw up to 4 GPUs, then rising to nvls_busbw_gbps at 8 (NVIDIA/nccl#1455:
+        // 365-370 GB/s at 2-4 H100s, 420, 440, 460 and 480 at 5-8).
+        if (hw.nvls_busbw_gbps.value <= ring || g <= 4) return ring;
+        return ring + (hw.nvls_busbw_gbps.value - ring) * std::min(g - 4, 4) / 4.0;
+    }
     // A ring all-reduce at busbw B moves B into and out of every GPU. Over PCIe each GPU's link
     // carries it at the link's efficiency.
     double busbw = pcie_gbps(static_cast<int>(hw.pcie_gen.value), static_cast<int>(hw.pcie_lanes.value)) *

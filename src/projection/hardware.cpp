@@ -185,6 +185,7 @@ private:
             {"l2_copy_gbps", &hw.l2_copy_gbps, false, false},
             {"kernel_gap_us", &hw.kernel_gap_us, true, false},
             {"clock_factor", &hw.clock_factor, false, false},
+            {"compute_error_pct", &hw.compute_error_pct, false, false},
         };
         YAML::Node gemm_key;
         read_section(value, key_node, "gpu", fields, {"device_name", "gemm"},
@@ -219,6 +220,7 @@ private:
             {"host_mem_bw_gbps", &hw.host_mem_bw_gbps, true, false},
             {"link_efficiency", &hw.link_efficiency, true, false},
             {"link_latency_us", &hw.link_latency_us, true, false},
+            {"nvls_busbw_gbps", &hw.nvls_busbw_gbps, false, false},
             {"comm_sms", &hw.comm_sms, true, true},
             {"staged_overlap", &hw.staged_overlap, false, false},
             {"sockets", &hw.sockets, false, true},
@@ -226,6 +228,8 @@ private:
             {"gpus_per_switch", &hw.gpus_per_switch, false, true},
             {"step_jitter_pct", &hw.step_jitter_pct, false, false},
             {"bucket_launch_us", &hw.bucket_launch_us, false, false},
+            {"framework_step_ms", &hw.framework_step_ms, false, false},
+            {"input_images_per_s", &hw.input_images_per_s, false, false},
             {"server_usd", &hw.server_usd, false, false},
             {"host_power_w", &hw.host_power_w, false, false},
         };
@@ -385,6 +389,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"gpu.l2_copy_gbps", &hw.l2_copy_gbps},
             {"gpu.kernel_gap_us", &hw.kernel_gap_us},
             {"gpu.clock_factor", &hw.clock_factor},
+            {"gpu.compute_error_pct", &hw.compute_error_pct},
             {"node.gpus_per_node", &hw.gpus_per_node},
             {"node.link_gbps", &hw.link_gbps},
             {"node.pcie_gen", &hw.pcie_gen},
@@ -392,6 +397,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.host_mem_bw_gbps", &hw.host_mem_bw_gbps},
             {"node.link_efficiency", &hw.link_efficiency},
             {"node.link_latency_us", &hw.link_latency_us},
+            {"node.nvls_busbw_gbps", &hw.nvls_busbw_gbps},
             {"node.comm_sms", &hw.comm_sms},
             {"node.staged_overlap", &hw.staged_overlap},
             {"node.sockets", &hw.sockets},
@@ -399,6 +405,8 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.gpus_per_switch", &hw.gpus_per_switch},
             {"node.step_jitter_pct", &hw.step_jitter_pct},
             {"node.bucket_launch_us", &hw.bucket_launch_us},
+            {"node.framework_step_ms", &hw.framework_step_ms},
+            {"node.input_images_per_s", &hw.input_images_per_s},
             {"network.nic_gbps", &hw.nic_gbps},
             {"network.nics_per_node", &hw.nics_per_node},
             {"network.efficiency", &hw.network_efficiency},
@@ -490,7 +498,8 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"copy_gbps", sourced(hw.copy_gbps)},
           {"l2_mb", sourced(hw.l2_mb)},
           {"l2_copy_gbps", sourced(hw.l2_copy_gbps)},
-          {"kernel_gap_us", sourced(hw.kernel_gap_us)}}},
+          {"kernel_gap_us", sourced(hw.kernel_gap_us)},
+          {"compute_error_pct", sourced(hw.compute_error_pct)}}},
         {"node",
          {{"gpus_per_node", sourced(hw.gpus_per_node)},
           {"link", link_class_name(hw.link)},
@@ -508,9 +517,12 @@ nlohmann::json to_json(const HardwareProfile& hw) {
           {"sockets", sourced(hw.sockets)},
           {"gpus_per_switch", sourced(hw.gpus_per_switch)},
           {"step_jitter_pct", sourced(hw.step_jitter_pct)},
-          {"bucket_launch_us", sourced(hw.bucket_launch_us)}}},
+          {"bucket_launch_us", sourced(hw.bucket_launch_us)},
+          {"framework_step_ms", sourced(hw.framework_step_ms)}}},
     };
     if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
+    if (!hw.input_images_per_s.source.empty()) j["node"]["input_images_per_s"] = sourced(hw.input_images_per_s);
+    if (!hw.nvls_busbw_gbps.source.empty()) j["node"]["nvls_busbw_gbps"] = sourced(hw.nvls_busbw_gbps);
     if (!hw.caveats.empty()) {
         j["node"]["caveats"] = nlohmann::json::array();
         for (const Caveat& c : hw.caveats)

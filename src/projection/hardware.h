@@ -76,6 +76,16 @@ struct HardwareProfile {
     // The sustained SM clock against the one the gemm rates were measured at (1 unless a
     // power or cooling limit lowers it: a modded card); it scales the tensor and FP32 rates.
     Sourced clock_factor{1.0, "the GPU as benchmarked", 0, 0, "", ""};
+    // The compute model's own error on this GPU: how much longer (%) a published or measured one-GPU
+    // step is than the projected one. Every op's time is scaled by 1 + it/100; the central value 0 is
+    // the model's own figure, the range the error measured against one-GPU runs (the profile's own,
+    // else the spread over every GPU with published one-GPU runs, below), so a band holds them.
+    Sourced compute_error_pct{0, "the model's own figure", -34, 138,
+                              "the lowest one-GPU error over the profiled GPUs: A100 SXM4 80GB, NVIDIA's "
+                              "DeepLearningExamples rows (results/projection-validation/validation.jsonl, "
+                              "published_throughput)",
+                              "the highest one-GPU error over the profiled GPUs: H200 SXM, PyTorch rows "
+                              "(results/projection-validation/validation.jsonl, published_throughput)"};
     // ---- node
     Sourced gpus_per_node;
     LinkClass link = LinkClass::pcie_p2p;
@@ -88,6 +98,10 @@ struct HardwareProfile {
     Sourced host_mem_bw_gbps;   // what a host-staged all-reduce is bound by
     Sourced link_efficiency;    // ring busbw / link bandwidth reached by large all-reduces
     Sourced link_latency_us;    // per ring step
+    // NCCL's NVLS all-reduce (NVLink SHARP on an NVSwitch 3 node, H100/H200): its large-message busbw
+    // at 8 GPUs (nccl-tests' busbw, above the ring's); the ring's up to 4 GPUs, rising linearly to it
+    // at 8 (NVIDIA/nccl#1455). Value 0 (no source): no NVLS, the ring's at every count.
+    Sourced nvls_busbw_gbps;
     // The cost of overlapping an all-reduce with the backward (DESIGN: Projection):
     // The host: its sockets and the link between them (a ring that spans both crosses it), and how
     // many GPUs share one PCIe switch uplink (pcie_topology switch).
@@ -105,6 +119,17 @@ struct HardwareProfile {
                              "H200 comm records (results/h200-one-gpu/gemm/comm.jsonl): median fit alpha of a one-rank "
                              "all-reduce call, launch and smallest kernel",
                              3.9, 8.8, "the lowest fit alpha of those records", "the highest fit alpha of those records"};
+    // The training framework's own cost per step at N > 1 ranks (PyTorch DDP's gradient hooks, bucket
+    // copies and launches), charged once per step beside the schedule's.
+    Sourced framework_step_ms{3.25,
+                              "Lambda's P2P-on H100 SXM ResNet-50 logs (lambdal/deeplearning-benchmark, 2023-02-14): the "
+                              "median iteration of the 2, 4 and 8-GPU runs beyond the one-GPU run's (2.3-3.6 ms)",
+                              0.6, 3.9, "the least those six rows take beyond the model without it",
+                              "the most those six rows take beyond the model without it"};
+    // The host's real-data input ceiling for an image workload (ResNet at 224x224): the images/s its
+    // CPUs decode and augment through the published data loader. value 0 (no source): none published,
+    // and a real-data projection is the synthetic one, said so.
+    Sourced input_images_per_s;
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
     Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
     // The node's cost beside its GPUs' (optional; compare's limited budget counts them when given):
@@ -137,7 +162,7 @@ std::vector<std::string> ranged_keys(const HardwareProfile& hw);
 HardwareProfile at_range_end(const HardwareProfile& hw, const std::string& key, bool high);
 // The most ranged numbers a profile may have: a band projects the workload at every corner of
 // them (2^k profiles for k ranged numbers), so each one more doubles the work. The shipped
-// profiles have at most 4.
+// profiles have at most 8 (the stock 48 GB 4090: 256 corners).
 inline constexpr size_t kMaxRangedNumbers = 8;
 // Refuses (UserError naming the profile and its ranged numbers) a profile with more than
 // kMaxRangedNumbers: `project` and `compare` call it before any projection.

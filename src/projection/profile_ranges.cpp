@@ -20,6 +20,7 @@ const std::vector<ProfileNumber>& profile_numbers() {
         {"l2_copy_gbps", {10, false, 1e6, false, "L2-resident copies run at 10 GB/s to 1 PB/s"}},
         {"kernel_gap_us", {0, false, 1000, false, "the gap between two kernels is microseconds; 1 ms is a stalled host"}},
         {"clock_factor", {0, true, 1.5, false, "a sustained clock from a stop to 1.5x the rated boost"}},
+        {"compute_error_pct", {-100, true, 1000, false, "the compute model's error: above -100% (no step takes no time), at most 10x slow"}},
         {"tflops", {1e-3, false, 1e5, false, "a published GEMM rate of 1 GFLOPS to 100 PFLOPS"}},
         // node and host
         {"gpus_per_node", {1, false, 64, false, "GPUs in one server"}},
@@ -29,6 +30,7 @@ const std::vector<ProfileNumber>& profile_numbers() {
         {"host_mem_bw_gbps", {1, false, 1e4, false, "host memory bandwidth of 1 GB/s to 10 TB/s"}},
         {"link_efficiency", {0, true, 1, false, "a share of the link's rate"}},
         {"link_latency_us", {0, false, 1000, false, "a link's latency is microseconds; 1 ms is a network, not a link"}},
+        {"nvls_busbw_gbps", {0.1, false, 1e5, false, "NVLS bus bandwidth of 100 MB/s to 100 TB/s, as a link's"}},
         {"comm_sms", {0, false, 1024, false, "SMs NCCL takes, at most the GPU's"}},
         {"staged_overlap", {0, false, 1, false, "a share of the staged copy hidden behind the next"}},
         {"sockets", {1, false, 8, false, "CPU sockets of one server"}},
@@ -36,6 +38,8 @@ const std::vector<ProfileNumber>& profile_numbers() {
         {"gpus_per_switch", {1, false, 64, false, "GPUs behind one PCIe switch"}},
         {"step_jitter_pct", {0, false, 100, false, "a percentage of the step time"}},
         {"bucket_launch_us", {0, false, 1000, false, "launching one bucket's all-reduce takes microseconds"}},
+        {"framework_step_ms", {0, false, 1000, false, "a framework's cost per step is milliseconds; a second is a stalled host"}},
+        {"input_images_per_s", {1, false, 1e7, false, "one host's input pipeline delivers 1 to 10M images a second"}},
         {"server_usd", {0, false, 1e7, false, "a server without its GPUs costs at most $10M"}},
         {"host_power_w", {0, false, 1e5, false, "a server's host draws at most 100 kW"}},
         // network

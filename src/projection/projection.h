@@ -118,7 +118,15 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
 struct CostModel {
     HardwareProfile hw;
     Calibration calibration;
-    explicit CostModel(HardwareProfile profile, Calibration cal = {}) : hw(std::move(profile)), calibration(std::move(cal)) {}
+    // The step is fed real data through the host's loader (project --input real, a scenario's
+    // `input: real`): an image workload's samples/s is capped at the host's node.input_images_per_s.
+    // Synthetic (false): the data is on the device, as scalebench's runner has it.
+    bool real_input = false;
+    explicit CostModel(HardwareProfile profile, Calibration cal = {}, bool real = false)
+        : hw(std::move(profile)), calibration(std::move(cal)), real_input(real) {}
+    // The host's input ceiling for `cfg` (samples/s per node); 0 when none applies: synthetic input,
+    // a workload that is not an image model, or a host with none published.
+    double input_ceiling(const TrainConfig& cfg) const;
 
     // Wave quantization (128x128 tiles over the SMs, K split over idle SMs as cuBLAS's split-K)
     // times the K pipeline fill k / (k + 128) per split.
@@ -197,6 +205,8 @@ struct ProjectedStep {
     double compute_ms = 0, exposed_comm_ms = 0, optimizer_ms = 0, step_ms = 0;
     double allreduce_ms = 0;  // every bucket back to back, as the runner's allreduce_ms
     double straggler_ms = 0;  // the wait for the slowest of the ranks (in exposed_comm_ms and step_ms)
+    double framework_ms = 0;  // the framework's own cost per step at N > 1 (in exposed_comm_ms and step_ms)
+    double input_wait_ms = 0; // real input: the wait for the host's loader beyond the GPU step (in step_ms)
 };
 
 // The middle value (the mean of the two middle ones for an even count).
@@ -205,7 +215,8 @@ double median_value(std::vector<double> v);
 // The expected maximum of n independent standard normal draws (0 for n = 1; 1.42 for n = 8).
 double expected_max_of_normals(int n);
 
-// Replays the buckets against the backward timeline, then charges the slowest of the world's ranks.
+// Replays the buckets against the backward timeline, then charges the slowest of the world's ranks
+// and, at N > 1, the framework's cost per step (node.framework_step_ms).
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int gpus_per_node, int nodes);
 
 // What the model assumes, for the records and the README.

@@ -92,7 +92,11 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
     // of it); the others wait for it in the all-reduce, which the runner times as exposed communication.
     s.straggler_ms = expected_max_of_normals(s.world_size) * model.hw.step_jitter_pct.value / 100.0 * t;
     s.exposed_comm_ms += s.straggler_ms;
-    s.step_ms = t + s.straggler_ms;
+    // The framework's own cost at N > 1 (DDP's hooks and bucket copies) sits between backward and the
+    // optimizer, where a runner times its exposed communication: charged there too.
+    s.framework_ms = s.world_size > 1 ? model.hw.framework_step_ms.value : 0.0;
+    s.exposed_comm_ms += s.framework_ms;
+    s.step_ms = t + s.straggler_ms + s.framework_ms;
     return s;
 }
 
@@ -112,10 +116,15 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         fmt::format("the step of N ranks is the slowest of N: the expected maximum of N normal draws of sigma {:g}% of the "
                     "step (0 at one rank, {:.2f} sigma at 8), charged as exposed communication",
                     m.hw.step_jitter_pct.value, expected_max_of_normals(8)),
+        fmt::format("at N > 1 ranks the framework's own cost per step ({:g} ms, PyTorch DDP's hooks and bucket copies) "
+                    "adds to the step", m.hw.framework_step_ms.value),
+        fmt::format("every op's time is scaled by the compute model's error on this GPU ({:+g}%; its range is in the bands)",
+                    m.hw.compute_error_pct.value),
         "one step of a steady state: no host launch gaps; data loading is outside the model (the runner's data is on "
         "the device)",
-        fmt::format("link class {}: ring busbw {:.1f} GB/s within a node of {} GPUs", link_class_name(m.hw.link),
-                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value)),
+        fmt::format("link class {}: busbw {:.1f} GB/s within a node of {} GPUs{}", link_class_name(m.hw.link),
+                    m.ring_busbw_gbps(static_cast<int>(m.hw.gpus_per_node.value)), static_cast<int>(m.hw.gpus_per_node.value),
+                    m.hw.nvls_busbw_gbps.value > 0 ? " (NCCL's NVLS above 4 GPUs, the ring's up to 4)" : ""),
     };
     for (const auto& n : m.calibration.notes) a.push_back("calibration: " + n);
     if (m.calibration.notes.empty()) a.push_back("no calibration: every figure from the profile");

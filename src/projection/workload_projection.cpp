@@ -52,7 +52,17 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
         TraceOps ops(cfg.precision);
         return bucket_layout(create_model(cfg, ops)->params(), cfg.bucket_mb);
     }();
-    const ProjectedStep one = schedule_step(trace_for(1), model, 1, 1);
+    // Real input: a node's ranks take at most the host's ceiling of samples/s; the step waits for the loader.
+    const double ceiling = model.input_ceiling(cfg);
+    auto fed = [&](ProjectedStep s, int64_t global_batch) {
+        const double least_ms = ceiling > 0 ? 1e3 * global_batch / (ceiling * s.nodes) : 0.0;
+        if (least_ms > s.step_ms) {
+            s.input_wait_ms = least_ms - s.step_ms;
+            s.step_ms = least_ms;
+        }
+        return s;
+    };
+    const ProjectedStep one = fed(schedule_step(trace_for(1), model, 1, 1), per_rank_batch(cfg, 1));
     const double samples_at_1 = per_rank_batch(cfg, 1) / (one.step_ms / 1e3);
     const std::vector<std::string> assumptions = projection_assumptions(model);
 
@@ -67,8 +77,8 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             const int world = g * N;
             const StepTrace& t = trace_for(world);
             Projection p;
-            p.step = schedule_step(t, model, g, N);
             p.global_batch = int64_t{t.local_batch} * world;
+            p.step = fed(schedule_step(t, model, g, N), p.global_batch);
             p.samples_per_s = p.global_batch / (p.step.step_ms / 1e3);
             p.efficiency = p.samples_per_s / (world * samples_at_1);
             p.speedup = p.samples_per_s / samples_at_1;
@@ -76,7 +86,7 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             p.busbw = world > 1 ? algbw * 2.0 * (world - 1) / world : 0.0;
             auto point = [](double v) { return Band{v, v}; };
             p.bands = {point(p.samples_per_s), point(p.efficiency), point(p.speedup), point(p.busbw),
-                       point(p.step.exposed_comm_ms)};
+                       point(p.step.exposed_comm_ms), point(p.samples_per_s)};
             const double flops_per_step = t.flops_per_sample * p.global_batch;
             const double tflops = flops_per_step / (p.step.step_ms / 1e3) / 1e12;
             const double peak = model.peak_tflops(cfg.precision);
@@ -107,6 +117,10 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                 {"scaling_efficiency", p.efficiency},
                 {"speedup", p.speedup},
                 {"straggler_ms", p.step.straggler_ms},
+                {"framework_ms", p.step.framework_ms},
+                {"input", model.real_input ? "real" : "synthetic"},
+                {"input_ceiling_samples_per_s", ceiling > 0 ? nlohmann::json(ceiling * N) : nlohmann::json()},
+                {"input_wait_ms", p.step.input_wait_ms},
                 {"gradient_bytes", t.gradient_bytes},
                 {"buckets", buckets.size()},
                 {"allreduce_ms", p.step.allreduce_ms},
@@ -165,11 +179,12 @@ nlohmann::json to_json(const FigureBands& b) {
             {"scaling_efficiency", pair(b.efficiency)},
             {"speedup", pair(b.speedup)},
             {"allreduce_busbw_gbps", pair(b.busbw)},
-            {"exposed_comm_ms", pair(b.exposed_comm_ms)}};
+            {"exposed_comm_ms", pair(b.exposed_comm_ms)},
+            {"samples_per_s_without_compute_error", pair(b.samples_per_s_without_compute_error)}};
 }
 
 void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
-                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes) {
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes, bool real_input) {
     auto widen = [](Band& band, double v) {
         band.lo = std::min(band.lo, v);
         band.hi = std::max(band.hi, v);
@@ -177,7 +192,7 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
     const std::vector<HardwareProfile> corners = range_corners(hw);
     for (const HardwareProfile& corner : corners) {
         if (corners.size() == 1) break;  // no ranges: the bands are the points
-        const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal), gpus, nodes);
+        const std::vector<Projection> at = project_workload(cfg, CostModel(corner, cal, real_input), gpus, nodes);
         SB_REQUIRE(at.size() == rows.size(), "widen_to_ranges: rows of other arguments");
         for (size_t i = 0; i < rows.size(); ++i) {
             FigureBands& b = rows[i].bands;
@@ -186,6 +201,8 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
             widen(b.speedup, at[i].speedup);
             widen(b.busbw, at[i].busbw);
             widen(b.exposed_comm_ms, at[i].step.exposed_comm_ms);
+            if (corner.compute_error_pct.value == hw.compute_error_pct.value)
+                widen(b.samples_per_s_without_compute_error, at[i].samples_per_s);
         }
     }
     for (Projection& p : rows) {

@@ -23,9 +23,12 @@ struct Band {
     double lo = 0, hi = 0;
 };
 // Every figure of a projected configuration carries its band, each corner projected whole (its
-// speed-up and efficiency against its own one GPU, not the central one).
+// speed-up and efficiency against its own one GPU, not the central one). The compute model's error
+// (gpu.compute_error_pct) is one of the ranges; samples_per_s_without_compute_error is the samples/s
+// band over the others alone: compare's ties and flips, which judge cards against each other, use it
+// (the compute error is largely shared between GPUs; docs/projection.md, Bands).
 struct FigureBands {
-    Band samples_per_s, efficiency, speedup, busbw, exposed_comm_ms;
+    Band samples_per_s, efficiency, speedup, busbw, exposed_comm_ms, samples_per_s_without_compute_error;
 };
 nlohmann::json to_json(const FigureBands& b);
 
@@ -54,8 +57,10 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
                                          const std::vector<int>& nodes);
 // Widens the bands of `rows` (project_workload of the same arguments) to every corner of the
 // profile's ranges, and writes them into their records ("bands", "samples_per_s_band", "ranges").
+// `real_input`: the rows' CostModel::real_input.
 void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw,
-                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes);
+                     const Calibration& cal, const std::vector<int>& gpus, const std::vector<int>& nodes,
+                     bool real_input = false);
 
 // --batch: N sets the per-GPU batch; "max" the largest the profile's GPU holds (weak scaling only).
 // A batch that is not a positive number or "max" is a UserError naming the flag.

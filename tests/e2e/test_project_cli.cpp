@@ -3,6 +3,7 @@
 // plot_scaling.py's fields), calibration lines, multi-node rows, the buyer's table with a
 // verdict per scenario, and bad profiles or flags exiting 2 with FILE:LINE:COLUMN.
 #include <gtest/gtest.h>
+#include <iterator>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -28,6 +29,25 @@ Result run(const std::string& args) {
 }
 
 std::string profiles() { return " --profile-dir " + kSource + "/configs/hardware"; }
+
+// The shipped configs with every profile's framework cost per step (node.framework_step_ms, 3.25 ms of
+// PyTorch DDP) at 0: CI's tiny MLP steps take under a millisecond, which that cost outweighs, so no
+// multi-GPU configuration of it would qualify. The tests that use it judge the rules, not DDP.
+std::string profiles_without_framework_cost() {
+    const std::filesystem::path configs = sb::e2e::scratch("project-e2e") / "no-framework" / "configs";
+    std::filesystem::remove_all(configs);
+    std::filesystem::create_directories(configs.parent_path());
+    std::filesystem::copy(kSource + "/configs", configs, std::filesystem::copy_options::recursive);
+    for (const auto& e : std::filesystem::directory_iterator(configs / "hardware")) {
+        std::ifstream in(e.path());
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const size_t at = text.find("\nnode:\n");
+        EXPECT_NE(at, std::string::npos) << e.path();
+        text.insert(at + 7, "  framework_step_ms: {value: 0, source: \"e2e: the rules without DDP's cost\"}\n");
+        std::ofstream(e.path()) << text;
+    }
+    return " --profile-dir " + (configs / "hardware").string();
+}
 
 TEST(ProjectCli, PrintsTheTrainTableAndAppendsProjectedRecords) {
     const auto out = sb::e2e::scratch("project-e2e") / "projected.jsonl";
@@ -127,8 +147,9 @@ TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
     ASSERT_EQ(j["profiles"].size(), 2u);
     EXPECT_EQ(j["profiles"][1]["name"], "rtx4090-24gb-pcie4");
     EXPECT_EQ(j["profiles"][1]["ranges"],
-              nlohmann::json({"node.link_efficiency", "node.staged_overlap", "node.inter_socket_gbps",
-                              "node.step_jitter_pct", "node.bucket_launch_us"}));
+              nlohmann::json({"gpu.compute_error_pct", "node.link_efficiency", "node.staged_overlap",
+                              "node.inter_socket_gbps", "node.step_jitter_pct", "node.bucket_launch_us",
+                              "node.framework_step_ms"}));
     for (const auto& g : j["profiles"][1]["by_gpus"]) {
         EXPECT_LE(g["samples_per_s_band"][0].get<double>(), g["samples_per_s"].get<double>() + 1e-9);
         EXPECT_GE(g["samples_per_s_band"][1].get<double>(), g["samples_per_s"].get<double>() - 1e-9);
@@ -144,8 +165,9 @@ TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
 }
 
 TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
+    const std::string tiny = profiles_without_framework_cost();
     const std::string two = " --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4 --nodes 2";
-    Result r = run("compare" + two + " --config " + kSource + "/configs/ci-small.yaml" + profiles());
+    Result r = run("compare" + two + " --config " + kSource + "/configs/ci-small.yaml" + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"   2 nodes    eff.", "2 nodes: the full node on 2 nodes", "16 GPUs on 2 nodes x 8",
                              "NLP fine-tuning: ", "at 8 GPUs on 2 nodes x 4", "small experiments: "})
@@ -153,7 +175,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
     std::stringstream lines(r.out);  // readable at 100 columns
     for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
     // --json carries the configurations on the nodes.
-    r = run("compare --json" + two + " --config " + kSource + "/configs/ci-small.yaml" + profiles());
+    r = run("compare --json" + two + " --config " + kSource + "/configs/ci-small.yaml" + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["nodes"], 2);
@@ -170,7 +192,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
                              "workloads: [ci-small.yaml]\n";
     const std::string one_gpu = (dir / "nodes-one-gpu.yaml").string();
     std::ofstream(one_gpu) << "scenario: nodes one gpu\ngpus: 1\nworkloads: [ci-small.yaml]\n";
-    r = run("compare --json" + two + " --scenario " + preset + "," + one_gpu + profiles());
+    r = run("compare --json" + two + " --scenario " + preset + "," + one_gpu + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["nodes"], 2);
@@ -183,7 +205,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
     // No soak of either GPU is committed: "not measured", never a pass.
     EXPECT_EQ(j["profiles"][0]["soak_verdict"]["status"], "not measured");
     EXPECT_NE(j["scenarios"][0]["cells"][0]["reason"].get<std::string>().find("soak not measured"), std::string::npos);
-    r = run("compare" + two + " --scenario " + preset + "," + one_gpu + profiles());
+    r = run("compare" + two + " --scenario " + preset + "," + one_gpu + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"--nodes 2: every multi-GPU scenario judges 2 nodes", "a100-sxm4-40gb: soak not measured",
                              "on 2 nodes: 2 GPUs", "(8 GPUs per node on 2 nodes or the node's largest below"})
@@ -193,7 +215,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
     // --out: the records on the nodes too (2 profiles x 2 GPU counts x 2 node counts).
     const auto out = dir / "compare-nodes.jsonl";
     std::filesystem::remove(out);
-    r = run("compare" + two + " --scenario " + preset + " --gpus 1,8 --out " + out.string() + profiles());
+    r = run("compare" + two + " --scenario " + preset + " --gpus 1,8 --out " + out.string() + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto records = sb::read_records(out.string()).records;
     ASSERT_EQ(records.size(), 8u);
@@ -203,7 +225,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
     // Bad counts exit 2 with one line naming the flag, before any work.
     for (const std::string bad : {"0", "-1", "two", "1,2"}) {
         r = run("compare --hardware a100-sxm4-40gb --config " + kSource + "/configs/ci-small.yaml --nodes " + bad +
-                " --out " + (dir / "refused.jsonl").string() + profiles());
+                " --out " + (dir / "refused.jsonl").string() + tiny);
         EXPECT_EQ(r.code, 2) << bad;
         EXPECT_NE(r.err.find("--nodes"), std::string::npos) << bad << ": " << r.err;
         // One line of scalebench's (mpirun adds its own below it).
@@ -319,13 +341,14 @@ TEST(ProjectCli, WhatIfsForSequenceLengthAndConvolutionEngine) {
 }
 
 TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
+    const std::string tiny = profiles_without_framework_cost();
     const auto dir = sb::e2e::scratch("project-e2e");
     // A small preset (the shipped ones project ResNet-152 and BERT-large): one workload, production's requirements.
     const std::string preset = (dir / "tiny-production.yaml").string();
     std::ofstream(preset) << "scenario: tiny production\ngpus: 8\nrequires: [ecc, datacenter_use, vendor_driver]\n"
                              "workloads: [ci-small.yaml]\n";
     Result r = run("compare --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario small-experiments," + preset +
-                   profiles());
+                   tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     for (const char* text : {"ample budget", "limited budget", "small experiments", "tiny production", "bert-base b32",
                              "node cost per profile, full node", "card tests, one GPU", "fp16 8192^3", "samples/s per $10k of the whole cost",
@@ -333,7 +356,7 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
         EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
     std::stringstream lines(r.out);
     for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
-    r = run("compare --json --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + profiles());
+    r = run("compare --json --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["scenarios"].size(), 1u);
@@ -346,7 +369,7 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     const auto out = dir / "compare-out.jsonl";
     std::filesystem::remove(out);
     r = run("compare --hardware a100-sxm4-40gb,rtx4090-48gb-pcie4-p2p --scenario " + preset + " --gpus 1,2 --out " +
-            out.string() + profiles());
+            out.string() + tiny);
     ASSERT_EQ(r.code, 0) << r.err;
     std::ifstream records(out);
     int count = 0;
@@ -358,16 +381,16 @@ TEST(CompareCli, WithoutAConfigEveryScenarioAnswersInTwoBudgetColumns) {
     }
     EXPECT_EQ(count, 4);
     r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + " --gpus 16 --out " + (dir / "none.jsonl").string() +
-            profiles());
+            tiny);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--scaling 16: a100-sxm4-40gb has 8 GPUs per node"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "none.jsonl"));
     // Unknown scenarios and bad presets exit 2 naming them, before any work.
-    r = run("compare --hardware a100-sxm4-40gb --scenario nope" + profiles());
+    r = run("compare --hardware a100-sxm4-40gb --scenario nope" + tiny);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--scenario nope: no such scenario; scenarios: large-cv"), std::string::npos) << r.err;
     std::ofstream(preset) << "scenario: bad\ngpus: 0\nworkloads: [ci-small.yaml]\n";
-    r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + profiles());
+    r = run("compare --hardware a100-sxm4-40gb --scenario " + preset + tiny);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("tiny-production.yaml:2:"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;

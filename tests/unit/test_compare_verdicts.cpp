@@ -163,6 +163,7 @@ CompareRow made_row(const std::string& name, double price, bool patched, std::ve
         p.efficiency = s / (g * samples.front());
         p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
         p.bands.samples_per_s = {s * (1 - band), s * (1 + band)};
+        p.bands.samples_per_s_without_compute_error = p.bands.samples_per_s;  // what the tie rule reads
         r.by_gpus.push_back(p);
         g *= 2;
     }
@@ -186,6 +187,20 @@ TEST(CompareVerdicts, ATieInsideTheBandGoesToTheCheaperThenTheStockDriver) {
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
     rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1100, false, {115.5})};
     EXPECT_EQ(scenario(verdicts(rows), "small experiments").winner->hw.name, "b");
+}
+
+TEST(CompareVerdicts, ABandWiderThanTheLeadWithTheComputeErrorIsSaid) {
+    // B leads A by 5% (per $10k: 1050 against 1000); with the compute model's error B's band spans +-20%: the
+    // verdict says so.
+    std::vector<CompareRow> rows = {made_row("a", 1000, false, {100.0}), made_row("b", 1000, false, {105.0})};
+    rows[1].by_gpus.front().bands.samples_per_s = {84.0, 126.0};
+    const Verdict v = scenario(verdicts(rows), "small experiments");
+    ASSERT_EQ(v.winner->hw.name, "b");
+    EXPECT_NE(v.reason.find("the band with the compute model's error (840.0-1260.0) is wider than the lead over a (+50.0)"),
+              std::string::npos) << v.reason;
+    // A band narrower than the lead says nothing.
+    rows[1].by_gpus.front().bands.samples_per_s = {104.0, 106.0};
+    EXPECT_EQ(scenario(verdicts(rows), "small experiments").reason.find("wider than the lead"), std::string::npos);
 }
 
 TEST(CompareVerdicts, AProfilesCaveatsAreSaidBesideEveryVerdictItWins) {
@@ -219,7 +234,7 @@ TEST(CompareVerdicts, AProfileReportedNotToWorkIsShownBesideTheVerdictNeverCrown
     // Below the stock card it is not mentioned at all.
     CompareRow slower = failing;
     slower.by_gpus.front().samples_per_s = 50;
-    slower.by_gpus.front().bands.samples_per_s = {50, 50};
+    slower.by_gpus.front().bands.samples_per_s = slower.by_gpus.front().bands.samples_per_s_without_compute_error = {50, 50};
     const Verdict w = scenario(verdicts({slower, made_row("stock", 1000, false, {100})}), "small experiments");
     EXPECT_EQ(w.winner->hw.name, "stock");
     EXPECT_EQ(w.reason.find("p2p-48"), std::string::npos) << w.reason;
@@ -321,6 +336,7 @@ void on_nodes(CompareRow& r, int nodes, std::vector<double> samples, double band
         p.efficiency = samples[i] / (p.step.world_size * r.by_gpus.front().samples_per_s);
         p.record = {{"fits_memory", true}, {"memory_per_gpu_gb", 1.0}};
         p.bands.samples_per_s = {samples[i] * (1 - band), samples[i] * (1 + band)};
+        p.bands.samples_per_s_without_compute_error = p.bands.samples_per_s;
         r.on_nodes.push_back(p);
     }
 }
@@ -426,6 +442,16 @@ TEST(CompareVerdicts, ShippedScenariosLoadAndBadOnesAreRefusedAtTheirLine) {
     EXPECT_NE(refused("scenario: x\nworkloads: [ci-small.yaml]\n").find("key 'gpus': missing"), std::string::npos);
     EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ncolour: red\n").find("colour"), std::string::npos);
     EXPECT_EQ(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\n"), "accepted");
+    // input: synthetic (the default) or real; anything else refused at its line.
+    EXPECT_EQ(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ninput: real\n"), "accepted");
+    EXPECT_NE(refused("scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ninput: imagenet\n").find("bad.yaml:4:"),
+              std::string::npos);
+    {
+        const std::string path = (dir / "real.yaml").string();
+        std::ofstream(path) << "scenario: x\ngpus: 1\nworkloads: [ci-small.yaml]\ninput: real\n";
+        EXPECT_TRUE(load_scenario(path, configs).real_input);
+        EXPECT_FALSE(load_scenario(configs + "/scenarios/large-cv.yaml", configs).real_input);
+    }
 }
 
 // A stress summary record (complete) of one run: GPU, memory (MiB; 0: not given), drift range,

@@ -18,6 +18,7 @@
 #include "src/core/results.h"
 #include "src/core/config.h"
 #include "src/core/workload.h"
+#include "src/projection/workload_projection.h"
 
 namespace sb {
 namespace {
@@ -413,6 +414,7 @@ TEST(Straggler, TheStepOfNRanksIsTheSlowestOfN) {
     hw.link_latency_us.value = 0;
     hw.bucket_launch_us.value = 0;
     hw.comm_sms.value = 0;
+    hw.framework_step_ms.value = 0;  // StepTerms.*'s
     const CostModel m(hw);
     StepTrace t;
     t.precision = Precision::bf16;
@@ -428,6 +430,57 @@ TEST(Straggler, TheStepOfNRanksIsTheSlowestOfN) {
     EXPECT_NEAR(eight.straggler_ms, 1.42360 * hw.step_jitter_pct.value / 100 * one.step_ms, 1e-6);
     EXPECT_NEAR(eight.step_ms, one.step_ms + eight.straggler_ms, 1e-9);
     EXPECT_NEAR(eight.exposed_comm_ms - one.exposed_comm_ms, eight.straggler_ms, 1e-9);
+}
+
+// The step terms beside the schedule: the framework's cost at N > 1 ranks only, and the compute
+// model's error scaling every op (so the one-GPU step by its factor, the all-reduce untouched).
+TEST(StepTerms, TheFrameworkCostAtNAndTheComputeErrorOnEveryOp) {
+    HardwareProfile hw = profile("h200-sxm");
+    StepTrace t;
+    t.precision = Precision::bf16;
+    TracedOp op;
+    op.tensor_core = true;
+    op.m = op.n = op.k = 8192;
+    op.flops = 2.0 * 8192.0 * 8192 * 8192;
+    t.ops = {op, op};
+    t.backward_end = 2;
+    t.optimizer_begin = 2;
+    const ProjectedStep one = schedule_step(t, CostModel(hw), 1, 1), eight = schedule_step(t, CostModel(hw), 8, 1);
+    EXPECT_EQ(one.framework_ms, 0.0);
+    EXPECT_EQ(eight.framework_ms, hw.framework_step_ms.value);
+    EXPECT_NEAR(eight.step_ms, eight.compute_ms + eight.exposed_comm_ms + eight.optimizer_ms, 1e-9);
+    HardwareProfile none = hw;
+    none.framework_step_ms.value = 0;
+    EXPECT_NEAR(eight.exposed_comm_ms - schedule_step(t, CostModel(none), 8, 1).exposed_comm_ms, eight.framework_ms, 1e-9);
+    ASSERT_TRUE(hw.compute_error_pct.is_range());
+    const HardwareProfile slow = at_range_end(hw, "gpu.compute_error_pct", true);
+    const ProjectedStep one_slow = schedule_step(t, CostModel(slow), 1, 1);
+    EXPECT_NEAR(one_slow.step_ms, one.step_ms * (1 + hw.compute_error_pct.hi / 100), 1e-9);
+    // Both are ranges every shipped profile carries, so every band spans them.
+    for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs/hardware")) {
+        const std::vector<std::string> keys = ranged_keys(load_hardware_profile(e.path().string()));
+        for (const char* key : {"gpu.compute_error_pct", "node.framework_step_ms"})
+            EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << e.path() << ": " << key;
+    }
+}
+
+// Real input caps an image workload at the host's published loader rate; synthetic input, a
+// transformer and a host without a rate are not capped.
+TEST(StepTerms, RealInputCapsAnImageWorkloadAtTheHostsLoader) {
+    const HardwareProfile hw = profile("a100-sxm4-80gb");
+    TrainConfig resnet = load_config_file(kSource + "/configs/resnet50.yaml");
+    resnet.precision = Precision::fp16;
+    resnet.conv_engine = ConvEngine::im2col;
+    const Projection synthetic = project_workload(resnet, CostModel(hw), {8}, {1}).at(0);
+    const Projection real = project_workload(resnet, CostModel(hw, {}, true), {8}, {1}).at(0);
+    ASSERT_GT(synthetic.samples_per_s, hw.input_images_per_s.value) << "the ceiling binds at 8 GPUs";
+    EXPECT_NEAR(real.samples_per_s, hw.input_images_per_s.value, 1e-6 * real.samples_per_s);
+    EXPECT_GT(real.step.input_wait_ms, 0.0);
+    EXPECT_EQ(real.record["input"], "real");
+    EXPECT_EQ(synthetic.step.input_wait_ms, 0.0);
+    EXPECT_EQ(CostModel(profile("h100-sxm"), {}, true).input_ceiling(resnet), 0.0) << "no rate published for that host";
+    const TrainConfig bert = load_config_file(kSource + "/configs/bert-base.yaml");
+    EXPECT_EQ(CostModel(hw, {}, true).input_ceiling(bert), 0.0) << "text: no loader ceiling modelled";
 }
 
 // The step-time spread and the call launch every profile carries by default are the H200's
@@ -493,6 +546,7 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     hw.bucket_launch_us.value = 0;
     hw.step_jitter_pct.value = 0;  // the straggler is Straggler.*'s
     hw.comm_sms.value = 0;
+    hw.framework_step_ms.value = 0;  // StepTerms.*'s
     const CostModel m(hw);
     StepTrace t;
     t.precision = Precision::fp32;
