@@ -51,6 +51,9 @@ struct PlantedFlip {
     int64_t step = 0;
 };
 PlantedFlip parse_planted_flip(const std::string& text);  // "1@250"; UserError otherwise
+// A flip that cannot fire is refused (UserError naming `text`): a rank not launched, step 0, or a
+// step past what `duration_s` can run.
+void check_planted_flip(const PlantedFlip& flip, const std::string& text, int world_size, double duration_s);
 
 // Everything resolved and checked against the launched world size.
 struct StressPlan {

@@ -97,6 +97,21 @@ PlantedFlip parse_planted_flip(const std::string& text) {
     return f;
 }
 
+void check_planted_flip(const PlantedFlip& flip, const std::string& text, int world_size, double duration_s) {
+    if (flip.rank >= world_size)
+        throw UserError(fmt::format("--plant-bit-flip '{}': rank {} but {} ranks launched", text, flip.rank, world_size));
+    // The flip lands after a step ends, and global steps count from 1: step 0 never ends.
+    if (flip.step < 1) throw UserError(fmt::format("--plant-bit-flip '{}': steps count from 1", text));
+    // No training step takes less than a microsecond (a kernel launch or an MPI call alone
+    // takes about that), so a step past duration x 10^6 is one the soak cannot reach.
+    constexpr double kMostStepsPerSecond = 1e6;
+    const double reachable = std::floor(duration_s * kMostStepsPerSecond);
+    if (static_cast<double>(flip.step) > reachable)
+        throw UserError(fmt::format("--plant-bit-flip '{}': step {} lies past the {:.0f} steps a --duration of {} can "
+                                    "run (at most {:.0f} steps a second), so the flip would never be planted",
+                                    text, flip.step, reachable, format_duration(duration_s), kMostStepsPerSecond));
+}
+
 // ---- command line
 
 void add_stress_options(CLI::App& sub, StressOptions& o) {
@@ -154,9 +169,7 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
     plan.out = o.out;
     if (!o.plant_bit_flip.empty()) {
         plan.planted_flip = parse_planted_flip(o.plant_bit_flip);
-        if (plan.planted_flip->rank >= world_size)
-            throw UserError(fmt::format("--plant-bit-flip '{}': rank {} but {} ranks launched", o.plant_bit_flip,
-                                        plan.planted_flip->rank, world_size));
+        check_planted_flip(*plan.planted_flip, o.plant_bit_flip, world_size, plan.duration_s);
     }
     FlagKeys flags;
     if (!o.backend.empty()) flags["backend"] = "--backend";

@@ -92,7 +92,31 @@ TEST(StressCli, BadDurationOrIntervalExits2WithOneLineAndWritesNothing) {
     EXPECT_EQ(missing.code, 2) << "--duration is required: " << missing.err;
     Result flip = run("stress" + kSmall + " --duration 3s --plant-bit-flip 5@10 --out " + out, mpirun(2));
     EXPECT_EQ(flip.code, 2) << flip.err;
+    // A step no soak of that duration reaches: refused up front, one line, nothing written.
+    Result far = run("stress" + kSmall + " --duration 3s --plant-bit-flip 0@999999999999 --out " + out);
+    EXPECT_EQ(far.code, 2) << far.err;
+    EXPECT_EQ(far.err, "scalebench: error: --plant-bit-flip '0@999999999999': step 999999999999 lies past the 3000000 steps a "
+                       "--duration of 3.0s can run (at most 1000000 steps a second), so the flip would never be "
+                       "planted\n");
     EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(PlantedFlip, AFlipThatCannotFireIsRefusedNamingTheFlag) {
+    auto refusal = [](const std::string& text, int world, double duration_s) -> std::string {
+        try {
+            sb::check_planted_flip(sb::parse_planted_flip(text), text, world, duration_s);
+            return "";
+        } catch (const sb::UserError& e) {
+            return e.what();
+        }
+    };
+    EXPECT_EQ(refusal("1@250", 2, 3), "");
+    EXPECT_EQ(refusal("1@3000000", 2, 3), "");  // the last step 3 s can hold
+    EXPECT_NE(refusal("1@3000001", 2, 3).find("--plant-bit-flip '1@3000001': step 3000001 lies past the 3000000 steps"),
+              std::string::npos);
+    EXPECT_NE(refusal("1@999999999999", 2, 90).find("step 999999999999 lies past"), std::string::npos);
+    EXPECT_EQ(refusal("2@10", 2, 3), "--plant-bit-flip '2@10': rank 2 but 2 ranks launched");
+    EXPECT_EQ(refusal("0@0", 1, 3), "--plant-bit-flip '0@0': steps count from 1");
 }
 
 TEST(StressCli, ThreeSecondRunWritesIntervalRecordsAndACompleteSummary) {
