@@ -165,7 +165,7 @@ double collective_timeout_s() {
 void set_collective_timeout_s(double seconds) { g_timeout = seconds; }
 
 void init_fault_handling(MPI_Comm world) {
-    collective_timeout_s();  // a bad value is a UserError now, not at the first wait
+    collective_timeout_s();  // a bad value is a UserError now, not at the first wait (main reads it first)
     SB_CHECK_MPI(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
     SB_CHECK_MPI(PMPI_Comm_dup(world, &g_side));
     int size = 1;

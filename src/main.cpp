@@ -236,8 +236,17 @@ int main(int argc, char** argv) {
     int code = 0;
     try {
         sb::init_process_info(MPI_COMM_WORLD);
+        // Every rank reads the collective timeout; a bad one is refused once (rank 0), as the
+        // test hooks are. Once refused, the deadline keeps its default for the shutdown.
+        std::string timeout_error;
+        try {
+            sb::collective_timeout_s();
+        } catch (const sb::UserError& e) {
+            timeout_error = e.what();
+        }
         sb::init_fault_handling(MPI_COMM_WORLD);
         startup.passed();
+        sb::agree_on_errors(MPI_COMM_WORLD, timeout_error);
         CLI::App app{"scalebench: how data-parallel training scales across GPUs (and CPU ranks)", "scalebench"};
         app.set_version_flag("--version", "scalebench 0.1.0");
         app.require_subcommand(1, 1);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,21 @@ TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("is the --calibrate file"), std::string::npos) << r.err;
     EXPECT_EQ(sb::e2e::slurp(calibration), calibration_before);
+}
+
+// A bad value every rank reads is refused once, by rank 0, with exit 2 (not once per rank).
+TEST(HostileCli, AnErrorEveryRankFindsIsPrintedOnce) {
+    const Result r = sb::e2e::run_shell("SCALEBENCH_COLLECTIVE_TIMEOUT_S=1e10 " + std::string(SCALEBENCH_MPIRUN) +
+                                            " -np 2 " + SCALEBENCH_BINARY + " report " + kSource +
+                                            "/results/h200-gemm/gemm.jsonl",
+                                        scratch() / "run");
+    EXPECT_EQ(r.code, 2) << r.err;
+    int lines = 0;
+    std::istringstream err(r.err);
+    for (std::string line; std::getline(err, line);) lines += line.rfind("scalebench:", 0) == 0;
+    EXPECT_EQ(lines, 1) << r.err;
+    EXPECT_NE(r.err.find("scalebench: error: SCALEBENCH_COLLECTIVE_TIMEOUT_S='1e10'"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(HostileCli, AListNamingOneThingTwiceIsRefused) {
