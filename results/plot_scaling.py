@@ -44,7 +44,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tool_input import InputError, read_input  # noqa: E402
+from tool_input import InputError, number, optional_number, read_input  # noqa: E402
 
 PROG = "plot_scaling.py"
 PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
@@ -93,30 +93,6 @@ def read_jsonl(path, skip_bad_lines, runs):
             if kind != "incomplete":
                 continue
         yield number, record
-
-
-# The plausible range of each number drawn (as `scalebench report` checks them).
-RANGES = {"samples_per_s": (0, 1e15), "scaling_efficiency": (0, 100), "step_ms": (0, 1e9),
-          "compute_ms": (0, 1e9), "exposed_comm_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
-          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6), "no_comm_step_ms": (0, 1e9),
-          "samples_per_s_spread": (0, 1e15), "scaling_efficiency_spread": (0, 100)}
-
-
-def optional_number(record, key, where):
-    """record[key] where the record has it (records before spreads and no-communication steps
-    have none): None, or a number as number() checks it."""
-    return None if record.get(key) is None else number(record, key, where)
-
-
-def number(record, key, where, field=None):
-    """record[key], a finite number inside the range of `field` (default: key) in RANGES."""
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:40]}, expected a number")
-    lo, hi = RANGES.get(field or key, (-math.inf, math.inf))
-    if not lo <= value <= hi:
-        raise InputError(f"{where}: field '{key}' is {value:g}, expected a number from {lo:g} to {hi:g}")
-    return float(value)
 
 
 def median_of(record, key, where):

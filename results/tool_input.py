@@ -2,9 +2,13 @@
 as scalebench's own readers do (src/core/files.h): a path that is not a regular file (a FIFO,
 /dev/zero, a folder) is refused from its stat and never opened for a blocking read, and a file past
 its bound is refused before it is read, so a tool never blocks forever or runs out of memory.
-Also the tools' one escaping of Markdown table text (src/core/table_text.h's rule).
+Also the tools' one reading of a record's numbers in their ranges (RANGES, the ranges
+`scalebench report` shows them in: src/commands/report.cpp) and one escaping of Markdown table
+text (src/core/table_text.h's rule).
 """
 
+import json
+import math
 import os
 import stat
 
@@ -35,6 +39,31 @@ def read_input(path, what, max_bytes):
     if len(data) > max_bytes:
         raise InputError(f"{path}: cannot read {what}: it is more than the {max_bytes} bytes a {what} may have")
     return data
+
+
+# The range of each record number a tool reads (as `scalebench report` checks them): a 300-digit
+# time or a negative throughput is bad input, never drawn.
+RANGES = {"samples_per_s": (0, 1e15), "scaling_efficiency": (0, 100), "step_ms": (0, 1e9),
+          "compute_ms": (0, 1e9), "exposed_comm_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
+          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6), "no_comm_step_ms": (0, 1e9),
+          "samples_per_s_spread": (0, 1e15), "scaling_efficiency_spread": (0, 100)}
+
+
+def number(record, key, where, field=None):
+    """record[key], a finite number inside the range of `field` (default: key) in RANGES."""
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:40]}, expected a number")
+    lo, hi = RANGES.get(field or key, (-math.inf, math.inf))
+    if not lo <= value <= hi:
+        raise InputError(f"{where}: field '{key}' is {value:g}, expected a number from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def optional_number(record, key, where):
+    """record[key] where the record has it (records before spreads and no-communication steps
+    have none): None, or a number as number() checks it."""
+    return None if record.get(key) is None else number(record, key, where)
 
 
 def markdown_cell(text):

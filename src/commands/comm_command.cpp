@@ -25,10 +25,6 @@
 
 namespace sb {
 
-namespace {
-constexpr int kMaxLaunches = 1000000;
-}  // namespace
-
 void add_comm_options(CLI::App& sub, CommOptions& o) {
     // A flag given twice takes its last value, as in `scalebench train`.
     sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -92,13 +88,7 @@ CommPlan plan_comm(const CommOptions& o, int world_size) {
             throw UserError(fmt::format("-e {}: smaller than one {} element ({} bytes)", p.max_bytes,
                                         nccl_type_name(d), dtype_size(d)));
 
-    // A launch count past these would run for days (each launch costs microseconds at least).
-    if (o.iters < 1 || o.iters > kMaxLaunches)
-        throw UserError(fmt::format("-n {}: from 1 to {} timed launches per size", o.iters, kMaxLaunches));
-    if (o.warmup_iters < 0 || o.warmup_iters > kMaxLaunches)
-        throw UserError(fmt::format("-w {}: from 0 to {} warm-up launches", o.warmup_iters, kMaxLaunches));
-    if (o.check < 0 || o.check > kMaxLaunches)
-        throw UserError(fmt::format("-c {}: from 0 to {} checked runs", o.check, kMaxLaunches));
+    // -n, -w and -c were read in their ranges (src/core/flag_reading.cpp).
     p.sweep.iters = o.iters;
     p.sweep.warmup_iters = o.warmup_iters;
     p.sweep.check_iters = o.check;

@@ -420,9 +420,9 @@ int run_compare(const ProjectOptions& o) {
     note_calibration_inputs(o);
     if (!o.out.empty())
         if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
-    if (const std::string p = implausible(o.years, {0, true, 100}); !p.empty())
+    if (const std::string p = out_of_range(o.years, {0, true, 100, false}); !p.empty())
         throw UserError(fmt::format("--years {}: {}", o.years, p));
-    if (const std::string p = implausible(o.usd_per_kwh, {0, false, 100}); !p.empty())
+    if (const std::string p = out_of_range(o.usd_per_kwh, {0, false, 100, false}); !p.empty())
         throw UserError(fmt::format("--usd-per-kwh {}: {}", o.usd_per_kwh, p));
     if (!o.report.empty()) {
         if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");

@@ -52,21 +52,21 @@ struct ShownNumber {
     const char* key;
     const char* part;  // the statistic of an object field ("median"), or nullptr
     bool required, whole;
-    Plausible range;
+    RealRange range;
 };
 constexpr double kMaxRanks = 1 << 24, kMaxBatch = 1 << 24;
 const ShownNumber kShownNumbers[] = {
-    {"world_size", nullptr, true, true, {1, false, kMaxRanks}},
-    {"local_batch", nullptr, false, true, {1, false, kMaxBatch}},
-    {"global_batch", nullptr, false, true, {1, false, kMaxBatch * kMaxRanks}},
-    {"samples_per_s", nullptr, true, false, {0, false, 1e15}},
-    {"samples_per_s_per_rank", nullptr, false, false, {0, false, 1e15}},
-    {"step_ms", "median", false, false, {0, false, 1e9}},
-    {"compute_ms", "median", false, false, {0, false, 1e9}},
-    {"exposed_comm_ms", "median", false, false, {0, false, 1e9}},
-    {"optimizer_ms", "median", false, false, {0, false, 1e9}},
-    {"allreduce_busbw_gbps", nullptr, false, false, {0, false, 1e6}},
-    {"scaling_efficiency", nullptr, false, false, {0, false, 100}},
+    {"world_size", nullptr, true, true, {1, false, kMaxRanks, false}},
+    {"local_batch", nullptr, false, true, {1, false, kMaxBatch, false}},
+    {"global_batch", nullptr, false, true, {1, false, kMaxBatch * kMaxRanks, false}},
+    {"samples_per_s", nullptr, true, false, {0, false, 1e15, false}},
+    {"samples_per_s_per_rank", nullptr, false, false, {0, false, 1e15, false}},
+    {"step_ms", "median", false, false, {0, false, 1e9, false}},
+    {"compute_ms", "median", false, false, {0, false, 1e9, false}},
+    {"exposed_comm_ms", "median", false, false, {0, false, 1e9, false}},
+    {"optimizer_ms", "median", false, false, {0, false, 1e9, false}},
+    {"allreduce_busbw_gbps", nullptr, false, false, {0, false, 1e6, false}},
+    {"scaling_efficiency", nullptr, false, false, {0, false, 100, false}},
 };
 
 // Why a shown number of record `r` cannot be shown, or "" (a missing optional one shows "-").
@@ -79,7 +79,7 @@ std::string shown_number_problem(const nlohmann::json& r, const ShownNumber& n) 
     if (!v->is_number()) return fmt::format("field '{}' is not a number", name);
     const double x = v->get<double>();
     if (n.whole && std::floor(x) != x) return fmt::format("field '{}' is not a whole number, got {:g}", name, x);
-    if (const std::string problem = implausible(x, n.range); !problem.empty())
+    if (const std::string problem = out_of_range(x, n.range); !problem.empty())
         return fmt::format("field '{}' {}", name, problem);
     return "";
 }
@@ -187,12 +187,12 @@ std::vector<std::string> table_row(const nlohmann::json& r) {
 
 // The numbers of a straggler a train record names (stragglers.h), as kShownNumbers.
 const ShownNumber kStragglerNumbers[] = {
-    {"rank", nullptr, true, true, {0, false, kMaxRanks}},
-    {"compute_ms", nullptr, false, false, {0, false, 1e9}},
-    {"behind_ms", nullptr, false, false, {-1e9, false, 1e9}},
-    {"behind_fraction", nullptr, false, false, {-1e9, false, 1e9}},
-    {"median_rank_compute_ms", nullptr, false, false, {0, false, 1e9}},
-    {"behind_sigma_ms", nullptr, false, false, {0, false, 1e9}},
+    {"rank", nullptr, true, true, {0, false, kMaxRanks, false}},
+    {"compute_ms", nullptr, false, false, {0, false, 1e9, false}},
+    {"behind_ms", nullptr, false, false, {-1e9, false, 1e9, false}},
+    {"behind_fraction", nullptr, false, false, {-1e9, false, 1e9, false}},
+    {"median_rank_compute_ms", nullptr, false, false, {0, false, 1e9, false}},
+    {"behind_sigma_ms", nullptr, false, false, {0, false, 1e9, false}},
 };
 
 const nlohmann::json* stragglers_in(const nlohmann::json& r) {

@@ -12,7 +12,11 @@
 namespace sb {
 namespace {
 
-// Flags that set a config key, or a count of the same kind, take that key's range.
+// Flags that set a config key, or a count of the same kind, take that key's range; a flag of
+// one subcommand with a bound of its own is named with the subcommand.
+constexpr IntRange kInt32{INT_MIN, INT_MAX, "the flag is read into a 32-bit int"};
+constexpr RealRange kAnyFinite{-kNoUpperBound, false, kNoUpperBound, false, ""};
+
 const std::map<std::string, IntRange>& integer_flag_ranges() {
     static const std::map<std::string, IntRange> table = {
         {"--steps", kStepsRange},
@@ -23,6 +27,11 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
         {"--seq-len", IntRange{0, kSeqRange.hi, "0 keeps the config's; else the seq_len range"}},
         {"--sdc-check-every", kSdcCheckEveryRange},
         {"--train-steps", kStepsRange},
+        // Flags of one subcommand, named with it. A launch count past a million runs for days
+        // (each launch costs microseconds at least).
+        {"comm --iters", IntRange{1, 1000000, "timed launches per size: more would run for days"}},
+        {"comm --warmup_iters", IntRange{0, 1000000, "warm-up launches per size: more would run for days"}},
+        {"comm --check", IntRange{0, 1000000, "checked runs per measurement: more would run for days"}},
     };
     return table;
 }
@@ -30,12 +39,23 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
 const std::map<std::string, RealRange>& real_flag_ranges() {
     static const std::map<std::string, RealRange> table = {
         {"--bucket-mb", kBucketMbRange},
+        {"doctor --deadline",
+         RealRange{0, true, 7 * 86400.0, false, "seconds: past a week a deadline catches no hang"}},
+        {"doctor --load-seconds",
+         RealRange{0, false, 86400.0, false, "seconds of GEMMs under load: past a day the doctor is a soak (stress)"}},
     };
     return table;
 }
 
-constexpr IntRange kInt32{INT_MIN, INT_MAX, "the flag is read into a 32-bit int"};
-constexpr RealRange kAnyFinite{-kNoUpperBound, false, kNoUpperBound, false, ""};
+// The subcommand's own entry ("comm --iters"), else the flag's ("--steps"), else `fallback`.
+template <typename Range>
+Range range_of(const std::map<std::string, Range>& table, const std::string& subcommand, const std::string& flag,
+               Range fallback) {
+    if (const auto it = table.find(subcommand + " " + flag); it != table.end()) return it->second;
+    if (const auto it = table.find(flag); it != table.end()) return it->second;
+    return fallback;
+}
+
 
 std::string long_name(const CLI::Option& opt) {
     const auto& names = opt.get_lnames();
@@ -47,7 +67,7 @@ void add_number_reader(CLI::App& app) {
         const std::string type = opt->get_type_name();
         const std::string flag = long_name(*opt);
         if (type == "INT" || type == "UINT") {
-            const IntRange range = integer_flag_range(flag);
+            const IntRange range = integer_flag_range(app.get_name(), flag);
             opt->transform(CLI::Validator(
                 [range](std::string& text) {
                     int64_t v = 0;
@@ -57,7 +77,7 @@ void add_number_reader(CLI::App& app) {
                 },
                 "", "one number parser"));
         } else if (type == "FLOAT") {
-            const RealRange range = real_flag_range(flag);
+            const RealRange range = real_flag_range(app.get_name(), flag);
             opt->transform(CLI::Validator(
                 [range](std::string& text) {
                     double v = 0;
@@ -71,16 +91,12 @@ void add_number_reader(CLI::App& app) {
 
 }  // namespace
 
-IntRange integer_flag_range(const std::string& flag) {
-    const auto& table = integer_flag_ranges();
-    const auto it = table.find(flag);
-    return it == table.end() ? kInt32 : it->second;
+IntRange integer_flag_range(const std::string& subcommand, const std::string& flag) {
+    return range_of(integer_flag_ranges(), subcommand, flag, kInt32);
 }
 
-RealRange real_flag_range(const std::string& flag) {
-    const auto& table = real_flag_ranges();
-    const auto it = table.find(flag);
-    return it == table.end() ? kAnyFinite : it->second;
+RealRange real_flag_range(const std::string& subcommand, const std::string& flag) {
+    return range_of(real_flag_ranges(), subcommand, flag, kAnyFinite);
 }
 
 void read_numeric_flags_with_one_parser(CLI::App& app) { add_number_reader(app); }

@@ -1,8 +1,9 @@
 // How every flag of every subcommand is read, whatever its subcommand declares: each numeric
 // flag by the one number parser (base/numbers.h) rather than CLI11's own (which reads "064"
 // as octal 52 and says "could not convert" for 2147483648), a flag that sets a config key in
-// the key's range with its reason (src/core/config_keys.h), any other in the range of the
-// type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
+// the key's range with its reason (src/core/config_keys.h), a flag with a bound of its own
+// (comm's launch counts, the doctor's seconds) in its entry of one table, any other in the
+// range of the type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
 // naming one thing twice.
 #pragma once
 
@@ -23,8 +24,9 @@ void read_numeric_flags_with_one_parser(CLI::App& app);
 // flag or positional list of `app` or its subcommands names one thing twice.
 void refuse_repeated_list_entries(const CLI::App& app);
 
-// The range a numeric flag is read in: --steps takes the steps key's range.
-IntRange integer_flag_range(const std::string& flag);
-RealRange real_flag_range(const std::string& flag);
+// The range a numeric flag of `subcommand` is read in: --steps takes the steps key's range,
+// comm's --iters its own (the table in flag_reading.cpp, each bound with its reason).
+IntRange integer_flag_range(const std::string& subcommand, const std::string& flag);
+RealRange real_flag_range(const std::string& subcommand, const std::string& flag);
 
 }  // namespace sb

@@ -1,4 +1,4 @@
-// Plausible ranges of numbers from flags, profiles and records (see plausible.h).
+// RealRange ranges of numbers from flags, profiles and records (see plausible.h).
 #include "src/core/plausible.h"
 
 #include <fmt/format.h>
@@ -7,18 +7,14 @@
 
 namespace sb {
 
-std::string implausible(double v, Plausible range) {
-    const bool inside = (range.lo_open ? v > range.lo : v >= range.lo) && v <= range.hi;  // false for NaN
-    if (inside) return "";
-    return fmt::format("must be in {}{:g}, {:g}], got {:g}", range.lo_open ? "(" : "[", range.lo, range.hi, v);
-}
+std::string out_of_range(double v, RealRange range) { return real_range_problem(v, fmt::format("{:g}", v), range); }
 
-double plausible_field(const nlohmann::json& record, const std::string& key, Plausible range, const std::string& where) {
+double plausible_field(const nlohmann::json& record, const std::string& key, RealRange range, const std::string& where) {
     const auto it = record.find(key);
     if (it == record.end() || !it->is_number())
         throw UserError(fmt::format("{}: key '{}': {}", where, key, it == record.end() ? "missing" : "not a number"));
     const double v = it->get<double>();
-    if (const std::string problem = implausible(v, range); !problem.empty())
+    if (const std::string problem = out_of_range(v, range); !problem.empty())
         throw UserError(fmt::format("{}: key '{}': {}", where, key, problem));
     return v;
 }

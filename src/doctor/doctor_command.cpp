@@ -82,9 +82,7 @@ std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
         return e.what();
     }
     if (*max_bytes < 4096) return fmt::format("--max-bytes {}: at least 4K", o.max_bytes);
-    if (o.train_steps < 1) return fmt::format("--train-steps {}: at least 1", o.train_steps);
-    if (!(o.deadline_s > 0)) return fmt::format("--deadline {}: must be > 0 seconds", o.deadline_s);
-    if (!(o.load_s >= 0)) return fmt::format("--load-seconds {}: must be >= 0", o.load_s);
+    // --train-steps, --deadline and --load-seconds were read in their ranges (src/core/flag_reading.cpp).
     try {
         if (!o.from_snapshot.empty()) note_input(o.from_snapshot, "snapshot");
         // The training tier's workload, read and checked before the first tier runs.

@@ -150,9 +150,10 @@ TEST(RobustChecks, CommBuffersLargerThanMemoryAndEndlessLaunchCountsAreRefusedOn
     r = run("comm --backend mpi --op all_gather -b 1024G -e 1024G --out " + out.string(), 2);
     expect_refused_once(r, "-e 1099511627776: the sweep's buffers need 1649267441664 bytes (1536.00 GiB) per rank "
                            "(all_gather, float, world size 2: send and receive buffers)", out);
-    for (const std::string& flag : {std::string("-n 1000001"), std::string("-w 1000001"), std::string("-c 1000001")})
-        expect_refused_once(run("comm --backend mpi -b 8 -e 8 " + flag + " --out " + out.string(), 2),
-                            flag + ": from ", out);
+    for (const auto& [flag, name] : {std::pair<std::string, std::string>{"-n", "--iters"}, {"-w", "--warmup_iters"},
+                                     {"-c", "--check"}})
+        expect_refused_once(run("comm --backend mpi -b 8 -e 8 " + flag + " 1000001 --out " + out.string(), 2),
+                            name + ": must be <= 1000000, got 1000001 (", out);
 }
 
 TEST(RobustChecks, AnMlpTeacherTooLargeForMemoryIsRefusedNamingTheKey) {

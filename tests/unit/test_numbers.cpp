@@ -4,6 +4,7 @@
 // 2147483648 gets the bound and its reason, 1e10 seconds is refused naming the variable, and
 // a profile number outside its key's range is refused with the key's reason.
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -15,9 +16,11 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "collectives/deadline.h"
+#include "src/commands/comm_command.h"
 #include "src/core/config.h"
 #include "src/core/files.h"
 #include "src/core/flag_reading.h"
+#include "src/doctor/doctor_command.h"
 #include "src/projection/hardware.h"
 
 namespace sb {
@@ -66,6 +69,42 @@ std::string parse_flags(std::vector<std::string> args, Parsed& p) {
         return e.what();
     }
     return "";
+}
+
+// comm's launch counts and the doctor's seconds, declared as their subcommands declare them,
+// are read in their entries of the flag table (no bound of their own in the commands).
+TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
+    auto parse = [](const std::vector<std::string>& given) -> std::string {
+        CLI::App app{"t"};
+        CommOptions comm;
+        add_comm_options(*app.add_subcommand("comm"), comm);
+        DoctorOptions doctor;
+        add_doctor_options(*app.add_subcommand("doctor"), doctor);
+        read_numeric_flags_with_one_parser(app);
+        std::vector<std::string> args(given.rbegin(), given.rend());
+        try {
+            app.parse(args);
+        } catch (const CLI::ParseError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(parse({"comm", "-n", "1000000", "-w", "0", "-c", "1000000"}), "");
+    const std::pair<std::vector<std::string>, std::string> refused[] = {
+        {{"comm", "-n", "0"}, "must be >= 1, got 0 (timed launches per size: more would run for days)"},
+        {{"comm", "-n", "1000001"}, "must be <= 1000000, got 1000001 (timed launches per size"},
+        {{"comm", "-w", "-1"}, "must be >= 0, got -1 (warm-up launches per size"},
+        {{"comm", "-c", "1000001"}, "must be <= 1000000, got 1000001 (checked runs per measurement"},
+        {{"doctor", "--deadline", "0"}, "must be in (0, 604800], got 0 (seconds: past a week"},
+        {{"doctor", "--deadline", "1e10"}, "must be in (0, 604800], got 1e10"},
+        {{"doctor", "--load-seconds", "-1"}, "must be in [0, 86400], got -1 (seconds of GEMMs under load"},
+        {{"doctor", "--train-steps", "0"}, "must be >= 1, got 0"},
+    };
+    for (const auto& [args, says] : refused) {
+        const std::string e = parse(args);
+        EXPECT_NE(e.find(says), std::string::npos) << args[1] << " " << args[2] << ": " << e;
+    }
+    EXPECT_EQ(integer_flag_range("train", "--iters").hi, INT_MAX);  // comm's entry is comm's alone
 }
 
 TEST(OneNumberParser, FlagsReadAsYamlDoes) {
