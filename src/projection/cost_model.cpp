@@ -204,6 +204,9 @@ double CostModel::ring_busbw_gbps(int g) const {
         // of every GPU's B at once: 2 g B at most its bandwidth.
         busbw /= std::min<double>(hw.gpus_per_switch.value, std::max(g, 1));
         busbw = std::min(busbw, hw.host_mem_bw_gbps.value / (2.0 * std::max(g, 1)));
+        // What host memory serves staged copies at is far below its bandwidth and shared the same way, so
+        // the ring slows as GPUs join it (node.staged_host_gbps; 0: unbounded).
+        if (hw.staged_host_gbps.value > 0) busbw = std::min(busbw, hw.staged_host_gbps.value / (2.0 * std::max(g, 1)));
     }
     // A ring over GPUs of both sockets (they fill socket 0 first) crosses the link between them.
     const double per_socket = hw.gpus_per_node.value / hw.sockets.value;

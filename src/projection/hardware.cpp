@@ -38,6 +38,7 @@ HardwareProfile with_p2p_disabled(const HardwareProfile& hw, const HardwareProfi
     out.link_latency_us = staged.link_latency_us;
     out.comm_sms = staged.comm_sms;
     out.staged_overlap = staged.staged_overlap;
+    out.staged_host_gbps = staged.staged_host_gbps;
     out.description = hw.description + ", run with NCCL_P2P_DISABLE=1 (staged transport of " + staged.name + ")";
     return out;
 }
@@ -223,6 +224,7 @@ private:
             {"nvls_busbw_gbps", &hw.nvls_busbw_gbps, false, false},
             {"comm_sms", &hw.comm_sms, true, true},
             {"staged_overlap", &hw.staged_overlap, false, false},
+            {"staged_host_gbps", &hw.staged_host_gbps, false, false},
             {"sockets", &hw.sockets, false, true},
             {"inter_socket_gbps", &hw.inter_socket_gbps, false, false},
             {"gpus_per_switch", &hw.gpus_per_switch, false, true},
@@ -400,6 +402,7 @@ std::vector<std::pair<std::string, Sourced*>> sourced_numbers(HardwareProfile& h
             {"node.nvls_busbw_gbps", &hw.nvls_busbw_gbps},
             {"node.comm_sms", &hw.comm_sms},
             {"node.staged_overlap", &hw.staged_overlap},
+            {"node.staged_host_gbps", &hw.staged_host_gbps},
             {"node.sockets", &hw.sockets},
             {"node.inter_socket_gbps", &hw.inter_socket_gbps},
             {"node.gpus_per_switch", &hw.gpus_per_switch},
@@ -523,6 +526,7 @@ nlohmann::json to_json(const HardwareProfile& hw) {
     if (!hw.inter_socket_gbps.source.empty()) j["node"]["inter_socket_gbps"] = sourced(hw.inter_socket_gbps);
     if (!hw.input_images_per_s.source.empty()) j["node"]["input_images_per_s"] = sourced(hw.input_images_per_s);
     if (!hw.nvls_busbw_gbps.source.empty()) j["node"]["nvls_busbw_gbps"] = sourced(hw.nvls_busbw_gbps);
+    if (!hw.staged_host_gbps.source.empty()) j["node"]["staged_host_gbps"] = sourced(hw.staged_host_gbps);
     if (!hw.caveats.empty()) {
         j["node"]["caveats"] = nlohmann::json::array();
         for (const Caveat& c : hw.caveats)

@@ -132,6 +132,9 @@ struct HardwareProfile {
     Sourced input_images_per_s;
     Sourced comm_sms;           // SMs NCCL's kernel holds while it runs (one per channel)
     Sourced staged_overlap;     // host_staged: the fraction of the all-reduce's time compute can run beside it
+    // host_staged: the rate host memory serves the staged copies of all the node's GPUs together (a GPU
+    // at ring busbw B costs it 2B: a write and a read); value 0 (no source): no such bound.
+    Sourced staged_host_gbps;
     // The node's cost beside its GPUs' (optional; compare's limited budget counts them when given):
     Sourced server_usd;         // server without GPUs: chassis, CPUs, memory, NICs, power supplies
     Sourced host_power_w;       // the node's power besides its GPUs' TDP at full load

@@ -33,6 +33,7 @@ const std::vector<ProfileNumber>& profile_numbers() {
         {"nvls_busbw_gbps", {0.1, false, 1e5, false, "NVLS bus bandwidth of 100 MB/s to 100 TB/s, as a link's"}},
         {"comm_sms", {0, false, 1024, false, "SMs NCCL takes, at most the GPU's"}},
         {"staged_overlap", {0, false, 1, false, "a share of the staged copy hidden behind the next"}},
+        {"staged_host_gbps", {1, false, 1e4, false, "host memory serving staged copies at 1 GB/s to 10 TB/s, as its bandwidth"}},
         {"sockets", {1, false, 8, false, "CPU sockets of one server"}},
         {"inter_socket_gbps", {0.1, false, 1e4, false, "a socket link of 100 MB/s to 10 TB/s"}},
         {"gpus_per_switch", {1, false, 64, false, "GPUs behind one PCIe switch"}},

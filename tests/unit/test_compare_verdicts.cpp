@@ -76,6 +76,9 @@ TEST(CompareVerdicts, AFlipInsideABandIsReportedWithTheNumberAndItsEnd) {
     const TrainConfig cfg = load_config_file(kSource + "/configs/bert-base.yaml");
     HardwareProfile staged = profile("rtx4090-24gb-pcie4");  // link_efficiency and staged_overlap are ranges
     staged.name = "staged";
+    // Without the host's staged rate, which binds the ring at 4 GPUs (below the copy rate at every
+    // end of its range), so that the copy rate's range decides the flip.
+    staged.staged_host_gbps = {};
     const HardwareProfile p2p = without_ranges(profile("rtx4090-24gb-pcie4-p2p"));
     const std::vector<Calibration> none(2);
     // Price the staged node so that, per dollar at 4 GPUs, it scores below the P2P node at the

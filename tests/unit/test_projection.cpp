@@ -374,12 +374,24 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
     EXPECT_NEAR(p2p.ring_busbw_gbps(8), std::min(pcie_gbps(4, 16) * 0.8, p2p_hw.inter_socket_gbps.value), 1e-9);
     EXPECT_LT(p2p.ring_busbw_gbps(8), p2p.ring_busbw_gbps(4));
     EXPECT_NEAR(pcie_gbps(4, 16), 31.5077, 1e-3);
-    // Without P2P the ring is bound by the staged copy, or by host memory / 2n when that is lower.
+    // Without P2P the ring is bound by the staged copy, or by host memory / 2n when that is lower:
+    // its bandwidth, and the lower rate it serves staged copies at (node.staged_host_gbps).
     const HardwareProfile staged_hw = profile("rtx4090-24gb-pcie4");
     const CostModel staged(staged_hw);
-    EXPECT_NEAR(staged.ring_busbw_gbps(8),
-                std::min(pcie_gbps(4, 16) * staged_hw.link_efficiency.value, staged_hw.host_mem_bw_gbps.value / 16), 1e-9);
+    const double copy_rate = pcie_gbps(4, 16) * staged_hw.link_efficiency.value;
+    ASSERT_GT(staged_hw.staged_host_gbps.value, 0);
+    EXPECT_NEAR(staged.ring_busbw_gbps(8), std::min(copy_rate, staged_hw.staged_host_gbps.value / 16), 1e-9);
+    // The staged ring slows as GPUs join it: the copy rate at 2 GPUs (the published 2-GPU rows),
+    // host memory's staged rate shared by 4, then by 8.
+    EXPECT_NEAR(staged.ring_busbw_gbps(2), copy_rate, 1e-9);
+    EXPECT_NEAR(staged.ring_busbw_gbps(4), std::min(copy_rate, staged_hw.staged_host_gbps.value / 8), 1e-9);
+    EXPECT_LT(staged.ring_busbw_gbps(4), staged.ring_busbw_gbps(2));
+    EXPECT_LT(staged.ring_busbw_gbps(8), staged.ring_busbw_gbps(4));
+    // A P2P profile has no staged bound; with_p2p_disabled takes the staged profile's.
+    EXPECT_EQ(p2p_hw.staged_host_gbps.value, 0);
+    EXPECT_EQ(with_p2p_disabled(p2p_hw, staged_hw).staged_host_gbps.value, staged_hw.staged_host_gbps.value);
     HardwareProfile thin = staged_hw;
+    thin.staged_host_gbps.value = 0;
     thin.host_mem_bw_gbps.value = 50;
     EXPECT_NEAR(CostModel(thin).ring_busbw_gbps(8), 50.0 / 16, 1e-9);
     // Two GPUs behind one switch share its uplink for both staged copies: half each.
