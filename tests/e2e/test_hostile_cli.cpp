@@ -46,7 +46,7 @@ TEST(HostileCli, AFlagsNumberIsDecimalAndANonUtf8EnvironmentByteIsKept) {
 
 TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
     const fs::path snapshot = scratch() / "s.json";
-    fs::copy_file(kSource + "/tests/fixtures/doctor/gen3-x8.json", snapshot, fs::copy_options::overwrite_existing);
+    fs::copy_file(kSource + "/tests/fixtures/doctor/slot-x8.json", snapshot, fs::copy_options::overwrite_existing);
     const std::string before = sb::e2e::slurp(snapshot);
     for (const char* flag : {"--report", "--snapshot-out"}) {
         const Result r = run("doctor --from-snapshot " + snapshot.string() + " " + flag + " " + snapshot.string());
@@ -63,7 +63,7 @@ TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
     EXPECT_NE(r.err.find("two outputs cannot share one file"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(both));
     const fs::path calibration = scratch() / "calibration.jsonl";
-    fs::copy_file(kSource + "/results/h200-gemm/gemm.jsonl", calibration, fs::copy_options::overwrite_existing);
+    fs::copy_file(kSource + "/results/h200-one-gpu/gemm/gemm.jsonl", calibration, fs::copy_options::overwrite_existing);
     const std::string calibration_before = sb::e2e::slurp(calibration);
     r = run("project --hardware h200-sxm --profile-dir " + kSource + "/configs/hardware --config " + kSource +
             "/configs/ci-small.yaml --calibrate " + calibration.string() + " --out " + calibration.string());
@@ -76,7 +76,7 @@ TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
 TEST(HostileCli, AnErrorEveryRankFindsIsPrintedOnce) {
     const Result r = sb::e2e::run_shell("SCALEBENCH_COLLECTIVE_TIMEOUT_S=1e10 " + std::string(SCALEBENCH_MPIRUN) +
                                             " -np 2 " + SCALEBENCH_BINARY + " report " + kSource +
-                                            "/results/h200-gemm/gemm.jsonl",
+                                            "/results/h200-one-gpu/gemm/gemm.jsonl",
                                         scratch() / "run");
     EXPECT_EQ(r.code, 2) << r.err;
     int lines = 0;
@@ -108,7 +108,7 @@ TEST(HostileCli, AListNamingOneThingTwiceIsRefused) {
     EXPECT_NE(r.err.find("--hardware: the profile name h200-sxm is given twice"), std::string::npos) << r.err;
     // report: one file under two spellings would show every row twice.
     const fs::path records = scratch() / "r.jsonl";
-    fs::copy_file(kSource + "/results/h200-gemm/mlp-large.jsonl", records, fs::copy_options::overwrite_existing);
+    fs::copy_file(kSource + "/results/h200-one-gpu/gemm/mlp-large.jsonl", records, fs::copy_options::overwrite_existing);
     r = run("report " + records.string() + " " + (records.parent_path() / "." / records.filename()).string());
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("is given twice (entries 1 and 2"), std::string::npos) << r.err;

@@ -45,21 +45,21 @@ std::string calibrate_error(nlohmann::json record, const std::function<void(nloh
 }
 
 TEST(CalibrationChecks, ACommRecordOfTheMpiBackendIsNotTheGpusDeviceCopy) {
-    const nlohmann::json comm = first_record("results/h200-gemm/comm.jsonl", "comm");
+    const nlohmann::json comm = first_record("results/h200-one-gpu/gemm/comm.jsonl", "comm");
     EXPECT_EQ(calibrate_error(comm, [](nlohmann::json&) {}), "<calibrated>");
     const std::string e = calibrate_error(comm, [](nlohmann::json& r) { r["backend"] = "mpi"; });
     EXPECT_NE(e.find("a comm record of backend 'mpi' times host memory, not the GPU"), std::string::npos) << e;
 }
 
 TEST(CalibrationChecks, NumbersOutsideTheirRangeAreRefusedNamingTheKey) {
-    const nlohmann::json op = first_record("results/h200-tree-maxpool-rows/check/opprof_bert-base_b256.jsonl", "op_profile");
+    const nlohmann::json op = first_record("results/h200-kernel-history/maxpool-rows/check/opprof_bert-base_b256.jsonl", "op_profile");
     EXPECT_EQ(calibrate_error(op, [](nlohmann::json&) {}), "<calibrated>");
     std::string e = calibrate_error(op, [](nlohmann::json& r) { r["ms"]["median"] = 1e9; });
     EXPECT_NE(e.find("record 1: key 'ms.median': must be in (0, 100000], got 1000000000 (one op of over 100 s"),
               std::string::npos) << e;
     e = calibrate_error(op, [](nlohmann::json& r) { r["local_batch"] = -1; });
     EXPECT_NE(e.find("key 'local_batch': must be in [1, 16777216], got -1"), std::string::npos) << e;
-    const nlohmann::json train = first_record("results/h200-gemm/mlp-large.jsonl", "train");
+    const nlohmann::json train = first_record("results/h200-one-gpu/gemm/mlp-large.jsonl", "train");
     e = calibrate_error(train, [](nlohmann::json& r) { r["local_batch"] = -1; });
     EXPECT_NE(e.find("key 'local_batch': must be in [1, 16777216], got -1"), std::string::npos) << e;
 }

@@ -590,7 +590,11 @@ TEST(CompareSoaks, DriftIsJudgedAgainstARangedBoundAndItsEndsAreFlips) {
     // Two equal nodes, x the cheaper: x wins the tie at the central bound; at the bound's low end
     // its 3% drift counts against it and y wins, a flip said with the bound's end.
     const TrainConfig cfg = load_config_file(kSource + "/configs/ci-small.yaml");
-    HardwareProfile x = without_ranges(profile("h200-sxm")), y = x;
+    HardwareProfile x = without_ranges(profile("h200-sxm"));
+    // ci-small's sub-millisecond step: the framework's per-step cost at 2 GPUs would make one GPU
+    // faster than two, which no verdict answers (StepTerms.*); the soak is what this test judges.
+    x.framework_step_ms.value = 0;
+    HardwareProfile y = x;
     x.name = "x";
     x.price_usd.value = 30000;
     y.name = "y";

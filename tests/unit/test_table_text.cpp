@@ -18,6 +18,9 @@ TEST(TableText, CsvFieldsHoldNoControlCharacterAndNoFormula) {
     EXPECT_EQ(csv_field("+1+cmd"), "'+1+cmd");
     EXPECT_EQ(csv_field("@SUM(A1)"), "'@SUM(A1)");
     EXPECT_EQ(csv_field("-5.25"), "-5.25");  // a negative figure is data
+    EXPECT_EQ(csv_field("-6.0%"), "-6.0%");  // and a negative share
+    EXPECT_EQ(csv_field("-"), "-");          // and the mark of no figure
+    EXPECT_EQ(csv_field("-cmd"), "'-cmd");
     EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
     EXPECT_EQ(csv_field("line\nbreak\r\x1b"), "line\\x0abreak\\x0d\\x1b");
 }
