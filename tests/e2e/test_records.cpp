@@ -347,10 +347,13 @@ TEST(Records, StressWorkloadsThatFitAloneButNotTogetherAreRefused) {
     const double target_params = 0.6 * available_kib * 1024.0 / 16;
     const long long width = static_cast<long long>(std::sqrt(target_params));
     const std::string config = (scratch() / "half.yaml").string(), out = (scratch() / "half.jsonl").string();
-    std::ofstream(config) << "mlp:\n  input_dim: " << width << "\n  hidden: [" << width << "]\n  num_classes: 2\n"
-                          << "batch_size: 1\noptimizer: {kind: adamw}\n";
+    // Two files of one workload (a list naming one file twice is refused as a repeat).
+    const std::string twin = (scratch() / "half-twin.yaml").string();
+    for (const std::string& path : {config, twin})
+        std::ofstream(path) << "mlp:\n  input_dim: " << width << "\n  hidden: [" << width << "]\n  num_classes: 2\n"
+                            << "batch_size: 1\noptimizer: {kind: adamw}\n";
     fs::remove(out);
-    const Refusal r = refuse("stress --config " + config + "," + config + " --backend cpu --duration 2s --interval 1s --out " + out);
+    const Refusal r = refuse("stress --config " + config + "," + twin + " --backend cpu --duration 2s --interval 1s --out " + out);
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_NE(r.err.find("every workload held at once"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));

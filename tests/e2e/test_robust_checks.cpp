@@ -173,8 +173,9 @@ TEST(RobustChecks, AnMlpTeacherTooLargeForMemoryIsRefusedNamingTheKey) {
 TEST(RobustChecks, StressWithMoreWorkloadsThanIntervalsIsRefusedUpFront) {
     const fs::path out = scratch() / "stress.jsonl";
     fs::remove(out);
-    const std::string config = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-small.yaml";
-    const auto r = run("stress --backend cpu --config " + config + "," + config + "," + config +
+    const std::string configs = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/";  // three workloads, each once
+    const auto r = run("stress --backend cpu --config " + configs + "ci-small.yaml," + configs + "default.yaml," + configs +
+                       "ci-transformer.yaml" +
                        " --duration 2s --interval 1s --out " + out.string(), 2);
     expect_refused_once(r, "--duration 2s in intervals of 1s (--interval) gives 2 intervals, fewer than the 3 "
                            "workloads of --config", out);
