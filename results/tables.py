@@ -191,17 +191,23 @@ def _resnet_run(folder, model, batch, engine):
 
 
 def table_quickstart():
-    header = ["ranks", "samples/s", "per rank", "step ms median", "min", "max", "compute ms",
-              "exp.comm ms", "optimizer ms", "busbw GB/s", "eff."]
+    """The columns train prints (src/commands/scaling_table.cpp), from the built-in default's records."""
+    header = ["ranks", "samples/s", "per rank", "step ms", "± %", "compute ms", "tail ms", "optimizer ms",
+              "no-comm step ms", "comm cost ms", "±", "hidden", "bwd slow ms", "busbw GB/s", "±", "eff.", "±"]
     rows = []
     for n in (1, 2):
         path = f"{CPU}/train.jsonl"
         line, r = record(path, world_size=n, config__source="<built-in default>")
-        cells = [r["samples_per_s"], r["samples_per_s_per_rank"]]
-        rows.append([str(n)] + [Fig(fmt(v), path, line) for v in cells] +
-                    [Fig(fmt(r["step_ms"][k], 3), path, line) for k in ("median", "min", "max")] +
-                    [Fig(fmt(r[k]["median"], 3), path, line) for k in ("compute_ms", "exposed_comm_ms", "optimizer_ms")] +
-                    [Fig(fmt(r["allreduce_busbw_gbps"], 2), path, line), Fig(pct(r["scaling_efficiency"]), path, line)])
+        no_comm = r.get("no_comm_step_ms") or {}
+        step = r["step_ms"]["median"]
+        cells = [fmt(r["samples_per_s"]), fmt(r["samples_per_s_per_rank"]), fmt(step, 3),
+                 fmt(100 * r["step_spread_ms"] / step), fmt(r["compute_ms"]["median"], 3),
+                 fmt(r["exposed_comm_ms"]["median"], 3), fmt(r["optimizer_ms"]["median"], 3),
+                 fmt(no_comm.get("median"), 3), fmt(r["comm_cost_ms"], 3), fmt(r["comm_cost_spread_ms"], 3),
+                 pct(r["hidden_fraction"]), fmt(r["compute_slowdown_ms"], 3), fmt(r["allreduce_busbw_gbps"], 2),
+                 fmt(r["allreduce_busbw_spread_gbps"], 2), pct(r["scaling_efficiency"]),
+                 pct(r["scaling_efficiency_spread"])]
+        rows.append([str(n)] + [Fig(c, path, line) for c in cells])
     return header, "r" * len(header), rows
 
 
