@@ -332,7 +332,11 @@ projections() {
   [[ -e ${one_gpu[0]:-} ]] || ((dry_run)) || { skip project "no op profiles in $details/opprof"; return 0; }
   local comm1=$details/project/comm-1gpu.jsonl
   rm -f "$comm1"
-  if [[ -s $details/comm.jsonl ]]; then
+  # Only NCCL's records time the GPU's copies and links; MPI's (--cpu) time host memory, which
+  # calibrates no GPU (calibration refuses them).
+  local gpu_comm=0
+  [[ $comm_backend == nccl && -s $details/comm.jsonl ]] && gpu_comm=1
+  if ((gpu_comm)); then
     "$python" -c '
 import json, sys
 with open(sys.argv[2], "w") as out:
@@ -347,7 +351,7 @@ with open(sys.argv[2], "w") as out:
     read -r label _ <<<"$w"
     run_step "project.$label" 15 120 "$details/project/$label.jsonl" -- "$bin" project --hardware "$hardware" \
       --config "$details/configs/$label.yaml" --gpus "$sizes" --calibrate "$list" --out "$details/project/$label.jsonl"
-    if [[ -s $details/comm.jsonl ]]; then
+    if ((gpu_comm)); then
       run_step "project.$label.fabric" 15 120 "$details/project/$label.fabric.jsonl" -- "$bin" project \
         --hardware "$hardware" --config "$details/configs/$label.yaml" --gpus "$sizes" \
         --calibrate "$list,$details/comm.jsonl" --out "$details/project/$label.fabric.jsonl"
