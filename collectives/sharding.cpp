@@ -8,16 +8,6 @@
 
 namespace sb {
 
-const char* sharding_mode_name(ShardingMode mode) {
-    switch (mode) {
-        case ShardingMode::none: return "none";
-        case ShardingMode::optimizer: return "optimizer";
-        case ShardingMode::gradients: return "gradients";
-        case ShardingMode::parameters: return "parameters";
-    }
-    return "?";
-}
-
 ShardLayout::ShardLayout(const std::vector<Bucket>& buckets, int world_size, int rank)
     : world_size_(world_size), rank_(rank) {
     SB_REQUIRE(world_size >= 1 && rank >= 0 && rank < world_size,

@@ -22,9 +22,9 @@ whole_count() {
 # nothing expanded or run:  shell_words sweep.sh --mpirun-args mpirun_extra "$2"
 shell_words() {
   local prog=$1 what=$2 name=$3 text=$4 words
-  words=$(printf '%s' "$text" | xargs printf '%s\0' 2>&1 >/dev/null) &&
+  words=$(printf '%s' "$text" | xargs -r printf '%s\0' 2>&1 >/dev/null) &&
     [[ -z $words ]] || { echo "$prog: $what '$text': unbalanced quotes" >&2; exit 2; }
-  mapfile -d '' -t "$name" < <(printf '%s' "$text" | xargs printf '%s\0')
+  mapfile -d '' -t "$name" < <(printf '%s' "$text" | xargs -r printf '%s\0')
 }
 
 # An output path as the user meant it: relative to the folder the script was started from,

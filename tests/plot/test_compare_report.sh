@@ -30,8 +30,15 @@ requires: [ecc, datacenter_use, vendor_driver, soak]
 workloads: [ci-small.yaml]
 YAML
 profiles=a100-sxm4-40gb,rtx4090-48gb-pcie4,rtx4090-48gb-pcie4-p2p
+# The shipped profiles without the framework's per-step cost (node.framework_step_ms, 3.25 ms at N > 1):
+# ci-small's sub-millisecond step would leave no 8-GPU answer, and the rules are what this test reads.
+mkdir profiles
+for f in "$src"/configs/hardware/*.yaml; do
+  sed 's/^node:$/node:\n  framework_step_ms: {value: 0, source: "test: the rules without the framework cost"}/' "$f" \
+    >"profiles/$(basename "$f")"
+done
 mkdir out
-if ! "$bin" compare --hardware $profiles --profile-dir "$src/configs/hardware" \
+if ! "$bin" compare --hardware $profiles --profile-dir "$tmp/profiles" \
     --scenario small-experiments,"$tmp/tiny-production.yaml" --report out/guide.md >run.log 2>&1; then
   cat run.log; fail "compare --report exited non-zero"
 fi
@@ -60,7 +67,7 @@ done
 
 # --nodes 2: the production preset judged on two nodes; its plots draw them (dashed) and are named for them.
 mkdir nodes
-if ! "$bin" compare --hardware $profiles --profile-dir "$src/configs/hardware" --nodes 2 \
+if ! "$bin" compare --hardware $profiles --profile-dir "$tmp/profiles" --nodes 2 \
     --scenario "$tmp/tiny-production.yaml" --report nodes/guide.md >nodes.log 2>&1; then
   cat nodes.log; fail "compare --nodes 2 --report exited non-zero"
 fi
