@@ -212,7 +212,8 @@ TEST(CompareVerdicts, AProfilesCaveatsAreSaidBesideEveryVerdictItWins) {
     p2p.hw.caveats = profile("rtx4090-24gb-pcie4-p2p").caveats;
     ASSERT_EQ(p2p.hw.caveats.size(), 1u);
     ASSERT_FALSE(p2p.hw.reported_failing());
-    const Verdict v = scenario(verdicts({p2p, made_row("stock", 1000, false, {100})}), "small experiments");
+    const std::vector<CompareRow> rows = {p2p, made_row("stock", 1000, false, {100})};  // the verdict points into them
+    const Verdict v = scenario(verdicts(rows), "small experiments");
     ASSERT_EQ(v.winner->hw.name, "p2p");
     EXPECT_NE(v.reason.find("caveat: needs the unofficial P2P kernel module"), std::string::npos) << v.reason;
     EXPECT_NE(v.reason.find("IOMMU off or passthrough"), std::string::npos) << v.reason;
@@ -228,7 +229,8 @@ TEST(CompareVerdicts, AProfileReportedNotToWorkIsShownBesideTheVerdictNeverCrown
     failing.hw.caveats = profile("rtx4090-48gb-pcie4-p2p").caveats;
     ASSERT_EQ(failing.hw.caveats.size(), 2u);
     ASSERT_TRUE(failing.hw.reported_failing());
-    const Verdict v = scenario(verdicts({failing, made_row("stock", 1000, false, {100})}), "small experiments");
+    const std::vector<CompareRow> rows = {failing, made_row("stock", 1000, false, {100})};  // the verdict points into them
+    const Verdict v = scenario(verdicts(rows), "small experiments");
     ASSERT_NE(v.winner, nullptr);
     EXPECT_EQ(v.winner->hw.name, "stock") << v.reason;
     EXPECT_NE(v.reason.find("beside it, not crowned: p2p-48 at 1 GPU (20"), std::string::npos) << v.reason;
@@ -238,11 +240,13 @@ TEST(CompareVerdicts, AProfileReportedNotToWorkIsShownBesideTheVerdictNeverCrown
     CompareRow slower = failing;
     slower.by_gpus.front().samples_per_s = 50;
     slower.by_gpus.front().bands.samples_per_s = slower.by_gpus.front().bands.samples_per_s_without_compute_error = {50, 50};
-    const Verdict w = scenario(verdicts({slower, made_row("stock", 1000, false, {100})}), "small experiments");
+    const std::vector<CompareRow> slower_rows = {slower, made_row("stock", 1000, false, {100})};
+    const Verdict w = scenario(verdicts(slower_rows), "small experiments");
     EXPECT_EQ(w.winner->hw.name, "stock");
     EXPECT_EQ(w.reason.find("p2p-48"), std::string::npos) << w.reason;
     // Where every candidate is reported failing the verdict says it is no recommendation.
-    const Verdict only = scenario(verdicts({failing}), "small experiments");
+    const std::vector<CompareRow> only_rows = {failing};
+    const Verdict only = scenario(verdicts(only_rows), "small experiments");
     ASSERT_NE(only.winner, nullptr);
     EXPECT_NE(only.reason.find("this is no recommendation"), std::string::npos) << only.reason;
     // The shipped 48 GB P2P profile is the one marked so; the 24 GB one is not.
