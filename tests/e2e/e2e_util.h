@@ -11,6 +11,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/core/results.h"
 
 namespace sb::e2e {
 
@@ -45,6 +50,14 @@ inline Result run_shell(const std::string& command, const std::filesystem::path&
     r.out = slurp(dir / "out");
     r.err = slurp(dir / "err");
     return r;
+}
+
+// The records of one subcommand in a JSONL file, in order.
+inline std::vector<nlohmann::json> records_of(const std::string& path, const std::string& subcommand) {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : sb::read_records(path).records)
+        if (r["subcommand"] == subcommand) out.push_back(r);
+    return out;
 }
 
 }  // namespace sb::e2e

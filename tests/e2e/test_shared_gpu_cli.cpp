@@ -14,6 +14,7 @@
 namespace {
 
 using sb::e2e::Result;
+using sb::e2e::records_of;
 
 std::filesystem::path dir() { return sb::e2e::scratch("shared-gpu-e2e"); }
 
@@ -29,12 +30,6 @@ std::string fresh(const std::string& name) {
 
 Result run(const std::string& command, const std::string& name) { return sb::e2e::run_shell(command, dir() / name); }
 
-std::vector<nlohmann::json> records_of(const std::string& path, const std::string& subcommand) {
-    std::vector<nlohmann::json> out;
-    for (const auto& r : sb::read_records(path).records)
-        if (r["subcommand"] == subcommand) out.push_back(r);
-    return out;
-}
 
 TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
     const std::string out = fresh("flag.jsonl");
