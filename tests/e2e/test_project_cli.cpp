@@ -148,7 +148,7 @@ TEST(CompareCli, JsonCarriesTheTableBandsAndVerdicts) {
     EXPECT_EQ(j["profiles"][1]["name"], "rtx4090-24gb-pcie4");
     EXPECT_EQ(j["profiles"][1]["ranges"],
               nlohmann::json({"gpu.compute_error_pct", "node.link_efficiency", "node.staged_overlap",
-                              "node.inter_socket_gbps", "node.step_jitter_pct", "node.bucket_launch_us",
+                              "node.staged_host_gbps", "node.step_jitter_pct", "node.bucket_launch_us",
                               "node.framework_step_ms"}));
     for (const auto& g : j["profiles"][1]["by_gpus"]) {
         EXPECT_LE(g["samples_per_s_band"][0].get<double>(), g["samples_per_s"].get<double>() + 1e-9);
