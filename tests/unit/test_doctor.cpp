@@ -146,6 +146,15 @@ TEST(DoctorSweep, StopsWhereBusbwLevelsOffBelowTheBandOrWithoutOne) {
     EXPECT_EQ(r.stop, kStopLevel);
     l.target_gbps = 0;  // no band (ranks sharing a GPU, the control): the same curve, the same stop
     EXPECT_EQ(run_sweep(saturating(60, kMiB), l).sizes, r.sizes);
+    // Level: under 5% over two doublings; fewer than three sizes cannot tell.
+    l.target_gbps = 0;
+    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).stop, "");
+    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).next_bytes, 4 * kMiB);
+    EXPECT_EQ(sweep_step({10, 10.2, 10.49}, 4 * kMiB, l).stop, kStopLevel);  // 4.9%
+    EXPECT_EQ(sweep_step({10, 10.2, 10.51}, 4 * kMiB, l).stop, "");          // 5.1%: still rising
+    EXPECT_EQ(sweep_step({10, 12, 10.4}, 4 * kMiB, l).stop, kStopLevel);    // a drop
+    l.target_gbps = 10;
+    EXPECT_EQ(sweep_step({10}, kMiB, l).stop, kStopBandReached);
 }
 
 TEST(DoctorSweep, StopsAtMaxBytesOrFreeMemoryWhileStillRising) {
@@ -168,31 +177,15 @@ TEST(DoctorSweep, StopsAtMaxBytesOrFreeMemoryWhileStillRising) {
     r = run_sweep(slow_rise, l);
     EXPECT_EQ(r.sizes, std::vector<size_t>{4096});
     EXPECT_EQ(r.stop, kStopMaxBytes);
-}
-
-TEST(DoctorSweep, SizesAreWholeFloatsPerRank) {
-    SweepLimits l;
+    // Sizes are whole floats per rank: three ranks, 12-byte steps, up to a 5 MiB cap.
     l.max_bytes = 5 * kMiB;
     l.memory_bytes = size_t{16} << 30;
-    l.align = 4 * 3;  // three ranks
-    const SweepResult r = run_sweep(saturating(100, 64 * kMiB), l);
+    l.align = 4 * 3;
+    r = run_sweep(saturating(100, 64 * kMiB), l);
     ASSERT_EQ(r.sizes.size(), 4u);  // 1, 2, 4 MiB and the 5 MiB cap, each rounded down to 12 bytes
     for (size_t s : r.sizes) EXPECT_EQ(s % 12, 0u) << s;
     EXPECT_EQ(r.sizes.front(), kMiB / 12 * 12);
     EXPECT_EQ(r.sizes.back(), 5 * kMiB / 12 * 12);
-}
-
-TEST(DoctorSweep, LevelMeansUnderFivePercentOverTwoDoublings) {
-    SweepLimits l;
-    l.max_bytes = size_t{1} << 30;
-    l.memory_bytes = size_t{1} << 30;
-    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).stop, "");  // two sizes: too few to tell
-    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).next_bytes, 4 * kMiB);
-    EXPECT_EQ(sweep_step({10, 10.2, 10.49}, 4 * kMiB, l).stop, kStopLevel);  // 4.9%
-    EXPECT_EQ(sweep_step({10, 10.2, 10.51}, 4 * kMiB, l).stop, "");          // 5.1%: still rising
-    EXPECT_EQ(sweep_step({10, 12, 10.4}, 4 * kMiB, l).stop, kStopLevel);  // a drop
-    l.target_gbps = 10;
-    EXPECT_EQ(sweep_step({10}, kMiB, l).stop, kStopBandReached);
 }
 
 // ---- parsers and forms
