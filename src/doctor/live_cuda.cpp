@@ -5,7 +5,6 @@
 #include "src/core/results.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -81,20 +80,6 @@ struct GpuBuffers {
     unsigned char* host_dst = nullptr;
     cudaStream_t stream = nullptr;
 };
-
-// Runs `fn` with this thread on `cpus` (a CPU list; unchanged where empty or unreadable), so
-// pinned host memory it allocates and first touches lands on that NUMA node.
-template <class F>
-void on_cpus(const std::string& cpus, F&& fn) {
-    cpu_set_t saved, want;
-    CPU_ZERO(&want);
-    for (int c : parse_cpu_list(cpus))
-        if (c < CPU_SETSIZE) CPU_SET(c, &want);
-    const bool moved = CPU_COUNT(&want) > 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0 &&
-                       sched_setaffinity(0, sizeof(want), &want) == 0;
-    fn();
-    if (moved) sched_setaffinity(0, sizeof(saved), &saved);
-}
 
 // Milliseconds of `issue` on `stream` of the current device, timed with events.
 template <class F>

@@ -1,7 +1,8 @@
 // The doctor's parts the corpus (test_doctor_corpus.cpp) does not reach on their own: the
 // tier verdicts and exit code with unjudged checks, a machine without GPUs, the collective
-// sweep's stopping rule (on synthetic busbw curves, no timing), the parsers the live reader
-// relies on, and the snapshot's JSON and the table, report and JSON forms.
+// sweep's stopping rule (on synthetic busbw curves, no timing), the host buffers' CPU placement,
+// the parsers the live reader relies on, and the snapshot's JSON and the table, report and JSON
+// forms.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include "base/errors.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/expectations.h"
+#include "src/doctor/live_reader.h"
 #include "src/doctor/output.h"
 #include "src/doctor/snapshot.h"
 #include "src/doctor/sources.h"
@@ -186,6 +188,20 @@ TEST(DoctorSweep, StopsAtMaxBytesOrFreeMemoryWhileStillRising) {
     for (size_t s : r.sizes) EXPECT_EQ(s % 12, 0u) << s;
     EXPECT_EQ(r.sizes.front(), kMiB / 12 * 12);
     EXPECT_EQ(r.sizes.back(), 5 * kMiB / 12 * 12);
+}
+
+// The host buffers of each GPU are allocated and first touched on that GPU's CPUs (its NUMA node).
+TEST(DoctorLive, HostBuffersAreTouchedOnTheGpusOwnCpus) {
+    const std::string before = bound_cpus();
+    const std::vector<int> mine = parse_cpu_list(before);
+    ASSERT_FALSE(mine.empty()) << before;
+    const std::string last = std::to_string(mine.back());
+    std::string inside;
+    on_cpus(last, [&] { inside = bound_cpus(); });
+    EXPECT_EQ(inside, last);
+    EXPECT_EQ(bound_cpus(), before);  // restored
+    on_cpus("", [&] { inside = bound_cpus(); });  // not read (a VM's sysfs): left where it was
+    EXPECT_EQ(inside, before);
 }
 
 // ---- parsers and forms
