@@ -61,7 +61,7 @@ TEST(CompareVerdicts, AWorkloadThatDoesNotFitNeverWins) {
     const std::vector<HardwareProfile> profiles = {cheap, a100};
     const std::vector<Calibration> none(2);
     const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false);
-    ASSERT_FALSE(rows[0].fits());
+    ASSERT_FALSE(rows[0].fits_at_one_gpu());
     for (const Verdict& v : verdicts(rows)) {
         ASSERT_NE(v.winner, nullptr) << v.scenario;
         EXPECT_EQ(v.winner->hw.name, "a100-sxm4-40gb") << v.scenario;
