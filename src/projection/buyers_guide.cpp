@@ -568,6 +568,12 @@ ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, cons
                 it->rules.push_back(rule);
             }
         }
+    // One workload judged both with and without a scenario's choice among sharding modes: two names.
+    for (JudgedWorkload& w : guide.workloads)
+        if (!w.sharding.empty() && std::count_if(guide.workloads.begin(), guide.workloads.end(), [&](const JudgedWorkload& o) {
+                return o.label == w.label;
+            }) > 1)
+            w.label += ", mode as fits";
     for (JudgedWorkload& w : guide.workloads) {
         CompareSetup fed = guide.setup;
         fed.real_input = w.real_input;

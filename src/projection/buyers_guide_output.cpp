@@ -78,10 +78,11 @@ std::string on_nodes_line(const CompareRow& row) {
                        top.step.exposed_comm_ms);
 }
 
-// Where a workload is sharded or chooses its mode: the mode of each configuration of one node, its
-// footprint, and what the sharded collectives take at the most GPUs. "sharding (the first of none,
-// optimizer that fits): 1 GPU none 40.31 GiB NO (none 40.31, optimizer 40.31), 2 GPUs optimizer 33.40,
-// ...; at 8 GPUs reduce-scatter 10.12 + all-gather 9.87 ms per step".
+// Where a workload is sharded or chooses its mode, per configuration of one node: the mode it runs
+// in, its footprint (every mode's where none fits) and what the step's collectives take: "sharding,
+// the first of none, optimizer, gradients that fits (GiB per GPU; the collectives per step): 1 GPU
+// none 32.83 (all-reduce 14.6 ms), ..., 4 GPUs optimizer 25.58 NO (none 32.83, optimizer 25.58,
+// gradients 25.58 GiB per GPU of 24) (reduce-scatter 820.1 + all-gather 820.1 ms), ...".
 std::string sharding_line(const CompareRow& row) {
     const bool chosen = !row.at_max().fits.empty();
     if (!chosen && std::all_of(row.by_gpus.begin(), row.by_gpus.end(),
@@ -91,17 +92,16 @@ std::string sharding_line(const CompareRow& row) {
     for (const ModeFit& f : row.at_max().fits) modes += fmt::format("{}{}", modes.empty() ? "" : ", ", sharding_mode_name(f.mode));
     std::string cells;
     for (const Projection& p : row.by_gpus) {
-        cells += fmt::format("{}{} {} {:.2f}{}", cells.empty() ? "" : ", ", configuration_name(p), sharding_mode_name(p.sharding),
-                             p.record["memory_per_gpu_gb"].get<double>(),
-                             p.fits_memory() ? "" : fmt::format(" NO ({})", footprints(p, row.hw)));
+        const std::string cost = p.sharding == ShardingMode::none
+                                     ? fmt::format("all-reduce {:.1f} ms", p.step.allreduce_ms)
+                                     : fmt::format("reduce-scatter {:.1f} + all-gather {:.1f} ms", p.step.reduce_scatter_ms,
+                                                   p.step.all_gather_ms);
+        cells += fmt::format("{}{} {} {:.2f}{} ({})", cells.empty() ? "" : ", ", configuration_name(p),
+                             sharding_mode_name(p.sharding), p.record["memory_per_gpu_gb"].get<double>(),
+                             p.fits_memory() ? "" : fmt::format(" NO ({})", footprints(p, row.hw)), cost);
     }
-    const Projection& top = row.at_max();
-    const std::string cost = top.sharding == ShardingMode::none
-                                 ? fmt::format("all-reduce {:.2f} ms per step", top.step.allreduce_ms)
-                                 : fmt::format("reduce-scatter {:.2f} + all-gather {:.2f} ms per step",
-                                               top.step.reduce_scatter_ms, top.step.all_gather_ms);
-    return fmt::format("sharding{}: {} (GiB per GPU); at {} {}", chosen ? " (the first of " + modes + " that fits)" : "",
-                       cells, configuration_name(top), cost);
+    return fmt::format("sharding{} (GiB per GPU; the collectives per step): {}",
+                       chosen ? ", the first of " + modes + " that fits" : "", cells);
 }
 
 }  // namespace

@@ -44,6 +44,14 @@ const StepTrace& TraceCache::trace(const TrainConfig& cfg, int local_batch, int 
     return it->second;
 }
 
+const std::vector<ModeFit>& TraceCache::fits(const TrainConfig& cfg, const std::vector<ShardingMode>& modes,
+                                             int world_size, int local_batch, const HardwareProfile& hw) {
+    const auto key = std::make_tuple(world_size, local_batch, hw.memory_gb.value);
+    auto it = fits_.find(key);
+    if (it == fits_.end()) it = fits_.emplace(key, sharding_fits(cfg, modes, world_size, local_batch, hw)).first;
+    return it->second;
+}
+
 std::vector<ModeFit> sharding_fits(const TrainConfig& cfg, const std::vector<ShardingMode>& modes, int world_size,
                                    int local_batch, const HardwareProfile& hw) {
     std::vector<ModeFit> out;
@@ -187,7 +195,7 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             throw UserError(fmt::format("{}: key 'batch_size': batch_size {} is not divisible by world size {} "
                                         "(scaling_mode: strong)", cfg.source, cfg.batch_size, world));
         const int local = per_rank_batch(cfg, world);
-        Configuration c{sharding_fits(cfg, modes, world, local, model.hw), nullptr};
+        Configuration c{traces.fits(cfg, modes, world, local, model.hw), nullptr};
         TrainConfig ran = cfg;
         ran.sharding = chosen_mode(c.fits);
         c.trace = &traces.trace(ran, local, world, profile_limits(model.hw));

@@ -71,14 +71,18 @@ struct Projection {
     bool fits_memory() const { return record["fits_memory"].get<bool>(); }
 };
 
-// The traces of one workload on one profile's GPU, by local batch, mode and (sharded) world size:
-// the corners of the profile's ranges move nothing a trace depends on, so they share them.
+// The traces of one workload on one profile's GPU, by local batch, mode and (sharded) world size,
+// and its modes' footprints by world size: the corners of the profile's ranges move nothing either
+// depends on, so they share them.
 class TraceCache {
 public:
     const StepTrace& trace(const TrainConfig& cfg, int local_batch, int world_size, const DeviceLimits& limits);
+    const std::vector<ModeFit>& fits(const TrainConfig& cfg, const std::vector<ShardingMode>& modes, int world_size,
+                                     int local_batch, const HardwareProfile& hw);
 
 private:
     std::map<std::tuple<int, int, ShardingMode>, StepTrace> traces_;
+    std::map<std::tuple<int, int, double>, std::vector<ModeFit>> fits_;
 };
 
 // Projects cfg on hw at gpus x nodes for each entry (weak or strong scaling as cfg says). Each
