@@ -143,7 +143,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     // the workload fits) is no multi-GPU answer; that one GPU is.
     double fastest_single = 0;
     for (const CompareRow& r : rows)
-        if (r.fits_at_one_gpu()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
+        if (r.by_gpus.front().fits_memory()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
     auto scale = [&](const CompareRow& r, const Projection& p) {
         const int g = p.step.world_size;
         switch (rule.score) {

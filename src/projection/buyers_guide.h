@@ -35,8 +35,6 @@ struct CompareRow {
         return nullptr;
     }
     int max_gpus() const { return by_gpus.back().step.world_size; }
-    // Whether a configuration fits its GPUs' memory is its own (a sharded rank holds less as ranks join).
-    bool fits_at_one_gpu() const { return by_gpus.front().fits_memory(); }
     double per_10k(const Projection& p) const {
         return p.samples_per_s / (p.step.world_size * hw.price_usd.value / 1e4);
     }

@@ -49,7 +49,9 @@ nlohmann::json configurations_json(const CompareRow& row, const std::vector<Proj
                             {"sharding", sharding_mode_name(p.sharding)},
                             {"memory_per_gpu_gib", p.record["memory_per_gpu_gb"]},
                             {"fits_memory", p.fits_memory()}};
+        // What the step's collectives take, every bucket back to back.
         if (sharded) j.update({{"reduce_scatter_ms", p.step.reduce_scatter_ms}, {"all_gather_ms", p.step.all_gather_ms}});
+        else j["allreduce_ms"] = p.step.allreduce_ms;
         if (p.record.contains("sharding_fit")) j["sharding_fit"] = p.record["sharding_fit"];
         if (terms)
             j["samples_per_s_per_10k_usd_whole_cost"] =

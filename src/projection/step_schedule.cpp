@@ -118,7 +118,10 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel)",
         "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
         "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
-        "buckets start in order on one comm stream when the op that made their last gradient is done",
+        "sharded steps: each bucket's reduce-scatter and all-gather are half the all-reduce's ring at the same busbw, "
+        "(n-1) steps of link latency + (n-1)/n x bytes / busbw within a node, half its ring between nodes",
+        "buckets start in order on one comm stream when the op that made their last gradient is done; the op the "
+        "runner waits for a collective before starts no earlier than its end",
         "exposed communication = wait for the last bucket after backward, plus the work issued after the waits "
         "(16-bit gradient casts back, fp16 unscale)",
         fmt::format("each bucket's all-reduce call costs its launch ({:g} us) besides 2(n-1) ring steps of link latency",
