@@ -1,7 +1,8 @@
 // A workload projected on a hardware profile (DESIGN: Projection): the projection model
 // (src/projection/projection.h) over GPU and node counts, each world size a `train`-shaped record
-// marked "projected", with the band every figure takes over the profile's ranges; and the
-// projected all-reduce table of `project --comm`.
+// marked "projected" in the sharding mode it runs in (the first of those asked that fits its GPUs,
+// by train's per-rank prediction), with the band every figure takes over the profile's ranges; and
+// the projected all-reduce table of `project --comm`.
 #pragma once
 
 #include <cstdint>

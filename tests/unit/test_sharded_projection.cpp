@@ -224,6 +224,27 @@ TEST(ShardedProjection, EachConfigurationRunsInTheFirstModeThatFitsByTrainsPredi
     }
 }
 
+TEST(ShardedProjection, ShardedFiguresCarryTheBandsOfTheProfilesRanges) {
+    TrainConfig xl = load_config_file(kSource + "/configs/gpt2-xl.yaml");  // sharding: optimizer
+    const HardwareProfile staged = profile("rtx4090-24gb-pcie4");         // its link efficiency is a range
+    std::vector<Projection> rows = project_workload(xl, CostModel(staged), {8}, {1});
+    widen_to_ranges(rows, xl, staged, Calibration{}, {8}, {1});
+    const Projection& p = rows.front();
+    ASSERT_EQ(p.sharding, ShardingMode::optimizer);
+    const nlohmann::json& bands = p.record["bands"];
+    EXPECT_FALSE(bands.contains("allreduce_busbw_gbps"));  // named for what it is
+    const std::pair<const char*, double> figures[] = {{"sharding_busbw_gbps", p.busbw},
+                                                      {"samples_per_s", p.samples_per_s},
+                                                      {"exposed_comm_ms", p.step.exposed_comm_ms}};
+    for (const auto& [key, central] : figures) {
+        ASSERT_TRUE(bands.contains(key)) << key;
+        EXPECT_LE(bands[key][0].get<double>(), central + 1e-9) << key;
+        EXPECT_GE(bands[key][1].get<double>(), central - 1e-9) << key;
+        EXPECT_LT(bands[key][0].get<double>(), bands[key][1].get<double>()) << key;  // the ranges move it
+    }
+    EXPECT_NEAR(p.busbw, p.record["sharding"]["busbw_gbps"].get<double>(), 1e-12);
+}
+
 TEST(ShardedProjection, InTheNlpScenarioACardOnWhichNoModeFitsWinsNothingAndIsNamed) {
     const std::string configs = kSource + "/configs";
     const Scenario nlp = load_scenario(configs + "/scenarios/nlp-fine-tuning.yaml", configs);
