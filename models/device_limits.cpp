@@ -141,11 +141,7 @@ std::vector<KernelResources> parse_resource_usage(const std::string& text) {
     static const std::regex ptxas_frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
     static const std::regex ptxas_used(R"(Used (\d+) registers)");
     static const std::regex ptxas_smem(R"((\d+) bytes smem)");
-    static const std::regex cuobjdump_arch(R"(^arch = (sm_[0-9]+a?))");
-    static const std::regex cuobjdump_function(R"(^\s*Function (.*):\s*$)");
-    static const std::regex cuobjdump_usage(R"(REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+))");
     std::vector<KernelResources> out;
-    std::string arch;  // cuobjdump's current ELF
     bool open = false;  // the last entry awaits its figures
     std::istringstream in(text);
     std::string line;
@@ -154,23 +150,12 @@ std::vector<KernelResources> parse_resource_usage(const std::string& text) {
         if (std::regex_search(line, m, ptxas_entry)) {
             out.push_back({m[1], m[2]});
             open = true;
-        } else if (std::regex_search(line, m, cuobjdump_arch)) {
-            arch = m[1];
-        } else if (std::regex_search(line, m, cuobjdump_function)) {
-            out.push_back({m[1], arch});
-            open = true;
         } else if (open && std::regex_search(line, m, ptxas_frame)) {
             out.back().stack_bytes = std::stoll(m[1]);
             out.back().spill_bytes = std::stoll(m[2]);
         } else if (open && std::regex_search(line, m, ptxas_used)) {
             out.back().registers = std::stoi(m[1]);
             if (std::regex_search(line, m, ptxas_smem)) out.back().static_smem = std::stoll(m[1]);
-            open = false;
-        } else if (open && std::regex_search(line, m, cuobjdump_usage)) {
-            out.back().registers = std::stoi(m[1]);
-            out.back().stack_bytes = std::stoll(m[2]);
-            out.back().static_smem = std::stoll(m[3]);
-            out.back().spill_bytes = std::stoll(m[4]);
             open = false;
         }
     }

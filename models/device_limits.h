@@ -120,8 +120,8 @@ struct KernelResources {
     // ptxas: spill stores; cuobjdump: LOCAL (local memory per thread, spills included).
     int64_t spill_bytes = 0;
 };
-// Parses `nvcc --resource-usage` / `-Xptxas -v` output, or `cuobjdump --dump-resource-usage`
-// output; names as the text spells them (demangle before parsing to match PlannedLaunch).
+// Parses `nvcc --resource-usage` / `-Xptxas -v` output (ptxas's report); names as the text spells
+// them (demangle before parsing to match PlannedLaunch).
 std::vector<KernelResources> parse_resource_usage(const std::string& text);
 
 // A claimed architecture's verdict on the kernels compiled for it (those of `kernels` with its

@@ -1,5 +1,6 @@
 // Collective and training checks: all_reduce, all_gather and reduce_scatter through NCCL, each
-// checked element by element and its busbw set against the link's band (NVLS-aware); the
+// checked element by element, grown in size until busbw reaches the band or levels off
+// (sweep_sizes.h), and its busbw set against the link's band (NVLS-aware); the
 // transport NCCL chose; the NCCL_P2P_DISABLE=1 control; and the short training run, whose
 // efficiency line comes from the same band (no fixed percentage).
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/doctor/check_util.h"
+#include "src/doctor/sweep_sizes.h"
 
 namespace sb::doctor::detail {
 
@@ -64,6 +66,28 @@ std::string op_title(const std::string& op) {
     return op == "all_reduce" ? "all-reduce" : op == "all_gather" ? "all-gather" : "reduce-scatter";
 }
 
+const SweepStop* find_stop(const CollectiveRun& r, const std::string& op) {
+    for (const SweepStop& x : r.stops)
+        if (x.op == op) return &x;
+    return nullptr;
+}
+
+std::string size_text(double bytes) {
+    return bytes >= 1048576 ? fmt::format("{:.0f} MiB", bytes / 1048576.0) : fmt::format("{:.0f} KiB", bytes / 1024.0);
+}
+
+// What the sweep of `op` measured and where it stopped growing, and why.
+std::string sweep_figures(const CollectiveRun& run, const std::string& op) {
+    std::vector<std::string> parts;
+    for (const AllReduceRow& x : run.rows)
+        if (x.op == op) parts.push_back(fmt::format("{} {:.2f} GB/s", size_text(x.bytes), x.busbw_gbps));
+    std::string text = fmt::format("{} ranks, busbw {}", run.nranks, join(parts, ", "));
+    if (const SweepStop* stop = find_stop(run, op))
+        text += fmt::format("; grew to {}: {}{}", size_text(stop->bytes), sweep_stop_text(stop->reason),
+                            stop->reason == kStopBandReached ? fmt::format(" ({:.1f} GB/s)", run.target_gbps) : "");
+    return text;
+}
+
 Check check_collective(const SystemSnapshot& s, const ExpectedBands& bands, const CollectiveRun& run,
                        const std::string& op) {
     Check c = check(Tier::collective, op_title(op) + ", checked and timed");
@@ -74,14 +98,7 @@ Check check_collective(const SystemSnapshot& s, const ExpectedBands& bands, cons
             return unjudged(Tier::collective, c.name, fmt::format("the sweep returned no {} measurement", op));
         return c;
     }
-    std::vector<std::string> parts;
-    const AllReduceRow* reached = nullptr;
-    for (const AllReduceRow& x : run.rows) {
-        if (x.op != op) continue;
-        parts.push_back(fmt::format("{:.0f} MiB {:.2f} GB/s", x.bytes / 1048576.0, x.busbw_gbps));
-        if (!reached && bands.busbw.known() && x.busbw_gbps >= bands.busbw.lo) reached = &x;
-    }
-    c.figures = fmt::format("{} ranks, busbw {}", run.nranks, join(parts, ", "));
+    c.figures = sweep_figures(run, op);
     if (s.shared_gpu) {
         c.band = "no band: the ranks share one GPU and talk through NCCL's network transport (not a hardware figure)";
         return c;
@@ -94,18 +111,42 @@ Check check_collective(const SystemSnapshot& s, const ExpectedBands& bands, cons
     for (const PublishedBusbw& p : bands.published)
         c.band += fmt::format("; published all-reduce {:.1f} GB/s on {} GPUs at {:.0f} MiB ({})", p.busbw_gbps, p.gpus,
                               p.bytes / 1048576.0, p.source);
-    c.figures += reached ? fmt::format("; the band's low end reached at {:.0f} MiB", reached->bytes / 1048576.0)
-                         : "; the band's low end is not reached at any size";
-    if (row->busbw_gbps > bands.busbw.ceiling * 1.02)
+    const AllReduceRow* reached = nullptr;
+    const AllReduceRow* fastest = row;
+    for (const AllReduceRow& x : run.rows) {
+        if (x.op != op) continue;
+        if (!reached && x.busbw_gbps >= bands.busbw.lo) reached = &x;
+        if (x.busbw_gbps > fastest->busbw_gbps) fastest = &x;
+    }
+    const SweepStop* stop = find_stop(run, op);
+    if (!stop || stop->reason != kStopBandReached)
+        c.figures += reached ? fmt::format("; the band's low end reached at {}", size_text(reached->bytes))
+                             : "; the band's low end is not reached at any size";
+    const bool capped = stop && (stop->reason == kStopMaxBytes || stop->reason == kStopMemory);
+    if (fastest->busbw_gbps > bands.busbw.ceiling * 1.02) {
         raise(c, Verdict::fail,
-              fmt::format("busbw {:.1f} GB/s is above the link's {:.1f} GB/s: a unit or timing error", row->busbw_gbps,
-                          bands.busbw.ceiling),
+              fmt::format("busbw {:.1f} GB/s at {} is above the link's {:.1f} GB/s: a unit or timing error",
+                          fastest->busbw_gbps, size_text(fastest->bytes), bands.busbw.ceiling),
               "report it: the measurement is wrong, not the machine");
-    else if (row->busbw_gbps < bands.busbw.lo)
+    } else if (row->busbw_gbps < bands.busbw.lo && capped && c.verdict == Verdict::pass) {
+        // Still rising where the sweep had to stop: the band is for sizes where busbw has levelled off.
+        Check u = unjudged(Tier::collective, c.name,
+                           fmt::format("busbw {:.1f} GB/s at {} is below the band ({:.1f} GB/s) but still rising where "
+                                       "the sweep stopped ({}): {}",
+                                       row->busbw_gbps, size_text(row->bytes), bands.busbw.lo,
+                                       sweep_stop_text(stop->reason),
+                                       stop->reason == kStopMaxBytes ? "raise --max-bytes"
+                                                                     : "free GPU memory (other processes) and rerun"));
+        u.figures = c.figures;
+        u.band = c.band;
+        return u;
+    } else if (row->busbw_gbps < bands.busbw.lo) {
         raise(c, Verdict::fail,
-              fmt::format("busbw {:.1f} GB/s at {:.0f} MiB is below the band ({:.1f} GB/s)", row->busbw_gbps,
-                          row->bytes / 1048576.0, bands.busbw.lo),
+              fmt::format("busbw {:.1f} GB/s at {} is below the band ({:.1f} GB/s){}", row->busbw_gbps,
+                          size_text(row->bytes), bands.busbw.lo,
+                          stop && stop->reason == kStopLevel ? ", and levelled off there" : ""),
               "fix what the rows above name; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH shows the rings and the transport");
+    }
     return c;
 }
 
@@ -135,12 +176,17 @@ Check check_control(const CollectiveRun& as_is, const CollectiveRun* control) {
     if (!control) return skipped(Tier::collective, name, "the control did not run");
     Check c = check(Tier::collective, name);
     judge_run(c, *control, "all_reduce", true);
-    const AllReduceRow* a = largest_row(as_is, "all_reduce");
-    const AllReduceRow* b = largest_row(*control, "all_reduce");
+    // The largest all-reduce size both sweeps measured: each grows to its own stop.
+    const AllReduceRow *a = nullptr, *b = nullptr;
+    for (const AllReduceRow& x : as_is.rows)
+        for (const AllReduceRow& y : control->rows)
+            if (x.op == "all_reduce" && y.op == "all_reduce" && x.bytes == y.bytes && (!a || x.bytes > a->bytes)) {
+                a = &x;
+                b = &y;
+            }
     if (a && b) {
-        c.figures = fmt::format("all-reduce at {:.0f} MiB: as is {:.2f} GB/s ({}), control {:.2f} GB/s ({})",
-                                a->bytes / 1048576.0, a->busbw_gbps, transports_text(as_is), b->busbw_gbps,
-                                transports_text(*control));
+        c.figures = fmt::format("all-reduce at {}: as is {:.2f} GB/s ({}), control {:.2f} GB/s ({})", size_text(a->bytes),
+                                a->busbw_gbps, transports_text(as_is), b->busbw_gbps, transports_text(*control));
         if (uses(as_is, "P2P") && a->busbw_gbps < b->busbw_gbps)
             raise(c, Verdict::fail,
                   "P2P is slower than going through host memory: a socket link, ACS or the IOMMU in the peer path "

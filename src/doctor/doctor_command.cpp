@@ -49,9 +49,9 @@ void add_doctor_options(CLI::App& sub, DoctorOptions& o) {
                    "without)");
     sub.add_option("--train-steps", o.train_steps, "measured steps of the training tier at each world size")
         ->capture_default_str();
-    sub.add_option("--max-bytes", o.max_bytes, "largest all-reduce of the collective tier (K, M, G as nccl-tests)")
+    sub.add_option("--max-bytes", o.max_bytes, "largest size of the collective tier's sweeps (K, M, G as nccl-tests)")
         ->capture_default_str();
-    sub.add_option("--deadline", o.deadline_s, "seconds each all-reduce sweep may take before it counts as hung")
+    sub.add_option("--deadline", o.deadline_s, "seconds each collective sweep may take before it counts as hung")
         ->capture_default_str();
     sub.add_option("--load-seconds", o.load_s, "seconds of GEMMs the clocks and power are read under")
         ->capture_default_str();
@@ -100,8 +100,8 @@ std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
     return "";
 }
 
-// Rank 0: the checks of `s`, printed and written; returns the exit code.
-int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
+// The bands of the hardware `s` shows, from the profiles (--profile-dir or the shipped ones).
+doctor::ExpectedBands bands_of(const DoctorOptions& o, const SystemSnapshot& s) {
     const std::string profile_dir = o.profile_dir.empty() ? shipped_config_dir("hardware") : o.profile_dir;
     std::vector<HardwareProfile> profiles;
     if (!profile_dir.empty()) profiles = doctor::load_profiles(profile_dir);
@@ -111,6 +111,12 @@ int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
         published = doctor::load_published_busbw(published_file);
     doctor::ExpectedBands bands = doctor::expected_bands(s, profiles, published);
     if (profiles.empty()) bands.why_none = "no hardware profiles found (give --profile-dir)";
+    return bands;
+}
+
+// Rank 0: the checks of `s`, printed and written; returns the exit code.
+int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
+    const doctor::ExpectedBands bands = bands_of(o, s);
     const std::vector<doctor::Check> checks = doctor::run_checks(s, bands);
     if (o.json) fmt::print("{}\n", json_text(doctor::checks_json(checks, bands, s), 1));
     else fmt::print("{}", doctor::format_table(checks, bands, s));
@@ -240,6 +246,42 @@ SystemSnapshot read_host_part(const DoctorOptions& o, const ProcessInfo& p, int 
     return host_part;
 }
 
+// The collective tier on every rank: the sweep as the machine is, sizes growing towards the
+// band's low end (rank 0's bands of the readings so far; none for ranks sharing a GPU), then the
+// control with NCCL_P2P_DISABLE=1, grown until level. Rank 0 keeps the runs in `s`.
+void run_collective_tier(const DoctorOptions& o, SystemSnapshot& s, const doctor::RankReading& me,
+                         const ProcessInfo& p, size_t max_bytes, const std::string& scratch, MPI_Comm world) {
+    int rank = 0;
+    SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
+#ifdef SCALEBENCH_HAVE_CUDA
+    if (me.device < 0) {
+        s.collective_skipped = "no GPU: NCCL's collectives need one";
+        return;
+    }
+    double target = rank == 0 && !s.shared_gpu ? bands_of(o, s).busbw.lo : 0;
+    SB_CHECK_MPI(MPI_Bcast(&target, 1, MPI_DOUBLE, 0, world));
+    // The ranks of this host on this rank's GPU: one, or round-robin with --share-gpu.
+    const int gpus = doctor::visible_gpu_count();
+    const int device_ranks =
+        o.share_gpu && gpus > 0 ? p.local_size / gpus + (me.device < p.local_size % gpus ? 1 : 0) : 1;
+    for (const bool control : {false, true}) {
+        const double aim = control ? 0 : target;
+        if (rank == 0)
+            fmt::print(stderr, "doctor: NCCL collectives from 1 MiB doubling up to {} bytes, until busbw {}{}\n",
+                       max_bytes, aim > 0 ? fmt::format("reaches {:.1f} GB/s or levels off", aim) : "levels off",
+                       control ? ", with NCCL_P2P_DISABLE=1 (the control)" : "");
+        doctor::CollectiveRun run = doctor::run_allreduce_sweep(control ? "p2p_disabled" : "as_is", control, me.device,
+                                                                device_ranks, max_bytes, aim, o.deadline_s, scratch,
+                                                                world);
+        if (rank == 0) s.collectives.push_back(run);
+    }
+#else
+    (void)o, (void)me, (void)p, (void)max_bytes, (void)scratch, (void)rank;
+    s.collective_skipped = "this build has no CUDA: the NCCL collectives need it (the CPU ranks' MPI all-reduce is "
+                           "`scalebench comm --backend mpi`)";
+#endif
+}
+
 }  // namespace
 
 int run_doctor(const DoctorOptions& o, MPI_Comm world) {
@@ -282,30 +324,14 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
         if (!part["host"].is_null()) merge(s, part["host"].get<SystemSnapshot>());
     }
 
-    // Collective: the all-reduce as the machine is, then the control without P2P.
+    // Collective: the three collectives as the machine is, then the control without P2P.
     if (skipping(o, "collective")) {
         s.collective_skipped = "left out (--skip collective)";
     } else if (size < 2) {
         s.collective_skipped = "one rank: no all-reduce between ranks (launch one rank per GPU, or several ranks on "
                                "one GPU with --share-gpu)";
     } else {
-#ifdef SCALEBENCH_HAVE_CUDA
-        if (me.device < 0) {
-            s.collective_skipped = "no GPU: NCCL's all-reduce needs one";
-        } else {
-            for (const bool control : {false, true}) {
-                if (rank == 0)
-                    fmt::print(stderr, "doctor: NCCL all-reduce up to {} bytes{}\n", max_bytes,
-                               control ? " with NCCL_P2P_DISABLE=1 (the control)" : "");
-                doctor::CollectiveRun run = doctor::run_allreduce_sweep(control ? "p2p_disabled" : "as_is", control,
-                                                                        me.device, max_bytes, o.deadline_s, scratch, world);
-                if (rank == 0) s.collectives.push_back(run);
-            }
-        }
-#else
-        s.collective_skipped = "this build has no CUDA: the NCCL all-reduce needs it (the CPU ranks' MPI all-reduce "
-                               "is `scalebench comm --backend mpi`)";
-#endif
+        run_collective_tier(o, s, me, p, max_bytes, scratch, world);
     }
     int failed = rank == 0 && collective_failed(s) ? 1 : 0;
     SB_CHECK_MPI(MPI_Bcast(&failed, 1, MPI_INT, 0, world));

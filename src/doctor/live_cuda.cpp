@@ -1,10 +1,10 @@
 // The doctor's CUDA readings: GPUs and pairs (gpu_environment's NVML and CUDA facts plus
-// sysfs), verified copies, the clocks under a GEMM load, and the NCCL all-reduce probe.
+// sysfs), verified copies, the clocks under a GEMM load, and the NCCL collective probe, whose
+// sizes grow by the rule of sweep_sizes.h.
 #include "src/doctor/live_cuda.h"
 #include "src/core/results.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -28,6 +28,7 @@
 #include "base/errors.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/live_reader.h"
+#include "src/doctor/sweep_sizes.h"
 #include "src/system/environment.h"
 #include "src/system/gpu_info.h"
 
@@ -79,20 +80,6 @@ struct GpuBuffers {
     unsigned char* host_dst = nullptr;
     cudaStream_t stream = nullptr;
 };
-
-// Runs `fn` with this thread on `cpus` (a CPU list; unchanged where empty or unreadable), so
-// pinned host memory it allocates and first touches lands on that NUMA node.
-template <class F>
-void on_cpus(const std::string& cpus, F&& fn) {
-    cpu_set_t saved, want;
-    CPU_ZERO(&want);
-    for (int c : parse_cpu_list(cpus))
-        if (c < CPU_SETSIZE) CPU_SET(c, &want);
-    const bool moved = CPU_COUNT(&want) > 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0 &&
-                       sched_setaffinity(0, sizeof(want), &want) == 0;
-    fn();
-    if (moved) sched_setaffinity(0, sizeof(saved), &saved);
-}
 
 // Milliseconds of `issue` on `stream` of the current device, timed with events.
 template <class F>
@@ -549,18 +536,21 @@ bool from_hex(const std::string& hex, void* data, size_t n) {
 // Input element i of rank r: a small integer, so every sum over ranks is exact in fp32.
 float probe_input(int r, size_t i) { return static_cast<float>(1 + ((i * 2654435761u + r * 40503u) >> 7 & 15)); }
 
-std::vector<size_t> probe_sizes(size_t max_bytes) {
-    std::vector<size_t> sizes;
-    for (size_t b : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20})
-        if (b < max_bytes) sizes.push_back(b);
-    sizes.push_back(max_bytes / 4 * 4);
-    return sizes;
+// Every rank's `value` reduced by `op` (ncclMax, ncclMin) through NCCL, so every rank takes
+// the same decision: `scratch` holds one double on the device.
+double agree(double value, ncclRedOp_t op, double* scratch, ncclComm_t comm, cudaStream_t stream) {
+    SB_CHECK_CUDA(cudaMemcpyAsync(scratch, &value, sizeof(double), cudaMemcpyHostToDevice, stream));
+    SB_CHECK_NCCL(ncclAllReduce(scratch, scratch, 1, ncclDouble, op, comm, stream));
+    SB_CHECK_CUDA(cudaMemcpyAsync(&value, scratch, sizeof(double), cudaMemcpyDeviceToHost, stream));
+    SB_CHECK_CUDA(cudaStreamSynchronize(stream));
+    return value;
 }
 
 // One collective at `bytes` (nccl-tests' size: the all-reduce's buffer, the all-gather's output,
-// the reduce-scatter's input), timed after a warm-up and every element of the result checked.
-nlohmann::json probe_row(const std::string& op, size_t bytes, float* send, float* recv, std::vector<float>& host,
-                         int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+// the reduce-scatter's input), timed after a warm-up at the slowest rank (agreed through NCCL, so
+// every rank computes the same busbw) and every element of the result checked.
+AllReduceRow probe_row(const std::string& op, size_t bytes, float* send, float* recv, std::vector<float>& host,
+                       double* scratch, int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
     const size_t count = bytes / sizeof(float), chunk = count / nranks;
     const int iters = bytes <= (size_t{16} << 20) ? 20 : 5;
     auto issue = [&] {
@@ -583,39 +573,75 @@ nlohmann::json probe_row(const std::string& op, size_t bytes, float* send, float
             for (int r = 0; r < nranks; ++r) want += probe_input(r, op == "reduce_scatter" ? rank * chunk + i : i);
         wrong += host[i] != want;
     }
-    const double time_us = ms * 1000 / iters;
+    AllReduceRow row;
+    row.op = op;
+    row.bytes = static_cast<double>(bytes);
+    row.time_us = agree(ms * 1000 / iters, ncclMax, scratch, comm, stream);
     const double factor = op == "all_reduce" ? 2.0 * (nranks - 1) / nranks : double(nranks - 1) / nranks;
-    return {{"op", op}, {"bytes", bytes}, {"time_us", time_us}, {"busbw_gbps", bytes / (time_us * 1e3) * factor},
-            {"wrong", wrong}};
+    row.busbw_gbps = bytes / (row.time_us * 1e3) * factor;
+    row.wrong = wrong;
+    return row;
 }
+
+// The probe's arguments after the hidden one: unique id, rank, ranks, device, max bytes, the
+// busbw the sizes grow towards (0: none), the ranks sharing this GPU, the result file.
+constexpr int kProbeArgc = 10;
 
 }  // namespace
 
 int run_allreduce_probe(int argc, char** argv) {
     nlohmann::json result;
-    const std::string out = argc == 8 ? argv[7] : "";
+    const std::string out = argc == kProbeArgc ? argv[kProbeArgc - 1] : "";
     try {
-        if (argc != 8) throw std::runtime_error("usage: unique-id rank nranks device max-bytes result-file");
+        if (argc != kProbeArgc)
+            throw std::runtime_error("usage: unique-id rank nranks device max-bytes target-gbps device-ranks result-file");
         ncclUniqueId id;
         if (!from_hex(argv[2], &id, sizeof(id))) throw std::runtime_error("bad unique id");
         const int rank = std::atoi(argv[3]), nranks = std::atoi(argv[4]), device = std::atoi(argv[5]);
-        const size_t max_bytes = std::stoull(argv[6]);
+        SweepLimits limits;
+        limits.max_bytes = std::stoull(argv[6]);
+        limits.target_gbps = std::stod(argv[7]);
+        const int device_ranks = std::max(1, std::atoi(argv[8]));
+        limits.align = sizeof(float) * static_cast<size_t>(nranks);
         SB_CHECK_CUDA(cudaSetDevice(device));
         ncclComm_t comm;
         SB_CHECK_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
         cudaStream_t stream;
         SB_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        const size_t largest = probe_sizes(max_bytes).back();
+        double* scratch = nullptr;
+        SB_CHECK_CUDA(cudaMalloc(&scratch, sizeof(double)));
+        // Send and receive buffers of every rank on this GPU in 80% of its free memory, read by
+        // every rank before any allocates (the agreement waits for all), the smallest share agreed.
+        size_t free_bytes = 0, total_bytes = 0;
+        SB_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+        limits.memory_bytes = static_cast<size_t>(
+            agree(0.8 * static_cast<double>(free_bytes) / (2.0 * device_ranks), ncclMin, scratch, comm, stream));
+        const size_t largest = std::max(sweep_first_bytes(limits), std::min(limits.max_bytes, limits.memory_bytes));
         float *send = nullptr, *recv = nullptr;
         SB_CHECK_CUDA(cudaMalloc(&send, largest));
         SB_CHECK_CUDA(cudaMalloc(&recv, largest));
         std::vector<float> host(largest / sizeof(float));
         for (size_t i = 0; i < host.size(); ++i) host[i] = probe_input(rank, i);
-        SB_CHECK_CUDA(cudaMemcpy(send, host.data(), largest, cudaMemcpyHostToDevice));
-        result["rows"] = nlohmann::json::array();
-        for (const size_t bytes : probe_sizes(max_bytes))
-            for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"})
-                result["rows"].push_back(probe_row(op, bytes, send, recv, host, rank, nranks, comm, stream));
+        SB_CHECK_CUDA(cudaMemcpy(send, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+        std::vector<AllReduceRow> rows;
+        std::vector<SweepStop> stops;
+        for (const char* op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+            const SweepResult r = run_sweep(
+                [&](size_t bytes) {
+                    rows.push_back(probe_row(op, bytes, send, recv, host, scratch, rank, nranks, comm, stream));
+                    return rows.back().busbw_gbps;
+                },
+                limits);
+            stops.push_back({op, r.sizes.empty() ? 0.0 : static_cast<double>(r.sizes.back()), r.stop});
+        }
+        result["rows"] = rows;
+        result["stops"] = stops;
+        result["target_gbps"] = limits.target_gbps;
+        result["max_bytes"] = limits.max_bytes;
+        result["memory_bytes"] = limits.memory_bytes;
+        SB_CHECK_CUDA(cudaFree(send));
+        SB_CHECK_CUDA(cudaFree(recv));
+        SB_CHECK_CUDA(cudaFree(scratch));
         SB_CHECK_NCCL(ncclCommDestroy(comm));
     } catch (const std::exception& e) {
         result["error"] = e.what();
@@ -667,8 +693,9 @@ CollectiveRun merge_ranks(const std::vector<nlohmann::json>& all) {
 
 }  // namespace
 
-CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, int device, size_t max_bytes,
-                                  double deadline_s, const std::string& scratch_dir, MPI_Comm world) {
+CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, int device, int device_ranks,
+                                  size_t max_bytes, double target_gbps, double deadline_s,
+                                  const std::string& scratch_dir, MPI_Comm world) {
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
@@ -684,7 +711,8 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
     envp.push_back(nullptr);
     std::vector<std::string> args = {"/proc/self/exe", kAllReduceProbeArgument, to_hex(&id, sizeof(id)),
                                      std::to_string(rank), std::to_string(size), std::to_string(device),
-                                     std::to_string(max_bytes), result_file};
+                                     std::to_string(max_bytes), fmt::format("{}", target_gbps),
+                                     std::to_string(device_ranks), result_file};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -719,8 +747,14 @@ CollectiveRun run_allreduce_sweep(const std::string& label, bool p2p_disabled, i
         const nlohmann::json r = parse_json_or_discarded(std::string(std::istreambuf_iterator<char>(in), {}));
         if (!run.timed_out && r.is_object() && r.contains("error"))
             run.error = fmt::format("rank {}: {}", rank, r["error"].get<std::string>());
-        else if (!run.timed_out && r.is_object() && r.contains("rows"))
-            run.rows = r["rows"].get<std::vector<AllReduceRow>>();
+        else if (!run.timed_out && r.is_object() && r.contains("rows")) {
+            const CollectiveRun measured = r.get<CollectiveRun>();  // rows, stops and the sweep's limits
+            run.rows = measured.rows;
+            run.stops = measured.stops;
+            run.target_gbps = measured.target_gbps;
+            run.max_bytes = measured.max_bytes;
+            run.memory_bytes = measured.memory_bytes;
+        }
         else if (!run.timed_out)
             run.error = fmt::format("rank {}: the probe ended ({}) without a result; its output: {}", rank,
                                     WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))

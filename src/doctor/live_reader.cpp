@@ -1,4 +1,5 @@
-// sysfs readings of GPUs and the paths between them (Linux /sys/bus/pci/devices).
+// sysfs readings of GPUs and the paths between them (Linux /sys/bus/pci/devices), and the
+// rank's CPU binding.
 #include "src/doctor/live_reader.h"
 
 #include <sched.h>
@@ -223,6 +224,17 @@ std::string bound_cpus() {
         c = last;
     }
     return out;
+}
+
+void on_cpus(const std::string& cpus, const std::function<void()>& fn) {
+    cpu_set_t saved, want;
+    CPU_ZERO(&want);
+    for (int c : parse_cpu_list(cpus))
+        if (c < CPU_SETSIZE) CPU_SET(c, &want);
+    const bool moved = CPU_COUNT(&want) > 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0 &&
+                       sched_setaffinity(0, sizeof(want), &want) == 0;
+    fn();
+    if (moved) sched_setaffinity(0, sizeof(saved), &saved);
 }
 
 }  // namespace sb::doctor

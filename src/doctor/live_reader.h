@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ SystemSnapshot read_sysfs_host(const std::string& host);
 
 // The CPUs this process may run on, as a CPU list ("0-15,32").
 std::string bound_cpus();
+
+// Runs `fn` with this thread on `cpus` (a CPU list; unchanged where empty or unreadable) and
+// restores its CPUs after, so pinned host memory `fn` allocates and first touches lands on
+// that NUMA node (a far-socket buffer would read as a slow link).
+void on_cpus(const std::string& cpus, const std::function<void()>& fn);
 
 // The NCCL and CUDA variables set in this process that force a transport, an algorithm or
 // serialise launches ("NCCL_P2P_DISABLE=1"), in a fixed order.

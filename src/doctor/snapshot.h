@@ -103,8 +103,16 @@ struct AllReduceRow {
     int64_t wrong = 0;
 };
 
-// One NCCL all-reduce sweep in a fresh process: "as_is" (the machine's own settings) or
-// "p2p_disabled" (NCCL_P2P_DISABLE=1, the control).
+// Where one collective's sweep stopped growing (sweep_sizes.h): its largest size and why.
+struct SweepStop {
+    std::string op;
+    double bytes = 0;
+    std::string reason;  // band_reached, levelled_off, max_bytes, memory
+};
+
+// One NCCL sweep of the three collectives in a fresh process: "as_is" (the machine's own
+// settings) or "p2p_disabled" (NCCL_P2P_DISABLE=1, the control). Each collective doubles from
+// 1 MiB until busbw reaches target_gbps or levels off, within --max-bytes and free memory.
 struct CollectiveRun {
     std::string label;
     int nranks = 0;
@@ -112,7 +120,10 @@ struct CollectiveRun {
     double deadline_s = 0;
     std::string error;  // why it did not finish, when it did not
     std::vector<std::string> transports;  // per channel connection, from NCCL's own log: "P2P/IPC", "SHM", "NET/Socket", "NVLS"
+    double target_gbps = 0;       // the band's low end the sizes grew towards; 0: none (grown until level)
+    double max_bytes = 0, memory_bytes = 0;  // the caps: --max-bytes, the share of free GPU memory
     std::vector<AllReduceRow> rows;
+    std::vector<SweepStop> stops;  // one per collective; empty in a snapshot from before the rule
 };
 
 struct TrainingReading {
@@ -162,8 +173,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Versions, driver, cuda_runtime, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CopyReading, kind, host, src, dst, concurrent, bytes, gbps,
                                                 latency_us, correct, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AllReduceRow, op, bytes, time_us, busbw_gbps, wrong)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SweepStop, op, bytes, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveRun, label, nranks, timed_out, deadline_s, error,
-                                                transports, rows)
+                                                transports, target_gbps, max_bytes, memory_bytes, rows, stops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainingReading, preset, world_size, samples_per_s_1,
                                                 samples_per_s_n, efficiency, step_ms, exposed_comm_ms, step_ms_1,
                                                 gradient_bytes, checks_passed)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,11 @@ namespace sb {
 double expected_max_of_normals(int n) {
     SB_REQUIRE(n >= 1, "expected_max_of_normals: n >= 1");
     if (n == 1) return 0;
+    // Every projection asks for it, and bands ask many times: each n is integrated once.
+    static std::mutex mutex;
+    static std::map<int, double> known;
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = known.find(n); it != known.end()) return it->second;
     // E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the midpoint rule over [-12, 12].
     constexpr int kSteps = 24000;
     constexpr double kLo = -12, kHi = 12, kDx = (kHi - kLo) / kSteps;
@@ -26,7 +32,7 @@ double expected_max_of_normals(int n) {
         const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
         sum += x * n * phi * std::pow(cdf, n - 1) * kDx;
     }
-    return sum;
+    return known[n] = sum;
 }
 
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int g, int nodes) {

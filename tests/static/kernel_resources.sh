@@ -2,22 +2,22 @@
 # The resource report of every CUDA kernel for each claimed architecture (sm_80, sm_86, sm_89,
 # sm_90), demangled, for tests/static/test_kernel_resources.cpp to hold against each
 # architecture's limits.
-#   kernel_resources.sh NVCC SOURCE_DIR OUT [BUILT_BINARY]
-# Where cuobjdump exists and BUILT_BINARY holds an architecture's code, that code's resource
-# usage is read from the binary (cuobjdump --dump-resource-usage); every other architecture is
-# compiled device-only from models/cuda/*.cu with nvcc --resource-usage (ptxas's report).
+#   kernel_resources.sh NVCC SOURCE_DIR OUT [OBJECTS]
+# OBJECTS: the build's objects (a ;-separated list); the build compiles the kernels with
+# --resource-usage and keeps ptxas's report beside each object (OBJECT.resources,
+# cmake/keep_resource_usage.sh). An architecture found there is read from them; every other is
+# compiled device-only from models/cuda/*.cu with nvcc --resource-usage (ptxas's same report).
 set -euo pipefail
-nvcc=$1 src=$2 out=$3 binary=${4:-}
+nvcc=$1 src=$2 out=$3 objects=${4:-}
 archs=(80 86 89 90)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 : > "$tmp/report"
 
-cuobjdump=$(dirname "$nvcc")/cuobjdump
-[[ -x $cuobjdump ]] || cuobjdump=$(command -v cuobjdump || true)
-if [[ -n $cuobjdump && -n $binary && -f $binary ]]; then
-  "$cuobjdump" --dump-resource-usage "$binary" > "$tmp/cuobjdump" 2>/dev/null || : > "$tmp/cuobjdump"
-fi
+IFS=';' read -r -a object_list <<< "$objects"
+for object in "${object_list[@]}"; do
+  [[ -f $object.resources ]] && cat "$object.resources" >> "$tmp/built"
+done
 
 compile() {  # arch file: ptxas's report of one file's kernels for one architecture
   "$nvcc" -std=c++17 -I"$src" -DSCALEBENCH_HAVE_CUDA=1 --expt-relaxed-constexpr \
@@ -26,8 +26,8 @@ compile() {  # arch file: ptxas's report of one file's kernels for one architect
 }
 work=()
 for arch in "${archs[@]}"; do
-  if [[ -s $tmp/cuobjdump ]] && grep -q "^arch = sm_${arch}\$" "$tmp/cuobjdump"; then
-    echo "sm_${arch}: from $binary (cuobjdump)" >&2
+  if [[ -s $tmp/built ]] && grep -q "for 'sm_${arch}'\$" "$tmp/built"; then
+    echo "sm_${arch}: from the build's objects (ptxas's report kept at compile time)" >&2
     continue
   fi
   echo "sm_${arch}: compiling models/cuda/*.cu (nvcc --resource-usage)" >&2
@@ -47,6 +47,6 @@ for job in "${work[@]}"; do
   set -- $job
   cat "$tmp/$1_$(basename "$2").txt" >> "$tmp/report"
 done
-[[ -s $tmp/cuobjdump ]] && cat "$tmp/cuobjdump" >> "$tmp/report"
+[[ -s $tmp/built ]] && cat "$tmp/built" >> "$tmp/report"
 c++filt < "$tmp/report" > "$out"
 echo "wrote $out: $(grep -c -e 'Compiling entry function' -e '^ *Function ' "$out") kernel entries" >&2

@@ -1,16 +1,22 @@
 // The doctor's parts the corpus (test_doctor_corpus.cpp) does not reach on their own: the
-// tier verdicts and exit code with unjudged checks, a machine without GPUs, the parsers the live
-// reader relies on, and the snapshot's JSON and the table, report and JSON forms.
+// tier verdicts and exit code with unjudged checks, a machine without GPUs, the collective
+// sweep's stopping rule (on synthetic busbw curves, no timing), the host buffers' CPU placement,
+// the parsers the live reader relies on, and the snapshot's JSON and the table, report and JSON
+// forms.
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/expectations.h"
+#include "src/doctor/live_reader.h"
 #include "src/doctor/output.h"
 #include "src/doctor/snapshot.h"
 #include "src/doctor/sources.h"
+#include "src/doctor/sweep_sizes.h"
 
 namespace sb::doctor {
 namespace {
@@ -101,6 +107,101 @@ TEST(DoctorVerdicts, EveryExpectationNamesItsSources) {
         EXPECT_FALSE(e.ecc_source.empty()) << e.device_name;
         EXPECT_GT(e.power_default_w, 0);
     }
+}
+
+// ---- the collective sweep's sizes
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// busbw rising towards `peak`, at half of it at `half` bytes: the shape of an nccl-tests curve.
+std::function<double(size_t)> saturating(double peak, size_t half) {
+    return [=](size_t bytes) { return peak * double(bytes) / double(bytes + half); };
+}
+
+std::vector<size_t> mib(std::initializer_list<size_t> sizes) {
+    std::vector<size_t> out;
+    for (size_t s : sizes) out.push_back(s * kMiB);
+    return out;
+}
+
+TEST(DoctorSweep, DoublesFromOneMibUntilBusbwReachesTheBand) {
+    SweepLimits l;
+    l.target_gbps = 150;
+    l.max_bytes = size_t{1} << 30;
+    l.memory_bytes = size_t{16} << 30;
+    l.align = 4 * 8;
+    // 200 GB/s at the top, half of it at 8 MiB: 150 is passed at 32 MiB (160), not at 16 (133).
+    const SweepResult r = run_sweep(saturating(200, 8 * kMiB), l);
+    EXPECT_EQ(r.sizes, mib({1, 2, 4, 8, 16, 32}));
+    EXPECT_EQ(r.stop, kStopBandReached);
+    EXPECT_NEAR(r.busbw.back(), 160, 1e-9);
+}
+
+TEST(DoctorSweep, StopsWhereBusbwLevelsOffBelowTheBandOrWithoutOne) {
+    SweepLimits l;
+    l.target_gbps = 150;
+    l.max_bytes = size_t{1} << 30;
+    l.memory_bytes = size_t{16} << 30;
+    // 60 GB/s at the top, half at 1 MiB: 64 MiB (59.1) gains 4.6% over 16 MiB (56.5), 32 MiB gained 9%.
+    const SweepResult r = run_sweep(saturating(60, kMiB), l);
+    EXPECT_EQ(r.sizes, mib({1, 2, 4, 8, 16, 32, 64}));
+    EXPECT_EQ(r.stop, kStopLevel);
+    l.target_gbps = 0;  // no band (ranks sharing a GPU, the control): the same curve, the same stop
+    EXPECT_EQ(run_sweep(saturating(60, kMiB), l).sizes, r.sizes);
+    // Level: under 5% over two doublings; fewer than three sizes cannot tell.
+    l.target_gbps = 0;
+    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).stop, "");
+    EXPECT_EQ(sweep_step({10, 10.2}, 2 * kMiB, l).next_bytes, 4 * kMiB);
+    EXPECT_EQ(sweep_step({10, 10.2, 10.49}, 4 * kMiB, l).stop, kStopLevel);  // 4.9%
+    EXPECT_EQ(sweep_step({10, 10.2, 10.51}, 4 * kMiB, l).stop, "");          // 5.1%: still rising
+    EXPECT_EQ(sweep_step({10, 12, 10.4}, 4 * kMiB, l).stop, kStopLevel);    // a drop
+    l.target_gbps = 10;
+    EXPECT_EQ(sweep_step({10}, kMiB, l).stop, kStopBandReached);
+}
+
+TEST(DoctorSweep, StopsAtMaxBytesOrFreeMemoryWhileStillRising) {
+    SweepLimits l;
+    l.target_gbps = 150;
+    l.max_bytes = 64 * kMiB;
+    l.memory_bytes = size_t{16} << 30;
+    const auto slow_rise = saturating(200, 512 * kMiB);
+    SweepResult r = run_sweep(slow_rise, l);
+    EXPECT_EQ(r.sizes, mib({1, 2, 4, 8, 16, 32, 64}));
+    EXPECT_EQ(r.stop, kStopMaxBytes);
+    // Free memory below --max-bytes: the last size is the memory's share, not a doubling.
+    l.max_bytes = size_t{1} << 30;
+    l.memory_bytes = 48 * kMiB;
+    r = run_sweep(slow_rise, l);
+    EXPECT_EQ(r.sizes, mib({1, 2, 4, 8, 16, 32, 48}));
+    EXPECT_EQ(r.stop, kStopMemory);
+    // --max-bytes below 1 MiB: one size.
+    l.max_bytes = 4096;
+    r = run_sweep(slow_rise, l);
+    EXPECT_EQ(r.sizes, std::vector<size_t>{4096});
+    EXPECT_EQ(r.stop, kStopMaxBytes);
+    // Sizes are whole floats per rank: three ranks, 12-byte steps, up to a 5 MiB cap.
+    l.max_bytes = 5 * kMiB;
+    l.memory_bytes = size_t{16} << 30;
+    l.align = 4 * 3;
+    r = run_sweep(saturating(100, 64 * kMiB), l);
+    ASSERT_EQ(r.sizes.size(), 4u);  // 1, 2, 4 MiB and the 5 MiB cap, each rounded down to 12 bytes
+    for (size_t s : r.sizes) EXPECT_EQ(s % 12, 0u) << s;
+    EXPECT_EQ(r.sizes.front(), kMiB / 12 * 12);
+    EXPECT_EQ(r.sizes.back(), 5 * kMiB / 12 * 12);
+}
+
+// The host buffers of each GPU are allocated and first touched on that GPU's CPUs (its NUMA node).
+TEST(DoctorLive, HostBuffersAreTouchedOnTheGpusOwnCpus) {
+    const std::string before = bound_cpus();
+    const std::vector<int> mine = parse_cpu_list(before);
+    ASSERT_FALSE(mine.empty()) << before;
+    const std::string last = std::to_string(mine.back());
+    std::string inside;
+    on_cpus(last, [&] { inside = bound_cpus(); });
+    EXPECT_EQ(inside, last);
+    EXPECT_EQ(bound_cpus(), before);  // restored
+    on_cpus("", [&] { inside = bound_cpus(); });  // not read (a VM's sysfs): left where it was
+    EXPECT_EQ(inside, before);
 }
 
 // ---- parsers and forms

@@ -1,13 +1,15 @@
 // The doctor against its snapshot corpus (tests/fixtures/doctor/): every healthy rig of
 // corpus/ passes with no warn, fail or unjudged row, and every planted fault of faults.json
 // is caught in its check with its verdict, cause and fix, the exit code the docs give and the
-// profile the bands come from. One table, one test per case.
+// profile the bands come from. One table, one test per case. Every recorded sweep is what the
+// stopping rule gives, grown towards the band the doctor computes for its rig.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include "src/doctor/checks.h"
 #include "src/doctor/snapshot.h"
 #include "src/doctor/sources.h"
+#include "src/doctor/sweep_sizes.h"
 
 namespace sb::doctor {
 namespace {
@@ -110,6 +113,37 @@ TEST(DoctorCorpusTable, EveryRigHasAHealthyCase) {
         if (c.value("healthy", false)) healthy.insert(c["base"].get<std::string>());
     for (const auto& e : std::filesystem::directory_iterator(kDir + "corpus"))
         EXPECT_TRUE(healthy.count(e.path().stem().string())) << e.path();
+}
+
+// Each rig's collective sweeps replayed through the rule (sweep_sizes.h): the same sizes and the
+// same stop, the as-is sweep aimed at the band's low end of the rig's profile, the control at none.
+TEST(DoctorCorpusTable, EverySweepIsWhatTheRuleGives) {
+    int replayed = 0;
+    for (const auto& e : std::filesystem::directory_iterator(kDir + "corpus")) {
+        const SystemSnapshot s = load_snapshot(e.path().string());
+        for (const CollectiveRun& run : s.collectives) {
+            EXPECT_NEAR(run.target_gbps, run.label == "as_is" ? bands_for(s).busbw.lo : 0, 1e-9) << e.path();
+            const SweepLimits limits{run.target_gbps, static_cast<size_t>(run.max_bytes),
+                                     static_cast<size_t>(run.memory_bytes), 4 * static_cast<size_t>(run.nranks)};
+            ASSERT_EQ(run.stops.size(), 3u) << e.path() << " " << run.label;
+            for (const SweepStop& stop : run.stops) {
+                std::map<size_t, double> recorded;
+                std::vector<size_t> sizes;
+                for (const AllReduceRow& row : run.rows)
+                    if (row.op == stop.op) {
+                        recorded[static_cast<size_t>(row.bytes)] = row.busbw_gbps;
+                        sizes.push_back(static_cast<size_t>(row.bytes));
+                    }
+                const SweepResult r = run_sweep([&](size_t bytes) { return recorded.at(bytes); }, limits);
+                const std::string where = fmt::format("{} {} {}", e.path().string(), run.label, stop.op);
+                EXPECT_EQ(r.sizes, sizes) << where;
+                EXPECT_EQ(r.stop, stop.reason) << where;
+                EXPECT_EQ(static_cast<double>(r.sizes.back()), stop.bytes) << where;
+                ++replayed;
+            }
+        }
+    }
+    EXPECT_EQ(replayed, 7 * 2 * 3);  // every rig with collectives: two sweeps of three collectives
 }
 
 }  // namespace
