@@ -682,7 +682,7 @@ def table_sharded_nlp():
     return header, "lrlllrl", rows
 
 
-SHARDED_XL = "results/sharding-projection/gpt2-xl.jsonl"
+SHARDED_XL = "results/buyers-guide-a100-4090/sharding-projection/gpt2-xl.jsonl"
 
 
 def table_sharded_transports():

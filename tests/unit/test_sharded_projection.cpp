@@ -1,6 +1,6 @@
 // The projection of a sharded step (docs/sharding.md, docs/projection.md): it moves the bytes the
 // runner's records measured and predicts the memory they used (the committed records of
-// results/h200-sharding and results/cpu-sharding);
+// results/h200-sharding and results/cpu-2rank-vm/sharding);
 // its reduce-scatter and all-gather cost half an all-reduce's ring at the same busbw on every link
 // class; the step issues them where the runner does; each configuration runs in the first mode that
 // fits its GPUs, by train's own memory prediction; and in the NLP fine-tuning scenario a card on
@@ -67,7 +67,7 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
         {"results/h200-sharding/details.tar.gz",
          archive_lines(kSource + "/results/h200-sharding/details.tar.gz",
                        {"./records/equiv-transformer.jsonl", "./records/equiv-resnet.jsonl", "./records/large.jsonl"})},
-        {"results/cpu-sharding/records.jsonl", file_lines(kSource + "/results/cpu-sharding/records.jsonl")}};
+        {"results/cpu-2rank-vm/sharding/records.jsonl", file_lines(kSource + "/results/cpu-2rank-vm/sharding/records.jsonl")}};
     const CostModel model(profile("h200-sxm"));  // 8 GPUs a node: every world size of the records
     int sharded = 0, unsharded = 0;
     for (const Source& source : sources)

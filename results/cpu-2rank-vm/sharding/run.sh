@@ -2,7 +2,7 @@
 # The sharded modes' collective bytes on CPU ranks (MPI), for the projection's check that it moves
 # what the runner moves (tests/unit/test_sharding_projection.cpp). Odd world sizes and small
 # buckets, so most buckets are padded. From the repository root, with a CPU build in BUILD
-# (default build-cpu): results/cpu-sharding/run.sh [OUT_FOLDER, default runs/cpu-sharding]
+# (default build-cpu): results/cpu-2rank-vm/sharding/run.sh [OUT_FOLDER, default runs/cpu-sharding]
 set -euo pipefail
 B=${BUILD:-build-cpu}
 OUT=${1:-runs/cpu-sharding}

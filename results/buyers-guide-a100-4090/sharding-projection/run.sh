@@ -3,7 +3,7 @@
 # (NVLink: a100-sxm4-40gb; PCIe P2P: rtx4090-24gb-pcie4-p2p; host-staged: rtx4090-24gb-pcie4), each
 # unsharded and in `optimizer`: what the sharded step's reduce-scatter and all-gather cost beside the
 # all-reduce (docs/sharding.md renders the table). From the repository root, with a build in BUILD
-# (default build): results/sharding-projection/run.sh [OUT_FILE, default runs/sharding-projection.jsonl]
+# (default build): results/buyers-guide-a100-4090/sharding-projection/run.sh [OUT_FILE, default runs/sharding-projection.jsonl]
 set -euo pipefail
 B=${BUILD:-build}
 out=${1:-runs/sharding-projection.jsonl}
