@@ -178,11 +178,11 @@ nlohmann::json projection_record(const Projection& p, const StepTrace& t, const 
     return record;
 }
 
-}  // namespace
-
-std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
-                                         const std::vector<int>& nodes, const std::vector<ShardingMode>& modes,
-                                         TraceCache* cache) {
+// project_workload, where `with_records` false leaves each Projection's record empty: the range
+// corners need only the figures, and a record costs as much as the schedule.
+std::vector<Projection> project_configurations(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
+                                               const std::vector<int>& nodes, const std::vector<ShardingMode>& modes,
+                                               TraceCache* cache, bool with_records) {
     TraceCache own;
     TraceCache& traces = cache ? *cache : own;
     // The configuration of `world` ranks: its local batch, the fit of each candidate mode, the trace of the one it runs.
@@ -213,7 +213,7 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
     };
     const ProjectedStep one = fed(schedule_step(*configuration(1).trace, model, 1, 1), per_rank_batch(cfg, 1));
     const double samples_at_1 = per_rank_batch(cfg, 1) / (one.step_ms / 1e3);
-    const std::vector<std::string> assumptions = projection_assumptions(model);
+    const std::vector<std::string> assumptions = with_records ? projection_assumptions(model) : std::vector<std::string>{};
 
     std::vector<Projection> out;
     for (int N : nodes) {
@@ -243,11 +243,19 @@ std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel
             auto point = [](double v) { return Band{v, v}; };
             p.bands = {point(p.samples_per_s), point(p.efficiency), point(p.speedup), point(p.busbw),
                        point(p.step.exposed_comm_ms), point(p.samples_per_s)};
-            p.record = projection_record(p, t, cfg, model, ceiling, algbw, assumptions);
+            if (with_records) p.record = projection_record(p, t, cfg, model, ceiling, algbw, assumptions);
             out.push_back(std::move(p));
         }
     }
     return out;
+}
+
+}  // namespace
+
+std::vector<Projection> project_workload(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
+                                         const std::vector<int>& nodes, const std::vector<ShardingMode>& modes,
+                                         TraceCache* cache) {
+    return project_configurations(cfg, model, gpus, nodes, modes, cache, true);
 }
 
 void apply_batch_option(const std::string& batch, TrainConfig& cfg, const HardwareProfile& hw, int world_size) {
@@ -294,7 +302,7 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
     for (const HardwareProfile& corner : corners) {
         if (corners.size() == 1) break;  // no ranges: the bands are the points
         const std::vector<Projection> at =
-            project_workload(cfg, CostModel(corner, cal, real_input), gpus, nodes, modes, cache ? cache : &own);
+            project_configurations(cfg, CostModel(corner, cal, real_input), gpus, nodes, modes, cache ? cache : &own, false);
         SB_REQUIRE(at.size() == rows.size(), "widen_to_ranges: rows of other arguments");
         for (size_t i = 0; i < rows.size(); ++i) {
             FigureBands& b = rows[i].bands;
