@@ -14,7 +14,8 @@ writes guide.md and, beside it, guide-plots/ (PNG), per workload of each scenari
                              configuration, as bars
 The Markdown holds the summary table (scenario x workload x budget), the figures and reasons
 behind each cell, the flips inside the bands, the node costs, the card tests (projected and
-measured), the assumptions and every profile number with its source.
+measured), per workload the samples/s by GPUs (with the sharding mode of each configuration where
+a scenario chooses it), the assumptions and every profile number with its source.
 
 Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input exits 2 with one
 line and writes nothing: a file that is not a regular file (a FIFO, /dev/zero) or past 64 MiB, not
@@ -303,12 +304,20 @@ def render(data, source, plt, plot_dir, plot_dir_name):
     def figure(x):
         return f"{x['samples_per_s']:.1f} [{x['samples_per_s_band'][0]:.1f}-{x['samples_per_s_band'][1]:.1f}]"
     for w in data["workloads"]:
+        # A workload that is sharded, or whose configurations chose among sharding modes: each cell
+        # names the mode it runs in and whether it fits.
+        modes = any("sharding_fit" in x or x.get("sharding", "none") != "none" for p in w["profiles"] for x in p["by_gpus"])
+        def cell(x):
+            if not modes:
+                return figure(x)
+            return f"{figure(x)} {x['sharding']}" + ("" if x["fits_memory"] else ", does not fit") + \
+                f" ({x['memory_per_gpu_gib']:.2f} GiB)"
         across = f" | {nodes} nodes | efficiency on {nodes} nodes" if nodes > 1 else ""
         md += [f"### {w['workload']}", "", "| profile | 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs | efficiency at 8 | exposed comm ms"
                f"{across} | GiB per GPU (headroom) | fits |",
                "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if nodes > 1 else "") + " --- | --- |"]
         for p in w["profiles"]:
-            cells = {x["gpus"]: figure(x) for x in p["by_gpus"]}
+            cells = {x["gpus"]: cell(x) for x in p["by_gpus"]}
             top = p["by_gpus"][-1]
             on_nodes = ""
             if nodes > 1:
@@ -317,6 +326,10 @@ def render(data, source, plt, plot_dir, plot_dir_name):
             md.append(f"| {p['name']} | " + " | ".join(cells.get(g, "-") for g in (1, 2, 4, 8)) +
                       f" | {100 * top['scaling_efficiency']:.1f}% | {top['exposed_comm_ms']:.2f}{on_nodes} | "
                       f"{p['memory_per_gpu_gib']:.2f} ({p['memory_headroom_gib']:.2f}) | {'yes' if p['fits_memory'] else 'NO'} |")
+        if modes:
+            md += ["", "Each cell: samples/s [band], the sharding mode the configuration runs in (the first of the "
+                   "scenario's modes that fits the GPU) and its GiB per GPU; the memory and fit columns are at the most "
+                   "GPUs (docs/sharding.md)."]
         md.append("")
     md += ["## Assumptions", "",
            f"- Power: the GPUs at TDP and the host at `node.host_power_w` around the clock for {terms['years']:g} years at "

@@ -655,6 +655,57 @@ def table_buyers_guide():
     return header, "llll", rows
 
 
+SHARDED_NLP = "results/buyers-guide-a100-4090/nlp-sharded.json"
+
+
+def table_sharded_nlp():
+    """compare's NLP fine-tuning scenario for GPT-2 XL on the A100 40GB and both 4090s: per card and
+    GPU count, the sharding mode that fits (each mode's footprint), its samples/s and collectives."""
+    guide = json_file(SHARDED_NLP)
+    workload = next(w for w in guide["workloads"] if w["workload"].startswith("gpt2-xl"))
+    header = ["profile", "GPUs", "runs in", "GiB per GPU: none, optimizer, gradients", "fits", "samples/s",
+              "collectives per step, ms"]
+    rows = []
+    for p in workload["profiles"]:
+        for x in p["by_gpus"]:
+            if x["gpus"] not in (4, 8):
+                continue
+            footprints = ", ".join(f"{m['memory_per_gpu_gb']:.2f}" for m in x["sharding_fit"])
+            comm = (f"all-reduce {x['allreduce_ms']:.1f}" if x["sharding"] == "none"
+                    else f"reduce-scatter {x['reduce_scatter_ms']:.1f} + all-gather {x['all_gather_ms']:.1f}")
+            rows.append([p["name"], str(x["gpus"]), Fig(x["sharding"], SHARDED_NLP), Fig(footprints, SHARDED_NLP),
+                         "yes" if x["fits_memory"] else "no", Fig(fmt(x["samples_per_s"]), SHARDED_NLP), Fig(comm, SHARDED_NLP)])
+    for cell in next(s for s in guide["scenarios"] if s["scenario"] == "NLP fine-tuning")["cells"]:
+        if cell["workload"] == workload["workload"]:
+            rows.append([f"verdict, {cell['budget']} budget", "4", Fig(cell["winner"] or "none qualifies", SHARDED_NLP),
+                         "", "", "", ""])
+    return header, "lrlllrl", rows
+
+
+SHARDED_XL = "results/buyers-guide-a100-4090/sharding-projection/gpt2-xl.jsonl"
+
+
+def table_sharded_transports():
+    """GPT-2 XL at 8 GPUs per transport, unsharded and in `optimizer` (projected): the footprint, what the
+    step's collectives take and where they land in the step."""
+    header = ["profile", "link", "mode", "GiB per GPU", "fits", "collectives per step, ms", "exposed comm ms",
+              "optimizer ms", "step ms", "samples/s [band]"]
+    rows = []
+    for hw in ("a100-sxm4-40gb", "rtx4090-24gb-pcie4-p2p", "rtx4090-24gb-pcie4"):
+        for mode in ("none", "optimizer"):
+            line, r = record(SHARDED_XL, hardware__name=hw, sharding__mode=mode)
+            s = r["sharding"]
+            comm = (f"all-reduce {r['allreduce_ms']:.1f}" if mode == "none"
+                    else f"reduce-scatter {s['reduce_scatter']['ms']:.1f} + all-gather {s['all_gather']['ms']:.1f}")
+            band = r["samples_per_s_band"]
+            rows.append([hw, r["hardware"]["node"]["link"], mode, Fig(f"{r['memory_per_gpu_gb']:.2f}", SHARDED_XL, line),
+                         "yes" if r["fits_memory"] else "no", Fig(comm, SHARDED_XL, line),
+                         Fig(fmt(r["exposed_comm_ms"]["median"]), SHARDED_XL, line),
+                         Fig(fmt(r["optimizer_ms"]["median"]), SHARDED_XL, line), Fig(fmt(r["step_ms"]["median"]), SHARDED_XL, line),
+                         Fig(f"{fmt(r['samples_per_s'])} [{fmt(band[0])}-{fmt(band[1])}]", SHARDED_XL, line)])
+    return header, "lllrllrrrr", rows
+
+
 def table_cpu_comm_output():
     path = f"{CPU}/comm.txt"
     lines = [l for l in _read(path).splitlines() if l.startswith(("#       size", "#        (B)", "           8 ",

@@ -1,6 +1,7 @@
 // `scalebench project` and `scalebench compare` (src/commands/project_command.h).
 #include "src/commands/project_command.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -51,6 +52,10 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
                    "configs/hosts or a YAML path");
     sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
     sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
+    sub.add_option("--sharding", o.sharding,
+                   "what-if: none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2) instead of the config's "
+                   "(compare: also instead of a scenario's choice among modes): docs/sharding.md")
+        ->check(CLI::IsMember(names_of(sharding_choices())));
     sub.add_option("--seq-len", o.seq_len, "what-if: the transformer workload's sequence length instead of the config's");
     sub.add_option("--conv-engine", o.conv_engine,
                    "what-if: the ResNet workload's convolution engine, auto, im2col or cudnn, instead of the config's");
@@ -107,6 +112,11 @@ TrainConfig load_workload(const ProjectOptions& o) {
     };
     if (!o.precision.empty()) cfg.precision = what_if("--precision", o.precision, parse_precision);
     if (!o.grad_dtype.empty()) cfg.grad_dtype = what_if("--grad-dtype", o.grad_dtype, parse_grad_dtype);
+    FlagKeys flags;  // a what-if's value that cannot run is named by its flag, as train names it
+    if (!o.sharding.empty()) {
+        cfg.sharding = parse_sharding_mode(o.sharding);
+        flags["sharding"] = "--sharding";
+    }
     if (o.seq_len != 0) {
         if (cfg.model != "transformer")
             throw UserError(fmt::format("--seq-len {}: the workload is a {} model, not a transformer", o.seq_len, cfg.model));
@@ -122,7 +132,7 @@ TrainConfig load_workload(const ProjectOptions& o) {
         else throw UserError(fmt::format("--conv-engine {}: auto, im2col or cudnn", o.conv_engine));
     }
     try {
-        validate_config(cfg);
+        validate_config(cfg, flags);
     } catch (const UserError& e) {
         throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
     }
@@ -257,15 +267,39 @@ std::string input_line(const CostModel& model, const TrainConfig& cfg) {
                                  : "real: a tokenized-text workload, no loader ceiling modelled; the figures are the synthetic ones";
 }
 
+// The footprint per GPU against the GPU's memory: once, or (sharded: a rank's share shrinks as ranks
+// join) per GPU count; and what a sharded step's collectives move and take.
+void print_memory_and_sharding(const std::vector<Projection>& rows, const TrainConfig& cfg, const HardwareProfile& hw) {
+    auto verdict = [](const Projection& p) {
+        return p.fits_memory() ? "fits" : "DOES NOT FIT: the figures below are what the step would take if it did";
+    };
+    if (cfg.sharding == ShardingMode::none) {
+        fmt::print("memory: {}: {}\n", footprint_line(rows.front(), hw), verdict(rows.front()));
+        return;
+    }
+    fmt::print("sharding: {} (docs/sharding.md): the gradients reduce-scattered and the parameters all-gathered per "
+               "bucket, in place of the all-reduce; busbw below is both collectives' together\n",
+               sharding_mode_name(cfg.sharding));
+    for (const Projection& p : rows) {
+        const nlohmann::json& sh = p.record["sharding"];
+        fmt::print("  {}: memory {}: {}\n", configuration_name(p), footprint_line(p, hw), verdict(p));
+        fmt::print("  {}: reduce-scatter {:.1f} MB in {:.2f} ms, all-gather {:.1f} MB in {:.2f} ms per step "
+                   "(nccl-tests' size; {} elements per rank)\n",
+                   configuration_name(p), sh["reduce_scatter"]["bytes"].get<double>() / 1e6, p.step.reduce_scatter_ms,
+                   sh["all_gather"]["bytes"].get<double>() / 1e6, p.step.all_gather_ms, sh["shard_elements"].get<size_t>());
+    }
+}
+
 }  // namespace
 
 int run_project(const ProjectOptions& o) {
     const HardwareProfile hw = load_profile(o, o.hardware);
     if (o.comm) return print_comm_table(o, hw, CostModel(hw, calibrate(hw, o.calibrate)));
     TrainConfig cfg = load_workload(o);
-    apply_batch_option(o.batch, cfg, hw);
     const std::vector<int> gpus = projected_gpu_counts(o.gpus, hw);
     const std::vector<int> nodes = node_counts(o);
+    // 'max': the largest batch the fewest ranks projected hold (sharded, a rank's share shrinks as ranks join).
+    apply_batch_option(o.batch, cfg, hw, *std::min_element(gpus.begin(), gpus.end()) * *std::min_element(nodes.begin(), nodes.end()));
     note_calibration_inputs(o);
     if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
     const CostModel model(hw, calibrate(hw, o.calibrate), o.input == "real");
@@ -281,9 +315,8 @@ int run_project(const ProjectOptions& o) {
     for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
     if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
     fmt::print("input: {}\n", input_line(model, cfg));
-    const bool fits = rows.front().record["fits_memory"].get<bool>();
-    fmt::print("memory: {}: {}\n", footprint_line(rows.front(), hw),
-               fits ? "fits" : "DOES NOT FIT: the figures below are what the step would take if it did");
+    const bool fits = std::all_of(rows.begin(), rows.end(), [](const Projection& p) { return p.fits_memory(); });
+    print_memory_and_sharding(rows, cfg, hw);
     print_scaling_table_columns();
     for (const Projection& p : rows) {
         ScalingRow row;
@@ -301,7 +334,7 @@ int run_project(const ProjectOptions& o) {
     }
     fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
     fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
-               "busbw GB/s", "exposed comm ms");
+               "busbw GB/s", "exposed comm ms");  // busbw: the all-reduce's, or sharded both collectives' together
     for (size_t i = 0; i < rows.size(); ++i) {
         const Projection& p = rows[i];
         const FigureBands& b = p.bands;
@@ -310,7 +343,7 @@ int run_project(const ProjectOptions& o) {
         };
         fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}{}{}\n", p.step.world_size, cell(p.samples_per_s, b.samples_per_s, 1, 1),
                    cell(p.efficiency, b.efficiency, 100, 1), cell(p.speedup, b.speedup, 1, 2), cell(p.busbw, b.busbw, 1, 1),
-                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), fits ? "" : " (does not fit)",
+                   cell(p.step.exposed_comm_ms, b.exposed_comm_ms, 1, 2), p.fits_memory() ? "" : " (does not fit)",
                    i > 0 ? undecided_gain(rows[i - 1], p) : "");
     }
     fmt::print("the samples/s band holds the compute model's error on this GPU (gpu.compute_error_pct {:g}% [{:g}-{:g}]); "
@@ -414,7 +447,10 @@ void write_report(const std::string& report, const nlohmann::json& guide) {
 
 int run_compare(const ProjectOptions& o) {
     const std::vector<std::string> names = profile_names(o);
-    const CompareSetup setup{o.gpus, compare_node_count(o), {}, o.input == "real"};  // a bad --nodes refused before any work
+    CompareSetup setup;
+    setup.gpus = o.gpus;
+    setup.nodes = compare_node_count(o);  // a bad --nodes refused before any work
+    setup.real_input = o.input == "real";
     if (!o.scenarios.empty() && !o.config.empty())
         throw UserError("--scenario: judges the scenario presets' own workloads; give it or --config, not both");
     note_calibration_inputs(o);
@@ -457,7 +493,10 @@ int run_compare(const ProjectOptions& o) {
     const std::string configs = shipped_config_dir("").empty() ? "configs" : shipped_config_dir("");
     // The soaks and card tests of each profile's GPU among the shipped records (src/core/data_dir.h).
     const std::string results_dir = shipped_path("results");
-    const ScenarioGuide guide = judge_scenarios(profiles, calibrations, resolve_scenarios(o.scenarios, configs), terms, setup,
+    std::vector<Scenario> scenarios = resolve_scenarios(o.scenarios, configs);
+    if (!o.sharding.empty())  // the what-if fixes every workload's mode: no scenario chooses among modes
+        for (Scenario& sc : scenarios) sc.sharding.clear();
+    const ScenarioGuide guide = judge_scenarios(profiles, calibrations, scenarios, terms, setup,
                                                 configs, results_dir, [&](const std::string& path) {
                                                     ProjectOptions one = o;
                                                     one.config = path;

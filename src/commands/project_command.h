@@ -27,6 +27,8 @@ struct ProjectOptions {
     std::string conv_engine; // --conv-engine: what-if for a ResNet workload (auto, im2col, cudnn); empty = the config's
     std::string precision;   // --precision: what-if, replacing the config's
     std::string grad_dtype;  // --grad-dtype: likewise
+    std::string sharding;    // --sharding: the mode (none, optimizer, gradients) instead of the config's; compare:
+                             // every workload's, in place of a scenario's choice among modes
     std::string input = "synthetic";  // --input: synthetic (data on the device) or real (the host's loader ceiling)
     std::string out = default_output("projected.jsonl");  // compare: empty unless --out (then every projected record)
     bool json = false;  // compare --json: the table, bands and verdicts as one JSON object on stdout

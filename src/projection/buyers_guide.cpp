@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "base/errors.h"
+#include "src/core/choices.h"
 #include "src/core/files.h"
 #include "src/core/workload.h"
 #include "src/core/yaml_fields.h"
@@ -97,6 +98,30 @@ std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows) {
 
 namespace {
 
+// ", sharding optimizer" where the configuration is sharded or chose its mode among several.
+std::string mode_said(const Projection& p) {
+    return p.sharding == ShardingMode::none && p.fits.empty() ? "" : fmt::format(", sharding {}", sharding_mode_name(p.sharding));
+}
+
+// What a sharded configuration's collectives take per step: ", reduce-scatter 3.1 + all-gather 2.9 ms per step".
+std::string sharded_cost(const Projection& p) {
+    if (p.sharding == ShardingMode::none) return "";
+    return fmt::format(", reduce-scatter {:.2f} + all-gather {:.2f} ms per step", p.step.reduce_scatter_ms,
+                       p.step.all_gather_ms);
+}
+
+}  // namespace
+
+std::string footprints(const Projection& p, const HardwareProfile& hw) {
+    if (p.fits.empty())
+        return fmt::format("{:.2f} GiB per GPU of {:.0f}", p.record["memory_per_gpu_gb"].get<double>(), hw.memory_gb.value);
+    std::string out;
+    for (const ModeFit& f : p.fits) out += fmt::format("{}{} {:.2f}", out.empty() ? "" : ", ", sharding_mode_name(f.mode), f.footprint_bytes / kGiB);
+    return fmt::format("{} GiB per GPU of {:.0f}", out, hw.memory_gb.value);
+}
+
+namespace {
+
 // Where the winner's band with the compute model's error is wider than its lead over the next profile:
 // the verdict rests on the cards' relative compute, which that band does not decide.
 std::string undecided_lead(const Judged& pick, const std::vector<Judged>& eligible) {
@@ -118,7 +143,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     // the workload fits) is no multi-GPU answer; that one GPU is.
     double fastest_single = 0;
     for (const CompareRow& r : rows)
-        if (r.fits()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
+        if (r.by_gpus.front().fits_memory()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
     auto scale = [&](const CompareRow& r, const Projection& p) {
         const int g = p.step.world_size;
         switch (rule.score) {
@@ -129,7 +154,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         return 1.0;
     };
     std::vector<Judged> eligible;
-    std::string excluded;
+    std::string excluded, unfit;
     const bool judges_soaks = std::find(rule.needs.begin(), rule.needs.end(), "soak") != rule.needs.end();
     for (const CompareRow& r : rows) {
         std::string unmet = unmet_requirements(r.hw, rule.needs);
@@ -142,16 +167,24 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
             continue;
         }
         const auto [p, band] = judged_configuration(r, rule.gpus);
-        if (!r.fits() || (p->step.world_size > 1 && p->samples_per_s <= fastest_single)) continue;
+        if (!p->fits_memory()) {
+            unfit += fmt::format("{}{} at {} ({})", unfit.empty() ? "" : "; ", r.hw.name, configuration_name(*p),
+                                 footprints(*p, r.hw));
+            continue;
+        }
+        if (p->step.world_size > 1 && p->samples_per_s <= fastest_single) continue;
         const double k = scale(r, *p);
         eligible.push_back({&r, p, p->samples_per_s * k, band.lo * k, band.hi * k, p->bands.samples_per_s.lo * k,
                             p->bands.samples_per_s.hi * k});
     }
     if (eligible.empty()) {
-        std::string why = std::none_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fits(); })
+        std::string why = std::none_of(rows.begin(), rows.end(), [&](const CompareRow& r) {
+                              return judged_configuration(r, rule.gpus).first->fits_memory();
+                          })
                               ? "the workload fits none"
                               : "every multi-GPU configuration is slower than one GPU of a compared profile";
         if (!excluded.empty()) why = "none qualifies (" + excluded + ")";
+        if (!unfit.empty()) why += "; does not fit: " + unfit;
         return {rule.scenario, nullptr, why};
     }
     auto higher = [](const Judged& a, const Judged& b) { return a.score < b.score; };
@@ -186,11 +219,11 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
                        : rule.score == Score::per_10k_gpus ? "samples/s per $10k"
                                                            : "samples/s per $10k of the whole cost";
     std::string reason = fmt::format(
-        "{} {} at {} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication, {:.2f} of {:.0f} GiB "
+        "{} {} at {}{} ({:.1f} [{:.1f}-{:.1f}], {:.1f}% scaling, {:.2f} ms exposed communication{}, {:.2f} of {:.0f} GiB "
         "per GPU, {:.1f} samples/s per kW)",
-        what, rule.score == Score::samples_per_s ? "highest" : "best", configuration_name(p), pick.score, pick.lo, pick.hi,
-        100.0 * p.efficiency, p.step.exposed_comm_ms, p.record["memory_per_gpu_gb"].get<double>(),
-        pick.row->hw.memory_gb.value, pick.row->per_kw(p));
+        what, rule.score == Score::samples_per_s ? "highest" : "best", configuration_name(p), mode_said(p), pick.score,
+        pick.lo, pick.hi, 100.0 * p.efficiency, p.step.exposed_comm_ms, sharded_cost(p),
+        p.record["memory_per_gpu_gb"].get<double>(), pick.row->hw.memory_gb.value, pick.row->per_kw(p));
     if (pick.row != best.row)
         reason += fmt::format("; ties with {} ({:.1f} [{:.1f}-{:.1f}]) within the band and costs less or needs no patched "
                               "driver",
@@ -213,6 +246,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     // What the winner's figures rest on: said beside every verdict it wins.
     for (const Caveat& c : pick.row->hw.caveats) reason += fmt::format("; caveat: {} ({})", c.text, c.source);
     if (!excluded.empty()) reason += "; excluded: " + excluded;
+    if (!unfit.empty()) reason += "; does not fit: " + unfit;
     return {rule.scenario, pick.row, reason};
 }
 
@@ -236,8 +270,11 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         // One node, then (--nodes N) the same GPU counts on N nodes: project's code path, whose
         // records say nodes and gpus_per_node.
         const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
-        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i], setup.real_input), gpus, nodes);
-        if (key.empty()) widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes, setup.real_input);
+        TraceCache traces;  // one workload on one GPU: shared by the corners of its ranges
+        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i], setup.real_input), gpus,
+                                                       nodes, setup.sharding, &traces);
+        if (key.empty())
+            widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes, setup.real_input, setup.sharding, &traces);
         row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
         all.resize(gpus.size());
         row.by_gpus = std::move(all);
@@ -403,7 +440,7 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
     sc.source = path;
     sc.name = std::filesystem::path(path).stem().string();
     std::set<std::string> seen;
-    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires", "input"},
+    f.for_each_key(root, "", {"scenario", "gpus", "workloads", "requires", "input", "sharding"},
                    [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) {
                        seen.insert(key);
                        if (key == "scenario") {
@@ -412,6 +449,17 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
                            sc.rule.gpus = static_cast<int>(f.integer(v, k, key, 1, 64));
                        } else if (key == "input") {
                            sc.real_input = f.choice(v, k, key, {"synthetic", "real"}) == "real";
+                       } else if (key == "sharding") {
+                           if (!v.IsSequence() || v.size() == 0)
+                               f.fail(v, k, key, "a list of sharding modes, tried in order: none, optimizer, gradients");
+                           std::vector<std::string> names;
+                           for (const YAML::Node& item : v) {
+                               names.push_back(f.choice(item, k, key, names_of(sharding_choices())));
+                               sc.sharding.push_back(parse_sharding_mode(names.back()));
+                               if (sc.sharding.back() == ShardingMode::parameters)
+                                   f.fail_at(item.Mark(), "key 'sharding': parameters (ZeRO-3) is not supported yet");
+                           }
+                           if (const std::string repeated = repeated_entry(names); !repeated.empty()) f.fail(v, k, key, repeated);
                        } else if (key == "workloads") {
                            if (!v.IsSequence() || v.size() == 0)
                                f.fail(v, k, key, "a list of workload configs (paths under configs/)");
@@ -478,7 +526,7 @@ const char* budget_name(Score s) { return s == Score::samples_per_s ? "ample" : 
 const JudgedWorkload& ScenarioGuide::workload(const Scenario& scenario, const std::string& path) const {
     const bool real = scenario.real_input || setup.real_input;
     for (const JudgedWorkload& w : workloads)
-        if (w.path == path && w.real_input == real) return w;
+        if (w.path == path && w.real_input == real && w.sharding == scenario.sharding) return w;
     throw std::logic_error("compare: a scenario's workload was not judged");
 }
 
@@ -501,12 +549,14 @@ ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, cons
     for (const Scenario& sc : scenarios)
         for (const std::string& path : sc.workloads) {
             const bool real = sc.real_input || guide.setup.real_input;
-            auto it = std::find_if(guide.workloads.begin(), guide.workloads.end(),
-                                   [&](const JudgedWorkload& w) { return w.path == path && w.real_input == real; });
+            auto it = std::find_if(guide.workloads.begin(), guide.workloads.end(), [&](const JudgedWorkload& w) {
+                return w.path == path && w.real_input == real && w.sharding == sc.sharding;
+            });
             if (it == guide.workloads.end()) {
                 JudgedWorkload w;
                 w.path = path;
                 w.real_input = real;
+                w.sharding = sc.sharding;
                 w.cfg = load_workload(path);
                 w.label = workload_label(path, w.cfg) + (real ? ", real input" : "");
                 guide.workloads.push_back(std::move(w));
@@ -518,9 +568,16 @@ ScenarioGuide judge_scenarios(const std::vector<HardwareProfile>& profiles, cons
                 it->rules.push_back(rule);
             }
         }
+    // One workload judged both with and without a scenario's choice among sharding modes: two names.
+    for (JudgedWorkload& w : guide.workloads)
+        if (!w.sharding.empty() && std::count_if(guide.workloads.begin(), guide.workloads.end(), [&](const JudgedWorkload& o) {
+                return o.label == w.label;
+            }) > 1)
+            w.label += ", mode as fits";
     for (JudgedWorkload& w : guide.workloads) {
         CompareSetup fed = guide.setup;
         fed.real_input = w.real_input;
+        fed.sharding = w.sharding;
         w.rows = compare_rows(w.cfg, profiles, calibrations, "", false, fed);
         for (const ScenarioRule& rule : w.rules) w.verdicts.push_back(decide(w.rows, rule, terms));
         w.flips = verdict_flips(w.cfg, profiles, calibrations, w.verdicts, w.rules, terms, fed);

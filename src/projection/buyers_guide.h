@@ -41,7 +41,6 @@ struct CompareRow {
     // Per kW of the node's power at full load: the GPUs' TDP and their share of host_power_w (the
     // whole-cost score's watts), so a card's lead is not its host's omission.
     double per_kw(const Projection& p) const;
-    bool fits() const { return by_gpus.front().record["fits_memory"].get<bool>(); }
 };
 
 // What a scenario judges of each row: the configuration (this many GPUs, or the node's largest
@@ -75,6 +74,9 @@ ConfigurationCost configuration_cost(const HardwareProfile& hw, int gpus, const 
 // Why a profile does not meet a rule's recorded-fact requirements ("" when it does; `soak` is the
 // rows' soaks, judged by decide).
 std::string unmet_requirements(const HardwareProfile& hw, const std::vector<std::string>& needs);
+// A configuration's footprint per GPU against the GPU's memory, each asked mode's where several were
+// ("none 40.31, optimizer 30.02, gradients 30.02 GiB per GPU of 24"), else its own.
+std::string footprints(const Projection& p, const HardwareProfile& hw);
 // "1 GPU", "8 GPUs", "16 GPUs on 2 nodes x 8": a projected configuration as verdicts name it.
 std::string configuration_name(const Projection& p);
 
@@ -87,8 +89,8 @@ struct Verdict {
 // The scenario rules: small experiments (samples/s per $10k on one GPU), NLP fine-tuning (per
 // $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
 // (throughput of one node); a rule of more than one GPU judges N nodes of that many GPUs where
-// the rows were projected on N nodes (compare --nodes N). A profile the workload does not fit
-// never wins; a multi-GPU configuration slower than one GPU of a compared profile does not
+// the rows were projected on N nodes (compare --nodes N). A configuration whose footprint does not
+// fit its GPUs never wins (the verdict names it); a multi-GPU configuration slower than one GPU of a compared profile does not
 // qualify (the scaling floor: that one GPU is the answer). A profile with a caveat that reports it
 // not working (Caveat::reported_failing) never wins outright: the verdict names the best profile
 // without one and shows the caveated one beside it when it would have scored higher. The tie rule:
@@ -108,6 +110,9 @@ struct CompareSetup {
     int nodes = 1;
     std::vector<std::vector<SoakRun>> soaks;  // per profile
     bool real_input = false;  // compare --input real: image workloads capped at each host's loader rate
+    // The sharding modes each configuration may run in, the first that fits its GPUs taken (a
+    // scenario's `sharding`); empty: the workload's own mode.
+    std::vector<ShardingMode> sharding;
 };
 // The rows with each profile as given (key empty; with their bands), or with ranged number `key`
 // at one end in profile `moved` (an index of `profiles`; the first unless given); projected as
@@ -130,6 +135,9 @@ struct Scenario {
     ScenarioRule rule;
     std::vector<std::string> workloads;
     bool real_input = false;  // `input: real`: its image workloads capped at each host's loader rate
+    // `sharding: [none, optimizer, gradients]`: each configuration of its workloads runs in the first of
+    // these modes that fits its GPUs (compare --sharding fixes one mode instead); empty: the workload's own.
+    std::vector<ShardingMode> sharding;
 };
 // Loads a preset; a bad key, a workload that is not there or an unknown requirement is a UserError at FILE:LINE:COL.
 Scenario load_scenario(const std::string& path, const std::string& configs_dir);
@@ -169,6 +177,7 @@ std::vector<Scenario> resolve_scenarios(const std::vector<std::string>& names, c
 struct JudgedWorkload {
     std::string path, label;
     bool real_input = false;  // judged fed by the host's loader (a scenario's `input: real`, or compare --input real)
+    std::vector<ShardingMode> sharding;  // the modes its configurations chose from (a scenario's `sharding`)
     TrainConfig cfg;
     std::vector<CompareRow> rows;
     std::vector<ScenarioRule> rules;
@@ -190,7 +199,8 @@ struct ScenarioGuide {
     std::string results_dir;  // where the soaks and card tests' measured records were looked up
     std::vector<JudgedWorkload> workloads;
     std::vector<std::vector<CardFigure>> cards;  // per profile
-    // The workload `path` as `scenario` judges it (with its input: a real-input scenario's is judged apart).
+    // The workload `path` as `scenario` judges it (with its input and sharding modes: a real-input
+    // scenario's is judged apart, and so is one choosing among sharding modes).
     const JudgedWorkload& workload(const Scenario& scenario, const std::string& path) const;
     // The verdict and flips of `scenario`'s rule for `workload` under the budget `score`.
     std::pair<const Verdict*, const std::vector<std::string>*> cell(const Scenario& scenario, const std::string& workload,

@@ -36,15 +36,23 @@ nlohmann::json configurations_json(const CompareRow& row, const std::vector<Proj
                                    const CostTerms* terms) {
     nlohmann::json out = nlohmann::json::array();
     for (const Projection& p : projections) {
+        const bool sharded = p.sharding != ShardingMode::none;
         nlohmann::json j = {{"gpus", p.step.world_size},
                             {"samples_per_s", p.samples_per_s},
                             {"samples_per_s_band", {p.bands.samples_per_s.lo, p.bands.samples_per_s.hi}},
                             {"scaling_efficiency", p.efficiency},
                             {"speedup", p.speedup},
-                            {"allreduce_busbw_gbps", p.busbw},
+                            {sharded ? "sharding_busbw_gbps" : "allreduce_busbw_gbps", p.busbw},
                             {"exposed_comm_ms", p.step.exposed_comm_ms},
-                            {"bands", to_json(p.bands)},
-                            {"samples_per_s_per_10k_usd", row.per_10k(p)}};
+                            {"bands", to_json(p.bands, p.sharding)},
+                            {"samples_per_s_per_10k_usd", row.per_10k(p)},
+                            {"sharding", sharding_mode_name(p.sharding)},
+                            {"memory_per_gpu_gib", p.record["memory_per_gpu_gb"]},
+                            {"fits_memory", p.fits_memory()}};
+        // What the step's collectives take, every bucket back to back.
+        if (sharded) j.update({{"reduce_scatter_ms", p.step.reduce_scatter_ms}, {"all_gather_ms", p.step.all_gather_ms}});
+        else j["allreduce_ms"] = p.step.allreduce_ms;
+        if (p.record.contains("sharding_fit")) j["sharding_fit"] = p.record["sharding_fit"];
         if (terms)
             j["samples_per_s_per_10k_usd_whole_cost"] =
                 p.samples_per_s * 1e4 / configuration_cost(row.hw, p.step.world_size, *terms).total();
@@ -70,6 +78,32 @@ std::string on_nodes_line(const CompareRow& row) {
     return fmt::format("on {} nodes: {} [{:.1f}-{:.1f}]; at {} GPUs {:.1f}% scaling, {:.2f} ms exposed communication",
                        row.nodes(), cells, band.lo, band.hi, top.step.world_size, 100.0 * top.efficiency,
                        top.step.exposed_comm_ms);
+}
+
+// Where a workload is sharded or chooses its mode, per configuration of one node: the mode it runs
+// in, its footprint (every mode's where none fits) and what the step's collectives take: "sharding,
+// the first of none, optimizer, gradients that fits (GiB per GPU; the collectives per step): 1 GPU
+// none 32.83 (all-reduce 14.6 ms), ..., 4 GPUs optimizer 25.58 NO (none 32.83, optimizer 25.58,
+// gradients 25.58 GiB per GPU of 24) (reduce-scatter 820.1 + all-gather 820.1 ms), ...".
+std::string sharding_line(const CompareRow& row) {
+    const bool chosen = !row.at_max().fits.empty();
+    if (!chosen && std::all_of(row.by_gpus.begin(), row.by_gpus.end(),
+                               [](const Projection& p) { return p.sharding == ShardingMode::none; }))
+        return "";
+    std::string modes;
+    for (const ModeFit& f : row.at_max().fits) modes += fmt::format("{}{}", modes.empty() ? "" : ", ", sharding_mode_name(f.mode));
+    std::string cells;
+    for (const Projection& p : row.by_gpus) {
+        const std::string cost = p.sharding == ShardingMode::none
+                                     ? fmt::format("all-reduce {:.1f} ms", p.step.allreduce_ms)
+                                     : fmt::format("reduce-scatter {:.1f} + all-gather {:.1f} ms", p.step.reduce_scatter_ms,
+                                                   p.step.all_gather_ms);
+        cells += fmt::format("{}{} {} {:.2f}{} ({})", cells.empty() ? "" : ", ", configuration_name(p),
+                             sharding_mode_name(p.sharding), p.record["memory_per_gpu_gb"].get<double>(),
+                             p.fits_memory() ? "" : fmt::format(" NO ({})", footprints(p, row.hw)), cost);
+    }
+    return fmt::format("sharding{} (GiB per GPU; the collectives per step): {}",
+                       chosen ? ", the first of " + modes + " that fits" : "", cells);
 }
 
 }  // namespace
@@ -117,7 +151,7 @@ nlohmann::json to_json(const ScenarioGuide& guide) {
                             {"memory_per_gpu_gib", row.at_max().record["memory_per_gpu_gb"]},
                             {"memory_breakdown_gib", row.at_max().record["memory_breakdown_gb"]},
                             {"memory_headroom_gib", row.hw.memory_gb.value - row.at_max().record["memory_per_gpu_gb"].get<double>()},
-                            {"fits_memory", row.fits()},
+                            {"fits_memory", row.at_max().fits_memory()},
                             {"ranges", ranged_keys(row.hw)},
                             {"by_gpus", configurations_json(row, row.by_gpus, &guide.terms)}});
             if (!row.on_nodes.empty())
@@ -229,7 +263,8 @@ void print_scenario_guide(const ScenarioGuide& guide) {
             const Projection& top = row.at_max();
             fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
                        at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
-                       top.record["memory_per_gpu_gb"].get<double>(), row.fits() ? "yes" : "NO");
+                       top.record["memory_per_gpu_gb"].get<double>(), top.fits_memory() ? "yes" : "NO");
+            if (const std::string modes = sharding_line(row); !modes.empty()) fmt::print("{}\n", wrapped("  " + modes, 4));
             if (const Band& band = top.bands.samples_per_s; band.hi > band.lo)
                 fmt::print("{}\n", wrapped(fmt::format("  band at {} GPUs: [{:.1f}-{:.1f}], efficiency [{:.1f}-{:.1f}]%, "
                                                      "exposed communication [{:.2f}-{:.2f}] ms, from {}",
@@ -273,7 +308,7 @@ nlohmann::json to_json(const WorkloadComparison& c) {
         out["profiles"].push_back({{"name", r.hw.name},
                                    {"memory_per_gpu_gib", r.at_max().record["memory_per_gpu_gb"]},
                                    {"memory_breakdown_gib", r.at_max().record["memory_breakdown_gb"]},
-                                   {"fits_memory", r.fits()},
+                                   {"fits_memory", r.at_max().fits_memory()},
                                    {"ranges", ranged_keys(r.hw)},
                                    {"by_gpus", configurations_json(r, r.by_gpus, nullptr)},
                                    {"hardware", to_json(r.hw)}});
@@ -313,8 +348,10 @@ void print_workload_comparison(const WorkloadComparison& c) {
         const Projection& top = r.top();
         fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
                    top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
-                   r.fits() ? "yes" : "NO");
+                   top.fits_memory() ? "yes" : "NO");
     }
+    for (const auto& r : c.rows)
+        if (const std::string modes = sharding_line(r); !modes.empty()) fmt::print("{}\n", wrapped(r.hw.name + " " + modes, 2));
     fmt::print("{}\n", wrapped((c.nodes > 1 ? fmt::format("{} nodes: the full node on {} nodes (the network between "
                                                                   "them the profile's); ",
                                                                   c.nodes, c.nodes)

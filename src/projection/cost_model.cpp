@@ -1,6 +1,6 @@
 // The cost model (src/projection/projection.h): each op's time from a roofline with a shape-dependent
-// GEMM efficiency, each all-reduce from an alpha-beta model per link class, and what an all-reduce
-// leaves to the compute it overlaps.
+// GEMM efficiency, each collective (all-reduce, reduce-scatter, all-gather) from an alpha-beta model
+// per link class, and what a collective leaves to the compute it overlaps.
 #include "src/projection/projection.h"
 
 #include <algorithm>
@@ -245,11 +245,40 @@ double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
     return bytes / (all_reduce_ms(bytes, g, nodes) * 1e-3) / 1e9 * 2.0 * (n - 1) / n;
 }
 
-double CostModel::overlapped_compute_rate(double bytes, double comm_ms, int g, int nodes, bool memory_bound) const {
+double CostModel::ring_half_ms(double bytes, int g, int nodes, bool copies_on_one_rank) const {
+    SB_REQUIRE(g >= 1 && nodes >= 1, "ring_half_ms: positive sizes");
+    const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.bucket_launch_us.value;
+    double us = alpha_us;
+    if (g == 1 && nodes == 1 && copies_on_one_rank) us += 2.0 * bytes / (memory_gbps() * 1e9) * 1e6;
+    // Half the all-reduce's ring: (g-1) steps and (g-1)/g of the bytes through each GPU's link.
+    if (g > 1) us += (g - 1) * hw.link_latency_us.value + (g - 1.0) / g * bytes / (ring_busbw_gbps(g) * 1e9) * 1e6;
+    if (nodes > 1) {
+        SB_REQUIRE(hw.has_network(), "ring_half_ms: multi-node needs a network");
+        // Each GPU's 1/g of the data around the ring of nodes, half the all-reduce's ring (a tree
+        // is an all-reduce algorithm, not one of these).
+        const double per_gpu = hw.nic_gbps.value * hw.nics_per_node.value / g * hw.network_efficiency.value;
+        us += (nodes - 1) * hw.network_latency_us.value + (nodes - 1.0) / nodes * (bytes / g) / (per_gpu * 1e9) * 1e6;
+    }
+    return us * 1e-3;
+}
+
+double CostModel::collective_ms(Collective kind, double bytes, int g, int nodes) const {
+    switch (kind) {
+        case Collective::all_reduce: return all_reduce_ms(bytes, g, nodes);
+        case Collective::reduce_scatter: return ring_half_ms(bytes, g, nodes, true);
+        case Collective::all_gather: return ring_half_ms(bytes, g, nodes, false);
+    }
+    return 0;
+}
+
+double CostModel::overlapped_compute_rate(Collective kind, double bytes, double comm_ms, int g, int nodes,
+                                          bool memory_bound) const {
     const int n = g * nodes;
-    // Bytes each GPU sends and receives: 2(n-1)/n of the buffer, each read from or written to its
-    // memory once; one rank reads and writes the buffer once.
-    const double crossing = n > 1 ? 2.0 * (n - 1) / n * bytes : bytes;
+    // Bytes each GPU sends and receives: 2(n-1)/n of the buffer for an all-reduce, (n-1)/n for a
+    // reduce-scatter or all-gather, each read from or written to its memory once; one rank reads and
+    // writes the buffer once.
+    const double ring = kind == Collective::all_reduce ? 2.0 : 1.0;
+    const double crossing = n > 1 ? ring * (n - 1) / n * bytes : bytes;
     const double memory_share = std::min(1.0, 2.0 * crossing / (comm_ms * 1e-3) / (memory_gbps() * 1e9));
     const double sm_share = std::min(1.0, hw.comm_sms.value / hw.sm_count.value);
     const double beside = hw.link == LinkClass::host_staged && g > 1 ? hw.staged_overlap.value : 1.0;

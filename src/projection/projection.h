@@ -1,13 +1,14 @@
 // The projection model (DESIGN: Projection): how a workload would run on hardware that is
 // not here. Three parts, each testable alone:
 //  - the trace: the real model code run once on TraceOps, with the runner's own Bucketer
-//    (a recording communicator), giving the op list of one step and where each bucket's
-//    all-reduce is issued;
+//    and, sharded, its ShardedState (a recording communicator), giving the op list of one
+//    step and where each collective (a bucket's all-reduce, or its reduce-scatter and
+//    all-gather) is issued and waited for;
 //  - the cost model: each op's time from a roofline (FLOPs against the peak times a GEMM
-//    efficiency that depends on the shape, bytes against memory bandwidth), each all-reduce
+//    efficiency that depends on the shape, bytes against memory bandwidth), each collective
 //    from an alpha-beta model per link class and algorithm;
-//  - the schedule: buckets replayed against the backward timeline on one comm stream, as
-//    the runner issues them, giving compute, exposed communication, optimizer and step time.
+//  - the schedule: the collectives replayed against the ops on one comm stream, as the
+//    runner issues them, giving compute, exposed communication, optimizer and step time.
 // Calibration replaces profile figures by ones fitted from `gemm`, `comm`, one-GPU `train`
 // and `op_profile` records of the same GPU.
 #pragma once
@@ -19,15 +20,23 @@
 
 #include "models/trace_ops.h"
 #include "src/core/config.h"
+#include "src/core/rank_memory.h"
 #include "src/projection/hardware.h"
 #include "src/projection/op_profile.h"
 
 namespace sb {
 
 // ---- the trace of one training step
-struct TracedAllReduce {
+// The collectives a step issues: DDP's all-reduce per bucket, or (sharded) the reduce-scatter of
+// the gradients per bucket and the all-gather of the updated parameters per bucket.
+enum class Collective { all_reduce, reduce_scatter, all_gather };
+const char* collective_name(Collective c);  // "all-reduce", "reduce-scatter", "all-gather"
+struct TracedCollective {
+    Collective kind = Collective::all_reduce;
     size_t issued_after = 0;  // ops of the step issued before it (it waits for them)
-    double bytes = 0;         // in the comm dtype
+    size_t waited_at = 0;     // ops issued before the step waits for it (the next op waits)
+    double bytes = 0;         // nccl-tests' size: the whole buffer in the comm dtype (for a
+                              // reduce-scatter or all-gather every rank's slice)
 };
 
 struct StepTrace {
@@ -35,31 +44,28 @@ struct StepTrace {
     size_t num_params = 0;
     double flops_per_sample = 0;
     int local_batch = 0;
+    int world_size = 1;  // the ranks the step was traced for (a sharded step's slices depend on it)
     Precision precision = Precision::fp32;
+    ShardingMode sharding = ShardingMode::none;
     std::vector<TracedOp> ops;  // the whole step in issue order
     size_t backward_end = 0;    // ops [0, backward_end): forward and backward
     size_t optimizer_begin = 0; // ops [backward_end, optimizer_begin): after the bucket waits
-    std::vector<TracedAllReduce> all_reduces;  // bucket order
-    std::vector<int> gradient_order;           // parameter indices in the order backward made them final
-    double gradient_bytes = 0;                 // what the buckets all-reduce, in total
-    // What one rank holds on its GPU for the step, as the runner allocates it (bytes).
-    struct Memory {
-        double parameters = 0;       // fp32 master weights and the 16-bit copy the GEMMs read
-        double gradients = 0;        // fp32, and the 16-bit buckets when gradients travel in 16 bits
-        double optimizer_state = 0;  // AdamW's two moments, SGD's momentum
-        double activations = 0;      // what the model keeps for the backward, bound for the local batch
-        double data = 0;             // the dataset's batches on the device
-        // The backend's scratch, which grows to its largest request: an fp32 GEMM result before its
-        // bias epilogue (models/cuda/cuda_ops.cu) is the largest: the largest GEMM output in fp32.
-        double scratch = 0;
-        double total() const { return parameters + gradients + optimizer_state + activations + data + scratch; }
-    } memory;
+    std::vector<TracedCollective> collectives;  // issue order
+    std::vector<int> gradient_order;            // parameter indices in the order backward made them final
+    double gradient_bytes = 0;                  // the gradients the buckets hold, in the comm dtype (unpadded)
+    size_t buckets = 0;
+    size_t shard_elements = 0;  // sharded: the elements each rank owns (every bucket's slice)
+    // Of one kind of collective: the bytes of every call together.
+    double collective_bytes(Collective kind) const;
+    // What one rank holds, predicted as `train` predicts it before a run (src/core/rank_memory.h).
+    RankMemory memory;
 };
 
-// Mirrors DataParallelTrainer::issue_step for `local_batch` rows on one rank.
+// Mirrors DataParallelTrainer::issue_step for `local_batch` rows on rank 0 of `world_size` ranks
+// (whose count matters only to a sharded step: its slices and their padding).
 // `limits`: the GPU traced for, which picks limit-dependent kernels' variants.
 StepTrace trace_step(const TrainConfig& cfg, int local_batch,
-                     const DeviceLimits& limits = TraceOps::default_trace_limits());
+                     const DeviceLimits& limits = TraceOps::default_trace_limits(), int world_size = 1);
 // The limits of a profile's GPU (its architecture's table row); the trace's default when the
 // architecture is not one scalebench claims.
 DeviceLimits profile_limits(const HardwareProfile& hw);
@@ -71,9 +77,13 @@ DeviceLimits profile_limits(const HardwareProfile& hw);
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // profiles give memory_gb in GiB, as CUDA reports it
 constexpr double kGemmWorkspaceBytes = 32.0 * 1024 * 1024;
 constexpr double kRuntimeReserveBytes = 1306.0 * 1024 * 1024;
+// A rank's footprint on its GPU: the per-rank prediction `train` refuses a run by
+// (predict_rank_memory) and the workspace and reserve above.
+double footprint_bytes(const RankMemory& memory);
 double footprint_bytes(const StepTrace& trace);
-// The largest local batch whose footprint fits `memory_gb` GiB (0 when not even one row fits).
-int max_fitting_batch(const TrainConfig& cfg, double memory_gb);
+// The largest local batch whose footprint fits `memory_gb` GiB at `world_size` ranks in the
+// config's sharding mode (0 when not even one row fits).
+int max_fitting_batch(const TrainConfig& cfg, double memory_gb, int world_size = 1);
 
 // The workload a `train` record ran, from its "config" object (validated like a file), with the
 // convolution engine that ran (the record's top-level conv_engine) in place of the config's "auto".
@@ -192,18 +202,30 @@ struct CostModel {
     // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.
     double all_reduce_busbw_gbps(double bytes, int gpus_per_node, int nodes) const;
 
-    // What an all-reduce takes from the compute it overlaps: the fraction of the SMs (NCCL's
+    // A ring reduce-scatter or all-gather of `bytes` (nccl-tests' size: the whole buffer): half the
+    // all-reduce's ring, (n-1) steps of link latency and (n-1)/n of the bytes at the same busbw
+    // (ring_busbw_gbps), and across nodes half its ring between them. On one GPU the out-of-place
+    // reduce-scatter copies its bytes once (`copies_on_one_rank`); the in-place all-gather moves none.
+    double ring_half_ms(double bytes, int gpus_per_node, int nodes, bool copies_on_one_rank) const;
+    // One collective of the step (ms): all_reduce_ms or ring_half_ms.
+    double collective_ms(Collective kind, double bytes, int gpus_per_node, int nodes) const;
+
+    // What a collective takes from the compute it overlaps: the fraction of the SMs (NCCL's
     // channels, comm_sms of sm_count) and of device memory bandwidth (its device traffic, a read and
     // a write of every byte it sends or receives, over its time, against a device copy's rate). On a
     // host_staged node compute runs beside it only staged_overlap of the time. The rate (0-1) a
-    // compute op progresses at while the all-reduce runs.
-    double overlapped_compute_rate(double bytes, double comm_ms, int gpus_per_node, int nodes, bool memory_bound) const;
+    // compute op progresses at while the collective runs.
+    double overlapped_compute_rate(Collective kind, double bytes, double comm_ms, int gpus_per_node, int nodes,
+                                   bool memory_bound) const;
 };
 
 struct ProjectedStep {
     int world_size = 0, nodes = 1;
     double compute_ms = 0, exposed_comm_ms = 0, optimizer_ms = 0, step_ms = 0;
     double allreduce_ms = 0;  // every bucket back to back, as the runner's allreduce_ms
+    // Sharded: every bucket's reduce-scatter, and every bucket's all-gather, back to back (the record's
+    // sharding.reduce_scatter.ms and sharding.all_gather.ms).
+    double reduce_scatter_ms = 0, all_gather_ms = 0;
     double straggler_ms = 0;  // the wait for the slowest of the ranks (in exposed_comm_ms and step_ms)
     double framework_ms = 0;  // the framework's own cost per step at N > 1 (in exposed_comm_ms and step_ms)
     double input_wait_ms = 0; // real input: the wait for the host's loader beyond the GPU step (in step_ms)
@@ -215,7 +237,7 @@ double median_value(std::vector<double> v);
 // The expected maximum of n independent standard normal draws (0 for n = 1; 1.42 for n = 8).
 double expected_max_of_normals(int n);
 
-// Replays the buckets against the backward timeline, then charges the slowest of the world's ranks
+// Replays the step's collectives against its ops as the runner issues and waits for them, then charges the slowest of the world's ranks
 // and, at N > 1, the framework's cost per step (node.framework_step_ms).
 ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int gpus_per_node, int nodes);
 

@@ -1,5 +1,5 @@
-// The schedule (src/projection/projection.h): buckets replayed against the backward timeline on one
-// comm stream as the runner issues them, the straggler wait of N ranks, and the model's assumptions
+// The schedule (src/projection/projection.h): the step's collectives replayed against its ops on one
+// comm stream as the runner issues and waits for them, the straggler wait of N ranks, and the model's assumptions
 // in words.
 #include "src/projection/projection.h"
 
@@ -39,22 +39,29 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
     ProjectedStep s;
     s.world_size = g * nodes;
     s.nodes = nodes;
-    // The comm stream: bucket b starts when the op after which it was issued is done and the
-    // stream is free; while it runs, compute progresses at the rate it leaves (overlapped_compute_rate).
+    // The comm stream: a collective starts when the op after which it was issued is done and the
+    // stream is free; while it runs, compute progresses at the rate it leaves (overlapped_compute_rate);
+    // the op before which the step waits for it starts no earlier than its end.
     struct Busy {
-        double start, end, bytes;
+        double start, end;
+        const TracedCollective* c;
     };
     std::vector<Busy> comm;
-    size_t next_bucket = 0, active = 0;
+    size_t active = 0;
     double t = 0, comm_free = 0;
     auto issue = [&](size_t position) {
-        for (; next_bucket < trace.all_reduces.size() && trace.all_reduces[next_bucket].issued_after <= position; ++next_bucket) {
-            const double bytes = trace.all_reduces[next_bucket].bytes;
-            const double ms = model.all_reduce_ms(bytes, g, nodes);
+        for (size_t i = comm.size(); i < trace.collectives.size() && trace.collectives[i].issued_after <= position; ++i) {
+            const TracedCollective& c = trace.collectives[i];
+            const double ms = model.collective_ms(c.kind, c.bytes, g, nodes);
             const double start = std::max(comm_free, t);
-            comm.push_back({start, comm_free = start + ms, bytes});
-            s.allreduce_ms += ms;
+            comm.push_back({start, comm_free = start + ms, &c});
+            (c.kind == Collective::all_reduce ? s.allreduce_ms
+                                              : c.kind == Collective::reduce_scatter ? s.reduce_scatter_ms : s.all_gather_ms) += ms;
         }
+    };
+    auto wait = [&](size_t position) {
+        for (const Busy& b : comm)
+            if (b.c->waited_at == position) t = std::max(t, b.end);
     };
     auto run = [&](const TracedOp& op) {
         const CostModel::OpTime cost = model.op_time(op, trace.precision);
@@ -62,7 +69,7 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
         while (work > 0) {
             while (active < comm.size() && comm[active].end <= t) ++active;
             if (active == comm.size() || comm[active].start > t) {
-                // Nothing on the comm stream until the next bucket starts (or at all).
+                // Nothing on the comm stream until the next collective starts (or at all).
                 const double free_until = active < comm.size() ? comm[active].start : INFINITY;
                 const double done = std::min(work, free_until - t);
                 t += done;
@@ -70,8 +77,9 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
                 continue;
             }
             const Busy& c = comm[active];
-            const double rate = model.overlapped_compute_rate(c.bytes, c.end - c.start, g, nodes, cost.memory_bound);
-            const double room = (c.end - t) * rate;  // the work that fits before this bucket ends
+            const double rate =
+                model.overlapped_compute_rate(c.c->kind, c.c->bytes, c.end - c.start, g, nodes, cost.memory_bound);
+            const double room = (c.end - t) * rate;  // the work that fits before this collective ends
             if (work < room) {
                 t += work / rate;
                 work = 0;
@@ -81,18 +89,20 @@ ProjectedStep schedule_step(const StepTrace& trace, const CostModel& model, int 
             }
         }
     };
-    issue(0);
-    for (size_t i = 0; i < trace.backward_end; ++i) {
-        run(trace.ops[i]);
-        issue(i + 1);
+    // Phases as the runner times them: compute to the end of the backward, exposed communication
+    // to the optimizer (the waits for the buckets), the optimizer to the end (sharded: with the
+    // all-gather of the parameters).
+    double optimizer_start = 0;
+    for (size_t i = 0; i <= trace.ops.size(); ++i) {
+        issue(i);
+        if (i == trace.backward_end) s.compute_ms = t;
+        wait(i);
+        if (i == trace.optimizer_begin) {
+            s.exposed_comm_ms = t - s.compute_ms;
+            optimizer_start = t;
+        }
+        if (i < trace.ops.size()) run(trace.ops[i]);
     }
-    s.compute_ms = t;
-    issue(trace.backward_end);
-    t = std::max(t, comm_free);  // the bucket waits, then the work issued after them
-    for (size_t i = trace.backward_end; i < trace.optimizer_begin; ++i) t += model.op_ms(trace.ops[i], trace.precision);
-    s.exposed_comm_ms = t - s.compute_ms;
-    const double optimizer_start = t;
-    for (size_t i = trace.optimizer_begin; i < trace.ops.size(); ++i) t += model.op_ms(trace.ops[i], trace.precision);
     s.optimizer_ms = t - optimizer_start;
     // The slowest of N ranks: each rank's step a normal draw around this one (sigma step_jitter_pct
     // of it); the others wait for it in the all-reduce, which the runner times as exposed communication.
@@ -114,7 +124,10 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel)",
         "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
         "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
-        "buckets start in order on one comm stream when the op that made their last gradient is done",
+        "sharded steps: each bucket's reduce-scatter and all-gather are half the all-reduce's ring at the same busbw, "
+        "(n-1) steps of link latency + (n-1)/n x bytes / busbw within a node, half its ring between nodes",
+        "buckets start in order on one comm stream when the op that made their last gradient is done; the op the "
+        "runner waits for a collective before starts no earlier than its end",
         "exposed communication = wait for the last bucket after backward, plus the work issued after the waits "
         "(16-bit gradient casts back, fp16 unscale)",
         fmt::format("each bucket's all-reduce call costs its launch ({:g} us) besides 2(n-1) ring steps of link latency",

@@ -1,14 +1,17 @@
 // The trace of one training step (src/projection/projection.h): the real model code run once on
-// TraceOps with the runner's own Bucketer, the step's memory footprint, the largest batch that fits,
-// and the workload a `train` record ran.
+// TraceOps with the runner's own Bucketer (and, sharded, its ShardedState), the step's memory
+// footprint (the per-rank prediction `train` uses), the largest batch that fits, and the workload a
+// `train` record ran.
 #include "src/projection/projection.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
+#include "collectives/sharding.h"
 #include "base/errors.h"
 #include "src/core/workload.h"
 
@@ -16,19 +19,26 @@ namespace sb {
 
 namespace {
 
-// A communicator that only records where the Bucketer issues each all-reduce.
+constexpr size_t kNotWaited = static_cast<size_t>(-1);  // until the step waits for it (at its end at the latest)
+
+// A communicator of `size` ranks (this one rank 0) that only records where the step issues each
+// collective and where it waits for it.
 class TraceCommunicator final : public Communicator {
 public:
-    TraceCommunicator(const TraceOps& ops, std::vector<TracedAllReduce>& out) : ops_(ops), out_(out) {}
+    TraceCommunicator(const TraceOps& ops, int size, std::vector<TracedCollective>& out)
+        : ops_(ops), size_(size), out_(out) {}
     std::string name() const override { return "trace"; }
     int rank() const override { return 0; }
-    int size() const override { return 1; }
+    int size() const override { return size_; }
     std::unique_ptr<CommRequest> all_reduce(const void*, void*, size_t count, DType dtype, ReduceOp) override {
-        out_.push_back({ops_.position(), static_cast<double>(count * dtype_size(dtype))});
-        return std::make_unique<Done>();
+        return record(Collective::all_reduce, count, dtype);
     }
-    std::unique_ptr<CommRequest> reduce_scatter(const void*, void*, size_t, DType, ReduceOp) override { return none("reduce_scatter"); }
-    std::unique_ptr<CommRequest> all_gather(const void*, void*, size_t, DType) override { return none("all_gather"); }
+    std::unique_ptr<CommRequest> reduce_scatter(const void*, void*, size_t recv_count, DType dtype, ReduceOp) override {
+        return record(Collective::reduce_scatter, recv_count * static_cast<size_t>(size_), dtype);
+    }
+    std::unique_ptr<CommRequest> all_gather(const void*, void*, size_t send_count, DType dtype) override {
+        return record(Collective::all_gather, send_count * static_cast<size_t>(size_), dtype);
+    }
     std::unique_ptr<CommRequest> broadcast(void*, size_t, DType, int) override { return none("broadcast"); }
     std::unique_ptr<CommRequest> broadcast(const void*, void*, size_t, DType, int) override { return none("broadcast"); }
     std::unique_ptr<CommRequest> reduce(const void*, void*, size_t, DType, ReduceOp, int) override { return none("reduce"); }
@@ -41,16 +51,29 @@ public:
     }
 
 private:
-    struct Done final : CommRequest {
+    // Its first wait marks where the step waits for the collective.
+    struct Request final : CommRequest {
+        Request(const TraceCommunicator& comm, size_t index) : comm_(comm), index_(index) {}
         bool test() override { return true; }
-        void wait() override {}
+        void wait() override {
+            if (!waited_) comm_.out_[index_].waited_at = comm_.ops_.position();
+            waited_ = true;
+        }
+        const TraceCommunicator& comm_;
+        size_t index_;
+        bool waited_ = false;
     };
+    std::unique_ptr<CommRequest> record(Collective kind, size_t count, DType dtype) {
+        out_.push_back({kind, ops_.position(), kNotWaited, static_cast<double>(count * dtype_size(dtype))});
+        return std::make_unique<Request>(*this, out_.size() - 1);
+    }
     std::unique_ptr<CommRequest> none(const char* what) {
         SB_REQUIRE(false, std::string("the training step issued a ") + what + ", which the projection does not model");
         return nullptr;
     }
     const TraceOps& ops_;
-    std::vector<TracedAllReduce>& out_;
+    int size_;
+    std::vector<TracedCollective>& out_;
 };
 
 // Forwards to the Bucketer and records the order gradients become final.
@@ -74,46 +97,62 @@ DeviceLimits profile_limits(const HardwareProfile& hw) {
     return architecture_limits(gpu_architecture(hw.peak)).value_or(TraceOps::default_trace_limits());
 }
 
-StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits& limits) {
-    SB_REQUIRE(local_batch > 0, "trace_step: local batch must be positive");
+const char* collective_name(Collective c) {
+    switch (c) {
+        case Collective::all_reduce: return "all-reduce";
+        case Collective::reduce_scatter: return "reduce-scatter";
+        case Collective::all_gather: return "all-gather";
+    }
+    return "?";
+}
+
+double StepTrace::collective_bytes(Collective kind) const {
+    double sum = 0;
+    for (const TracedCollective& c : collectives)
+        if (c.kind == kind) sum += c.bytes;
+    return sum;
+}
+
+StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits& limits, int world_size) {
+    SB_REQUIRE(local_batch > 0 && world_size > 0, "trace_step: local batch and world size must be positive");
     TraceOps ops(cfg.precision, limits);
     StepTrace t;
     t.precision = cfg.precision;
     t.local_batch = local_batch;
-    // As DataParallelTrainer's constructor: the model, its flat buffers, bound for the local batch.
+    t.world_size = world_size;
+    t.sharding = cfg.sharding;
+    // As DataParallelTrainer's constructor: the model, its flat buffers (sharded: with the zero tail a
+    // padded bucket's collectives reach, and no full optimizer state), bound for the local batch.
     std::unique_ptr<Model> model = create_model(cfg, ops);
     const size_t n = model->num_params();
     const DType dtype = compute_dtype(cfg.precision);
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
-    DeviceBuffer params(ops, n * sizeof(float)), grads(ops, n * sizeof(float)), state_a(ops, n * sizeof(float)),
-        loss(ops, sizeof(float));
-    DeviceBuffer state_b, weights;
-    if (adamw) state_b = DeviceBuffer(ops, n * sizeof(float));
+    const bool sharded = cfg.sharding != ShardingMode::none;
+    const std::vector<Bucket> layout = bucket_layout(model->params(), cfg.bucket_mb);
+    const size_t padded_n = n + (sharded ? ShardLayout(layout, world_size, 0).tail_padding() : 0);
+    DeviceBuffer params(ops, padded_n * sizeof(float)), grads(ops, padded_n * sizeof(float)), loss(ops, sizeof(float));
+    DeviceBuffer state_a, state_b, weights;
+    if (!sharded) state_a = DeviceBuffer(ops, n * sizeof(float));
+    if (!sharded && adamw) state_b = DeviceBuffer(ops, n * sizeof(float));
     if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
-    t.memory.parameters = static_cast<double>(n) * (sizeof(float) + (weights.get() ? dtype_size(dtype) : 0));
-    t.memory.gradients = static_cast<double>(n) * sizeof(float);
-    t.memory.optimizer_state = static_cast<double>(n) * sizeof(float) * (adamw ? 2 : 1);
-    const double before_bind = ops.allocated_bytes();
     model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>()},
                 local_batch);
-    t.memory.activations = ops.allocated_bytes() - before_bind;
-    // One batch of one rank: the data is never read, only its shapes, so none is generated. The
-    // dataset keeps dataset_batches of them on the device.
+    // One batch of one rank: the data is never read, only its shapes, so none is generated.
     const BatchShape batch = batch_shape(cfg);
     DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
     DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
-    t.memory.data = static_cast<double>(cfg.dataset_batches) *
-                    (static_cast<double>(local_batch * batch.cols) * dtype_size(batch.dtype) +
-                     static_cast<double>(local_batch * batch.labels_per_row) * sizeof(int32_t));
-    const double before_bucketer = ops.allocated_bytes();
-    TraceCommunicator comm(ops, t.all_reduces);
+    TraceCommunicator comm(ops, world_size, t.collectives);
     Bucketer bucketer(model->params(), cfg.bucket_mb, comm, grads.as<float>(), ops, cfg.grad_dtype);
-    t.memory.gradients += ops.allocated_bytes() - before_bucketer;  // the 16-bit buckets
+    std::unique_ptr<ShardedState> shard;
+    if (sharded) {
+        shard = std::make_unique<ShardedState>(bucketer.buckets(), comm, ops, adamw);
+        bucketer.shard_into(*shard);
+        t.shard_elements = shard->layout().shard_elements();
+    }
     ops.clear();
 
     // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied).
     const Tensor weights_copy = weights.get() ? weights.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
-    const double before_step = ops.allocated_bytes();
     bucketer.start_step();
     OrderSink sink(bucketer);
     model->forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
@@ -122,32 +161,39 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     bucketer.wait_all();
     if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
     t.optimizer_begin = ops.position();
-    if (adamw)
+    if (sharded) {  // as DataParallelTrainer::update_sharded
+        shard->update(params.as<float>(), cfg.optimizer, 1);
+        shard->all_gather_params(params.as<float>());
+        if (weights_copy.data) ops.cast(params.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);
+    } else if (adamw) {
         ops.adamw_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), state_b.as<float>(), n,
                        cfg.optimizer, 1, weights_copy);
-    else
+    } else {
         ops.sgd_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), n, cfg.optimizer, weights_copy);
+    }
 
     t.ops = ops.trace();
-    // What the step allocated as it ran (the backend's per-call buffers) counts as activations.
-    t.memory.activations += ops.allocated_bytes() - before_step;
-    // The backend's scratch (models/cuda/cuda_ops.cu) holds small per-op partials: cuBLASLt fuses
-    // every bias into the GEMM (a 16-bit C's bias rounded to C's dtype), so no GEMM product goes
-    // through fp32 scratch; the partials are bounded by the traced ops' own buffers.
+    for (TracedCollective& c : t.collectives) c.waited_at = std::min(c.waited_at, t.ops.size());
     t.model = model->name();
     t.num_params = n;
     t.flops_per_sample = model->flops_per_sample();
     t.gradient_order = sink.order;
-    for (const auto& a : t.all_reduces) t.gradient_bytes += a.bytes;
+    t.gradient_bytes = static_cast<double>(bucketer.total_elements() * dtype_size(bucketer.comm_dtype()));
+    t.buckets = bucketer.buckets().size();
+    t.memory = predict_rank_memory(cfg, world_size, local_batch);
     return t;
 }
 
-double footprint_bytes(const StepTrace& trace) {
-    return trace.memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes;
+double footprint_bytes(const RankMemory& memory) {
+    return memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes;
 }
 
-int max_fitting_batch(const TrainConfig& cfg, double memory_gb) {
-    auto fits = [&](int batch) { return footprint_bytes(trace_step(cfg, batch)) <= memory_gb * kGiB; };
+double footprint_bytes(const StepTrace& trace) { return footprint_bytes(trace.memory); }
+
+int max_fitting_batch(const TrainConfig& cfg, double memory_gb, int world_size) {
+    auto fits = [&](int batch) {
+        return footprint_bytes(predict_rank_memory(cfg, world_size, batch)) <= memory_gb * kGiB;
+    };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;  // fits(lo), and hi is the first power of two to test
     while (fits(hi)) {

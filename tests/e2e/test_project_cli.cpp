@@ -279,6 +279,40 @@ TEST(ProjectCli, FootprintBatchMaxAndRowsThatDoNotFit) {
     EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 2u);
 }
 
+TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPrediction) {
+    const auto dir = sb::e2e::scratch("project-sharding");
+    const std::string out = " --out " + (dir / "p.jsonl").string();
+    const std::string xl = " --config " + kSource + "/configs/gpt2-xl.yaml";  // sharding: optimizer, batch 2
+    Result r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 4,8" + xl + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("sharding: optimizer"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("8 GPUs: reduce-scatter 6230.4 MB in "), std::string::npos) << r.out;
+    auto records = sb::read_records((dir / "p.jsonl").string()).records;
+    ASSERT_EQ(records.size(), 2u);
+    for (const auto& rec : records) {
+        EXPECT_EQ(rec["sharding"]["mode"], "optimizer");
+        EXPECT_TRUE(rec["allreduce_ms"].is_null());  // as a sharded train record: its collectives are under sharding
+        EXPECT_GT(rec["sharding"]["all_gather"]["ms"].get<double>(), 0.0);
+    }
+    EXPECT_FALSE(records[0]["fits_memory"].get<bool>());  // 4 ranks: 25.6 GiB of 24
+    EXPECT_TRUE(records[1]["fits_memory"].get<bool>());   // 8 ranks: 23.4
+    // The flag replaces the config's mode: a replica fits at no count.
+    r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 8 --sharding none" + xl + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    records = sb::read_records((dir / "p.jsonl").string()).records;
+    ASSERT_EQ(records.size(), 3u);
+    EXPECT_EQ(records[2]["sharding"]["mode"], "none");
+    EXPECT_FALSE(records[2]["fits_memory"].get<bool>());
+    // What train refuses, project and compare refuse, naming the flag; nothing is written.
+    r = run("project --hardware rtx4090-24gb-pcie4 --sharding parameters" + xl + profiles() + out);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--sharding: parameters (ZeRO-3) is not supported yet"), std::string::npos) << r.err;
+    r = run("compare --hardware rtx4090-24gb-pcie4 --sharding zero3" + xl + profiles());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--sharding"), std::string::npos) << r.err;
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 3u);
+}
+
 TEST(ProjectCli, CommPrintsNcclTestsTableWithItsBand) {
     const Result r = run("project --hardware rtx4090-24gb-pcie4-p2p --comm --scaling 4,8" + profiles());
     ASSERT_EQ(r.code, 0) << r.err;

@@ -279,13 +279,15 @@ TEST(TraceStep, MirrorsTheRunnersStepAndBucketLayout) {
     const auto params = create_model(cfg, ops)->params();
     const std::vector<Bucket> buckets = bucket_layout(params, cfg.bucket_mb);
     ASSERT_GT(buckets.size(), 1u);
-    ASSERT_EQ(t.all_reduces.size(), buckets.size());
+    ASSERT_EQ(t.collectives.size(), buckets.size());
     double total = 0;
     for (size_t b = 0; b < buckets.size(); ++b) {
-        EXPECT_DOUBLE_EQ(t.all_reduces[b].bytes, buckets[b].count * 4.0);
-        total += t.all_reduces[b].bytes;
-        if (b > 0) EXPECT_GE(t.all_reduces[b].issued_after, t.all_reduces[b - 1].issued_after);
-        EXPECT_LE(t.all_reduces[b].issued_after, t.backward_end);
+        EXPECT_EQ(t.collectives[b].kind, Collective::all_reduce);
+        EXPECT_DOUBLE_EQ(t.collectives[b].bytes, buckets[b].count * 4.0);
+        total += t.collectives[b].bytes;
+        if (b > 0) EXPECT_GE(t.collectives[b].issued_after, t.collectives[b - 1].issued_after);
+        EXPECT_LE(t.collectives[b].issued_after, t.backward_end);
+        EXPECT_EQ(t.collectives[b].waited_at, t.backward_end);  // the bucketer waits for every bucket there
     }
     EXPECT_DOUBLE_EQ(t.gradient_bytes, total);
     EXPECT_DOUBLE_EQ(total, 4.0 * t.num_params);
@@ -312,7 +314,8 @@ TEST(TraceStep, SixteenBitGradientsHalveTheBytesAndAddTheBucketersCasts) {
     EXPECT_DOUBLE_EQ(t.gradient_bytes, 2.0 * t.num_params);
     size_t casts_after_wait = 0;
     for (size_t i = t.backward_end; i < t.optimizer_begin; ++i) casts_after_wait += t.ops[i].kind == "cast";
-    EXPECT_EQ(casts_after_wait, t.all_reduces.size());  // one cast back per bucket after its wait
+    EXPECT_EQ(casts_after_wait, t.collectives.size());  // one cast back per bucket after its wait
+    for (size_t b = 0; b < t.collectives.size(); ++b) EXPECT_EQ(t.collectives[b].waited_at, t.backward_end + b);
 }
 
 TEST(CostModel, ShapeFactorIsWaveQuantizationTimesKFill) {
@@ -570,7 +573,7 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     t.backward_end = 3;
     t.optimizer_begin = 3;
     const double bytes_2ms = 2e-3 * m.ring_busbw_gbps(2) * 1e9;  // 2(n-1)/n = 1 at n = 2
-    t.all_reduces = {{1, bytes_2ms}, {3, bytes_2ms}};
+    t.collectives = {{Collective::all_reduce, 1, 3, bytes_2ms}, {Collective::all_reduce, 3, 3, bytes_2ms}};
     const ProjectedStep s = schedule_step(t, m, 2, 1);
     // Bucket 0 runs 1..3 ms, bucket 1 3..5 ms; backward ends at 3 ms: 2 ms exposed.
     EXPECT_NEAR(s.compute_ms, 3.0, 1e-9);
@@ -579,7 +582,7 @@ TEST(Schedule, ExposedCommunicationIsTheWaitAfterBackward) {
     EXPECT_NEAR(s.step_ms, 6.0, 1e-9);
     EXPECT_NEAR(s.allreduce_ms, 4.0, 1e-9);
     // A comm stream still busy delays the next bucket: both issued at 1 ms -> 1..3, 3..5.
-    t.all_reduces = {{1, bytes_2ms}, {1, bytes_2ms}};
+    t.collectives = {{Collective::all_reduce, 1, 3, bytes_2ms}, {Collective::all_reduce, 1, 3, bytes_2ms}};
     EXPECT_NEAR(schedule_step(t, m, 2, 1).exposed_comm_ms, 2.0, 1e-9);
     // One GPU: each bucket is a 0.71 ms read and write of its bytes (1..1.71, 1.71..2.42 ms),
     // done before backward ends: nothing exposed.
@@ -609,7 +612,7 @@ TEST(Schedule, AnOverlappedAllReduceTakesItsShareFromCompute) {
         }
         t.ops = {op, op, op, op};
         t.backward_end = t.optimizer_begin = 4;
-        t.all_reduces = {{0, 2e-3 * m.ring_busbw_gbps(2) * 1e9}};
+        t.collectives = {{Collective::all_reduce, 0, 4, 2e-3 * m.ring_busbw_gbps(2) * 1e9}};
         return schedule_step(t, m, 2, 1);
     };
     // Full overlap: a GEMM loses the SMs NCCL holds (2 of 128) for the 2 ms the bucket runs.
@@ -836,6 +839,10 @@ TEST(Footprint, PartsFollowTheRunnersBuffers) {
     EXPECT_NEAR(twice.memory.activations, 2 * sgd.memory.activations, 0.05 * sgd.memory.activations);
     EXPECT_DOUBLE_EQ(twice.memory.parameters, sgd.memory.parameters);
     EXPECT_DOUBLE_EQ(footprint_bytes(sgd), sgd.memory.total() + kGemmWorkspaceBytes + kRuntimeReserveBytes);
+    // The footprint is the prediction `train` refuses a run by, to the byte (one formula for both).
+    const RankMemory predicted = predict_rank_memory(cfg, 1, 8);
+    EXPECT_DOUBLE_EQ(sgd.memory.total(), predicted.total());
+    EXPECT_DOUBLE_EQ(sgd.memory.activations, predicted.activations);
 }
 
 TEST(Footprint, BatchMaxIsTheLargestThatFits) {
@@ -845,6 +852,13 @@ TEST(Footprint, BatchMaxIsTheLargestThatFits) {
     ASSERT_GT(max, 1);
     EXPECT_LE(footprint_bytes(trace_step(cfg, max)), gb * kGiB);
     EXPECT_GT(footprint_bytes(trace_step(cfg, max + 1)), gb * kGiB);
+    // Sharded, a rank's share shrinks as ranks join: more rows fit at 8 ranks than at 2.
+    TrainConfig sharded = cfg;
+    sharded.sharding = ShardingMode::optimizer;
+    const int at_8 = max_fitting_batch(sharded, gb, 8);
+    EXPECT_LE(footprint_bytes(predict_rank_memory(sharded, 8, at_8)), gb * kGiB);
+    EXPECT_GT(footprint_bytes(predict_rank_memory(sharded, 8, at_8 + 1)), gb * kGiB);
+    EXPECT_GE(at_8, max_fitting_batch(sharded, gb, 2));
     // Less memory than the runtime alone holds: not one row fits.
     EXPECT_EQ(max_fitting_batch(cfg, 1.0), 0);
 }

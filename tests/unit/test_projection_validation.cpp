@@ -472,10 +472,11 @@ struct SpeedupBand {
 };
 SpeedupBand published_speedup_band(const PublishedRow& r, const PublishedRow& base) {
     SpeedupBand out;
+    TraceCache at_n_traces, one_traces;  // the corners move nothing a trace depends on
     for (const HardwareProfile& corner : range_corners(r.hw)) {
         const CostModel model(corner, {}, r.input == "real");
-        const Projection at_n = project_workload(r.cfg, model, {r.gpus}, {1}).at(0);
-        const double one = project_workload(base.cfg, model, {1}, {1}).at(0).samples_per_s;
+        const Projection at_n = project_workload(r.cfg, model, {r.gpus}, {1}, {}, &at_n_traces).at(0);
+        const double one = project_workload(base.cfg, model, {1}, {1}, {}, &one_traces).at(0).samples_per_s;
         const double speedup = at_n.samples_per_s / one;
         if (speedup < out.band.lo) out.slowest = at_n.step;
         out.band.lo = std::min(out.band.lo, speedup);
