@@ -1,5 +1,5 @@
 // Helpers of the end-to-end tests: a scratch folder per test binary, reading files whole,
-// and running a command for its exit code and output.
+// the launcher of an N-rank run, and running a command for its exit code and output.
 #pragma once
 
 #include <sys/wait.h>
@@ -37,6 +37,10 @@ inline std::string slurp(const std::filesystem::path& p) {
     s << in.rdbuf();
     return s.str();
 }
+
+// The launcher of an `np`-rank run (SCALEBENCH_MPIRUN, tests/CMakeLists.txt), ending in a
+// space: mpirun(2) + SCALEBENCH_BINARY + " train ...".
+inline std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " "; }
 
 // Runs `command` through the shell with no standard input, its output and errors kept in
 // `dir`: the exit code (128 + the signal when killed) and what it printed.

@@ -14,6 +14,7 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
@@ -32,7 +33,6 @@ Result run(const std::string& args, const std::string& launcher = "") {
     return r;
 }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np); }
 
 std::string write_file(const std::string& name, const std::string& text) {
     auto p = scratch() / name;

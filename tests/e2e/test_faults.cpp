@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using sb::e2e::mpirun;
 
 fs::path scratch() {
     auto dir = fs::temp_directory_path() / ("scalebench-faults-" + std::to_string(::getpid()));
@@ -76,7 +77,7 @@ Outcome run_with_fault(int sig, const std::string& tag) {
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "4", 1);
         std::freopen(err.c_str(), "w", stderr);
         std::freopen("/dev/null", "w", stdout);
-        const std::string cmd = std::string("exec ") + SCALEBENCH_MPIRUN + " -np 3 " + SCALEBENCH_BINARY +
+        const std::string cmd = "exec " + mpirun(3) + SCALEBENCH_BINARY +
                                 " train --config " + SCALEBENCH_SOURCE_DIR +
                                 "/configs/ci-small.yaml --backend cpu --scaling 1,3 --steps 20000 --out " + out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

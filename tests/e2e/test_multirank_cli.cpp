@@ -14,12 +14,12 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::records_of;
 
 std::filesystem::path dir() { return sb::e2e::scratch("multirank-e2e"); }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " "; }
 
 const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
 

@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using sb::e2e::mpirun;
 using sb::e2e::slurp;
 
 fs::path scratch() { return sb::e2e::scratch("records"); }
@@ -94,8 +95,7 @@ Job launch(int np, const std::string& args, const std::string& tag) {
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "4", 1);
         std::freopen(job.err.c_str(), "w", stderr);
         std::freopen(stdout_path.c_str(), "w", stdout);
-        const std::string cmd = std::string("exec ") + SCALEBENCH_MPIRUN + " -np " + std::to_string(np) + " " +
-                                SCALEBENCH_BINARY + " " + args + " --out " + job.out;
+        const std::string cmd = "exec " + mpirun(np) + SCALEBENCH_BINARY + " " + args + " --out " + job.out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
@@ -265,10 +265,7 @@ TEST(Records, AStoppedLauncherDoesNotKeepItsRanksOnceTheRunIsRecorded) {
 using Refusal = sb::e2e::Result;
 
 Refusal refuse(const std::string& args, int np = 1) {
-    return sb::e2e::run_shell(
-        (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") + SCALEBENCH_BINARY + " " +
-            args,
-        scratch() / "refusal");
+    return sb::e2e::run_shell((np > 1 ? mpirun(np) : "") + SCALEBENCH_BINARY + " " + args, scratch() / "refusal");
 }
 
 TEST(Records, AConfigThatIsAFolderOrHoldsNoKeysIsRefused) {

@@ -16,14 +16,13 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sb::e2e::mpirun;
 using sb::e2e::slurp;
 
 fs::path scratch() { return sb::e2e::scratch("robust-checks"); }
 
 sb::e2e::Result run(const std::string& args, int np = 1) {
-    return sb::e2e::run_shell("timeout 120 " +
-                                  (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") +
-                                  SCALEBENCH_BINARY + " " + args,
+    return sb::e2e::run_shell("timeout 120 " + (np > 1 ? mpirun(np) : "") + SCALEBENCH_BINARY + " " + args,
                               scratch() / "run");
 }
 

@@ -22,6 +22,7 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
@@ -43,7 +44,6 @@ Result run(const std::string& args, const std::string& launcher = "") {
     return r;
 }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np); }
 
 const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
 
