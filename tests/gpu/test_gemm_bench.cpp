@@ -3,6 +3,7 @@
 // records a reader can trust (positive times, TFLOP/s within the datasheet peak).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "base/errors.h"
 #include "src/commands/gemm_bench.h"
+#include "src/core/flag_reading.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
 #include "src/core/results.h"
@@ -102,6 +104,46 @@ TEST(GemmCases, BadSizesAndDtypesNameTheFlag) {
     GemmOptions no_iters;
     no_iters.iters = 0;
     expect_user_error_naming("--iters", [&] { run_gemm(no_iters, MPI_COMM_WORLD); });
+}
+
+// --iters and --warmup take their bounds from the one flag table (src/core/flag_reading.cpp),
+// on the command line and in options built in code alike; each side of --size its range there.
+TEST(GemmCases, CountsAndSidesTakeTheirBoundsFromTheFlagTable) {
+    auto parse = [](std::vector<std::string> args) -> std::string {
+        CLI::App app("scalebench");
+        GemmOptions o;
+        add_gemm_options(*app.add_subcommand("gemm"), o);
+        read_numeric_flags_with_one_parser(app);
+        args.insert(args.begin(), "gemm");
+        std::reverse(args.begin(), args.end());
+        try {
+            app.parse(args);
+        } catch (const CLI::ParseError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(parse({"--iters", "1000000", "--warmup", "0"}), "");
+    EXPECT_NE(parse({"--iters", "1000001"}).find("must be <= 1000000, got 1000001 (timed products per case"),
+              std::string::npos);
+    EXPECT_NE(parse({"--warmup", "1000001"}).find("must be <= 1000000, got 1000001 (untimed products per case"),
+              std::string::npos);
+    EXPECT_NE(parse({"--iters", "0"}).find("must be >= 1, got 0"), std::string::npos);
+    GemmOptions in_code;
+    in_code.warmup = 1000001;
+    try {
+        gemm_cases(in_code);
+        ADD_FAILURE() << "accepted --warmup 1000001";
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "--warmup: must be <= 1000000, got 1000001 (untimed products per case: more would run for days)");
+    }
+    try {
+        parse_gemm_size("2097152x8x8");
+        ADD_FAILURE() << "accepted a side of 2^21";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("must be <= 1048576, got 2097152 (a GEMM side past 2^20"), std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(GemmCases, ParsesShapes) {

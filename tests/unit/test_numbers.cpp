@@ -17,6 +17,7 @@
 #include "base/numbers.h"
 #include "collectives/deadline.h"
 #include "src/commands/comm_command.h"
+#include "src/commands/project_command.h"
 #include "src/core/config.h"
 #include "src/core/files.h"
 #include "src/core/flag_reading.h"
@@ -71,8 +72,9 @@ std::string parse_flags(std::vector<std::string> args, Parsed& p) {
     return "";
 }
 
-// comm's launch counts and the doctor's seconds, declared as their subcommands declare them,
-// are read in their entries of the flag table (no bound of their own in the commands).
+// comm's launch counts, the doctor's seconds and compare's cost terms, declared as their
+// subcommands declare them, are read in their entries of the flag table (no bound of their own
+// in the commands; gemm's, CUDA builds only, in tests/gpu/test_gemm_bench.cpp).
 TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
     auto parse = [](const std::vector<std::string>& given) -> std::string {
         CLI::App app{"t"};
@@ -80,6 +82,8 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         add_comm_options(*app.add_subcommand("comm"), comm);
         DoctorOptions doctor;
         add_doctor_options(*app.add_subcommand("doctor"), doctor);
+        ProjectOptions compare;
+        add_compare_options(*app.add_subcommand("compare"), compare);
         read_numeric_flags_with_one_parser(app);
         std::vector<std::string> args(given.rbegin(), given.rend());
         try {
@@ -99,6 +103,8 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         {{"doctor", "--deadline", "1e10"}, "must be in (0, 604800], got 1e10"},
         {{"doctor", "--load-seconds", "-1"}, "must be in [0, 86400], got -1 (seconds of GEMMs under load"},
         {{"doctor", "--train-steps", "0"}, "must be >= 1, got 0"},
+        {{"compare", "--years", "0"}, "must be in (0, 100], got 0 (years the node's power is paid for"},
+        {{"compare", "--usd-per-kwh", "100.5"}, "must be in [0, 100], got 100.5 (dollars per kWh"},
     };
     for (const auto& [args, says] : refused) {
         const std::string e = parse(args);
