@@ -178,9 +178,6 @@ class Series:
         return None if t1 is None else self.value(n, "samples_per_s") / (n * t1)
 
 
-MAX_WORLD_SIZE = 1 << 24
-
-
 def load(paths, labels, skip_bad_lines):
     train, comm = {}, {}
     runs = {}
@@ -227,20 +224,12 @@ def load(paths, labels, skip_bad_lines):
     return list(train.values()), list(comm.values())
 
 
-def world_size(record, where):
-    n = record.get("world_size")
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORLD_SIZE:
-        raise InputError(f"{where}: field 'world_size' is {json.dumps(n)[:40]}, expected a whole number "
-                         f"from 1 to {MAX_WORLD_SIZE}")
-    return n
-
-
 def add_record(r, where, path, labels, train, comm):
     """Adds one record to the train or comm series; InputError when it is not valid."""
     kind = r.get("subcommand")
     projected = r.get("projected") is True
     if kind == "train" or (kind == "project" and "samples_per_s" in r):
-        n = world_size(r, where)
+        n = number(r, "world_size", where)
         eff = r.get("scaling_efficiency")
         row = {
             "samples_per_s": number(r, "samples_per_s", where),
@@ -271,7 +260,7 @@ def add_record(r, where, path, labels, train, comm):
     elif kind == "comm":
         # `scalebench comm` (src/commands/comm_command.cpp): one record per (world size, op, dtype,
         # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
-        n = world_size(r, where)
+        n = number(r, "world_size", where)
         rows = r.get("rows")
         if not isinstance(rows, list) or not rows:
             raise InputError(f"{where}: comm record has no 'rows' (expected a list of sizes)")

@@ -206,6 +206,11 @@ bad_record negative-throughput "field 'samples_per_s' is -5, expected a number f
   "json.dumps(dict(r, samples_per_s=-5)).encode()"
 bad_record huge-step "step_ms: field 'median' is 1e+300, expected a number from 0 to 1e+09" \
   "json.dumps(dict(r, step_ms={'median': 1e300}, median_step=None)).encode()"
+# The ranges and their reasons are results/record_ranges.json's, the table `scalebench report` is built with.
+bad_record fractional-world-size "field 'world_size' is 2.5, expected a whole number" \
+  "json.dumps(dict(r, world_size=2.5)).encode()"
+bad_record huge-spread "field 'samples_per_s_spread' is 1e+300, expected a number from 0 to 1e+15 (a spread of the throughput" \
+  "json.dumps(dict(r, samples_per_s_spread=1e300)).encode()"
 # A name from a record is text in a plot, never matplotlib's math ($\frac$ would not parse).
 "$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["a$\\frac$b"]; print(json.dumps(r))' \
   "$train_line" >"$tmp/dollar.jsonl"
