@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "src/core/results.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace {
 
