@@ -3,8 +3,9 @@ as scalebench's own readers do (src/core/files.h): a path that is not a regular 
 /dev/zero, a folder) is refused from its stat and never opened for a blocking read, and a file past
 its bound is refused before it is read, so a tool never blocks forever or runs out of memory.
 Also the tools' one reading of a record's numbers in their ranges (RANGES, from
-record_ranges.json beside this file: the table `scalebench report` is built with) and one escaping
-of Markdown table text (src/core/table_text.h's rule).
+record_ranges.json beside this file: the table `scalebench report` is built with), one refusal of a
+list naming one thing twice (scalebench's rule: src/core/choices.h) and one escaping of Markdown
+table text (src/core/table_text.h's rule).
 """
 
 import json
@@ -40,6 +41,29 @@ def read_input(path, what, max_bytes):
     if len(data) > max_bytes:
         raise InputError(f"{path}: cannot read {what}: it is more than the {max_bytes} bytes a {what} may have")
     return data
+
+
+def file_identity(path):
+    """What makes two paths one file: (device, inode), so another spelling or a link is the same
+    file; the path itself when it cannot be stat'ed (its reader then says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return st.st_dev, st.st_ino
+
+
+def refuse_repeats(what, entries, identity=lambda entry: entry):
+    """InputError "WHAT: X is given twice (entries I and J)" when `entries` names one thing twice,
+    as scalebench refuses every list it is given; identity(entry) is what makes two entries one."""
+    first = {}
+    for i, entry in enumerate(entries, 1):
+        key = identity(entry)
+        if key in first:
+            earlier = entries[first[key] - 1]
+            spelled = "" if earlier == entry else f", as {earlier}"
+            raise InputError(f"{what}: {entry} is given twice (entries {first[key]} and {i}{spelled})")
+        first[key] = i
 
 
 def _record_ranges():

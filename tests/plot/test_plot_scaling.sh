@@ -200,6 +200,10 @@ echo 'garbage' >"$tmp/garbage.jsonl"
 "$py" "$plot" "$tmp/garbage.jsonl" --skip-bad-lines -o "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
 (($? == 2)) && grep -qF "$tmp/garbage.jsonl: no valid record in the file" "$tmp/bad.err" ||
   fail "a file of garbage with --skip-bad-lines: $(cat "$tmp/bad.err")"
+# A list naming one thing twice, as scalebench refuses it: a file under two spellings, a format.
+refuses "a file given twice" "files: $tmp/./one-launch.jsonl is given twice (entries 1 and 2, as $tmp/one-launch.jsonl)" \
+  "$tmp/one-launch.jsonl" "$tmp/./one-launch.jsonl"
+refuses "a format given twice" "--formats: png is given twice (entries 1 and 2)" "$tmp/one-launch.jsonl" --formats png,png
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 bad_record negative-throughput "field 'samples_per_s' is -5, expected a number from 0 to 1e+15" \
