@@ -3,7 +3,6 @@
 // records a reader can trust (positive times, TFLOP/s within the datasheet peak).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -17,7 +16,7 @@
 
 #include "base/errors.h"
 #include "src/commands/gemm_bench.h"
-#include "src/core/flag_reading.h"
+#include "tests/cli_parse.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
 #include "src/core/results.h"
@@ -109,19 +108,12 @@ TEST(GemmCases, BadSizesAndDtypesNameTheFlag) {
 // --iters and --warmup take their bounds from the one flag table (src/core/flag_reading.cpp),
 // on the command line and in options built in code alike; each side of --size its range there.
 TEST(GemmCases, CountsAndSidesTakeTheirBoundsFromTheFlagTable) {
-    auto parse = [](std::vector<std::string> args) -> std::string {
+    auto parse = [](std::vector<std::string> args) {
         CLI::App app("scalebench");
         GemmOptions o;
         add_gemm_options(*app.add_subcommand("gemm"), o);
-        read_numeric_flags_with_one_parser(app);
         args.insert(args.begin(), "gemm");
-        std::reverse(args.begin(), args.end());
-        try {
-            app.parse(args);
-        } catch (const CLI::ParseError& e) {
-            return e.what();
-        }
-        return "";
+        return test::parse_error(app, args);
     };
     EXPECT_EQ(parse({"--iters", "1000000", "--warmup", "0"}), "");
     EXPECT_NE(parse({"--iters", "1000001"}).find("must be <= 1000000, got 1000001 (timed products per case"),

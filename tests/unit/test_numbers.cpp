@@ -3,7 +3,6 @@
 // example of a number read three ways is here: "064" is 64 from a flag and from YAML alike,
 // 2147483648 gets the bound and its reason, 1e10 seconds is refused naming the variable, and
 // a profile number outside its key's range is refused with the key's reason.
-#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "src/core/flag_reading.h"
 #include "src/doctor/doctor_command.h"
 #include "src/projection/hardware.h"
+#include "tests/cli_parse.h"
 
 namespace sb {
 namespace {
@@ -61,15 +61,8 @@ std::string parse_flags(std::vector<std::string> args, Parsed& p) {
     train->add_option("--bucket-mb", p.bucket_mb);
     train->add_option("--scaling", p.scaling)->delimiter(',');
     train->add_option("--other", p.other);
-    read_numeric_flags_with_one_parser(app);
     args.insert(args.begin(), "train");
-    std::reverse(args.begin(), args.end());
-    try {
-        app.parse(args);
-    } catch (const CLI::ParseError& e) {
-        return e.what();
-    }
-    return "";
+    return test::parse_error(app, args);
 }
 
 // comm's launch counts, the doctor's seconds and compare's cost terms, declared as their
@@ -84,14 +77,7 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         add_doctor_options(*app.add_subcommand("doctor"), doctor);
         ProjectOptions compare;
         add_compare_options(*app.add_subcommand("compare"), compare);
-        read_numeric_flags_with_one_parser(app);
-        std::vector<std::string> args(given.rbegin(), given.rend());
-        try {
-            app.parse(args);
-        } catch (const CLI::ParseError& e) {
-            return e.what();
-        }
-        return "";
+        return test::parse_error(app, given);
     };
     EXPECT_EQ(parse({"comm", "-n", "1000000", "-w", "0", "-c", "1000000"}), "");
     const std::pair<std::vector<std::string>, std::string> refused[] = {
