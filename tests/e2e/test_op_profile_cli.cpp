@@ -31,11 +31,7 @@ Result run(const std::string& args, int ranks = 1) {
     return r;
 }
 
-std::string fresh(const std::string& name) {
-    const auto path = sb::e2e::scratch("op-profile-e2e") / name;
-    std::filesystem::remove(path);
-    return path.string();
-}
+std::string fresh(const std::string& name) { return sb::e2e::fresh_file(sb::e2e::scratch("op-profile-e2e"), name); }
 
 const std::string kTransformer = " --config " + kSource + "/configs/ci-transformer.yaml --backend cpu --steps 2 --warmup 1";
 
