@@ -30,14 +30,11 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPingTag = 1, kPongTag = 2, kNoticeTag = 3;
 constexpr double kDefaultTimeoutS = 600;
 
-// Seconds, read by the one number parser: "1e10" would overflow the millisecond clock and
-// make every wait endless, so the bound is a week.
+// Seconds, read by the one number parser in the deadlines' range.
 double read_timeout() {
     const char* text = std::getenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S");
     if (!text || !*text) return kDefaultTimeoutS;
-    return real_or_refuse("SCALEBENCH_COLLECTIVE_TIMEOUT_S", text,
-                          RealRange{0, true, 7 * 24 * 3600.0, false,
-                                    "seconds: past a week a collective deadline catches nothing"});
+    return real_or_refuse("SCALEBENCH_COLLECTIVE_TIMEOUT_S", text, kDeadlineSecondsRange);
 }
 
 std::atomic<double> g_timeout{-1};

@@ -14,9 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "base/numbers.h"
+
 namespace sb {
 
-// SCALEBENCH_COLLECTIVE_TIMEOUT_S (seconds, > 0), default 600; read once.
+// The range of every deadline a person sets in seconds: SCALEBENCH_COLLECTIVE_TIMEOUT_S and the
+// doctor's --deadline (src/core/flag_reading.cpp). Past a week the millisecond clock is near
+// overflow (1e10 s would make every wait endless) and no hang is caught any sooner.
+constexpr RealRange kDeadlineSecondsRange{0, true, 7 * 24 * 3600.0, false,
+                                          "seconds: past a week a deadline catches no hang"};
+
+// SCALEBENCH_COLLECTIVE_TIMEOUT_S (seconds, in kDeadlineSecondsRange), default 600; read once.
 double collective_timeout_s();
 void set_collective_timeout_s(double seconds);  // tests
 

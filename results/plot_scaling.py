@@ -27,8 +27,8 @@ Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input i
 with a one-line reason and exit 2: a missing file, a line that is not a valid record (not
 UTF-8, not JSON, a needed field missing or of the wrong type; FILE:LINE named; with
 --skip-bad-lines it is skipped with a warning instead), a file without any valid record, or
-files without any train/comm record, or a number outside its plausible range (a negative
-throughput, a 300-digit time). An output it cannot write is refused before any file is read,
+files without any train/comm record, a number outside its plausible range (a negative
+throughput, a 300-digit time), or a file (under any spelling) or format given twice. An output it cannot write is refused before any file is read,
 with one line and exit 2: a folder it cannot create or write in (-o), or a plot's file that
 exists and is a folder or another non-regular file; a plot that still cannot be written (a
 full disk) exits 1 naming the file, and leaves no partial file. A run whose start record has
@@ -44,7 +44,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tool_input import InputError, number, optional_number, read_input  # noqa: E402
+from tool_input import (InputError, file_identity, number, optional_number, read_input,  # noqa: E402
+                        refuse_repeats)
 
 PROG = "plot_scaling.py"
 PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
@@ -178,9 +179,6 @@ class Series:
         return None if t1 is None else self.value(n, "samples_per_s") / (n * t1)
 
 
-MAX_WORLD_SIZE = 1 << 24
-
-
 def load(paths, labels, skip_bad_lines):
     train, comm = {}, {}
     runs = {}
@@ -227,20 +225,12 @@ def load(paths, labels, skip_bad_lines):
     return list(train.values()), list(comm.values())
 
 
-def world_size(record, where):
-    n = record.get("world_size")
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORLD_SIZE:
-        raise InputError(f"{where}: field 'world_size' is {json.dumps(n)[:40]}, expected a whole number "
-                         f"from 1 to {MAX_WORLD_SIZE}")
-    return n
-
-
 def add_record(r, where, path, labels, train, comm):
     """Adds one record to the train or comm series; InputError when it is not valid."""
     kind = r.get("subcommand")
     projected = r.get("projected") is True
     if kind == "train" or (kind == "project" and "samples_per_s" in r):
-        n = world_size(r, where)
+        n = number(r, "world_size", where)
         eff = r.get("scaling_efficiency")
         row = {
             "samples_per_s": number(r, "samples_per_s", where),
@@ -271,7 +261,7 @@ def add_record(r, where, path, labels, train, comm):
     elif kind == "comm":
         # `scalebench comm` (src/commands/comm_command.cpp): one record per (world size, op, dtype,
         # redop), its sizes in `rows`: {size_bytes, out_of_place: {busbw_gbps, ...}, in_place}.
-        n = world_size(r, where)
+        n = number(r, "world_size", where)
         rows = r.get("rows")
         if not isinstance(rows, list) or not rows:
             raise InputError(f"{where}: comm record has no 'rows' (expected a list of sizes)")
@@ -550,10 +540,12 @@ def main(argv):
                 labels.setdefault(f, item)
         else:
             raise InputError(f"--label '{item}': expected NAME or FILE=NAME")
+    refuse_repeats("files", args.files, file_identity)  # every record drawn once
     formats = [f for f in args.formats.split(",") if f]
     for f in formats:
         if f not in ("png", "svg", "pdf"):
             raise InputError(f"--formats: '{f}' is not png, svg or pdf")
+    refuse_repeats("--formats", formats)
     problem = output_problem(args.outdir, args.prefix, formats)
     if problem:
         raise InputError(problem)

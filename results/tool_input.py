@@ -2,15 +2,17 @@
 as scalebench's own readers do (src/core/files.h): a path that is not a regular file (a FIFO,
 /dev/zero, a folder) is refused from its stat and never opened for a blocking read, and a file past
 its bound is refused before it is read, so a tool never blocks forever or runs out of memory.
-Also the tools' one reading of a record's numbers in their ranges (RANGES, the ranges
-`scalebench report` shows them in: src/commands/report.cpp) and one escaping of Markdown table
-text (src/core/table_text.h's rule).
+Also the tools' one reading of a record's numbers in their ranges (RANGES, from
+record_ranges.json beside this file: the table `scalebench report` is built with), one refusal of a
+list naming one thing twice (scalebench's rule: src/core/choices.h) and one escaping of Markdown
+table text (src/core/table_text.h's rule).
 """
 
 import json
 import math
 import os
 import stat
+import sys
 
 
 class InputError(Exception):
@@ -41,23 +43,65 @@ def read_input(path, what, max_bytes):
     return data
 
 
+def file_identity(path):
+    """What makes two paths one file: (device, inode), so another spelling or a link is the same
+    file; the path itself when it cannot be stat'ed (its reader then says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return st.st_dev, st.st_ino
+
+
+def refuse_repeats(what, entries, identity=lambda entry: entry):
+    """InputError "WHAT: X is given twice (entries I and J)" when `entries` names one thing twice,
+    as scalebench refuses every list it is given; identity(entry) is what makes two entries one."""
+    first = {}
+    for i, entry in enumerate(entries, 1):
+        key = identity(entry)
+        if key in first:
+            earlier = entries[first[key] - 1]
+            spelled = "" if earlier == entry else f", as {earlier}"
+            raise InputError(f"{what}: {entry} is given twice (entries {first[key]} and {i}{spelled})")
+        first[key] = i
+
+
+def _record_ranges():
+    """{field: {"min", "max", "whole", "why"}} from record_ranges.json beside this file (shipped with
+    the tools, in the checkout and installed): a missing or broken table is an install fault, exit 1."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "record_ranges.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["ranges"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"{path}: cannot read the record ranges the tools check numbers against: {e}")
+
+
 # The range of each record number a tool reads (as `scalebench report` checks them): a 300-digit
-# time or a negative throughput is bad input, never drawn.
-RANGES = {"samples_per_s": (0, 1e15), "scaling_efficiency": (0, 100), "step_ms": (0, 1e9),
-          "compute_ms": (0, 1e9), "exposed_comm_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
-          "size_bytes": (0, 2 ** 50), "busbw_gbps": (0, 1e6), "no_comm_step_ms": (0, 1e9),
-          "samples_per_s_spread": (0, 1e15), "scaling_efficiency_spread": (0, 100)}
+# time, a negative throughput or a fractional world size is bad input, never drawn.
+RANGES = _record_ranges()
+
+
+def _shown(value):
+    """A number as a message shows it: an integer whole (10**30 in full), a real as %g."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def number(record, key, where, field=None):
-    """record[key], a finite number inside the range of `field` (default: key) in RANGES."""
+    """record[key], a finite number inside the range of `field` (default: key) in RANGES, whole
+    where the range says so (then an int)."""
     value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not math.isfinite(value)):
         raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:40]}, expected a number")
-    lo, hi = RANGES.get(field or key, (-math.inf, math.inf))
-    if not lo <= value <= hi:
-        raise InputError(f"{where}: field '{key}' is {value:g}, expected a number from {lo:g} to {hi:g}")
-    return float(value)
+    r = RANGES[field or key]
+    kind = "a whole number" if r.get("whole") else "a number"
+    if r.get("whole") and value != int(value):
+        raise InputError(f"{where}: field '{key}' is {_shown(value)}, expected {kind}")
+    if not r["min"] <= value <= r["max"]:
+        raise InputError(f"{where}: field '{key}' is {_shown(value)}, expected {kind} from {_shown(r['min'])} "
+                         f"to {_shown(r['max'])} ({r['why']})")
+    return int(value) if r.get("whole") else float(value)
 
 
 def optional_number(record, key, where):

@@ -27,6 +27,7 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "src/core/files.h"
+#include "src/core/flag_reading.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
 #include "src/core/results.h"
@@ -65,8 +66,7 @@ GemmCase parse_gemm_size(const std::string& text) {
     if (!std::regex_match(text, match, shape)) throw bad("not a GEMM shape");
     auto dim = [&](const std::string& digits) {
         int64_t value = 0;
-        const std::string problem =
-            parse_integer(digits, IntRange{1, int64_t{1} << 20, "a GEMM side past 2^20 is past any GPU's memory"}, value);
+        const std::string problem = parse_integer(digits, kGemmSideRange, value);
         if (!problem.empty()) throw bad("a dimension " + problem);
         return value;
     };
@@ -86,11 +86,11 @@ int64_t default_size(const std::string& dtype) { return dtype == "fp32" || dtype
 }  // namespace
 
 std::vector<GemmCase> gemm_cases(const GemmOptions& opts) {
-    constexpr int kMaxProducts = 1000000;  // more would run for days
-    if (opts.iters < 1 || opts.iters > kMaxProducts)
-        throw UserError(fmt::format("--iters {}: from 1 to {} timed products per case", opts.iters, kMaxProducts));
-    if (opts.warmup < 0 || opts.warmup > kMaxProducts)
-        throw UserError(fmt::format("--warmup {}: from 0 to {} untimed products", opts.warmup, kMaxProducts));
+    // The command line checked these (src/core/flag_reading.cpp); options built in code are
+    // held to the same table.
+    for (const auto& [flag, value] : {std::pair{"--iters", opts.iters}, std::pair{"--warmup", opts.warmup}})
+        if (const std::string problem = int_range_problem(value, integer_flag_range("gemm", flag)); !problem.empty())
+            throw UserError(fmt::format("{}: {}", flag, problem));
     for (const auto& d : opts.dtypes)
         if (std::find(kDtypes.begin(), kDtypes.end(), d) == kDtypes.end())
             throw UserError(fmt::format("--dtype '{}': expected one of fp16, bf16, fp32, tf32", d));

@@ -21,6 +21,7 @@
 #include "base/errors.h"
 #include "src/core/data_dir.h"
 #include "src/core/files.h"
+#include "src/core/flag_reading.h"
 #include "src/core/plausible.h"
 #include "src/core/results.h"
 #include "src/projection/buyers_guide.h"
@@ -456,10 +457,11 @@ int run_compare(const ProjectOptions& o) {
     note_calibration_inputs(o);
     if (!o.out.empty())
         if (const std::string problem = results_file_problem(o.out, "--out"); !problem.empty()) throw UserError(problem);
-    if (const std::string p = out_of_range(o.years, {0, true, 100, false}); !p.empty())
-        throw UserError(fmt::format("--years {}: {}", o.years, p));
-    if (const std::string p = out_of_range(o.usd_per_kwh, {0, false, 100, false}); !p.empty())
-        throw UserError(fmt::format("--usd-per-kwh {}: {}", o.usd_per_kwh, p));
+    // The command line checked these (src/core/flag_reading.cpp); options built in code are
+    // held to the same table.
+    for (const auto& [flag, value] : {std::pair{"--years", o.years}, std::pair{"--usd-per-kwh", o.usd_per_kwh}})
+        if (const std::string p = out_of_range(value, real_flag_range("compare", flag)); !p.empty())
+            throw UserError(fmt::format("{}: {}", flag, p));
     if (!o.report.empty()) {
         if (!o.config.empty()) throw UserError("--report: writes the whole buyer's table; give it without --config");
         if (o.json) throw UserError("--report: give it or --json, not both");

@@ -16,6 +16,7 @@
 #include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/plausible.h"
+#include "src/core/record_ranges.h"
 #include "src/core/results.h"
 #include "src/core/table_text.h"
 
@@ -45,28 +46,34 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The plausible range of each number a table shows, and whether it counts something (a whole
-// number): a record holding one outside is not shown, so nothing prints as a wrapped integer
-// or a 300-digit figure. Integer fields are read as 64-bit integers or reals, never as int.
+// Each number a table shows, and whether a record must have it: a record holding one outside
+// its range (src/core/record_ranges.h, one table with the plot tools) is not shown, so nothing
+// prints as a wrapped integer or a 300-digit figure. Whole numbers are read as 64-bit integers
+// or reals, never as int.
 struct ShownNumber {
     const char* key;
     const char* part;  // the statistic of an object field ("median"), or nullptr
-    bool required, whole;
-    RealRange range;
+    bool required;
 };
-constexpr double kMaxRanks = 1 << 24, kMaxBatch = 1 << 24;
 const ShownNumber kShownNumbers[] = {
-    {"world_size", nullptr, true, true, {1, false, kMaxRanks, false}},
-    {"local_batch", nullptr, false, true, {1, false, kMaxBatch, false}},
-    {"global_batch", nullptr, false, true, {1, false, kMaxBatch * kMaxRanks, false}},
-    {"samples_per_s", nullptr, true, false, {0, false, 1e15, false}},
-    {"samples_per_s_per_rank", nullptr, false, false, {0, false, 1e15, false}},
-    {"step_ms", "median", false, false, {0, false, 1e9, false}},
-    {"compute_ms", "median", false, false, {0, false, 1e9, false}},
-    {"exposed_comm_ms", "median", false, false, {0, false, 1e9, false}},
-    {"optimizer_ms", "median", false, false, {0, false, 1e9, false}},
-    {"allreduce_busbw_gbps", nullptr, false, false, {0, false, 1e6, false}},
-    {"scaling_efficiency", nullptr, false, false, {0, false, 100, false}},
+    {"world_size", nullptr, true},
+    {"local_batch", nullptr, false},
+    {"global_batch", nullptr, false},
+    {"samples_per_s", nullptr, true},
+    {"samples_per_s_spread", nullptr, false},
+    {"samples_per_s_per_rank", nullptr, false},
+    {"step_ms", "median", false},
+    {"compute_ms", "median", false},
+    {"exposed_comm_ms", "median", false},
+    {"optimizer_ms", "median", false},
+    {"comm_cost_ms", nullptr, false},
+    {"comm_cost_spread_ms", nullptr, false},
+    {"hidden_fraction", nullptr, false},
+    {"compute_slowdown_ms", nullptr, false},
+    {"allreduce_busbw_gbps", nullptr, false},
+    {"allreduce_busbw_spread_gbps", nullptr, false},
+    {"scaling_efficiency", nullptr, false},
+    {"scaling_efficiency_spread", nullptr, false},
 };
 
 // Why a shown number of record `r` cannot be shown, or "" (a missing optional one shows "-").
@@ -78,8 +85,9 @@ std::string shown_number_problem(const nlohmann::json& r, const ShownNumber& n) 
     if (!v || v->is_null()) return n.required ? fmt::format("field '{}' is missing", name) : "";
     if (!v->is_number()) return fmt::format("field '{}' is not a number", name);
     const double x = v->get<double>();
-    if (n.whole && std::floor(x) != x) return fmt::format("field '{}' is not a whole number, got {:g}", name, x);
-    if (const std::string problem = out_of_range(x, n.range); !problem.empty())
+    const RecordRange range = record_range(n.key);
+    if (range.whole && std::floor(x) != x) return fmt::format("field '{}' is not a whole number, got {:g}", name, x);
+    if (const std::string problem = out_of_range(x, range.range); !problem.empty())
         return fmt::format("field '{}' {}", name, problem);
     return "";
 }
@@ -187,12 +195,12 @@ std::vector<std::string> table_row(const nlohmann::json& r) {
 
 // The numbers of a straggler a train record names (stragglers.h), as kShownNumbers.
 const ShownNumber kStragglerNumbers[] = {
-    {"rank", nullptr, true, true, {0, false, kMaxRanks, false}},
-    {"compute_ms", nullptr, false, false, {0, false, 1e9, false}},
-    {"behind_ms", nullptr, false, false, {-1e9, false, 1e9, false}},
-    {"behind_fraction", nullptr, false, false, {-1e9, false, 1e9, false}},
-    {"median_rank_compute_ms", nullptr, false, false, {0, false, 1e9, false}},
-    {"behind_sigma_ms", nullptr, false, false, {0, false, 1e9, false}},
+    {"rank", nullptr, true},
+    {"compute_ms", nullptr, false},
+    {"behind_ms", nullptr, false},
+    {"behind_fraction", nullptr, false},
+    {"median_rank_compute_ms", nullptr, false},
+    {"behind_sigma_ms", nullptr, false},
 };
 
 const nlohmann::json* stragglers_in(const nlohmann::json& r) {

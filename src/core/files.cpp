@@ -92,12 +92,19 @@ size_t invalid_utf8_at(const std::string& text) {
     return std::string::npos;
 }
 
-std::string printable(const std::string& text) {
-    const bool utf8 = invalid_utf8_at(text) == std::string::npos;
+std::string recordable_text(const std::string& text) {
     std::string out;
-    for (const char c : text) {
+    size_t from = 0;
+    for (size_t bad; (bad = invalid_utf8_at(text.substr(from))) != std::string::npos; from += bad + 1)
+        out += text.substr(from, bad) + fmt::format("\\x{:02x}", static_cast<unsigned char>(text[from + bad]));
+    return out + text.substr(from);
+}
+
+std::string printable(const std::string& text) {
+    std::string out;
+    for (const char c : recordable_text(text)) {
         const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f || (!utf8 && u >= 0x80))
+        if (u < 0x20 || u == 0x7f)
             out += fmt::format("\\x{:02x}", u);
         else
             out += c;

@@ -24,7 +24,7 @@ constexpr int64_t kMaxSnapshotBytes = int64_t{16} << 20;     // a doctor snapsho
 // a folder, not a regular file (never opened for a blocking read), or over max_bytes.
 std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes);
 
-// A YAML input (config, hardware profile, scenario): read_input_file with kMaxYamlBytes, noted
+// A YAML input (config, hardware profile, scenario, published figures): read_input_file with kMaxYamlBytes, noted
 // as an input of this run (note_input), and refused when its path is not UTF-8 (it is written
 // into the records).
 std::string read_text_file(const std::string& path, const std::string& what);
@@ -62,8 +62,11 @@ void flush_stdout();
 // JSON, whose strings must be UTF-8, so a path or name bound for a record is checked up front.
 size_t invalid_utf8_at(const std::string& text);
 
-// `text` with control characters as \xNN, for messages that must stay one line; in text that
-// is not UTF-8, every byte past ASCII too.
+// The two ways text leaves the program safely, one built on the other. recordable_text: `text`
+// as valid UTF-8, each byte that is not part of UTF-8 as \xNN (what json_text does to each
+// string it writes). printable: that, and control characters as \xNN too, for messages that
+// must stay one line (markdown_cell and csv_field build on it: src/core/table_text.h).
+std::string recordable_text(const std::string& text);
 std::string printable(const std::string& text);
 
 // The folders above `file` that do not exist yet, created outermost first; throws

@@ -6,6 +6,9 @@
 #include <climits>
 #include <map>
 
+#include <CLI/CLI.hpp>
+
+#include "collectives/deadline.h"
 #include "src/core/choices.h"
 #include "src/core/config_keys.h"
 
@@ -32,6 +35,8 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
         {"comm --iters", IntRange{1, 1000000, "timed launches per size: more would run for days"}},
         {"comm --warmup_iters", IntRange{0, 1000000, "warm-up launches per size: more would run for days"}},
         {"comm --check", IntRange{0, 1000000, "checked runs per measurement: more would run for days"}},
+        {"gemm --iters", IntRange{1, 1000000, "timed products per case: more would run for days"}},
+        {"gemm --warmup", IntRange{0, 1000000, "untimed products per case: more would run for days"}},
     };
     return table;
 }
@@ -39,10 +44,11 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
 const std::map<std::string, RealRange>& real_flag_ranges() {
     static const std::map<std::string, RealRange> table = {
         {"--bucket-mb", kBucketMbRange},
-        {"doctor --deadline",
-         RealRange{0, true, 7 * 86400.0, false, "seconds: past a week a deadline catches no hang"}},
+        {"doctor --deadline", kDeadlineSecondsRange},
         {"doctor --load-seconds",
          RealRange{0, false, 86400.0, false, "seconds of GEMMs under load: past a day the doctor is a soak (stress)"}},
+        {"compare --years", RealRange{0, true, 100, false, "years the node's power is paid for: no node runs a century"}},
+        {"compare --usd-per-kwh", RealRange{0, false, 100, false, "dollars per kWh: past 100 is no grid's price"}},
     };
     return table;
 }

@@ -2,19 +2,24 @@
 // flag by the one number parser (base/numbers.h) rather than CLI11's own (which reads "064"
 // as octal 52 and says "could not convert" for 2147483648), a flag that sets a config key in
 // the key's range with its reason (src/core/config_keys.h), a flag with a bound of its own
-// (comm's launch counts, the doctor's seconds) in its entry of one table, any other in the
-// range of the type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
+// (comm's and gemm's launch counts, the doctor's seconds, compare's cost terms) in its entry of
+// one table, any other in the range of the type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
 // naming one thing twice.
 #pragma once
 
 #include <string>
-#include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "base/numbers.h"
 
+namespace CLI {
+class App;
+}
+
 namespace sb {
+
+// Each side of `gemm --size` (MxNxK or N), read out of its text by the command; also the range
+// of a gemm record's m, n and k (src/projection/calibration_checks.cpp).
+constexpr IntRange kGemmSideRange{1, int64_t{1} << 20, "a GEMM side past 2^20 is past any GPU's memory"};
 
 // Puts the one parser in front of every numeric option of `app` and its subcommands; call
 // once, after every subcommand's flags were added.

@@ -48,14 +48,6 @@ std::string string_field(const nlohmann::json& record, const char* key) {
 
 }  // namespace
 
-std::string recordable_text(const std::string& text) {
-    std::string out;
-    size_t from = 0;
-    for (size_t bad; (bad = invalid_utf8_at(text.substr(from))) != std::string::npos; from += bad + 1)
-        out += text.substr(from, bad) + fmt::format("\\x{:02x}", static_cast<unsigned char>(text[from + bad]));
-    return out + text.substr(from);
-}
-
 namespace {
 
 nlohmann::json recordable(const nlohmann::json& value) {

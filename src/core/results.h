@@ -36,8 +36,6 @@ std::string results_file_problem(const std::string& path, const std::string& fla
 // is not part of UTF-8 is written as the four characters \xNN. So no run loses its
 // measurements to a name it recorded.
 std::string json_text(const nlohmann::json& value, int indent = -1);
-// `text` as valid UTF-8, invalid bytes as \xNN (what json_text does to each string).
-std::string recordable_text(const std::string& text);
 
 // The one way JSON enters the program (records, the results scan, snapshots, gathers between
 // ranks): nesting deeper than kMaxJsonDepth is refused before the text is parsed, so a line

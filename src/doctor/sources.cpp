@@ -8,6 +8,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/errors.h"
+#include "src/core/files.h"
+#include "src/core/yaml_fields.h"
 
 namespace sb::doctor {
 
@@ -24,8 +26,9 @@ std::vector<HardwareProfile> load_profiles(const std::string& dir) {
 
 std::vector<PublishedBusbw> load_published_busbw(const std::string& path) {
     std::vector<PublishedBusbw> out;
+    // Read as every YAML input is: a regular file under its bound, one document.
+    const YAML::Node root = load_yaml_document(read_text_file(path, "published figures"), path, "published figures");
     try {
-        const YAML::Node root = YAML::LoadFile(path);
         for (const YAML::Node& e : root["entries"]) {
             PublishedBusbw p;
             p.profile = e["profile"].as<std::string>();

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "src/core/plausible.h"
 #include "src/core/results.h"
 
 namespace sb {
@@ -146,13 +145,11 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                     const std::string dtype = r.value("dtype", "");
                     const int i = static_cast<int>(std::find(kPrecisionNames, kPrecisionNames + 4, dtype) - kPrecisionNames);
                     if (i >= 4) continue;
-                    const double shape = shape_model.gemm_shape_factor(r["m"].get<int64_t>(), r["n"].get<int64_t>(),
-                                                                       r["k"].get<int64_t>(), 1);
-                    // A measured GEMM runs at a fraction of peak: below 1e-4 (a 0.01% GEMM) or above 1.2
-                    // the record or the peak is wrong.
-                    const double fraction = plausible_field(r, "fraction_of_peak", {1e-4, false, 1.2, false}, where);
+                    const double shape = shape_model.gemm_shape_factor(r.at("m").get<int64_t>(), r.at("n").get<int64_t>(),
+                                                                       r.at("k").get<int64_t>(), 1);
+                    const double fraction = r["fraction_of_peak"].get<double>();  // in its range: checked above
                     bases[i].push_back(fraction / shape);
-                    cal.gemms.push_back({i, r["m"].get<int64_t>(), r["n"].get<int64_t>(), r["k"].get<int64_t>(), fraction});
+                    cal.gemms.push_back({i, r.at("m").get<int64_t>(), r.at("n").get<int64_t>(), r.at("k").get<int64_t>(), fraction});
                 } else if (sub == "train" && r.value("world_size", 0) == 1 && r.contains("optimizer_ms")) {
                     // The optimizer step is one memory-bound kernel over the flat buffers: its
                     // measured time against the bytes the trace says it moves.
@@ -160,7 +157,7 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                     const StepTrace t = trace_step(cfg, r["local_batch"].get<int>());
                     double bytes = 0;
                     for (size_t i = t.optimizer_begin; i < t.ops.size(); ++i) bytes += t.ops[i].bytes;
-                    const double ms = plausible_field(r["optimizer_ms"], "median", {0, true, 1e9, false}, where + ": optimizer_ms") -
+                    const double ms = r.at("optimizer_ms").at("median").get<double>() -
                                       hw.kernel_gap_us.value * 1e-3 * static_cast<double>(t.ops.size() - t.optimizer_begin);
                     const double fraction = bytes / (ms * 1e-3) / 1e9 / hw.peak.mem_bw_gbps;
                     // A step of a few microseconds is launch and tail, not bandwidth: it says
@@ -178,25 +175,28 @@ Calibration calibrate(const HardwareProfile& hw, const std::vector<std::string>&
                 } else if (sub == "comm" && r.value("op", "") == "all_reduce" && r.contains("rows") && r["rows"].is_array() &&
                            !r["rows"].empty()) {
                     const int world = r.value("world_size", 0);
-                    const nlohmann::json& fit = r["fit"];
+                    const nlohmann::json fit = r.value("fit", nlohmann::json());
                     if (fit.is_object() && fit.contains("alpha_us"))
                     {
-                        const double alpha = plausible_field(fit, "alpha_us", {0, false, 1e9, false}, where + ": fit");
+                        const double alpha = fit["alpha_us"].get<double>();
                         cal.collective_alpha_us = cal.collective_alpha_us < 0 ? alpha : std::min(cal.collective_alpha_us, alpha);
                     }
                     const nlohmann::json& last = r["rows"].back();
                     if (world == 1 && last.contains("out_of_place") && last["out_of_place"].is_object()) {
                         // One rank's out-of-place all-reduce is a device-to-device copy: bytes read and written.
-                        const double bytes = plausible_field(last, "size_bytes", {0, true, 1e15, false}, where + ": last row");
-                        const double us = plausible_field(last["out_of_place"], "time_us", {0, true, 1e12, false},
-                                                          where + ": last row: out_of_place");
+                        const double bytes = last.at("size_bytes").get<double>();
+                        const double us = last["out_of_place"].at("time_us").get<double>();
                         cal.memory_efficiency = std::min(1.0, 2.0 * bytes / (us * 1e-6) / 1e9 / hw.peak.mem_bw_gbps);
                         cal.notes.push_back(fmt::format("memory efficiency {:.3f} from {}: single-rank out-of-place all_reduce "
                                                         "of {} bytes (a device copy) in {:.1f} us",
                                                         cal.memory_efficiency, file, bytes, us));
                     } else if (world > 1 && world <= static_cast<int>(hw.gpus_per_node.value) && fit.is_object() &&
                                fit.contains("beta_busbw_gbps")) {
-                        cal.ring_busbw_gbps = plausible_field(fit, "beta_busbw_gbps", {0, true, 1e6, false}, where + ": fit");
+                        cal.ring_busbw_gbps = fit["beta_busbw_gbps"].get<double>();
+                        if (!(cal.ring_busbw_gbps > 0))
+                            throw UserError(fmt::format("{}: key 'fit.beta_busbw_gbps': 0 for {} ranks: a sweep "
+                                                        "between ranks moves its bytes at some rate",
+                                                        where, world));
                         cal.ring_busbw_world = world;
                         cal.notes.push_back(fmt::format("intra-node busbw {:.1f} GB/s from {} (all_reduce fit, {} ranks)",
                                                         cal.ring_busbw_gbps, file, world));

@@ -9,17 +9,22 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "src/core/config.h"
+#include "src/core/flag_reading.h"
 
 namespace sb {
 namespace {
 
 struct CalibrationNumber {
     const char* kind;  // the record's subcommand
-    const char* key;   // a dotted path into the record
+    const char* key;   // a dotted path into the record; "last" is an array's last entry
     RealRange range;
 };
 
 constexpr double kMaxMs = 1e5;
+
+// A gemm record's sides were given by `gemm --size`: that flag's range.
+constexpr RealRange kGemmSide{static_cast<double>(kGemmSideRange.lo), false, static_cast<double>(kGemmSideRange.hi),
+                              false, kGemmSideRange.why};
 
 const std::vector<CalibrationNumber>& calibration_numbers() {
     static const std::vector<CalibrationNumber> table = {
@@ -29,11 +34,15 @@ const std::vector<CalibrationNumber>& calibration_numbers() {
         {"train", "local_batch", {1, false, kMaxBatchSize, false, "the batch each rank trained"}},
         {"train", "world_size", {1, false, kMaxWorldSize, false, "ranks of the run"}},
         {"train", "optimizer_ms.median", {0, true, kMaxMs, false, "an optimizer step of over 100 s is a stalled GPU"}},
-        {"gemm", "m", {1, false, 1 << 20, false, "a GEMM side past 2^20 is past any GPU's memory"}},
-        {"gemm", "n", {1, false, 1 << 20, false, "a GEMM side past 2^20 is past any GPU's memory"}},
-        {"gemm", "k", {1, false, 1 << 20, false, "a GEMM side past 2^20 is past any GPU's memory"}},
+        {"gemm", "m", kGemmSide},
+        {"gemm", "n", kGemmSide},
+        {"gemm", "k", kGemmSide},
         {"gemm", "fraction_of_peak", {1e-4, false, 1.2, false, "a measured GEMM runs at a fraction of peak"}},
         {"comm", "world_size", {1, false, kMaxWorldSize, false, "ranks of the sweep"}},
+        {"comm", "fit.alpha_us", {0, false, 1e9, false, "a collective's call latency past 1,000 s is a stalled run"}},
+        {"comm", "fit.beta_busbw_gbps", {0, false, 1e6, false, "10^6 GB/s is past any link; one rank's is 0"}},
+        {"comm", "rows.last.size_bytes", {0, true, 1e15, false, "the largest size moves bytes; past 10^15 is past any GPU's memory"}},
+        {"comm", "rows.last.out_of_place.time_us", {0, true, 1e12, false, "a collective of over 11 days is a stalled run"}},
     };
     return table;
 }
@@ -45,8 +54,12 @@ const nlohmann::json* at_path(const nlohmann::json& record, const std::string& p
     while (start <= path.size()) {
         const size_t dot = std::min(path.find('.', start), path.size());
         const std::string part = path.substr(start, dot - start);
-        if (!node->is_object() || !node->contains(part)) return nullptr;
-        node = &(*node)[part];
+        if (part == "last" && node->is_array() && !node->empty()) {
+            node = &node->back();
+        } else {
+            if (!node->is_object() || !node->contains(part)) return nullptr;
+            node = &(*node)[part];
+        }
         start = dot + 1;
     }
     return node;

@@ -17,6 +17,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::run_shell;
 
@@ -82,7 +83,6 @@ TEST(CleanCheckout, QuickStartWritesRunsTrainJsonlAndLeavesGitStatusClean) {
 TEST(CleanCheckout, EverySubcommandsDefaultOutputGoesToRunsAndLeavesGitStatusClean) {
     const fs::path clone = fresh_clone("defaults");
     SKIP_WITHOUT_CLONE(clone);
-    const std::string mpirun = std::string(SCALEBENCH_MPIRUN) + " -np 2 ";
     struct Case {
         std::string command, writes;  // writes: the file the default output names ("" writes none)
     };
@@ -90,7 +90,7 @@ TEST(CleanCheckout, EverySubcommandsDefaultOutputGoesToRunsAndLeavesGitStatusCle
         {"build/scalebench --backend cpu --steps 2 --warmup 1", "runs/train.jsonl"},
         {"build/scalebench train --config configs/ci-small.yaml --backend cpu --steps 2 --warmup 1",
          "runs/ci-small.jsonl"},
-        {mpirun + "build/scalebench comm --backend mpi -b 8 -e 1K -f 4 -n 2", "runs/comm.jsonl"},
+        {mpirun(2) + "build/scalebench comm --backend mpi -b 8 -e 1K -f 4 -n 2", "runs/comm.jsonl"},
         {"build/scalebench stress --config configs/ci-small.yaml --backend cpu --duration 2s --interval 1s",
          "runs/stress.jsonl"},
         {"build/scalebench project --hardware a100-sxm4-40gb --config configs/ci-small.yaml", "runs/projected.jsonl"},

@@ -14,9 +14,10 @@
 
 namespace {
 
+using sb::e2e::kSmall;
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
-
 
 std::filesystem::path scratch() { return sb::e2e::scratch("e2e"); }
 
@@ -32,8 +33,6 @@ Result run(const std::string& args, const std::string& launcher = "") {
     return r;
 }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np); }
-
 std::string write_file(const std::string& name, const std::string& text) {
     auto p = scratch() / name;
     std::ofstream(p) << text;
@@ -45,8 +44,6 @@ size_t count(const std::string& haystack, const std::string& needle) {
     for (size_t pos = haystack.find(needle); pos != std::string::npos; pos = haystack.find(needle, pos + 1)) ++n;
     return n;
 }
-
-const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
 
 TEST(Cli, DefaultRunAloneTrainsPrintsTheTableAndWritesARecord) {
     const std::string out = (scratch() / "alone.jsonl").string();

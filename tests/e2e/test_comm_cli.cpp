@@ -26,6 +26,7 @@ std::vector<nlohmann::json> sweep_records(const std::string& path) {
 }
 
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
@@ -33,9 +34,7 @@ using sb::e2e::slurp;
 std::filesystem::path scratch() { return sb::e2e::scratch("comm-e2e"); }
 
 Result run(const std::string& args, int np) {
-    return sb::e2e::run_shell(std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " +
-                                  SCALEBENCH_BINARY + " comm " + args,
-                              scratch());
+    return sb::e2e::run_shell(mpirun(np) + SCALEBENCH_BINARY + " comm " + args, scratch());
 }
 
 size_t count(const std::string& haystack, const std::string& needle) {

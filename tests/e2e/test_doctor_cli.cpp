@@ -12,14 +12,13 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 
 std::filesystem::path scratch() { return sb::e2e::scratch("doctor-e2e"); }
 
 Result doctor(const std::string& args, int np, const std::string& case_name) {
-    return sb::e2e::run_shell(std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " + SCALEBENCH_BINARY +
-                                  " doctor " + args,
-                              scratch() / case_name);
+    return sb::e2e::run_shell(mpirun(np) + SCALEBENCH_BINARY + " doctor " + args, scratch() / case_name);
 }
 
 const std::string kFixtures = std::string(SCALEBENCH_SOURCE_DIR) + "/tests/fixtures/doctor/";

@@ -16,46 +16,17 @@
 #include <thread>
 
 #include "src/core/results.h"
+#include "tests/e2e/e2e_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using sb::e2e::mpirun;
+using sb::e2e::rank_pid;
+using sb::e2e::slurp;
 
-fs::path scratch() {
-    auto dir = fs::temp_directory_path() / ("scalebench-faults-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    return dir;
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// The pid of the scalebench process with OMPI_COMM_WORLD_RANK=rank among mpirun's children.
-pid_t find_rank(pid_t mpirun, int rank) {
-    const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-        const std::string name = entry.path().filename();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::string stat = slurp(entry.path() / "stat");
-        const size_t close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 2));
-        char state;
-        pid_t parent = 0;
-        rest >> state >> parent;
-        if (parent != mpirun) continue;
-        const std::string env = slurp(entry.path() / "environ");
-        std::istringstream vars(env);
-        for (std::string var; std::getline(vars, var, '\0');)
-            if (var == want) return static_cast<pid_t>(std::stoi(name));
-    }
-    return 0;
-}
+fs::path scratch() { return sb::e2e::scratch("faults"); }
 
 struct Outcome {
     int code = -1;
@@ -76,7 +47,7 @@ Outcome run_with_fault(int sig, const std::string& tag) {
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "4", 1);
         std::freopen(err.c_str(), "w", stderr);
         std::freopen("/dev/null", "w", stdout);
-        const std::string cmd = std::string("exec ") + SCALEBENCH_MPIRUN + " -np 3 " + SCALEBENCH_BINARY +
+        const std::string cmd = "exec " + mpirun(3) + SCALEBENCH_BINARY +
                                 " train --config " + SCALEBENCH_SOURCE_DIR +
                                 "/configs/ci-small.yaml --backend cpu --scaling 1,3 --steps 20000 --out " + out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -90,7 +61,7 @@ Outcome run_with_fault(int sig, const std::string& tag) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pid_t victim = 0;
     for (int i = 0; i < 100 && victim == 0; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
-        victim = find_rank(child, 2);
+        victim = rank_pid(child, 2);
     EXPECT_NE(victim, 0) << "rank 2 of mpirun " << child << " not found";
     if (victim) ::kill(victim, sig);
     const auto fault = Clock::now();

@@ -16,6 +16,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sb::e2e::kSmall;
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
@@ -26,8 +28,6 @@ Result run(const std::string& command) {
 }
 
 const std::string kBin = SCALEBENCH_BINARY;
-const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " "; }
 
 size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;

@@ -17,6 +17,7 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 namespace fs = std::filesystem;
 
@@ -25,7 +26,7 @@ const std::string kSource = SCALEBENCH_SOURCE_DIR;
 fs::path scratch() { return sb::e2e::scratch("hostile-e2e"); }
 
 Result run(const std::string& args, const std::string& env = "") {
-    return sb::e2e::run_shell(env + std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args,
+    return sb::e2e::run_shell(env + mpirun(1) + SCALEBENCH_BINARY + " " + args,
                               scratch() / "run");
 }
 
@@ -74,9 +75,8 @@ TEST(HostileCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
 
 // A bad value every rank reads is refused once, by rank 0, with exit 2 (not once per rank).
 TEST(HostileCli, AnErrorEveryRankFindsIsPrintedOnce) {
-    const Result r = sb::e2e::run_shell("SCALEBENCH_COLLECTIVE_TIMEOUT_S=1e10 " + std::string(SCALEBENCH_MPIRUN) +
-                                            " -np 2 " + SCALEBENCH_BINARY + " report " + kSource +
-                                            "/results/h200-one-gpu/gemm/gemm.jsonl",
+    const Result r = sb::e2e::run_shell("SCALEBENCH_COLLECTIVE_TIMEOUT_S=1e10 " + mpirun(2) + SCALEBENCH_BINARY +
+                                            " report " + kSource + "/results/h200-one-gpu/gemm/gemm.jsonl",
                                         scratch() / "run");
     EXPECT_EQ(r.code, 2) << r.err;
     int lines = 0;

@@ -14,23 +14,16 @@
 
 namespace {
 
+using sb::e2e::kSmall;
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::records_of;
 
 std::filesystem::path dir() { return sb::e2e::scratch("multirank-e2e"); }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " "; }
-
-const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
-
-std::string fresh(const std::string& name) {
-    const auto p = dir() / name;
-    std::filesystem::remove(p);
-    return p.string();
-}
+std::string fresh(const std::string& name) { return sb::e2e::fresh_file(dir(), name); }
 
 Result run(const std::string& command, const std::string& name) { return sb::e2e::run_shell(command, dir() / name); }
-
 
 // The record's communication figures follow from its own step times, as the docs define them.
 void expect_definitions_hold(const nlohmann::json& r) {

@@ -18,6 +18,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using sb::e2e::mpirun;
 
 TEST(NcclFaults, StalledCollectiveEndsTheJobNamingItWithTheIncompleteRecord) {
 #ifndef NCCL_STALL_PROBE
@@ -32,8 +33,7 @@ TEST(NcclFaults, StalledCollectiveEndsTheJobNamingItWithTheIncompleteRecord) {
         ::setpgid(0, 0);  // mpirun and the probe in a group of their own, killed together on a hang
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "3", 1);
         std::freopen(err.c_str(), "w", stderr);
-        const std::string cmd =
-            std::string("exec ") + SCALEBENCH_MPIRUN + " -np 1 " + NCCL_STALL_PROBE + " " + out;
+        const std::string cmd = "exec " + mpirun(1) + NCCL_STALL_PROBE + " " + out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }

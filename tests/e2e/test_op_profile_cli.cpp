@@ -14,14 +14,14 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 
 const std::string kSource = SCALEBENCH_SOURCE_DIR;
 
 Result run(const std::string& args, int ranks = 1) {
     const auto dir = sb::e2e::scratch("op-profile-e2e");
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(ranks) + " " +
-                            SCALEBENCH_BINARY + " " + args + " >" + (dir / "out").string() + " 2>" +
+    const std::string cmd = mpirun(ranks) + SCALEBENCH_BINARY + " " + args + " >" + (dir / "out").string() + " 2>" +
                             (dir / "err").string() + " </dev/null";
     Result r;
     const int status = std::system(cmd.c_str());
@@ -31,11 +31,7 @@ Result run(const std::string& args, int ranks = 1) {
     return r;
 }
 
-std::string fresh(const std::string& name) {
-    const auto path = sb::e2e::scratch("op-profile-e2e") / name;
-    std::filesystem::remove(path);
-    return path.string();
-}
+std::string fresh(const std::string& name) { return sb::e2e::fresh_file(sb::e2e::scratch("op-profile-e2e"), name); }
 
 const std::string kTransformer = " --config " + kSource + "/configs/ci-transformer.yaml --backend cpu --steps 2 --warmup 1";
 

@@ -18,13 +18,14 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
 
 const std::string kSource = SCALEBENCH_SOURCE_DIR;
 
 Result run(const std::string& args) {
-    return sb::e2e::run_shell(std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY + " " + args,
+    return sb::e2e::run_shell(mpirun(1) + SCALEBENCH_BINARY + " " + args,
                               sb::e2e::scratch("project-e2e"));
 }
 
@@ -244,7 +245,7 @@ TEST(CompareCli, NodesJudgeEveryMultiGpuScenarioOnThatManyNodes) {
 TEST(ProjectCli, ShippedProfilesAndHostsAreFoundFromAnyDirectory) {
     // The command runs in a scratch folder (not the source tree) with no --profile-dir.
     const auto dir = sb::e2e::scratch("project-cwd");
-    const std::string cmd = "cd " + dir.string() + " && " + std::string(SCALEBENCH_MPIRUN) + " -np 1 " + SCALEBENCH_BINARY +
+    const std::string cmd = "cd " + dir.string() + " && " + mpirun(1) + SCALEBENCH_BINARY +
                             " project --hardware rtx4090-48gb-pcie4 --host threadripper-pro-1s-ddr4-3200 --gpus 1,2 --out " +
                             (dir / "p.jsonl").string() + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() +
                             " </dev/null";

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -26,11 +27,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using sb::e2e::kSmall;
+using sb::e2e::mpirun;
+using sb::e2e::rank_pid;
+using sb::e2e::ranks_of;
 using sb::e2e::slurp;
 
 fs::path scratch() { return sb::e2e::scratch("records"); }
-
-const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
 
 // Polls `done` every 20 ms for at most `limit`; whether it became true.
 bool wait_until(const std::function<bool()>& done, std::chrono::seconds limit) {
@@ -48,34 +51,7 @@ bool alive(pid_t pid) {
     const size_t close = stat.rfind(')');
     return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
-
-// The pids of the scalebench ranks among mpirun's children (OMPI_COMM_WORLD_RANK set).
-std::vector<pid_t> ranks_of(pid_t mpirun) {
-    std::vector<pid_t> ranks;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-        const std::string name = entry.path().filename();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        const std::string stat = slurp(entry.path() / "stat");
-        const size_t close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 2));
-        char state;
-        pid_t parent = 0;
-        rest >> state >> parent;
-        if (parent != mpirun) continue;
-        if (slurp(entry.path() / "environ").find("OMPI_COMM_WORLD_RANK=") != std::string::npos)
-            ranks.push_back(static_cast<pid_t>(std::stoi(name)));
-    }
-    return ranks;
-}
-
-pid_t rank_pid(pid_t mpirun, int rank) {
-    for (pid_t pid : ranks_of(mpirun))
-        if (slurp("/proc/" + std::to_string(pid) + "/environ").find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) +
-                                                                   std::string(1, '\0')) != std::string::npos)
-            return pid;
-    return 0;
-}
+bool rank_alive(const std::pair<const int, pid_t>& rank) { return alive(rank.second); }
 
 struct Job {
     pid_t mpirun = 0;
@@ -94,8 +70,7 @@ Job launch(int np, const std::string& args, const std::string& tag) {
         ::setenv("SCALEBENCH_COLLECTIVE_TIMEOUT_S", "4", 1);
         std::freopen(job.err.c_str(), "w", stderr);
         std::freopen(stdout_path.c_str(), "w", stdout);
-        const std::string cmd = std::string("exec ") + SCALEBENCH_MPIRUN + " -np " + std::to_string(np) + " " +
-                                SCALEBENCH_BINARY + " " + args + " --out " + job.out;
+        const std::string cmd = "exec " + mpirun(np) + SCALEBENCH_BINARY + " " + args + " --out " + job.out;
         ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
@@ -129,10 +104,10 @@ bool last_run_closed(const std::string& path, bool incomplete) {
 // rank 0's record guard; returns the read file.
 sb::ReadResult stop_launcher(const Job& job, int sig, const std::string& ready) {
     EXPECT_TRUE(wait_until([&] { return file_has(job.out, ready); }, std::chrono::seconds(120))) << slurp(job.err);
-    const std::vector<pid_t> ranks = ranks_of(job.mpirun);
+    const std::map<int, pid_t> ranks = ranks_of(job.mpirun);
     ::kill(job.mpirun, sig);
     finish(job.mpirun);
-    EXPECT_TRUE(wait_until([&] { return std::none_of(ranks.begin(), ranks.end(), alive); }, std::chrono::seconds(30)))
+    EXPECT_TRUE(wait_until([&] { return std::none_of(ranks.begin(), ranks.end(), rank_alive); }, std::chrono::seconds(30)))
         << "ranks outlived mpirun";
     wait_until([&] { return last_run_closed(job.out, true); }, std::chrono::seconds(10));  // the guard's record
     return sb::read_records(job.out);
@@ -250,10 +225,10 @@ TEST(Records, ARankStoppedDuringStartUpEndsTheJobInBoundedTime) {
 TEST(Records, AStoppedLauncherDoesNotKeepItsRanksOnceTheRunIsRecorded) {
     const Job job = launch(2, "train" + kSmall + " --steps 50 --warmup 1", "stopped-mpirun");
     ASSERT_TRUE(wait_until([&] { return file_has(job.out, "\"subcommand\":\"start\""); }, std::chrono::seconds(120)));
-    const std::vector<pid_t> ranks = ranks_of(job.mpirun);
+    const std::map<int, pid_t> ranks = ranks_of(job.mpirun);
     ASSERT_EQ(ranks.size(), 2u);
     ::kill(job.mpirun, SIGSTOP);
-    EXPECT_TRUE(wait_until([&] { return std::none_of(ranks.begin(), ranks.end(), alive); }, std::chrono::seconds(60)))
+    EXPECT_TRUE(wait_until([&] { return std::none_of(ranks.begin(), ranks.end(), rank_alive); }, std::chrono::seconds(60)))
         << "ranks kept waiting for a stopped mpirun";
     ::kill(job.mpirun, SIGKILL);
     finish(job.mpirun);
@@ -265,10 +240,7 @@ TEST(Records, AStoppedLauncherDoesNotKeepItsRanksOnceTheRunIsRecorded) {
 using Refusal = sb::e2e::Result;
 
 Refusal refuse(const std::string& args, int np = 1) {
-    return sb::e2e::run_shell(
-        (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") + SCALEBENCH_BINARY + " " +
-            args,
-        scratch() / "refusal");
+    return sb::e2e::run_shell((np > 1 ? mpirun(np) : "") + SCALEBENCH_BINARY + " " + args, scratch() / "refusal");
 }
 
 TEST(Records, AConfigThatIsAFolderOrHoldsNoKeysIsRefused) {

@@ -13,11 +13,13 @@
 
 namespace {
 
+using sb::e2e::mpirun;
+
 TEST(ResNetCli, CiResNetUnderMpirunWritesRecords) {
     const auto dir = sb::e2e::scratch("e2e-resnet");
     const std::string out = (dir / "rn.jsonl").string();
     std::filesystem::remove(out);
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 2 " + SCALEBENCH_BINARY + " train --config " +
+    const std::string cmd = mpirun(2) + SCALEBENCH_BINARY + " train --config " +
                             SCALEBENCH_SOURCE_DIR + "/configs/ci-resnet.yaml --scaling 1,2 --steps 20 --out " + out +
                             " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
     const int status = std::system(cmd.c_str());
@@ -53,7 +55,7 @@ TEST(ResNetCli, CudnnEngineOnCpuRanksExitsTwoNamingTheKey) {
         f << sb::e2e::slurp(std::filesystem::path(SCALEBENCH_SOURCE_DIR) / "configs/ci-resnet.yaml")
           << "conv_engine: cudnn\n";
     }
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 2 " + SCALEBENCH_BINARY + " train --config " +
+    const std::string cmd = mpirun(2) + SCALEBENCH_BINARY + " train --config " +
                             config + " --backend cpu --out " + out + " >" + (dir / "out").string() + " 2>" +
                             (dir / "err").string() + " </dev/null";
     const int status = std::system(cmd.c_str());

@@ -16,14 +16,13 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sb::e2e::mpirun;
 using sb::e2e::slurp;
 
 fs::path scratch() { return sb::e2e::scratch("robust-checks"); }
 
 sb::e2e::Result run(const std::string& args, int np = 1) {
-    return sb::e2e::run_shell("timeout 120 " +
-                                  (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") +
-                                  SCALEBENCH_BINARY + " " + args,
+    return sb::e2e::run_shell("timeout 120 " + (np > 1 ? mpirun(np) : "") + SCALEBENCH_BINARY + " " + args,
                               scratch() / "run");
 }
 
@@ -93,10 +92,10 @@ TEST(RobustChecks, ImplausibleNumbersInFlagsProfilesAndRecordsAreRefused) {
     // NaN and infinity are no numbers to the one number parser; the others are outside the range.
     for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
              {"--years nan", "--years: expected a number, got 'nan'"},
-             {"--years 0", "--years 0: must be in "},
+             {"--years 0", "--years: must be in (0, 100], got 0 (years the node's power is paid for"},
              {"--years inf", "--years: expected a number, got 'inf'"},
              {"--usd-per-kwh nan", "--usd-per-kwh: expected a number, got 'nan'"},
-             {"--usd-per-kwh -1", "--usd-per-kwh -1: must be in "}}) {
+             {"--usd-per-kwh -1", "--usd-per-kwh: must be in [0, 100], got -1 (dollars per kWh"}}) {
         const auto r = run("compare --hardware a100-sxm4-40gb " + flag);
         EXPECT_EQ(r.code, 2) << flag << "\n" << r.err;
         EXPECT_NE(r.err.find(says), std::string::npos) << r.err;

@@ -24,6 +24,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using sb::e2e::mpirun;
 using sb::e2e::slurp;
 
 fs::path scratch() { return sb::e2e::scratch("robust-files"); }
@@ -32,9 +33,7 @@ const std::string kConfig = std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-sm
 const std::string kTrain = "train --config " + kConfig + " --backend cpu --steps 2 --warmup 0";
 
 sb::e2e::Result run(const std::string& args, int np = 1) {
-    return sb::e2e::run_shell("timeout 120 " +
-                                  (np > 1 ? std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np) + " " : "") +
-                                  SCALEBENCH_BINARY + " " + args,
+    return sb::e2e::run_shell("timeout 120 " + (np > 1 ? mpirun(np) : "") + SCALEBENCH_BINARY + " " + args,
                               scratch() / "run");
 }
 

@@ -22,9 +22,10 @@
 
 namespace {
 
+using sb::e2e::kSmall;
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 using sb::e2e::slurp;
-
 
 std::filesystem::path scratch() { return sb::e2e::scratch("stress-e2e"); }
 
@@ -43,15 +44,7 @@ Result run(const std::string& args, const std::string& launcher = "") {
     return r;
 }
 
-std::string mpirun(int np) { return std::string(SCALEBENCH_MPIRUN) + " -np " + std::to_string(np); }
-
-const std::string kSmall = std::string(" --config ") + SCALEBENCH_SOURCE_DIR + "/configs/ci-small.yaml --backend cpu";
-
-std::string fresh(const std::string& name) {
-    const auto p = scratch() / name;
-    std::filesystem::remove(p);
-    return p.string();
-}
+std::string fresh(const std::string& name) { return sb::e2e::fresh_file(scratch(), name); }
 
 TEST(Duration, ParsesEverySpelling) {
     EXPECT_DOUBLE_EQ(sb::parse_duration("90s", "--duration"), 90);

@@ -12,11 +12,13 @@
 
 namespace {
 
+using sb::e2e::mpirun;
+
 TEST(TransformerCli, CiTransformerUnderMpirunWritesRecords) {
     const auto dir = sb::e2e::scratch("e2e-transformer");
     const std::string out = (dir / "tf.jsonl").string();
     std::filesystem::remove(out);
-    const std::string cmd = std::string(SCALEBENCH_MPIRUN) + " -np 2 " + SCALEBENCH_BINARY + " train --config " +
+    const std::string cmd = mpirun(2) + SCALEBENCH_BINARY + " train --config " +
                             SCALEBENCH_SOURCE_DIR + "/configs/ci-transformer.yaml --scaling 1,2 --steps 20 --out " +
                             out + " >" + (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
     const int status = std::system(cmd.c_str());

@@ -9,6 +9,7 @@
 
 namespace {
 
+using sb::e2e::mpirun;
 using sb::e2e::Result;
 
 Result run(const std::string& args, const std::string& launcher = "") {
@@ -41,7 +42,7 @@ TEST(UnknownSubcommand, HelpAfterAnUnknownNameIsNotTrainsHelp) {
 }
 
 TEST(UnknownSubcommand, UnderMpirunEveryRankRefusesAndTheLineIsPrintedOnce) {
-    const Result r = run("stres --duration 1s", std::string(SCALEBENCH_MPIRUN) + " -np 2");
+    const Result r = run("stres --duration 1s", mpirun(2));
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_EQ(count(r.err, "scalebench: error: unknown subcommand 'stres'; did you mean 'stress'?"), 1u) << r.err;
 }

@@ -16,6 +16,7 @@
 
 #include "base/errors.h"
 #include "src/commands/gemm_bench.h"
+#include "tests/cli_parse.h"
 #include "src/system/gpu_info.h"
 #include "src/system/gpu_peaks.h"
 #include "src/core/results.h"
@@ -102,6 +103,39 @@ TEST(GemmCases, BadSizesAndDtypesNameTheFlag) {
     GemmOptions no_iters;
     no_iters.iters = 0;
     expect_user_error_naming("--iters", [&] { run_gemm(no_iters, MPI_COMM_WORLD); });
+}
+
+// --iters and --warmup take their bounds from the one flag table (src/core/flag_reading.cpp),
+// on the command line and in options built in code alike; each side of --size its range there.
+TEST(GemmCases, CountsAndSidesTakeTheirBoundsFromTheFlagTable) {
+    auto parse = [](std::vector<std::string> args) {
+        CLI::App app("scalebench");
+        GemmOptions o;
+        add_gemm_options(*app.add_subcommand("gemm"), o);
+        args.insert(args.begin(), "gemm");
+        return test::parse_error(app, args);
+    };
+    EXPECT_EQ(parse({"--iters", "1000000", "--warmup", "0"}), "");
+    EXPECT_NE(parse({"--iters", "1000001"}).find("must be <= 1000000, got 1000001 (timed products per case"),
+              std::string::npos);
+    EXPECT_NE(parse({"--warmup", "1000001"}).find("must be <= 1000000, got 1000001 (untimed products per case"),
+              std::string::npos);
+    EXPECT_NE(parse({"--iters", "0"}).find("must be >= 1, got 0"), std::string::npos);
+    GemmOptions in_code;
+    in_code.warmup = 1000001;
+    try {
+        gemm_cases(in_code);
+        ADD_FAILURE() << "accepted --warmup 1000001";
+    } catch (const UserError& e) {
+        EXPECT_STREQ(e.what(), "--warmup: must be <= 1000000, got 1000001 (untimed products per case: more would run for days)");
+    }
+    try {
+        parse_gemm_size("2097152x8x8");
+        ADD_FAILURE() << "accepted a side of 2^21";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("must be <= 1048576, got 2097152 (a GEMM side past 2^20"), std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(GemmCases, ParsesShapes) {

@@ -13,6 +13,7 @@ share=$tmp/prefix/share/scalebench
 sb=$tmp/prefix/bin/scalebench
 for f in "$sb" "$share/configs/ci-small.yaml" "$share/configs/hardware/a100-sxm4-40gb.yaml" \
          "$share/configs/scenarios" "$share/results/plot_scaling.py" "$share/results/compare_report.py" \
+         "$share/results/tool_input.py" "$share/results/record_ranges.json" \
          "$share/results/published/nccl_allreduce.yaml"; do
   [[ -e $f ]] || { echo "FAIL: cmake --install left out ${f#"$tmp"/}"; exit 1; }
 done

@@ -200,12 +200,21 @@ echo 'garbage' >"$tmp/garbage.jsonl"
 "$py" "$plot" "$tmp/garbage.jsonl" --skip-bad-lines -o "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
 (($? == 2)) && grep -qF "$tmp/garbage.jsonl: no valid record in the file" "$tmp/bad.err" ||
   fail "a file of garbage with --skip-bad-lines: $(cat "$tmp/bad.err")"
+# A list naming one thing twice, as scalebench refuses it: a file under two spellings, a format.
+refuses "a file given twice" "files: $tmp/./one-launch.jsonl is given twice (entries 1 and 2, as $tmp/one-launch.jsonl)" \
+  "$tmp/one-launch.jsonl" "$tmp/./one-launch.jsonl"
+refuses "a format given twice" "--formats: png is given twice (entries 1 and 2)" "$tmp/one-launch.jsonl" --formats png,png
 refuses "bad --label" "empty NAME" "$tmp/one-launch.jsonl" --label "$tmp/one-launch.jsonl="
 refuses "bad --label" "expected NAME or FILE=NAME" "$tmp/one-launch.jsonl" --label " "
 bad_record negative-throughput "field 'samples_per_s' is -5, expected a number from 0 to 1e+15" \
   "json.dumps(dict(r, samples_per_s=-5)).encode()"
 bad_record huge-step "step_ms: field 'median' is 1e+300, expected a number from 0 to 1e+09" \
   "json.dumps(dict(r, step_ms={'median': 1e300}, median_step=None)).encode()"
+# The ranges and their reasons are results/record_ranges.json's, the table `scalebench report` is built with.
+bad_record fractional-world-size "field 'world_size' is 2.5, expected a whole number" \
+  "json.dumps(dict(r, world_size=2.5)).encode()"
+bad_record huge-spread "field 'samples_per_s_spread' is 1e+300, expected a number from 0 to 1e+15 (a spread of the throughput" \
+  "json.dumps(dict(r, samples_per_s_spread=1e300)).encode()"
 # A name from a record is text in a plot, never matplotlib's math ($\frac$ would not parse).
 "$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["a$\\frac$b"]; print(json.dumps(r))' \
   "$train_line" >"$tmp/dollar.jsonl"

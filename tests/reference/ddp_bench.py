@@ -27,7 +27,8 @@ host identity (NCCL_HOSTID, and NCCL_SOCKET_IFNAME=lo when unset and all ranks a
 and NCCL_BUFFSIZE 16 MiB with 4 socket threads of 4 sockets when unset, as scalebench's --share-gpu; records say "shared_gpu": true
 and keep the NCCL settings in environment.tuning_variables.
 samples/s = global batch / median step; scaling_efficiency = samples/s(n) / (n * samples/s(1)).
-Rank 0 appends one JSON line per (workload, world size) to --out and prints a table.
+Rank 0 appends one JSON line per (workload, world size) to --out and prints a table. Starting the
+ranks, the timing and the environment record are peer_harness.py's, which fsdp_bench.py shares.
 
   python3 -m torch.distributed.run --standalone --nproc_per_node 8 tests/reference/ddp_bench.py \\
       --workload mlp-large:1024 --workload bert-base:32 --workload resnet50:256 --scaling 1,2,4,8 --out ddp.jsonl
@@ -35,19 +36,17 @@ Rank 0 appends one JSON line per (workload, world size) to --out and prints a ta
 """
 import argparse
 import contextlib
-import datetime
 import gc
-import json
 import math
 import os
 import re
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_bert_torch  # noqa: E402  (the transformer peers' models and optimizer settings)
 import bench_resnet_torch  # noqa: E402  (the ResNet peer's model)
+from peer_harness import (Timer, append_record, rank_mean, slowest, spread, start_ranks,  # noqa: E402
+                          summary, timed_steps)
 
 # The MLPs of configs/mlp-large.yaml and configs/ci-small.yaml: input, hidden widths, classes;
 # Linear layers with biases, ReLU between them, cross-entropy (scalebench's models/mlp.h).
@@ -153,77 +152,16 @@ def fused(device):
     return {"fused": True} if device == "cuda" else {}
 
 
-def environment(device):
-    import socket
-    import torch
-    env = {"torch": torch.__version__, "host": socket.gethostname(), "device": device,
-           "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           # the settings scalebench's records keep too (src/system/environment.cpp)
-           "tuning_variables": {k: v for k, v in os.environ.items()
-                                if k.startswith("NCCL_") or k == "CUDA_MPS_PIPE_DIRECTORY"}}
-    if device == "cuda":
-        nccl = torch.cuda.nccl.version()  # a tuple, or one int in older releases
-        env.update(cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(),
-                   nccl=".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl))
-    return env
-
-
-def percentile(values, q):
-    """Linear interpolation between order statistics (numpy's default), as scalebench's stats.h."""
-    v = sorted(values)
-    at = (len(v) - 1) * q / 100.0
-    lo = int(at)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (at - lo)
-
-
-def summary(times):
-    return {"median": statistics.median(times), "min": min(times), "max": max(times),
-            "p10": percentile(times, 10), "p90": percentile(times, 90), "count": len(times)}
-
-
-def spread(s):
-    """Half the p10..p90 range: scalebench's spread of a figure over the measured steps."""
-    return 0.5 * (s["p90"] - s["p10"])
-
-
-class Timer:
-    """Per-step times in ms: CUDA events recorded around each step, read after the last one (the
-    steps are issued back to back, as in training); on the CPU the steady clock."""
-
-    def __init__(self, device):
-        self.cuda = device == "cuda"
-
-    def run(self, step, count):
-        import torch
-        if self.cuda:
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-            for start, end in events:
-                start.record()
-                step()
-                end.record()
-            torch.cuda.synchronize()
-            return [s.elapsed_time(e) for s, e in events]
-        times = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return times
-
-
 def measure(work, group, args, device, local_rank):
     """Warm-up, measured steps and no_sync steps of one workload on the ranks of `group`; the
     slowest rank's time per step."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     ddp = DDP(work.model, device_ids=[local_rank] if device == "cuda" else None, process_group=group,
               bucket_cap_mb=args.bucket_cap_mb)
+
     def autocast():
         return torch.autocast(device, dtype=torch.bfloat16) if args.precision == "bf16" else contextlib.nullcontext()
-
-    last_loss = [None]
 
     def step(sync=True):
         with contextlib.nullcontext() if sync else ddp.no_sync():
@@ -232,23 +170,11 @@ def measure(work, group, args, device, local_rank):
             loss.backward()
         work.optimizer.step()
         work.optimizer.zero_grad(set_to_none=True)
-        last_loss[0] = loss
+        return loss
 
-    step()
-    initial_loss = float(last_loss[0])
-    for _ in range(args.warmup - 1):
-        step()
-    timer = Timer(device)
-    synced = timer.run(step, args.steps)
-    final_loss = float(last_loss[0])
-    unsynced = timer.run(lambda: step(sync=False), args.steps)
-    # The slowest rank's time of each step (a step ends when the last rank is done).
-    times = torch.tensor(synced + unsynced, dtype=torch.float64, device=device)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
-    times = times.tolist()
-    losses = torch.tensor([initial_loss, final_loss], dtype=torch.float64, device=device)
-    dist.all_reduce(losses, group=group)
-    losses = (losses / dist.get_world_size(group)).tolist()
+    synced, unsynced, losses = timed_steps(step, args.warmup, args.steps, device)
+    times = slowest(synced + unsynced, group, device)
+    losses = rank_mean(losses, group, device)
     gradient_bytes = sum(p.numel() * p.element_size() for p in work.model.parameters() if p.requires_grad)
     del ddp
     allreduce_ms = time_allreduce(work.model, group, args.bucket_cap_mb, device)
@@ -270,23 +196,7 @@ def time_allreduce(model, group, bucket_cap_mb, device, repeats=10):
             dist.all_reduce(flat[start:start + per_bucket], group=group)
 
     dist.barrier(group=group)
-    times = torch.tensor(timer.run(all_buckets, repeats), dtype=torch.float64, device=device)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
-    return times.tolist()
-
-
-def share_gpu_environment(rank, world):
-    """Each rank its own NCCL host and the mode's NCCL buffer size, as scalebench's
-    enable_shared_gpu (src/system/backend.h), so both peers run on the same fabric settings."""
-    import socket
-    os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID') or socket.gethostname()}-rank{rank}"
-    one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
-    if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
-        os.environ["NCCL_SOCKET_IFNAME"] = "lo"
-    for name, value in (("NCCL_BUFFSIZE", str(16 << 20)), ("NCCL_SOCKET_NTHREADS", "4"),
-                        ("NCCL_NSOCKS_PERTHREAD", "4")):  # kSharedGpuNcclDefaults
-        if not os.environ.get(name):
-            os.environ[name] = value
+    return slowest(timer.run(all_buckets, repeats), group, device)
 
 
 def main():
@@ -323,18 +233,9 @@ def main():
 
     import torch
     import torch.distributed as dist
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit("ddp_bench.py: no CUDA GPU visible (use --device cpu for gloo on the CPU)")
-        if args.share_gpu:
-            local_rank %= torch.cuda.device_count()
-            share_gpu_environment(rank, world)
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl" if args.device == "cuda" else "gloo")
-    # Every rank creates every group, in the same order; idle ranks wait on the CPU (gloo).
-    groups = {n: dist.new_group(list(range(n))) for n in scaling}
-    host_group = dist.new_group(backend="gloo")
-    env = environment(args.device)
+    local_rank, groups, host_group, env = start_ranks(
+        args.device, args.share_gpu, scaling, rank, world, local_rank,
+        "ddp_bench.py: no CUDA GPU visible (use --device cpu for gloo on the CPU)")
     if rank == 0:
         print(f"ddp_bench: torch {env['torch']}, {env.get('gpu', 'CPU')}, {world} ranks launched; world sizes "
               f"{','.join(map(str, scaling))}; {args.warmup} warm-up + {args.steps} measured + {args.steps} "
@@ -396,8 +297,7 @@ def main():
                 print(f"{name:<12} {batch:>5} {n:>5} {record['samples_per_s']:>11.1f} {record['step_ms']['median']:>9.3f} "
                       f"{record['no_comm_step_ms']['median']:>10.3f} {cost:>9} {cost_spread:>7} "
                       f"{record['allreduce_ms']:>9.3f} {hidden:>7} {eff:>7}", flush=True)
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(record) + "\n")
+                append_record(args.out, record)
     dist.barrier(group=host_group)
     dist.destroy_process_group()
 

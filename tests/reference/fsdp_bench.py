@@ -12,7 +12,8 @@ FSDP2 shards each transformer block (GPT2Block, BertLayer) and then the root, wi
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): bf16 compute from fp32 sharded
 parameters, gradients reduce-scattered in fp32 (scalebench reduces fp32 too, but all-gathers fp32
 parameters where FSDP2 gathers bf16: the records name each side's bytes). DDP modes run under
-bf16 autocast, as ddp_bench.py. The models, the batch and the timing are ddp_bench.py's (imported).
+bf16 autocast, as ddp_bench.py. The models and the batch are ddp_bench.py's (imported); starting the
+ranks and the timing are peer_harness.py's, as ddp_bench.py's.
 
 Per (workload, mode, world size): warm-up, measured steps (CUDA events, the slowest rank's per
 step), then as many steps without the gradient reduction (DDP's no_sync(); FSDP2's
@@ -27,12 +28,12 @@ unsharded model built before fully_shard is not in it), the largest rank's. --sh
 import argparse
 import contextlib
 import gc
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ddp_bench  # noqa: E402  (workloads, timer, environment, the shared-GPU settings)
+import ddp_bench  # noqa: E402  (the workloads and their flags)
+from peer_harness import append_record, rank_mean, slowest, start_ranks, summary, timed_steps  # noqa: E402
 
 MODES = ["none", "optimizer", "gradients", "parameters"]
 
@@ -89,14 +90,12 @@ def wrap(name, work, mode, group, local_rank, bucket_cap_mb):
 
 def measure(name, batch, mode, group, args, local_rank):
     import torch
-    import torch.distributed as dist
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     work = ddp_bench.Workload(name, batch, "cuda", args.seed)
     model, no_reduce = wrap(name, work, mode, group, local_rank, args.bucket_cap_mb)
     torch.cuda.reset_peak_memory_stats()  # after sharding: not the unsharded model built before it
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if mode in ("none", "optimizer") else None
-    last_loss = [None]
 
     def step(reduce=True):
         with contextlib.nullcontext() if reduce else no_reduce():
@@ -105,23 +104,12 @@ def measure(name, batch, mode, group, args, local_rank):
             loss.backward()
         work.optimizer.step()
         work.optimizer.zero_grad(set_to_none=True)
-        last_loss[0] = loss
+        return loss
 
-    step()
-    initial_loss = float(last_loss[0])
-    for _ in range(args.warmup - 1):
-        step()
-    timer = ddp_bench.Timer("cuda")
-    reduced = timer.run(step, args.steps)
-    final_loss = float(last_loss[0])
-    unreduced = timer.run(lambda: step(reduce=False), args.steps)
+    reduced, unreduced, losses = timed_steps(step, args.warmup, args.steps, "cuda")
     peak = float(torch.cuda.max_memory_allocated())
-    figures = torch.tensor(reduced + unreduced + [peak], dtype=torch.float64, device="cuda")
-    dist.all_reduce(figures, op=dist.ReduceOp.MAX, group=group)
-    figures = figures.tolist()
-    losses = torch.tensor([initial_loss, final_loss], dtype=torch.float64, device="cuda")
-    dist.all_reduce(losses, group=group)
-    losses = (losses / dist.get_world_size(group)).tolist()
+    figures = slowest(reduced + unreduced + [peak], group, "cuda")
+    losses = rank_mean(losses, group, "cuda")
     num_params = work.num_params
     del model, work
     gc.collect()
@@ -168,16 +156,8 @@ def main():
 
     import torch
     import torch.distributed as dist
-    if not torch.cuda.is_available():
-        raise SystemExit("fsdp_bench.py: no CUDA GPU visible")
-    if args.share_gpu:
-        local_rank %= torch.cuda.device_count()
-        ddp_bench.share_gpu_environment(rank, world)
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl")
-    groups = {n: dist.new_group(list(range(n))) for n in scaling}
-    host_group = dist.new_group(backend="gloo")
-    env = ddp_bench.environment("cuda")
+    local_rank, groups, host_group, env = start_ranks("cuda", args.share_gpu, scaling, rank, world, local_rank,
+                                                      "fsdp_bench.py: no CUDA GPU visible")
     if rank == 0:
         print(f"fsdp_bench: torch {env['torch']}, {env.get('gpu')}, {world} ranks; modes {','.join(modes)}; "
               f"{args.warmup} warm-up + {args.steps} measured + {args.steps} steps without the reduction", flush=True)
@@ -190,7 +170,7 @@ def main():
                 if rank < n:
                     reduced, unreduced, peak, losses, num_params = measure(name, batch, mode, groups[n], args,
                                                                            local_rank)
-                    step, no_reduce = ddp_bench.summary(reduced), ddp_bench.summary(unreduced)
+                    step, no_reduce = summary(reduced), summary(unreduced)
                     gather, reduce = gathered_bytes(mode, num_params)
                     record = {
                         "schema": "scalebench-fsdp-peer/1", "workload": name, "sharding": mode,
@@ -212,8 +192,7 @@ def main():
                     print(f"{name:<11} {batch:>5} {mode:<10} {n:>5} {record['step_ms']['median']:>9.2f} "
                           f"{record['no_reduction_step_ms']['median']:>10.2f} {record['comm_cost_ms']:>8.2f} "
                           f"{record['peak_memory_bytes'] / 2**30:>9.2f}", flush=True)
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(record) + "\n")
+                    append_record(args.out, record)
     dist.barrier(group=host_group)
     dist.destroy_process_group()
 

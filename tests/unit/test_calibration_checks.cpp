@@ -62,6 +62,17 @@ TEST(CalibrationChecks, NumbersOutsideTheirRangeAreRefusedNamingTheKey) {
     const nlohmann::json train = first_record("results/h200-one-gpu/gemm/mlp-large.jsonl", "train");
     e = calibrate_error(train, [](nlohmann::json& r) { r["local_batch"] = -1; });
     EXPECT_NE(e.find("key 'local_batch': must be in [1, 16777216], got -1"), std::string::npos) << e;
+    // A comm record's fit and its largest size, the figures calibration reads.
+    const nlohmann::json comm = first_record("results/h200-one-gpu/gemm/comm.jsonl", "comm");
+    e = calibrate_error(comm, [](nlohmann::json& r) { r["fit"]["alpha_us"] = 1e10; });
+    EXPECT_NE(e.find("record 1: key 'fit.alpha_us': must be in [0, 1000000000], got 10000000000 (a collective's call"),
+              std::string::npos) << e;
+    e = calibrate_error(comm, [](nlohmann::json& r) { r["rows"][25]["out_of_place"]["time_us"] = 0; });
+    EXPECT_NE(e.find("record 1: key 'rows.last.out_of_place.time_us': must be in (0, 1000000000000], got 0"),
+              std::string::npos) << e;
+    e = calibrate_error(comm, [](nlohmann::json& r) { r["rows"][25]["size_bytes"] = 0; });
+    EXPECT_NE(e.find("record 1: key 'rows.last.size_bytes': must be in (0, 1000000000000000], got 0"), std::string::npos)
+        << e;
 }
 
 }  // namespace

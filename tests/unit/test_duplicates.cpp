@@ -3,7 +3,6 @@
 // list flag and positional list of a command, the config's scaling, files under two spellings.
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,6 +16,7 @@
 #include "src/core/config.h"
 #include "src/core/files.h"
 #include "src/core/flag_reading.h"
+#include "tests/cli_parse.h"
 
 namespace sb {
 namespace {
@@ -44,15 +44,7 @@ std::string parse_error(std::vector<std::string> args) {
     compare->add_option("--scaling,--gpus", gpus)->delimiter(',');
     CLI::App* report = app.add_subcommand("report");
     report->add_option("files", files);
-    read_numeric_flags_with_one_parser(app);
-    std::reverse(args.begin(), args.end());
-    try {
-        app.parse(args);
-        refuse_repeated_list_entries(app);
-    } catch (const CLI::ParseError& e) {
-        return e.what();
-    }
-    return "";
+    return test::parse_error(app, args);
 }
 
 TEST(Duplicates, EveryListFlagOfEveryCommandRefusesARepeat) {

@@ -3,7 +3,6 @@
 // example of a number read three ways is here: "064" is 64 from a flag and from YAML alike,
 // 2147483648 gets the bound and its reason, 1e10 seconds is refused naming the variable, and
 // a profile number outside its key's range is refused with the key's reason.
-#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <optional>
@@ -17,11 +16,13 @@
 #include "base/numbers.h"
 #include "collectives/deadline.h"
 #include "src/commands/comm_command.h"
+#include "src/commands/project_command.h"
 #include "src/core/config.h"
 #include "src/core/files.h"
 #include "src/core/flag_reading.h"
 #include "src/doctor/doctor_command.h"
 #include "src/projection/hardware.h"
+#include "tests/cli_parse.h"
 
 namespace sb {
 namespace {
@@ -60,19 +61,13 @@ std::string parse_flags(std::vector<std::string> args, Parsed& p) {
     train->add_option("--bucket-mb", p.bucket_mb);
     train->add_option("--scaling", p.scaling)->delimiter(',');
     train->add_option("--other", p.other);
-    read_numeric_flags_with_one_parser(app);
     args.insert(args.begin(), "train");
-    std::reverse(args.begin(), args.end());
-    try {
-        app.parse(args);
-    } catch (const CLI::ParseError& e) {
-        return e.what();
-    }
-    return "";
+    return test::parse_error(app, args);
 }
 
-// comm's launch counts and the doctor's seconds, declared as their subcommands declare them,
-// are read in their entries of the flag table (no bound of their own in the commands).
+// comm's launch counts, the doctor's seconds and compare's cost terms, declared as their
+// subcommands declare them, are read in their entries of the flag table (no bound of their own
+// in the commands; gemm's, CUDA builds only, in tests/gpu/test_gemm_bench.cpp).
 TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
     auto parse = [](const std::vector<std::string>& given) -> std::string {
         CLI::App app{"t"};
@@ -80,14 +75,9 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         add_comm_options(*app.add_subcommand("comm"), comm);
         DoctorOptions doctor;
         add_doctor_options(*app.add_subcommand("doctor"), doctor);
-        read_numeric_flags_with_one_parser(app);
-        std::vector<std::string> args(given.rbegin(), given.rend());
-        try {
-            app.parse(args);
-        } catch (const CLI::ParseError& e) {
-            return e.what();
-        }
-        return "";
+        ProjectOptions compare;
+        add_compare_options(*app.add_subcommand("compare"), compare);
+        return test::parse_error(app, given);
     };
     EXPECT_EQ(parse({"comm", "-n", "1000000", "-w", "0", "-c", "1000000"}), "");
     const std::pair<std::vector<std::string>, std::string> refused[] = {
@@ -99,6 +89,8 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         {{"doctor", "--deadline", "1e10"}, "must be in (0, 604800], got 1e10"},
         {{"doctor", "--load-seconds", "-1"}, "must be in [0, 86400], got -1 (seconds of GEMMs under load"},
         {{"doctor", "--train-steps", "0"}, "must be >= 1, got 0"},
+        {{"compare", "--years", "0"}, "must be in (0, 100], got 0 (years the node's power is paid for"},
+        {{"compare", "--usd-per-kwh", "100.5"}, "must be in [0, 100], got 100.5 (dollars per kWh"},
     };
     for (const auto& [args, says] : refused) {
         const std::string e = parse(args);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/files.h"
 #include "src/core/results.h"
 
 namespace sb {

@@ -117,7 +117,7 @@ TEST(RobustFiles, AFailedAppendRemovesTheFoldersItMade) {
 
 TEST(RobustFiles, PrintableEscapesControlCharacters) {
     EXPECT_EQ(printable("a\tb\x7f" "c\xc3\xa9"), "a\\x09b\\x7fc\xc3\xa9");
-    EXPECT_EQ(printable("r\xff" "\xc3\xa9"), "r\\xff\\xc3\\xa9");  // not UTF-8: every byte past ASCII
+    EXPECT_EQ(printable("r\xff" "\xc3\xa9"), "r\\xff\xc3\xa9");  // the bad byte, as a record writes it
 }
 
 // Records are JSON, whose strings are UTF-8: a path bound for a record is UTF-8 or refused.

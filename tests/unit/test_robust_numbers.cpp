@@ -1,20 +1,24 @@
 // src/core/plausible.h: the one range check of numbers from flags, profiles and records; and
 // `report`, which shows a record's numbers only from their 64-bit or real values inside their
-// range, and strings only escaped so that its Markdown table stays a table.
+// range (src/core/record_ranges.h, one table with the plot tools), and strings only escaped so
+// that its Markdown table stays a table.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "src/commands/report.h"
 #include "base/errors.h"
 #include "src/core/plausible.h"
+#include "src/core/record_ranges.h"
 #include "src/core/results.h"
 
 namespace sb {
@@ -29,22 +33,6 @@ TEST(RobustNumbers, NaNAndInfinityAreNeverPlausible) {
     EXPECT_EQ(out_of_range(0.0, positive), "must be in (0, 1000000000], got 0 (a test's bound)");
     EXPECT_EQ(out_of_range(0.0, {0, false, 1, false}), "");
     EXPECT_EQ(out_of_range(-0.5, {0, false, 1, false}), "must be in [0, 1], got -0.5");
-}
-
-TEST(RobustNumbers, ARecordFieldIsNamedWithItsFileAndRecord) {
-    const nlohmann::json record = {{"time_us", -5.0}, {"name", "x"}};
-    auto error = [&](const std::string& key) {
-        try {
-            plausible_field(record, key, {0, true, 1e12, false}, "r.jsonl: record 3");
-        } catch (const UserError& e) {
-            return std::string(e.what());
-        }
-        return std::string();
-    };
-    EXPECT_EQ(error("time_us"), "r.jsonl: record 3: key 'time_us': must be in (0, 1000000000000], got -5");
-    EXPECT_EQ(error("name"), "r.jsonl: record 3: key 'name': not a number");
-    EXPECT_EQ(error("gone"), "r.jsonl: record 3: key 'gone': missing");
-    EXPECT_EQ(plausible_field({{"time_us", 2.5}}, "time_us", {0, true, 1e12, false}, "r"), 2.5);
 }
 
 std::string fresh_records(const std::string& name) {
@@ -65,17 +53,26 @@ TEST(RobustNumbers, ReportShowsNoNumberOutsideItsRangeAndNamesTheRecord) {
         nlohmann::json value;
         std::string says;
     };
+    // Every number the table prints is checked, each in its range from results/record_ranges.json
+    // with the range's reason.
     const std::vector<Case> cases = {
-        {"global_batch", 1e300, "field 'global_batch' must be in [1, 281474976710656], got 1e+300"},
-        {"global_batch", 3000000000LL * 100000LL, "field 'global_batch' must be in [1, 281474976710656], got 3e+14"},
+        {"global_batch", 1e300, "field 'global_batch' must be in [1, 281474976710656], got 1e+300 (2^24 rows per rank on 2^24 ranks)"},
+        {"global_batch", 3000000000LL * 100000LL, "field 'global_batch' must be in [1, 281474976710656], got 3e+14 (2^24 rows per rank on 2^24 ranks)"},
         {"global_batch", 2.5, "field 'global_batch' is not a whole number, got 2.5"},
-        {"local_batch", -1, "field 'local_batch' must be in [1, 16777216], got -1"},
-        {"world_size", 1e300, "field 'world_size' must be in [1, 16777216], got 1e+300"},
-        {"samples_per_s", 1e300, "field 'samples_per_s' must be in [0, 1000000000000000], got 1e+300"},
-        {"scaling_efficiency", -0.5, "field 'scaling_efficiency' must be in [0, 100], got -0.5"},
-        {"step_ms", {{"median", 1e300}}, "field 'step_ms.median' must be in [0, 1000000000], got 1e+300"},
+        {"local_batch", -1, "field 'local_batch' must be in [1, 16777216], got -1 (rows per rank: the config's batch bound, 2^24)"},
+        {"world_size", 1e300, "field 'world_size' must be in [1, 16777216], got 1e+300 (ranks of a run: 2^24 is past any cluster)"},
+        {"samples_per_s", 1e300, "field 'samples_per_s' must be in [0, 1000000000000000], got 1e+300 (10^15 samples a second is past any machine)"},
+        {"samples_per_s_spread", -1, "field 'samples_per_s_spread' must be in [0, 1000000000000000], got -1 (a spread of the throughput, in its bounds)"},
+        {"scaling_efficiency", -0.5, "field 'scaling_efficiency' must be in [0, 100], got -0.5 (a ratio to the ideal: 100x is past any measurement error)"},
+        {"scaling_efficiency_spread", 1e300, "field 'scaling_efficiency_spread' must be in [0, 100], got 1e+300 (a spread of the efficiency, in its bounds)"},
+        {"step_ms", {{"median", 1e300}}, "field 'step_ms.median' must be in [0, 1000000000], got 1e+300 (a step of 10^9 ms, 11 days, is a hung run)"},
+        {"comm_cost_ms", -1e300, "field 'comm_cost_ms' must be in [-1000000000, 1000000000], got -1e+300 (step minus the step without communication: either sign, in the step's bounds)"},
+        {"comm_cost_spread_ms", 1e300, "field 'comm_cost_spread_ms' must be in [0, 1000000000], got 1e+300 (a spread of step times, in the step's bounds)"},
+        {"hidden_fraction", 1e300, "field 'hidden_fraction' must be in [-1000000, 1000000], got 1e+300 (1 - cost / the collectives alone: past 0..1 when the cost is noise, never by a million)"},
+        {"compute_slowdown_ms", 1e300, "field 'compute_slowdown_ms' must be in [-1000000000, 1000000000], got 1e+300 (compute minus compute without communication: either sign, in the step's bounds)"},
+        {"allreduce_busbw_spread_gbps", 1e300, "field 'allreduce_busbw_spread_gbps' must be in [0, 1000000], got 1e+300 (a spread of the bus bandwidth, in its bounds)"},
         {"straggler_check", nlohmann::json::parse(R"({"stragglers": [{"rank": 1e300}]})"),
-         "straggler_check: field 'rank' must be in [0, 16777216], got 1e+300"},
+         "straggler_check: field 'rank' must be in [0, 16777216], got 1e+300 (a rank of a run of at most 2^24 ranks)"},
     };
     append_record(path, kTrainRecord);
     for (const Case& c : cases) {
@@ -99,6 +96,23 @@ TEST(RobustNumbers, ReportShowsNoNumberOutsideItsRangeAndNamesTheRecord) {
     std::ostringstream big_out;
     EXPECT_EQ(write_report({{big_path}, false}, big_out, err), 1);
     EXPECT_NE(big_out.str().find("| 2 | 17592186044416 |"), std::string::npos) << big_out.str();
+}
+
+// report's ranges are compiled in from results/record_ranges.json, the file the plot tools read
+// beside themselves: the binary holds each entry as the file says it.
+TEST(RobustNumbers, ReportAndThePlotToolsReadOneRangeTable) {
+    std::ifstream in(std::string(SCALEBENCH_SOURCE_DIR) + "/results/record_ranges.json");
+    const nlohmann::json file = nlohmann::json::parse(in);
+    ASSERT_GE(file.at("ranges").size(), 20u);
+    for (const auto& [field, e] : file.at("ranges").items()) {
+        const RecordRange r = record_range(field);
+        EXPECT_EQ(r.range.lo, e.at("min").get<double>()) << field;
+        EXPECT_EQ(r.range.hi, e.at("max").get<double>()) << field;
+        EXPECT_FALSE(r.range.lo_open || r.range.hi_open) << field;
+        EXPECT_EQ(r.whole, e.value("whole", false)) << field;
+        EXPECT_EQ(std::string(r.range.why), e.at("why").get<std::string>()) << field;
+    }
+    EXPECT_THROW(record_range("no_such_field"), std::logic_error);
 }
 
 TEST(RobustNumbers, ReportEscapesStringsThatWouldBreakItsMarkdownTable) {
