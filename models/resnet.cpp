@@ -111,20 +111,24 @@ void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
     batch_ = batch_rows;
     const size_t es = dtype_size(dtype_);
     int64_t max_act = 0, max_cols = 0;
-    for (ConvUnit& u : units_) {
+    // A block's conv3 BatchNorm writes the block's output: its unit holds no bn_out (never
+    // allocated, so the trace's footprint and the backend's allocations agree).
+    std::vector<bool> writes_block_out(units_.size(), false);
+    for (const Block& b : blocks_) writes_block_out[static_cast<size_t>(b.unit3)] = true;
+    for (size_t i = 0; i < units_.size(); ++i) {
+        ConvUnit& u = units_[i];
         u.conv.batch = batch_rows;
         const int64_t elems = u.out_rows() * u.out_channels;
         max_act = std::max(max_act, elems);
         if (!u.direct() && engine_ == ConvEngine::im2col) max_cols = std::max(max_cols, u.out_rows() * u.conv.patch());
         u.conv_out = DeviceBuffer(ops_, static_cast<size_t>(elems) * es);
-        u.bn_out = DeviceBuffer(ops_, static_cast<size_t>(elems) * es);
+        u.bn_out = writes_block_out[i] ? DeviceBuffer() : DeviceBuffer(ops_, static_cast<size_t>(elems) * es);
         u.mean = DeviceBuffer(ops_, static_cast<size_t>(u.out_channels) * sizeof(float));
         u.rstd = DeviceBuffer(ops_, static_cast<size_t>(u.out_channels) * sizeof(float));
     }
     for (Block& b : blocks_) {
         const ConvUnit& u3 = units_[static_cast<size_t>(b.unit3)];
         b.out = DeviceBuffer(ops_, static_cast<size_t>(u3.out_rows() * u3.out_channels) * es);
-        units_[static_cast<size_t>(b.unit3)].bn_out.reset();  // conv3's BatchNorm writes b.out
     }
     pool_.batch = batch_rows;
     pool_out_ = DeviceBuffer(ops_, static_cast<size_t>(pool_.out_rows() * pool_.channels) * es);

@@ -170,7 +170,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
     check_grad_dtype_backend(cfg, *ops, key_origin(cfg, set_by_flags, "grad_dtype"));
-    if (cfg.model == "resnet") resolve_conv_engine(cfg, *ops);  // refuses cudnn where it cannot run, before any step
+    cfg = with_conv_engine_resolved(cfg, *ops);  // refuses cudnn where it cannot run, before any step
     check_memory_footprint({cfg}, *ops, world);
     // From here on the run is bracketed: a fault leaves an "incomplete" record.
     std::vector<std::string> outputs = {cfg.out};

@@ -17,7 +17,8 @@
 namespace sb {
 
 // Runs every world size of cfg.scaling on `world` (collective), prints the table on
-// rank 0 and appends one record per size to cfg.out. Returns false when a check failed.
+// rank 0 and appends one record per size to cfg.out. Returns false when a check failed. `cfg`
+// as with_conv_engine_resolved returns it for `ops` (src/core/workload.h).
 bool run_training_sweep(const TrainConfig& cfg, Ops& ops, MPI_Comm world, const nlohmann::json& environment,
                         const SweepChecks& checks = {});
 

@@ -29,6 +29,7 @@
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
+#include "src/core/workload.h"
 
 namespace sb {
 
@@ -227,7 +228,10 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
                                           opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
                                           opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
-    for (const TrainConfig& cfg : plan.workloads) check_grad_dtype_backend(cfg, *ops, key_origin(cfg, {}, "grad_dtype"));
+    for (TrainConfig& cfg : plan.workloads) {
+        check_grad_dtype_backend(cfg, *ops, key_origin(cfg, {}, "grad_dtype"));
+        cfg = with_conv_engine_resolved(cfg, *ops);
+    }
     check_memory_footprint(plan.workloads, *ops, world);
     begin_run({plan.out}, "stress", world);
     const int code = run_stress_plan(plan, *ops, world, run_environment(*ops, world));

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "src/core/results.h"
 #include "src/core/workload.h"
 #include "src/system/backend.h"
@@ -91,6 +92,8 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
                             const SizeFigures& f, const ScalingRow& row, const ScalingRow& at_1, int launched,
                             const nlohmann::json& mismatched, const SweepChecks& checks,
                             const nlohmann::json& environment) {
+    // The engine the trainer ran and the memory prediction traces: the config's, resolved once by the command.
+    SB_REQUIRE(cfg.model != "resnet" || cfg.conv_engine, "a ResNet's record needs its convolution engine resolved");
     const int n = row.world_size;
     const int global_batch = trainer.global_batch();
     const double gradient_bytes =
@@ -143,8 +146,7 @@ nlohmann::json train_record(const TrainConfig& cfg, Ops& ops, const DataParallel
         {"cuda_graphs", trainer.uses_graphs()},
         {"kernel_variants", kernel_variants(ops)},
         {"shared_gpu", shared_gpu_enabled()},
-        {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(resolve_conv_engine(cfg, ops)))
-                                              : nlohmann::json()},
+        {"conv_engine", cfg.model == "resnet" ? nlohmann::json(conv_engine_name(*cfg.conv_engine)) : nlohmann::json()},
         {"device_step_ms", or_null(f.device_step_ms)},
         {"host_overhead_ms", or_null(row.step.median - f.device_step_ms)},
         {"gpu_busy_fraction", or_null(f.device_step_ms / row.step.median)},

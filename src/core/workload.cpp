@@ -42,6 +42,11 @@ ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops) {
     return *cfg.conv_engine;
 }
 
+TrainConfig with_conv_engine_resolved(TrainConfig cfg, const Ops& ops) {
+    if (cfg.model == "resnet") cfg.conv_engine = resolve_conv_engine(cfg, ops);
+    return cfg;
+}
+
 int tokens_per_sample(const TrainConfig& cfg) {
     return cfg.model == "transformer" ? cfg.transformer.shape.seq_len : 1;
 }

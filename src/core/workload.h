@@ -23,6 +23,12 @@ std::unique_ptr<Model> create_model(const TrainConfig& cfg, Ops& ops, int rank =
 // it in any build.
 ConvEngine resolve_conv_engine(const TrainConfig& cfg, const Ops& ops);
 
+// `cfg` as it runs on `ops`: a ResNet's conv_engine set to resolve_conv_engine's answer (`auto`
+// resolved; cudnn where `ops` cannot run it refused there). A command that trains calls it once,
+// right after it builds its backend, and hands the result on: the memory check, the trainer, the
+// record (its conv_engine and config) and the record's memory prediction all read that engine.
+TrainConfig with_conv_engine_resolved(TrainConfig cfg, const Ops& ops);
+
 // Tokens one sample holds (seq_len for a transformer, 1 otherwise): tokens/s in the records.
 int tokens_per_sample(const TrainConfig& cfg);
 

@@ -20,6 +20,7 @@
 #include "base/errors.h"
 #include "src/core/files.h"
 #include "src/core/results.h"
+#include "src/core/workload.h"
 #include "src/doctor/checks.h"
 #include "src/doctor/live_reader.h"
 #include "src/doctor/output.h"
@@ -163,6 +164,7 @@ doctor::TrainingReading run_training_tier(const DoctorOptions& o, bool on_gpu, c
     agree_on_errors(world, error);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, path + ": key 'backend'",
                                           path + ": key 'precision'");
+    cfg = with_conv_engine_resolved(cfg, *ops);
     check_memory_footprint({cfg}, *ops, world);
     const nlohmann::json environment = run_environment(*ops, world);
     std::fflush(stdout);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -21,9 +22,10 @@ namespace sb {
 
 namespace {
 
-// The entry of by_gpus (one node) of `gpus` GPUs, or of the node's largest count below.
-size_t index_of(const CompareRow& r, int gpus) {
-    size_t best_index = 0;
+// The entry of by_gpus (one node) of `gpus` GPUs, or of the node's largest count below; none
+// where every projected count is above.
+std::optional<size_t> index_of(const CompareRow& r, int gpus) {
+    std::optional<size_t> best_index;
     for (size_t i = 0; i < r.by_gpus.size(); ++i)
         if (r.by_gpus[i].step.world_size <= gpus) best_index = i;
     return best_index;
@@ -43,9 +45,9 @@ struct Judged {
 // The band is the one without the compute model's error: the verdict judges cards against each other,
 // and that error is largely shared between them (docs/projection.md, Bands).
 std::pair<const Projection*, Band> judged_configuration(const CompareRow& r, int gpus) {
-    const size_t i = index_of(r, gpus);
+    const std::optional<size_t> i = index_of(r, gpus);
     const bool across = gpus > 1 && !r.on_nodes.empty();
-    const Projection& p = across ? r.on_nodes[i] : r.by_gpus[i];
+    const Projection& p = !i ? r.one_gpu() : across ? r.on_nodes[*i] : r.by_gpus[*i];
     return {&p, p.bands.samples_per_s_without_compute_error};
 }
 
@@ -140,10 +142,15 @@ std::string undecided_lead(const Judged& pick, const std::vector<Judged>& eligib
 
 Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms) {
     // The scaling floor: a multi-GPU configuration slower than one GPU of a compared profile (that
-    // the workload fits) is no multi-GPU answer; that one GPU is.
+    // the workload fits) is no multi-GPU answer; that one GPU is. One GPU of each profile is
+    // projected whatever GPU counts were asked (CompareRow::one_gpu()).
     double fastest_single = 0;
+    const CompareRow* fastest_row = nullptr;
     for (const CompareRow& r : rows)
-        if (r.by_gpus.front().fits_memory()) fastest_single = std::max(fastest_single, r.by_gpus.front().samples_per_s);
+        if (r.one_gpu().fits_memory() && r.one_gpu().samples_per_s > fastest_single) {
+            fastest_single = r.one_gpu().samples_per_s;
+            fastest_row = &r;
+        }
     auto scale = [&](const CompareRow& r, const Projection& p) {
         const int g = p.step.world_size;
         switch (rule.score) {
@@ -215,6 +222,7 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
         return a.score > b.score;
     });
     const Projection& p = *pick.p;
+    const char* unlisted = ", projected though not among the GPU counts asked";
     const char* what = rule.score == Score::samples_per_s     ? "samples/s"
                        : rule.score == Score::per_10k_gpus ? "samples/s per $10k"
                                                            : "samples/s per $10k of the whole cost";
@@ -229,7 +237,11 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
                               "driver",
                               best.row->hw.name, best.score, best.lo, best.hi);
     if (p.step.world_size > 1)
-        reason += fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s)", fastest_single);
+        reason += fastest_row ? fmt::format("; faster than the fastest single GPU compared ({:.1f} samples/s{})", fastest_single,
+                                            fastest_row->at(1) ? "" : unlisted)
+                              : "; the workload fits one GPU of no compared profile, so no scaling floor applies";
+    else if (!pick.row->at(1))
+        reason += fmt::format("; 1 GPU{}", unlisted);
     reason += undecided_lead(pick, eligible);
     if (judges_soaks) {
         const SoakVerdict soak = soak_verdict(pick.row->soaks, rule.soak_drift_bound_pct);
@@ -271,13 +283,19 @@ std::vector<CompareRow> compare_rows(const TrainConfig& cfg, const std::vector<H
         // records say nodes and gpus_per_node.
         const std::vector<int> nodes = setup.nodes > 1 ? std::vector<int>{1, setup.nodes} : std::vector<int>{1};
         TraceCache traces;  // one workload on one GPU: shared by the corners of its ranges
-        std::vector<Projection> all = project_workload(cfg, CostModel(row.hw, calibrations[i], setup.real_input), gpus,
-                                                       nodes, setup.sharding, &traces);
-        if (key.empty())
-            widen_to_ranges(all, cfg, row.hw, calibrations[i], gpus, nodes, setup.real_input, setup.sharding, &traces);
+        const CostModel model(row.hw, calibrations[i], setup.real_input);
+        auto project = [&](const std::vector<int>& counts, const std::vector<int>& node_counts) {
+            std::vector<Projection> out = project_workload(cfg, model, counts, node_counts, setup.sharding, &traces);
+            if (key.empty())
+                widen_to_ranges(out, cfg, row.hw, calibrations[i], counts, node_counts, setup.real_input, setup.sharding,
+                                &traces);
+            return out;
+        };
+        std::vector<Projection> all = project(gpus, nodes);
         row.on_nodes.assign(all.begin() + static_cast<std::ptrdiff_t>(gpus.size()), all.end());
         all.resize(gpus.size());
         row.by_gpus = std::move(all);
+        if (!row.at(1)) row.one_gpu_unlisted = project({1}, {1}).front();
         rows.push_back(std::move(row));
     }
     return rows;
@@ -309,6 +327,7 @@ CompareRow with_bands_of(CompareRow moved, const CompareRow& banded) {
     for (size_t k = 0; k < moved.by_gpus.size() && k < banded.by_gpus.size(); ++k) moved.by_gpus[k].bands = banded.by_gpus[k].bands;
     for (size_t k = 0; k < moved.on_nodes.size() && k < banded.on_nodes.size(); ++k)
         moved.on_nodes[k].bands = banded.on_nodes[k].bands;
+    if (moved.one_gpu_unlisted && banded.one_gpu_unlisted) moved.one_gpu_unlisted->bands = banded.one_gpu_unlisted->bands;
     return moved;
 }
 

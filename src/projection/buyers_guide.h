@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,9 @@ namespace sb {
 // the same GPU counts per node on N nodes.
 struct CompareRow {
     HardwareProfile hw;
-    std::vector<Projection> by_gpus;  // one node: 1, 2, 4, 8 up to the node's GPUs, each with its bands
+    std::vector<Projection> by_gpus;  // one node: 1, 2, 4, 8 up to the node's GPUs (or --gpus), each with its bands
+    // One GPU of the card, with its bands, where by_gpus holds no 1 (compare --gpus 8); else empty.
+    std::optional<Projection> one_gpu_unlisted;
     // --nodes N > 1: each GPU count of by_gpus on N nodes (the network between them from the
     // profile), what the multi-GPU scenarios judge; empty on one node.
     std::vector<Projection> on_nodes;
@@ -33,6 +36,12 @@ struct CompareRow {
         for (const auto& p : by_gpus)
             if (p.step.world_size == g) return &p;
         return nullptr;
+    }
+    // One GPU of the card, whatever GPU counts were asked: the scaling floor's baseline, and what a
+    // rule of fewer GPUs than by_gpus's smallest judges.
+    const Projection& one_gpu() const {
+        const Projection* listed = at(1);
+        return listed ? *listed : one_gpu_unlisted.value();
     }
     int max_gpus() const { return by_gpus.back().step.world_size; }
     double per_10k(const Projection& p) const {
@@ -89,9 +98,12 @@ struct Verdict {
 // The scenario rules: small experiments (samples/s per $10k on one GPU), NLP fine-tuning (per
 // $10k at up to 4 GPUs), large CV training (per $10k at the full node), multi-GPU training
 // (throughput of one node); a rule of more than one GPU judges N nodes of that many GPUs where
-// the rows were projected on N nodes (compare --nodes N). A configuration whose footprint does not
-// fit its GPUs never wins (the verdict names it); a multi-GPU configuration slower than one GPU of a compared profile does not
-// qualify (the scaling floor: that one GPU is the answer). A profile with a caveat that reports it
+// the rows were projected on N nodes (compare --nodes N), and a rule of fewer GPUs than any
+// projected count judges one GPU (CompareRow::one_gpu()). A configuration whose footprint does not
+// fit its GPUs never wins (the verdict names it); a multi-GPU configuration slower than one GPU of a
+// compared profile (each profile's one_gpu(), whatever GPU counts were asked) does not qualify (the
+// scaling floor: that one GPU is the answer); where the workload fits one GPU of no compared
+// profile, the verdict says that no floor applies. A profile with a caveat that reports it
 // not working (Caveat::reported_failing) never wins outright: the verdict names the best profile
 // without one and shows the caveated one beside it when it would have scored higher. The tie rule:
 // a candidate ties with the best one when each central score lies inside the other's band (or

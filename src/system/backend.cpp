@@ -253,17 +253,17 @@ std::pair<double, std::string> memory_free_to_rank(const Ops& ops) {
 void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world) {
     std::string error, what_needs, teachers;
     double needed = 0, host_needed = 0;  // on the backend; on the host while the data is generated
+    for (const TrainConfig& cfg : workloads)  // the engine this backend runs, not the trace's default
+        SB_REQUIRE(cfg.model != "resnet" || cfg.conv_engine, "the memory check needs the convolution engine resolved");
     try {
         int size = 1;
         SB_CHECK_MPI(MPI_Comm_size(world, &size));
         for (const TrainConfig& cfg : workloads) {
-            TrainConfig resolved = cfg;  // the convolution engine this backend runs, not the trace's default
-            if (cfg.model == "resnet") resolved.conv_engine = resolve_conv_engine(cfg, ops);
-            const auto [rank_bytes, batch] = largest_rank_memory(resolved, size);
+            const auto [rank_bytes, batch] = largest_rank_memory(cfg, size);
             needed += rank_bytes;  // src/core/rank_memory.h: the sharding mode's, the dataset's batches included
             host_needed += dataset_host_bytes(cfg, batch);
             TraceOps trace(cfg.precision);
-            const std::unique_ptr<Model> model = create_model(resolved, trace);
+            const std::unique_ptr<Model> model = create_model(cfg, trace);
             what_needs += fmt::format("{}{}: the {} workload ({} parameters{}) at batch {}",
                                       what_needs.empty() ? "" : "; ", cfg.source, model->name(), model->num_params(),
                                       cfg.sharding == ShardingMode::none ? "" : fmt::format(", sharding {}", sharding_mode_name(cfg.sharding)),

@@ -108,7 +108,7 @@ std::optional<double> device_peak_tflops(Ops& ops);
 // free to that rank: the GPU's free memory, or the host's available memory shared by the
 // ranks on the host; and the host memory the data is generated in (dataset_host_bytes: an MLP's
 // teacher network) against the host's, added to the rest on the CPU. Too little is an
-// AgreedError naming both sizes.
+// AgreedError naming both sizes. `workloads` as with_conv_engine_resolved returns them.
 void check_memory_footprint(const std::vector<TrainConfig>& workloads, const Ops& ops, MPI_Comm world);
 
 // (bytes free to this rank, where they come from): the GPU's free memory (shared by the ranks

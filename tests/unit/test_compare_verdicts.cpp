@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/commands/project_command.h"
@@ -278,6 +279,51 @@ TEST(CompareVerdicts, AMultiGpuConfigurationSlowerThanOneGpuOfAnotherIsNoAnswer)
     // Alone, the cheap node has no single GPU above it: its 4 GPUs are the answer.
     rows = {made_row("cheap", 1000, false, {100, 120, 164, 200})};
     EXPECT_EQ(scenario(verdicts(rows), "NLP fine-tuning").winner->hw.name, "cheap");
+}
+
+// compare --gpus 8 (no 1 among the counts): one GPU of each card is still projected, the figure
+// asked for with 1 among the counts, and it is the scaling floor's baseline, so the 8-GPU nodes
+// qualify; a rule of one GPU judges it, and the verdicts say it was not asked. Where the workload
+// fits one GPU of no card, no floor applies and the verdict says so.
+TEST(CompareVerdicts, TheScalingFloorIsOneGpuOfEachCardWhateverGpuCountsAreAsked) {
+    const TrainConfig cfg = bert_base();
+    const std::vector<HardwareProfile> profiles = {without_ranges(profile("a100-sxm4-80gb")),
+                                                   without_ranges(profile("h100-sxm"))};
+    const std::vector<Calibration> none(2);
+    CompareSetup eight;
+    eight.gpus = {8};
+    const std::vector<CompareRow> rows = compare_rows(cfg, profiles, none, "", false, eight);
+    const std::vector<CompareRow> every = compare_rows(cfg, profiles, none, "", false);
+    double fastest = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        ASSERT_EQ(rows[i].by_gpus.size(), 1u);
+        ASSERT_EQ(rows[i].by_gpus.front().step.world_size, 8);
+        ASSERT_NE(every[i].at(1), nullptr);
+        EXPECT_EQ(rows[i].one_gpu().step.world_size, 1);
+        EXPECT_DOUBLE_EQ(rows[i].one_gpu().samples_per_s, every[i].at(1)->samples_per_s);
+        EXPECT_DOUBLE_EQ(rows[i].by_gpus.front().samples_per_s, every[i].at(8)->samples_per_s);
+        fastest = std::max(fastest, rows[i].one_gpu().samples_per_s);
+    }
+    const std::vector<Verdict> v = verdicts(rows);
+    const Verdict& multi = scenario(v, "multi-GPU training");
+    ASSERT_NE(multi.winner, nullptr) << multi.reason;
+    EXPECT_EQ(multi.winner->hw.name, scenario(verdicts(every), "multi-GPU training").winner->hw.name);
+    EXPECT_NE(multi.reason.find("at 8 GPUs"), std::string::npos) << multi.reason;
+    EXPECT_NE(multi.reason.find(fmt::format("faster than the fastest single GPU compared ({:.1f} samples/s, projected "
+                                            "though not among the GPU counts asked)", fastest)),
+              std::string::npos) << multi.reason;
+    const Verdict& small = scenario(v, "small experiments");
+    ASSERT_NE(small.winner, nullptr) << small.reason;
+    EXPECT_NE(small.reason.find("at 1 GPU ("), std::string::npos) << small.reason;
+    EXPECT_NE(small.reason.find("; 1 GPU, projected though not among the GPU counts asked"), std::string::npos)
+        << small.reason;
+
+    std::vector<CompareRow> unfit = {made_row("big-model", 1000, false, {100, 190, 370, 720})};
+    unfit[0].by_gpus.front().record["fits_memory"] = false;  // one GPU holds no replica; two and more do
+    const Verdict& floorless = scenario(verdicts(unfit), "multi-GPU training");
+    ASSERT_NE(floorless.winner, nullptr) << floorless.reason;
+    EXPECT_NE(floorless.reason.find("the workload fits one GPU of no compared profile, so no scaling floor applies"),
+              std::string::npos) << floorless.reason;
 }
 
 TEST(CompareVerdicts, TheWholeCostCountsServerShareAndPowerOverThePeriod) {

@@ -8,6 +8,9 @@
 #include "src/core/choices.h"
 #include "src/core/config.h"
 #include "src/core/rank_memory.h"
+#include "src/core/workload.h"
+#include "models/cpu/cpu_ops.h"
+#include "models/trace_ops.h"
 
 namespace sb {
 namespace {
@@ -95,6 +98,46 @@ TEST(RankMemory, ShardingDividesTheOptimizerStateAndAddsTheShards) {
     EXPECT_DOUBLE_EQ(sharded.activations, none.activations);
     EXPECT_GT(none.activations, 0);
     EXPECT_LT(sharded.total(), none.total());
+}
+
+// A backend with cuDNN, as far as resolving `auto` goes (a CUDA build's CudaOps): in any build.
+class CudnnBackend : public TraceOps {
+public:
+    CudnnBackend() : TraceOps(Precision::fp32) {}
+    bool has_cudnn() const override { return true; }
+};
+
+// `conv_engine: auto` predicts the memory of the engine that runs: the config the command
+// resolves once for its backend carries that engine into the prediction, on CPU ranks (im2col,
+// whose patch matrices the cuDNN engine does not hold) and on a backend with cuDNN alike. The
+// config as given would trace the build's own default instead (cuDNN in a cuDNN build).
+TEST(RankMemory, AResNetWithAutoPredictsTheEngineThatRuns) {
+    TrainConfig cfg = parse_config("model: resnet\nresnet:\n  blocks: [1, 1]\n  width: 8\n  image_size: 32\n"
+                                   "  num_classes: 10\nprecision: fp32\n",
+                                   "r.yaml");
+    ASSERT_FALSE(cfg.conv_engine.has_value());  // auto
+    auto predicted = [&](ConvEngine engine) {
+        TrainConfig c = cfg;
+        c.conv_engine = engine;
+        return predict_rank_memory(c, 2, 8);
+    };
+    const RankMemory im2col = predicted(ConvEngine::im2col), cudnn = predicted(ConvEngine::cudnn);
+    ASSERT_GT(im2col.activations, 1.5 * cudnn.activations) << "the engines' activations must differ for this test";
+    CpuOps cpu;
+    CudnnBackend with_cudnn;
+    for (const auto& [ops, ran] : {std::pair<const Ops*, ConvEngine>{&cpu, ConvEngine::im2col},
+                                   std::pair<const Ops*, ConvEngine>{&with_cudnn, ConvEngine::cudnn}}) {
+        SCOPED_TRACE(ops->name() + std::string(" runs ") + conv_engine_name(ran));
+        const TrainConfig resolved = with_conv_engine_resolved(cfg, *ops);
+        ASSERT_EQ(resolved.conv_engine, ran);
+        const RankMemory m = predict_rank_memory(resolved, 2, 8);
+        const RankMemory& want = ran == ConvEngine::im2col ? im2col : cudnn;
+        EXPECT_DOUBLE_EQ(m.activations, want.activations);
+        EXPECT_DOUBLE_EQ(m.total(), want.total());
+    }
+    // The other models pass through unchanged.
+    const TrainConfig gpt = gpt_config();
+    EXPECT_FALSE(with_conv_engine_resolved(gpt, with_cudnn).conv_engine.has_value());
 }
 
 }  // namespace
