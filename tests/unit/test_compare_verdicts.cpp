@@ -320,7 +320,8 @@ TEST(CompareVerdicts, TheScalingFloorIsOneGpuOfEachCardWhateverGpuCountsAreAsked
 
     std::vector<CompareRow> unfit = {made_row("big-model", 1000, false, {100, 190, 370, 720})};
     unfit[0].by_gpus.front().record["fits_memory"] = false;  // one GPU holds no replica; two and more do
-    const Verdict& floorless = scenario(verdicts(unfit), "multi-GPU training");
+    const std::vector<Verdict> unfit_verdicts = verdicts(unfit);  // the verdict points into it
+    const Verdict& floorless = scenario(unfit_verdicts, "multi-GPU training");
     ASSERT_NE(floorless.winner, nullptr) << floorless.reason;
     EXPECT_NE(floorless.reason.find("the workload fits one GPU of no compared profile, so no scaling floor applies"),
               std::string::npos) << floorless.reason;
