@@ -26,7 +26,9 @@ namespace sb {
 class DataParallelTrainer;
 
 // "90s", "15m", "2h", "72h", "1h30m", "1d12h", "1.5h"; a bare number is seconds.
-// Returns seconds (> 0, at most 366 days). Throws UserError naming `flag` for anything else.
+// Returns seconds, each number and the whole in the flag's entry of the flag table
+// (src/core/flag_reading.cpp: more than 0, at most 366 days). Throws UserError naming `flag`
+// and the text for anything else.
 double parse_duration(const std::string& text, const std::string& flag);
 // 259200 s -> "72h00m00s", 75 s -> "1m15s", 3.2 s -> "3.2s".
 std::string format_duration(double seconds);
@@ -50,9 +52,11 @@ struct PlantedFlip {
     int rank = 0;
     int64_t step = 0;
 };
-PlantedFlip parse_planted_flip(const std::string& text);  // "1@250"; UserError otherwise
-// A flip that cannot fire is refused (UserError naming `text`): a rank not launched, step 0, or a
-// step past what `duration_s` can run.
+// "1@250", RANK and STEP each in its entry of the flag table (a world rank; a step from 1);
+// UserError naming the flag, the text and the part otherwise.
+PlantedFlip parse_planted_flip(const std::string& text);
+// A flip that cannot fire in this run is refused (UserError naming `text`): a rank not launched,
+// or a step past what `duration_s` can run.
 void check_planted_flip(const PlantedFlip& flip, const std::string& text, int world_size, double duration_s);
 
 // Everything resolved and checked against the launched world size.

@@ -26,6 +26,7 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "src/core/files.h"
+#include "src/core/flag_reading.h"
 #include "src/core/results.h"
 #include "src/commands/runner.h"
 #include "src/core/stats.h"
@@ -35,15 +36,15 @@ namespace sb {
 
 // ---- durations
 
-namespace {
-constexpr double kMaxDurationS = 366.0 * 86400;  // a year: any soak fits, and no clock overflows
-}
-
+// Each number of a unit, and the whole, in the flag's entry of the flag table (seconds; a
+// number of a unit may be 0, as in 1h0m, and no more than the whole may be).
 double parse_duration(const std::string& text, const std::string& flag) {
     auto bad = [&](const std::string& why) {
         return UserError(fmt::format("{} '{}': {} (e.g. 90s, 15m, 2h, 72h, 1h30m; a bare number is seconds)", flag,
                                      text, why));
     };
+    const RealRange whole = real_entry("stress " + flag);
+    const RealRange each{whole.lo, false, whole.hi, whole.hi_open, whole.why};
     if (text.empty()) throw bad("empty duration");
     static const std::string kUnits = "dhms";  // largest first; each at most once, in this order
     static const double kSeconds[] = {86400, 3600, 60, 1};
@@ -55,12 +56,9 @@ double parse_duration(const std::string& text, const std::string& flag) {
         while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
         if (end == pos) throw bad(fmt::format("expected a number at '{}'", text.substr(pos)));
         const std::string number = text.substr(pos, end - pos);
-        if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") throw bad("malformed number");
-        // Digits past what a duration can need would overflow (stod's range, then the clock's).
-        if (number.size() > 12) throw bad(fmt::format("'{}' is too long a number", number));
         double value = 0;
-        if (const std::string problem = parse_real(number, RealRange{0, false, kNoUpperBound, false}, value); !problem.empty())
-            throw bad(problem);
+        if (const std::string problem = parse_real(number, each, value); !problem.empty())
+            throw UserError(fmt::format("{} '{}': {}", flag, text, problem));
         if (end == text.size()) {
             if (last_unit >= 0) throw bad(fmt::format("'{}' has no unit", number));
             total = value;  // a bare number: seconds
@@ -74,8 +72,8 @@ double parse_duration(const std::string& text, const std::string& flag) {
         total += value * kSeconds[unit];
         pos = end + 1;
     }
-    if (!(total > 0) || !std::isfinite(total)) throw bad("must be longer than zero");
-    if (total > kMaxDurationS) throw bad(fmt::format("longer than the longest run, {}d", kMaxDurationS / 86400));
+    if (const std::string problem = real_range_problem(total, number_text(total), whole); !problem.empty())
+        throw UserError(fmt::format("{} '{}': {}", flag, text, problem));
     return total;
 }
 
@@ -86,14 +84,17 @@ std::string format_duration(double seconds) {
     return fmt::format("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60);
 }
 
+// RANK and STEP each in its entry of the flag table.
 PlantedFlip parse_planted_flip(const std::string& text) {
     const size_t at = text.find('@');
-    PlantedFlip f;
+    if (at == std::string::npos)
+        throw UserError(fmt::format("--plant-bit-flip '{}': expected RANK@STEP, e.g. 1@250", text));
     int64_t rank = 0;
-    if (at == std::string::npos ||
-        !parse_integer(text.substr(0, at), IntRange{0, kMaxWorldSize - 1}, rank).empty() ||
-        !parse_integer(text.substr(at + 1), IntRange{0, std::numeric_limits<int64_t>::max()}, f.step).empty())
-        throw UserError(fmt::format("--plant-bit-flip '{}': expected RANK@STEP (whole numbers >= 0), e.g. 1@250", text));
+    PlantedFlip f;
+    std::string problem = parse_part("stress --plant-bit-flip RANK", text.substr(0, at), rank);
+    if (problem.empty()) problem = parse_part("stress --plant-bit-flip STEP", text.substr(at + 1), f.step);
+    if (!problem.empty())
+        throw UserError(fmt::format("--plant-bit-flip '{}': {}", text, problem));
     f.rank = static_cast<int>(rank);
     return f;
 }
@@ -101,11 +102,7 @@ PlantedFlip parse_planted_flip(const std::string& text) {
 void check_planted_flip(const PlantedFlip& flip, const std::string& text, int world_size, double duration_s) {
     if (flip.rank >= world_size)
         throw UserError(fmt::format("--plant-bit-flip '{}': rank {} but {} ranks launched", text, flip.rank, world_size));
-    // The flip lands after a step ends, and global steps count from 1: step 0 never ends.
-    if (flip.step < 1) throw UserError(fmt::format("--plant-bit-flip '{}': steps count from 1", text));
-    // No training step takes less than a microsecond (a kernel launch or an MPI call alone
-    // takes about that), so a step past duration x 10^6 is one the soak cannot reach.
-    constexpr double kMostStepsPerSecond = 1e6;
+    // A step past duration x 10^6 is one the soak cannot reach (kMostStepsPerSecond).
     const double reachable = std::floor(duration_s * kMostStepsPerSecond);
     if (static_cast<double>(flip.step) > reachable)
         throw UserError(fmt::format("--plant-bit-flip '{}': step {} lies past the {:.0f} steps a --duration of {} can "

@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "collectives/deadline.h"
+#include "src/core/flag_reading.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
 #include "src/system/backend.h"
@@ -30,25 +31,27 @@ constexpr float kInitialLossScale = 65536.0f;
 constexpr int kLossScaleGrowthInterval = 2000;
 }  // namespace
 
-TestHook parse_test_hook(const char* variable, const char* text, double max_value) {
+TestHook parse_test_hook(const std::string& variable, const std::string& number_part, const char* text) {
     if (!text || !*text) return {};
     const std::string value = text;
     const size_t colon = value.find(':');
+    if (colon == std::string::npos)
+        throw UserError(fmt::format("{}='{}': expected RANK:{}, e.g. 1:20", variable, value, number_part));
+    // Each part by the one number parser, in its entry of the flag table (src/core/flag_reading.cpp).
     int64_t rank = 0;
     double number = 0;
-    // Both parts through the one number parser (base/numbers.h), as every number typed is read.
-    if (colon != std::string::npos &&
-        parse_integer(value.substr(0, colon), IntRange{0, (1 << 24) - 1}, rank).empty() &&
-        parse_real(value.substr(colon + 1), RealRange{0, false, max_value, false}, number).empty())
-        return {static_cast<int>(rank), number};
-    throw UserError(fmt::format("{}='{}': expected RANK:NUMBER (a rank, then 0 to {}), e.g. 1:20", variable, value,
-                                max_value));
+    std::string problem = parse_part(variable + " RANK", value.substr(0, colon), rank);
+    if (problem.empty()) problem = parse_part(variable + " " + number_part, value.substr(colon + 1), number);
+    if (!problem.empty()) throw UserError(fmt::format("{}='{}': {}", variable, value, problem));
+    return {static_cast<int>(rank), number};
 }
 
 TestHooks read_test_hooks() {
-    return {parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", std::getenv("SCALEBENCH_TEST_DELAY_RANK"), 60000),
-            parse_test_hook("SCALEBENCH_TEST_COMM_DELAY", std::getenv("SCALEBENCH_TEST_COMM_DELAY"), 60000),
-            parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", std::getenv("SCALEBENCH_TEST_CUDA_FAULT"), 1e9)};
+    auto hook = [](const char* variable, const char* number_part) {
+        return parse_test_hook(variable, number_part, std::getenv(variable));
+    };
+    return {hook("SCALEBENCH_TEST_DELAY_RANK", "MS"), hook("SCALEBENCH_TEST_COMM_DELAY", "MS"),
+            hook("SCALEBENCH_TEST_CUDA_FAULT", "STEP")};
 }
 
 DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Communicator& comm)

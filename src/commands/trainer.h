@@ -39,12 +39,15 @@ struct StepTimes {
 //                                     (host-side: eager steps, not a replayed CUDA graph);
 //   SCALEBENCH_TEST_CUDA_FAULT=R:STEP rank R's CUDA work faults (an illegal address) in step
 //                                     STEP of each world size it trains in (CUDA backend only).
-// A bad value is a UserError naming the variable.
+// Each part in its entry of the flag table ("SCALEBENCH_TEST_DELAY_RANK RANK", "... MS": a
+// world rank, at most a minute of sleep, a step from 0). A bad value is a UserError naming the
+// variable, its value and the part.
 struct TestHook {
     int rank = -1;
     double value = 0;
 };
-TestHook parse_test_hook(const char* variable, const char* text, double max_value);
+// `number_part` names the second part's entry: "MS" or "STEP". Unset or empty: rank -1.
+TestHook parse_test_hook(const std::string& variable, const std::string& number_part, const char* text);
 // The three hooks from the environment, read at each call: a test may set and clear them within
 // one process. main reads them once before any work, so a bad value is refused up front.
 struct TestHooks {

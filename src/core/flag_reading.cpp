@@ -1,6 +1,6 @@
 // How flags are read (src/core/flag_reading.h): one transform on every option whose type is
-// a number, the table of flags that take a config key's range, and the repeated-entry check
-// of every list.
+// a number, the table of flags that take a config key's range or a bound of their own (and
+// of each part of a value written in parts), and the repeated-entry check of every list.
 #include "src/core/flag_reading.h"
 
 #include <climits>
@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/errors.h"
 #include "collectives/deadline.h"
 #include "src/core/choices.h"
 #include "src/core/config_keys.h"
@@ -19,6 +20,18 @@ namespace {
 // one subcommand with a bound of its own is named with the subcommand.
 constexpr IntRange kInt32{INT_MIN, INT_MAX, "the flag is read into a 32-bit int"};
 constexpr RealRange kAnyFinite{-kNoUpperBound, false, kNoUpperBound, false, ""};
+
+// The parts of stress's values and of the test hooks (each hook's RANK:NUMBER: trainer.h).
+constexpr IntRange kWorldRank{0, kMaxWorld - 1, "a world rank: a world holds at most 2^20 ranks (the scaling bound)"};
+constexpr double kLongestSoakS = 366.0 * 86400;
+constexpr RealRange kSoakSeconds{0, true, kLongestSoakS, false,
+                                 "seconds: a year (366d) holds any soak, and no clock overflows"};
+constexpr IntRange kFlipStep{1, static_cast<int64_t>(kLongestSoakS * kMostStepsPerSecond),
+                             "a global step: steps count from 1 (step 0 never ends), and a year of soak at "
+                             "10^6 steps a second runs no more"};
+constexpr RealRange kHookDelayMs{0, false, 60000, false,
+                                 "ms a test hook sleeps per step: a minute is past any delay a test needs"};
+constexpr IntRange kHookFaultStep{0, INT_MAX, "a step of the run, counted from 0: steps plus warmup fit a 32-bit int"};
 
 const std::map<std::string, IntRange>& integer_flag_ranges() {
     static const std::map<std::string, IntRange> table = {
@@ -37,6 +50,13 @@ const std::map<std::string, IntRange>& integer_flag_ranges() {
         {"comm --check", IntRange{0, 1000000, "checked runs per measurement: more would run for days"}},
         {"gemm --iters", IntRange{1, 1000000, "timed products per case: more would run for days"}},
         {"gemm --warmup", IntRange{0, 1000000, "untimed products per case: more would run for days"}},
+        // Values written in parts, an entry per part (flag_reading.h).
+        {"stress --plant-bit-flip RANK", kWorldRank},
+        {"stress --plant-bit-flip STEP", kFlipStep},
+        {"SCALEBENCH_TEST_DELAY_RANK RANK", kWorldRank},
+        {"SCALEBENCH_TEST_COMM_DELAY RANK", kWorldRank},
+        {"SCALEBENCH_TEST_CUDA_FAULT RANK", kWorldRank},
+        {"SCALEBENCH_TEST_CUDA_FAULT STEP", kHookFaultStep},
     };
     return table;
 }
@@ -49,6 +69,11 @@ const std::map<std::string, RealRange>& real_flag_ranges() {
          RealRange{0, false, 86400.0, false, "seconds of GEMMs under load: past a day the doctor is a soak (stress)"}},
         {"compare --years", RealRange{0, true, 100, false, "years the node's power is paid for: no node runs a century"}},
         {"compare --usd-per-kwh", RealRange{0, false, 100, false, "dollars per kWh: past 100 is no grid's price"}},
+        // Values written in parts, an entry per part (flag_reading.h).
+        {"stress --duration", kSoakSeconds},
+        {"stress --interval", kSoakSeconds},
+        {"SCALEBENCH_TEST_DELAY_RANK MS", kHookDelayMs},
+        {"SCALEBENCH_TEST_COMM_DELAY MS", kHookDelayMs},
     };
     return table;
 }
@@ -62,6 +87,10 @@ Range range_of(const std::map<std::string, Range>& table, const std::string& sub
     return fallback;
 }
 
+// "STEP: REASON" for the entry "stress --plant-bit-flip STEP"; "" stays "".
+std::string named_by_part(const std::string& entry, const std::string& problem) {
+    return problem.empty() ? "" : entry.substr(entry.rfind(' ') + 1) + ": " + problem;
+}
 
 std::string long_name(const CLI::Option& opt) {
     const auto& names = opt.get_lnames();
@@ -106,6 +135,30 @@ RealRange real_flag_range(const std::string& subcommand, const std::string& flag
 }
 
 void read_numeric_flags_with_one_parser(CLI::App& app) { add_number_reader(app); }
+
+IntRange integer_entry(const std::string& name) {
+    const auto it = integer_flag_ranges().find(name);
+    SB_REQUIRE(it != integer_flag_ranges().end(), "the flag table has no integer entry '" + name + "'");
+    return it->second;
+}
+
+RealRange real_entry(const std::string& name) {
+    const auto it = real_flag_ranges().find(name);
+    SB_REQUIRE(it != real_flag_ranges().end(), "the flag table has no real entry '" + name + "'");
+    return it->second;
+}
+
+std::string parse_part(const std::string& entry, const std::string& text, int64_t& out) {
+    return named_by_part(entry, parse_integer(text, integer_entry(entry), out));
+}
+
+std::string parse_part(const std::string& entry, const std::string& text, double& out) {
+    if (!integer_flag_ranges().count(entry)) return named_by_part(entry, parse_real(text, real_entry(entry), out));
+    int64_t whole = 0;
+    const std::string problem = parse_part(entry, text, whole);
+    if (problem.empty()) out = static_cast<double>(whole);
+    return problem;
+}
 
 void refuse_repeated_list_entries(const CLI::App& app) {
     for (const CLI::Option* opt : app.get_options()) {

@@ -3,8 +3,10 @@
 // as octal 52 and says "could not convert" for 2147483648), a flag that sets a config key in
 // the key's range with its reason (src/core/config_keys.h), a flag with a bound of its own
 // (comm's and gemm's launch counts, the doctor's seconds, compare's cost terms) in its entry of
-// one table, any other in the range of the type it is read into; and no list flag (--scaling 2,2,1, --hardware a,a, report's files)
-// naming one thing twice.
+// one table, any other in the range of the type it is read into; each part of a value a
+// command reads out of a text of its own (stress's durations and RANK@STEP, the test hooks'
+// RANK:NUMBER) in its entry of the same table; and no list flag (--scaling 2,2,1, --hardware
+// a,a, report's files) naming one thing twice.
 #pragma once
 
 #include <string>
@@ -33,5 +35,21 @@ void refuse_repeated_list_entries(const CLI::App& app);
 // comm's --iters its own (the table in flag_reading.cpp, each bound with its reason).
 IntRange integer_flag_range(const std::string& subcommand, const std::string& flag);
 RealRange real_flag_range(const std::string& subcommand, const std::string& flag);
+
+// No training step takes less than a microsecond (a kernel launch or an MPI call alone takes
+// about that): a soak of D seconds runs at most D x 10^6 steps.
+constexpr double kMostStepsPerSecond = 1e6;
+
+// A value written in parts has an entry per part, named "NAME PART": "stress --duration" (each
+// number of a unit, and the whole, in seconds), "stress --plant-bit-flip RANK" and "... STEP",
+// "SCALEBENCH_TEST_DELAY_RANK RANK" and "... MS" (each test hook, trainer.h). The table must
+// hold the entry (an internal error otherwise: a caller names only entries it declares).
+IntRange integer_entry(const std::string& name);
+RealRange real_entry(const std::string& name);
+// Reads `text` as the part `entry` names by the one parser in that entry's range, as a whole
+// number where the entry is an integer range: "" and `out` set, else "PART: REASON"
+// ("STEP: must be >= 1, got 0 (...)").
+std::string parse_part(const std::string& entry, const std::string& text, int64_t& out);
+std::string parse_part(const std::string& entry, const std::string& text, double& out);
 
 }  // namespace sb

@@ -1,15 +1,19 @@
 // The one number parser (base/numbers.h) and everything that reads through it: YAML configs
-// and profiles, every numeric flag (src/core/flag_reading.h) and environment variables. Each
+// and profiles, every numeric flag (src/core/flag_reading.h), each part of a value written in
+// parts (stress's durations and RANK@STEP, the test hooks) and environment variables. Each
 // example of a number read three ways is here: "064" is 64 from a flag and from YAML alike,
 // 2147483648 gets the bound and its reason, 1e10 seconds is refused naming the variable, and
 // a profile number outside its key's range is refused with the key's reason.
 #include <climits>
+#include <functional>
+#include <tuple>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "base/errors.h"
@@ -17,6 +21,8 @@
 #include "collectives/deadline.h"
 #include "src/commands/comm_command.h"
 #include "src/commands/project_command.h"
+#include "src/commands/stress.h"
+#include "src/commands/trainer.h"
 #include "src/core/config.h"
 #include "src/core/files.h"
 #include "src/core/flag_reading.h"
@@ -97,6 +103,81 @@ TEST(OneNumberParser, SubcommandFlagsTakeTheirBoundFromTheFlagTable) {
         EXPECT_NE(e.find(says), std::string::npos) << args[1] << " " << args[2] << ": " << e;
     }
     EXPECT_EQ(integer_flag_range("train", "--iters").hi, INT_MAX);  // comm's entry is comm's alone
+}
+
+// A value a command reads out of a text of its own takes each part's bound from that part's
+// entry of the flag table, and its refusal names the flag or variable, the value, the part and
+// the entry's reason on one line.
+std::string refusal(const std::function<void()>& read) {
+    try {
+        read();
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "<accepted>";
+}
+
+TEST(OneNumberParser, EachPartOfAValueWrittenInPartsTakesItsBoundFromTheFlagTable) {
+    for (const char* entry : {"stress --plant-bit-flip RANK", "stress --plant-bit-flip STEP",
+                              "SCALEBENCH_TEST_DELAY_RANK RANK", "SCALEBENCH_TEST_COMM_DELAY RANK",
+                              "SCALEBENCH_TEST_CUDA_FAULT RANK", "SCALEBENCH_TEST_CUDA_FAULT STEP"})
+        EXPECT_STRNE(integer_entry(entry).why, "") << entry;
+    for (const char* entry : {"stress --duration", "stress --interval", "SCALEBENCH_TEST_DELAY_RANK MS",
+                              "SCALEBENCH_TEST_COMM_DELAY MS"})
+        EXPECT_STRNE(real_entry(entry).why, "") << entry;
+
+    // stress --plant-bit-flip RANK@STEP: each side at and past its entry's bounds.
+    const IntRange rank = integer_entry("stress --plant-bit-flip RANK");
+    const IntRange step = integer_entry("stress --plant-bit-flip STEP");
+    const std::string last = fmt::format("{}@{}", rank.hi, step.hi);
+    EXPECT_EQ(parse_planted_flip(last).rank, rank.hi);
+    EXPECT_EQ(parse_planted_flip(last).step, step.hi);
+    EXPECT_EQ(parse_planted_flip("007@010").step, 10);  // decimal, as every number typed
+    for (const auto& [flip, part, value, range] :
+         {std::tuple{fmt::format("{}@5", rank.hi + 1), "RANK", rank.hi + 1, rank},
+          std::tuple{std::string("0@0"), "STEP", int64_t{0}, step},
+          std::tuple{fmt::format("0@{}", step.hi + 1), "STEP", step.hi + 1, step}}) {
+        const std::string text = flip;  // a lambda (C++17) captures no structured binding
+        EXPECT_EQ(refusal([&] { parse_planted_flip(text); }),
+                  fmt::format("--plant-bit-flip '{}': {}: {}", text, part, int_range_problem(value, range)));
+    }
+    EXPECT_EQ(refusal([] { parse_planted_flip("1@2.5"); }), "--plant-bit-flip '1@2.5': STEP: expected an integer, got '2.5'");
+    EXPECT_EQ(refusal([] { parse_planted_flip("1-250"); }), "--plant-bit-flip '1-250': expected RANK@STEP, e.g. 1@250");
+
+    // stress --duration and --interval: each number of a unit, and the whole, in the entry.
+    const RealRange seconds = real_entry("stress --duration");
+    EXPECT_DOUBLE_EQ(parse_duration("366d", "--duration"), seconds.hi);
+    EXPECT_DOUBLE_EQ(parse_duration("1h0m", "--interval"), 3600);  // a unit's number may be 0
+    EXPECT_EQ(refusal([] { parse_duration("400d", "--duration"); }),
+              "--duration '400d': " + real_range_problem(400 * 86400.0, number_text(400 * 86400.0), seconds));
+    EXPECT_EQ(refusal([] { parse_duration("0m", "--interval"); }),
+              "--interval '0m': " + real_range_problem(0, number_text(0.0), real_entry("stress --interval")));
+    EXPECT_EQ(refusal([] { parse_duration("99999999999999999999s", "--duration"); }),
+              "--duration '99999999999999999999s': " +
+                  real_range_problem(1e20, "99999999999999999999", {0, false, seconds.hi, false, seconds.why}));
+
+    // The test hooks' RANK:NUMBER, each hook's parts in its own entries.
+    for (const auto& [variable, part] : {std::pair{"SCALEBENCH_TEST_DELAY_RANK", "MS"},
+                                         std::pair{"SCALEBENCH_TEST_COMM_DELAY", "MS"},
+                                         std::pair{"SCALEBENCH_TEST_CUDA_FAULT", "STEP"}}) {
+        const std::string v = variable, number_part = part;
+        const IntRange hook_rank = integer_entry(v + " RANK");
+        const std::string past_rank = fmt::format("{}:1", hook_rank.hi + 1);
+        EXPECT_EQ(refusal([&] { parse_test_hook(v, number_part, past_rank.c_str()); }),
+                  fmt::format("{}='{}': RANK: {}", v, past_rank, int_range_problem(hook_rank.hi + 1, hook_rank)));
+        EXPECT_EQ(parse_test_hook(v, number_part, fmt::format("{}:1", hook_rank.hi).c_str()).rank, hook_rank.hi);
+    }
+    const RealRange ms = real_entry("SCALEBENCH_TEST_DELAY_RANK MS");
+    EXPECT_DOUBLE_EQ(parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", "MS", "0:60000").value, ms.hi);
+    EXPECT_EQ(refusal([] { parse_test_hook("SCALEBENCH_TEST_COMM_DELAY", "MS", "0:60000.5"); }),
+              "SCALEBENCH_TEST_COMM_DELAY='0:60000.5': MS: " +
+                  real_range_problem(60000.5, "60000.5", real_entry("SCALEBENCH_TEST_COMM_DELAY MS")));
+    // A fault step is a whole number (a fractional one would never fire) in its entry.
+    EXPECT_EQ(refusal([] { parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", "STEP", "0:2.5"); }),
+              "SCALEBENCH_TEST_CUDA_FAULT='0:2.5': STEP: expected an integer, got '2.5'");
+    EXPECT_EQ(refusal([] { parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", "STEP", "0:-1"); }),
+              "SCALEBENCH_TEST_CUDA_FAULT='0:-1': STEP: " +
+                  int_range_problem(-1, integer_entry("SCALEBENCH_TEST_CUDA_FAULT STEP")));
 }
 
 TEST(OneNumberParser, FlagsReadAsYamlDoes) {

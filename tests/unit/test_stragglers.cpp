@@ -204,17 +204,20 @@ TEST(Stragglers, LocationsComeFromTheEnvironmentRecord) {
 }
 
 TEST(TestHooks, ParseRankAndNumberAndRefuseTheRest) {
-    EXPECT_EQ(parse_test_hook("V", nullptr, 100).rank, -1);
-    EXPECT_EQ(parse_test_hook("V", "", 100).rank, -1);
-    const TestHook d = parse_test_hook("V", "1:20.5", 100);
+    const std::string v = "SCALEBENCH_TEST_DELAY_RANK";
+    EXPECT_EQ(parse_test_hook(v, "MS", nullptr).rank, -1);
+    EXPECT_EQ(parse_test_hook(v, "MS", "").rank, -1);
+    const TestHook d = parse_test_hook(v, "MS", "1:20.5");
     EXPECT_EQ(d.rank, 1);
     EXPECT_DOUBLE_EQ(d.value, 20.5);
-    for (const char* bad : {"1", ":20", "1:", "x:20", "-1:20", "1:-5", "1:20ms", "1:101"}) {
+    EXPECT_DOUBLE_EQ(parse_test_hook("SCALEBENCH_TEST_CUDA_FAULT", "STEP", "01:007").value, 7);
+    for (const char* bad : {"1", ":20", "1:", "x:20", "-1:20", "1:-5", "1:20ms", "1:60001"}) {
         try {
-            parse_test_hook("SCALEBENCH_TEST_DELAY_RANK", bad, 100);
+            parse_test_hook(v, "MS", bad);
             ADD_FAILURE() << bad << " was accepted";
         } catch (const UserError& e) {
-            EXPECT_NE(std::string(e.what()).find("SCALEBENCH_TEST_DELAY_RANK='"), std::string::npos) << e.what();
+            EXPECT_EQ(std::string(e.what()).rfind(v + "='" + bad + "': ", 0), 0u) << e.what();
+            EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
         }
     }
 }
