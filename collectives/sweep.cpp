@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -100,29 +99,6 @@ const Collective* find_collective(const std::string& name) {
 }
 
 // ---------------------------------------------------------------- sizes and names
-
-size_t parse_size(const std::string& text, const std::string& flag) {
-    static const std::regex pattern(R"(^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kKmMgG]?)\s*$)");
-    std::smatch match;
-    if (!std::regex_match(text, match, pattern))
-        throw UserError(fmt::format("{} '{}': not a size in bytes (a number with an optional K, M or G suffix, "
-                                    "powers of 1024: 8, 128K, 32M, 1G)",
-                                    flag, text));
-    double units = 1;
-    switch (match[2].matched && match[2].length() ? match[2].str()[0] : ' ') {
-        case 'k': case 'K': units = 1024.0; break;
-        case 'm': case 'M': units = 1024.0 * 1024.0; break;
-        case 'g': case 'G': units = 1024.0 * 1024.0 * 1024.0; break;
-        default: break;
-    }
-    double number = 0;
-    const std::string problem = parse_real(match[1].str(), RealRange{0, false, kNoUpperBound, false}, number);
-    if (!problem.empty()) throw UserError(fmt::format("{} '{}': {}", flag, text, problem));
-    const double bytes = number * units;
-    if (bytes > std::ldexp(1.0, 50))
-        throw UserError(fmt::format("{} '{}': {} bytes is more than any machine holds", flag, text, bytes));
-    return static_cast<size_t>(bytes);  // whole bytes, rounded down as nccl-tests
-}
 
 std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, size_t step_bytes, int step_factor) {
     if (min_bytes > max_bytes)

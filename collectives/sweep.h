@@ -93,9 +93,6 @@ const Collective* find_collective(const std::string& name);
 
 // ---- sizes and names
 
-// "8", "128K", "32M", "1G", "1.5M" (K, M, G are powers of 1024, either case, as nccl-tests);
-// throws UserError naming `flag`.
-size_t parse_size(const std::string& text, const std::string& flag);
 // min, then times step_factor (when > 1) or plus step_bytes, while <= max. Throws UserError
 // for min > max, a sweep that would never end, or more than kMaxSweepSizes sizes.
 constexpr size_t kMaxSweepSizes = 10000;

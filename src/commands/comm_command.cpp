@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/flag_reading.h"
 #include "collectives/mpi_communicator.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"

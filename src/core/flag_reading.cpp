@@ -5,8 +5,10 @@
 
 #include <climits>
 #include <map>
+#include <regex>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "base/errors.h"
 #include "collectives/deadline.h"
@@ -74,6 +76,8 @@ const std::map<std::string, RealRange>& real_flag_ranges() {
         {"stress --interval", kSoakSeconds},
         {"SCALEBENCH_TEST_DELAY_RANK MS", kHookDelayMs},
         {"SCALEBENCH_TEST_COMM_DELAY MS", kHookDelayMs},
+        {"SIZE bytes", RealRange{0, false, 1125899906842624.0, false,
+                                 "bytes: past 2^50 (a pebibyte) is more than any machine holds"}},
     };
     return table;
 }
@@ -168,6 +172,28 @@ void refuse_repeated_list_entries(const CLI::App& app) {
     }
     for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
         if (sub->parsed()) refuse_repeated_list_entries(*sub);
+}
+
+size_t parse_size(const std::string& text, const std::string& flag) {
+    static const std::regex pattern(R"(^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kKmMgG]?)\s*$)");
+    std::smatch match;
+    if (!std::regex_match(text, match, pattern))
+        throw UserError(fmt::format("{} '{}': not a size in bytes (a number with an optional K, M or G suffix, "
+                                    "powers of 1024: 8, 128K, 32M, 1G)",
+                                    flag, text));
+    double units = 1;
+    switch (match[2].matched && match[2].length() ? match[2].str()[0] : ' ') {
+        case 'k': case 'K': units = 1024.0; break;
+        case 'm': case 'M': units = 1024.0 * 1024.0; break;
+        case 'g': case 'G': units = 1024.0 * 1024.0 * 1024.0; break;
+        default: break;
+    }
+    double number = 0;
+    std::string problem = parse_real(match[1].str(), kAnyFinite, number);  // the pattern holds no sign
+    const double bytes = number * units;
+    if (problem.empty()) problem = real_range_problem(bytes, number_text(bytes), real_entry("SIZE bytes"));
+    if (!problem.empty()) throw UserError(fmt::format("{} '{}': {}", flag, text, problem));
+    return static_cast<size_t>(bytes);  // whole bytes, rounded down as nccl-tests
 }
 
 }  // namespace sb

@@ -52,4 +52,9 @@ RealRange real_entry(const std::string& name);
 std::string parse_part(const std::string& entry, const std::string& text, int64_t& out);
 std::string parse_part(const std::string& entry, const std::string& text, double& out);
 
+// A size in bytes, `comm`'s -b/-e/-i and doctor's --max-bytes: "8", "128K", "32M", "1G", "1.5M"
+// (K, M, G are powers of 1024, either case, as nccl-tests), within the table's "SIZE bytes";
+// throws UserError naming `flag`.
+size_t parse_size(const std::string& text, const std::string& flag);
+
 }  // namespace sb

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "collectives/sweep.h"
+#include "src/core/flag_reading.h"
 #include "src/commands/project_command.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"

@@ -11,6 +11,7 @@
 #include "collectives/host_dtype.h"
 #include "collectives/mpi_communicator.h"
 #include "collectives/sweep.h"
+#include "src/core/flag_reading.h"
 #include "models/cpu/cpu_ops.h"
 #include "src/system/backend.h"
 #include "src/commands/comm_command.h"
