@@ -43,12 +43,13 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
     if (padded) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
 }
 
-std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const float* grads) {
-    // The padded span reads past the bucket's count: the next bucket's gradients (final, as
-    // buckets launch from the end of the buffer down) or the buffer's zero tail. What lands in
-    // the padding slots of the shard is never gathered back.
-    return comm_.reduce_scatter(grads + buckets_[b].offset, grads_.as<float>() + layout_.shard_offset(b),
-                                layout_.slice(b), DType::f32, ReduceOp::avg);
+std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const float* bucket_grads) {
+    // The padded span reads past the bucket's count: in the flat buffer the next bucket's
+    // gradients (final, as buckets launch from the end of the buffer down) or the buffer's zero
+    // tail, in a landing slot zeros. What lands in the padding slots of the shard is never
+    // gathered back.
+    return comm_.reduce_scatter(bucket_grads, grads_.as<float>() + layout_.shard_offset(b), layout_.slice(b),
+                                DType::f32, ReduceOp::avg);
 }
 
 void ShardedState::update(float* params, const OptimizerConfig& cfg, int64_t step) {

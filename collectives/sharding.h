@@ -63,8 +63,9 @@ public:
     ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw);
 
     const ShardLayout& layout() const { return layout_; }
-    // Starts bucket b's reduce-scatter (average) of the full gradients into the shard.
-    std::unique_ptr<CommRequest> reduce_scatter_bucket(size_t b, const float* grads);
+    // Starts bucket b's reduce-scatter (average) into the shard of its padded span of gradients,
+    // which starts at `bucket_grads` (in the flat buffer or a landing slot).
+    std::unique_ptr<CommRequest> reduce_scatter_bucket(size_t b, const float* bucket_grads);
     // The optimizer on this rank's slices of the full parameters, one call per bucket (step is
     // 1-based, for AdamW's bias correction). The last rank's slice of a padded bucket runs past
     // the bucket into parameters others own; all_gather_params writes those back.

@@ -43,7 +43,7 @@ void Mlp::init_params(float* host_params, uint64_t seed) const {
 }
 
 void Mlp::bind(const FlatBuffers& buffers, int batch_rows) {
-    SB_REQUIRE(buffers.params && buffers.weights && buffers.grads, "mlp bind: every flat buffer must be set");
+    SB_REQUIRE(buffers.complete(), "mlp bind: every flat buffer must be set");
     SB_REQUIRE(batch_rows > 0, "mlp bind: batch_rows must be positive; got " + std::to_string(batch_rows));
     buffers_ = buffers;
     batch_rows_ = batch_rows;
@@ -101,9 +101,9 @@ void Mlp::forward_backward(const Tensor& inputs, const int32_t* labels, float* l
     for (int l = L - 1; l >= 0; --l) {
         const Tensor dz = cur->tensor(dtype_, B, widths_[l + 1]);
         const ParamInfo& wp = params_[2 * l];
-        const ParamInfo& bp = params_[2 * l + 1];
-        ops_.linear_weight_grad(dz, post(l - 1), Tensor{buffers_.grads + wp.offset, DType::f32, wp.rows, wp.cols},
-                                buffers_.grads + bp.offset);
+        ops_.linear_weight_grad(dz, post(l - 1),
+                                Tensor{buffers_.gradient(params_, 2 * l), DType::f32, wp.rows, wp.cols},
+                                buffers_.gradient(params_, 2 * l + 1));
         if (sink) {
             sink->gradient_ready(2 * l + 1);
             sink->gradient_ready(2 * l);

@@ -28,11 +28,25 @@ public:
     virtual void gradient_ready(int param_index) = 0;
 };
 
+// Where gradients land when no flat buffer holds them all (sharding: gradients, ZeRO-2): the
+// slot of the parameter's bucket, which the bucket gives back once it is reduce-scattered. The
+// model asks at every write, so a slot is taken as its bucket's first gradient is written.
+class GradientLanding {
+public:
+    virtual ~GradientLanding() = default;
+    virtual float* gradient(int param_index) = 0;
+};
+
 // Backend views of the flat buffers a model computes with.
 struct FlatBuffers {
     float* params = nullptr;  // fp32 master parameters
     void* weights = nullptr;  // compute copy in compute_dtype (== params when fp32/tf32)
-    float* grads = nullptr;   // fp32 gradients, same offsets
+    float* grads = nullptr;   // fp32 gradients, same offsets (null when `landing` is set)
+    GradientLanding* landing = nullptr;
+    bool complete() const { return params && weights && (grads || landing); }
+    float* gradient(const std::vector<ParamInfo>& params_info, int index) const {
+        return landing ? landing->gradient(index) : grads + params_info[static_cast<size_t>(index)].offset;
+    }
 };
 
 class Model {

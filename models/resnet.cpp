@@ -105,7 +105,7 @@ void ResNet::init_params(float* host_params, uint64_t seed) const {
 }
 
 void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
-    SB_REQUIRE(buffers.params && buffers.weights && buffers.grads, "resnet bind: every flat buffer must be set");
+    SB_REQUIRE(buffers.complete(), "resnet bind: every flat buffer must be set");
     SB_REQUIRE(batch_rows > 0, "resnet bind: batch_rows must be positive; got " + std::to_string(batch_rows));
     buffers_ = buffers;
     batch_ = batch_rows;

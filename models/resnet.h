@@ -93,7 +93,7 @@ private:
                  int kernel, int stride, int height, bool relu);
     Tensor weight(int index) const;
     const float* master(int index) const { return buffers_.params + params_[static_cast<size_t>(index)].offset; }
-    float* grad(int index) const { return buffers_.grads + params_[static_cast<size_t>(index)].offset; }
+    float* grad(int index) const { return buffers_.gradient(params_, index); }
     Tensor grad_matrix(int index) const;
     Tensor act(const DeviceBuffer& b, int64_t rows, int64_t cols) const { return b.tensor(dtype_, rows, cols); }
     Tensor unit_out(const ConvUnit& u) const { return act(u.bn_out, u.out_rows(), u.out_channels); }

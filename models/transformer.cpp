@@ -141,7 +141,7 @@ void Transformer::init_params(float* host_params, uint64_t seed) const {
 }
 
 void Transformer::bind(const FlatBuffers& buffers, int batch_rows) {
-    SB_REQUIRE(buffers.params && buffers.weights && buffers.grads, "transformer bind: every flat buffer must be set");
+    SB_REQUIRE(buffers.complete(), "transformer bind: every flat buffer must be set");
     SB_REQUIRE(batch_rows > 0, "transformer bind: batch_rows must be positive; got " + std::to_string(batch_rows));
     buffers_ = buffers;
     batch_ = batch_rows;
@@ -204,6 +204,9 @@ void Transformer::bind(const FlatBuffers& buffers, int batch_rows) {
     dattn_ = DeviceBuffer(ops_, T * H * es);
     dqkv_ = DeviceBuffer(ops_, T * 3 * H * es);
     dffn_ = DeviceBuffer(ops_, T * F * es);
+    // BERT's query, key and value are three parameters one GEMM writes; landing in slots, they
+    // may lie in different buckets' slots (FlatBuffers::landing).
+    if (buffers.landing && bert) qkv_grad_ = DeviceBuffer(ops_, (3 * H * H + 3 * H) * sizeof(float));
     ops_.synchronize();  // the host id vector goes away on return
 }
 
@@ -519,7 +522,17 @@ Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tens
     ops_.gemm(false, false, 1.0f, dout, weight(lp.proj_w), 0.0f, dattn);
     ops_.attention_backward(attention_shape(), act(a.qkv, 3 * H), act(a.attn, H), a.saved.get(), dattn, dqkv,
                             dropout_seed(l, kAttentionProbs));
-    ops_.linear_weight_grad(dqkv, in, grad_matrix(lp.qkv_w, 3 * H), grad(lp.qkv_b));
+    if (qkv_grad_.get()) {  // BERT's q, k and v landing apart: one GEMM into the stand-in, then each its part
+        float* dw = qkv_grad_.as<float>();
+        float* db = dw + 3 * H * H;
+        ops_.linear_weight_grad(dqkv, in, Tensor{dw, DType::f32, 3 * H, H}, db);
+        for (int part = 0; part < lp.qkv_parts; ++part) {
+            ops_.cast(Tensor{dw + part * H * H, DType::f32, H, H}, grad_matrix(lp.qkv_w + part, H));
+            ops_.cast(Tensor{db + part * H, DType::f32, 1, H}, grad_matrix(lp.qkv_b + part, 1));
+        }
+    } else {
+        ops_.linear_weight_grad(dqkv, in, grad_matrix(lp.qkv_w, 3 * H), grad(lp.qkv_b));
+    }
     report(sink, lp.qkv_w, 2 * lp.qkv_parts);  // q, k, v weights then biases: consecutive indices
     ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
     return dtmp;

@@ -87,7 +87,7 @@ private:
     Tensor weight(int index) const;                 // compute copy
     Tensor weight_rows(int index, int64_t rows) const;  // a run of consecutive params as one matrix
     const float* master(int index) const { return buffers_.params + params_[index].offset; }
-    float* grad(int index) const { return buffers_.grads + params_[index].offset; }
+    float* grad(int index) const { return buffers_.gradient(params_, index); }
     Tensor grad_matrix(int index, int64_t rows) const;
     Tensor act(const DeviceBuffer& b, int64_t cols) const { return b.tensor(dtype_, rows_, cols); }
     uint64_t dropout_seed(int layer, int site) const;
@@ -152,6 +152,7 @@ private:
     // in the padding) and the fp32 gradients of both, whose first vocab rows are ours.
     DeviceBuffer decoder_w_, decoder_b_, decoder_dw_, decoder_db_;
     DeviceBuffer dres_, dtmp_, dattn_, dqkv_, dffn_;
+    DeviceBuffer qkv_grad_;  // BERT with landing gradients: q, k, v's weight and bias gradients
 };
 
 }  // namespace sb

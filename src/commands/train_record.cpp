@@ -49,10 +49,12 @@ nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFig
         return nlohmann::json{{"bytes", bytes}, {"ms", or_null(ms)},
                               {"busbw_gbps", or_null(bytes / (ms / 1000.0) / 1e9 * (n - 1) / n)}};
     };
-    return {{"mode", sharding_mode_name(cfg.sharding)},
-            {"shard_elements", sharded->layout().shard_elements()},
-            {"reduce_scatter", collective(row.allreduce.median)},
-            {"all_gather", collective(f.all_gather_ms)}};
+    nlohmann::json record = {{"mode", sharding_mode_name(cfg.sharding)},
+                             {"shard_elements", sharded->layout().shard_elements()},
+                             {"reduce_scatter", collective(row.allreduce.median)},
+                             {"all_gather", collective(f.all_gather_ms)}};
+    if (trainer.bucketer().lands_in_slots()) record["landing_slots"] = trainer.bucketer().landing_slots();
+    return record;
 }
 
 // Per rank, by kind: predicted before the run (src/core/rank_memory.h) and measured (this

@@ -72,8 +72,12 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
                             .tail_padding()
                       : 0);
     params_ = DeviceBuffer(ops, padded_n * sizeof(float));
-    grads_ = DeviceBuffer(ops, padded_n * sizeof(float));
-    ops.fill(grads_.tensor(DType::f32, 1, static_cast<int64_t>(padded_n)), 0.0f);
+    // Sharded by gradients, they land in the bucketer's slots instead (land_in_slots).
+    const bool landing = cfg.sharding == ShardingMode::gradients;
+    if (!landing) {
+        grads_ = DeviceBuffer(ops, padded_n * sizeof(float));
+        ops.fill(grads_.tensor(DType::f32, 1, static_cast<int64_t>(padded_n)), 0.0f);
+    }
     if (dtype != DType::f32) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     if (!sharding) {  // sharded, the optimizer state is the shard's
@@ -92,7 +96,15 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     if (weights_.get())
         ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
 
-    FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>()};
+    bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
+                                           cfg.grad_dtype);
+    if (sharding) {
+        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw);
+        bucketer_->shard_into(*sharded_);
+    }
+    if (landing) bucketer_->land_in_slots(landing_slots(cfg));
+    FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>(),
+                     landing ? bucketer_.get() : nullptr};
     size_t live = ops.live_bytes();
     model_->bind(flat, local_batch_);
     loss_ = DeviceBuffer(ops, sizeof(float));
@@ -100,12 +112,6 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     live = ops.live_bytes();
     data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
     data_bytes_ = ops.live_bytes() - live;
-    bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
-                                           cfg.grad_dtype);
-    if (sharding) {
-        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw);
-        bucketer_->shard_into(*sharded_);
-    }
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
     use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
 }
@@ -293,7 +299,8 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
 RankMemory DataParallelTrainer::measured_memory() const {
     RankMemory m;
     m.parameters = static_cast<double>(params_.bytes() + weights_.bytes());
-    m.gradients = static_cast<double>(grads_.bytes()) + (sharded_ ? sharded_->gradient_bytes() : 0);
+    m.gradients = static_cast<double>(grads_.bytes() + bucketer_->landing_bytes()) +
+                  (sharded_ ? sharded_->gradient_bytes() : 0);
     m.optimizer_state = static_cast<double>(state_a_.bytes() + state_b_.bytes()) +
                         (sharded_ ? sharded_->optimizer_state_bytes() : 0);
     m.activations = static_cast<double>(bound_bytes_);
@@ -328,6 +335,7 @@ void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
 }
 
 size_t DataParallelTrainer::recheck_gradient_allreduce() {
+    SB_REQUIRE(!bucketer_->lands_in_slots(), "sharding: gradients keeps no gradient buffer to reduce twice");
     // The reduction lands in place, or in the gradient shard when sharded.
     const size_t n = model_->num_params();
     const size_t reduced = sharded_ ? sharded_->layout().shard_elements() : n;

@@ -13,6 +13,29 @@ nlohmann::json to_json(const RankMemory& m) {
             {"total", m.total()}};
 }
 
+namespace {
+// A step on the tracing backend with gradients landing in slots: how many slots it needs.
+size_t count_landing_slots(const TrainConfig& cfg, Ops& ops, Model& model, LandingCounter& counter, int local_batch) {
+    const BatchShape batch = batch_shape(cfg);
+    DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
+    DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
+    DeviceBuffer loss(ops, sizeof(float));
+    model.forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
+                           loss.as<float>(), 1.0f, &counter);
+    return counter.slots_needed();
+}
+}  // namespace
+
+size_t landing_slots(const TrainConfig& cfg) {
+    // The order of the backward's writes does not depend on the batch: one row is traced.
+    TraceOps ops(cfg.precision);
+    std::unique_ptr<Model> model = create_model(cfg, ops);
+    DeviceBuffer flat(ops, model->num_params() * sizeof(float));
+    LandingCounter counter(model->params(), bucket_layout(model->params(), cfg.bucket_mb), flat.as<float>());
+    model->bind(FlatBuffers{flat.as<float>(), flat.get(), nullptr, &counter}, 1);
+    return count_landing_slots(cfg, ops, *model, counter, 1);
+}
+
 RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local_batch) {
     TraceOps ops(cfg.precision);
     std::unique_ptr<Model> model = create_model(cfg, ops);
@@ -21,17 +44,22 @@ RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local
     const double state_buffers = cfg.optimizer.kind == OptimizerConfig::Kind::adamw ? 2 : 1;
     RankMemory m;
 
-    // As the trainer binds it: the flat buffers (fake), then the model's own allocations.
+    // As the trainer binds it: the flat buffers (fake), then the model's own allocations; with
+    // gradients landing in slots, the model's binding for them.
+    const std::vector<Bucket> buckets = bucket_layout(model->params(), cfg.bucket_mb);
     DeviceBuffer flat(ops, model->num_params() * sizeof(float));
+    const bool landing = cfg.sharding == ShardingMode::gradients;
+    LandingCounter counter(model->params(), buckets, flat.as<float>());
     const double before_bind = ops.allocated_bytes();
-    model->bind(FlatBuffers{flat.as<float>(), flat.get(), flat.as<float>()}, local_batch);
+    model->bind(FlatBuffers{flat.as<float>(), flat.get(), landing ? nullptr : flat.as<float>(),
+                            landing ? &counter : nullptr},
+                local_batch);
     m.activations = ops.allocated_bytes() - before_bind + sizeof(float);  // and the loss
     const BatchShape batch = batch_shape(cfg);
     m.data = cfg.dataset_batches * static_cast<double>(local_batch) *
              (static_cast<double>(batch.cols) * dtype_size(batch.dtype) +
               static_cast<double>(batch.labels_per_row) * sizeof(int32_t));
 
-    const std::vector<Bucket> buckets = bucket_layout(model->params(), cfg.bucket_mb);
     if (cfg.sharding == ShardingMode::none) {
         m.parameters = n * (sizeof(float) + compute_copy);
         m.gradients = n * sizeof(float);
@@ -46,7 +74,12 @@ RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local
     bool padded = false;
     for (size_t b = 0; b < buckets.size(); ++b) padded = padded || layout.padded_count(b) != buckets[b].count;
     m.parameters = full * sizeof(float) + n * compute_copy;
-    m.gradients = full * sizeof(float) + shard * sizeof(float);
+    // Sharded by gradients they land in slots of the largest padded bucket, not in the full buffer.
+    const double landed =
+        landing ? static_cast<double>(count_landing_slots(cfg, ops, *model, counter, local_batch) *
+                                      layout.largest_padded_count())
+                : full;
+    m.gradients = (landed + shard) * sizeof(float);
     m.optimizer_state = shard * sizeof(float) * state_buffers;
     m.comm_buffers = padded ? static_cast<double>(layout.largest_padded_count()) * sizeof(float) : 0;
     return m;

@@ -12,7 +12,7 @@ namespace sb {
 
 struct RankMemory {
     double parameters = 0;       // the fp32 master parameters (the model reads them) and the compute copy
-    double gradients = 0;        // the fp32 gradients the backward writes, the gradient shard
+    double gradients = 0;        // the fp32 gradients the backward writes (in full or its landing slots), the shard
     double optimizer_state = 0;  // momentum, or AdamW's two moments (the shard's only when sharded)
     double activations = 0;      // what the model allocates when bound for the local batch
     double comm_buffers = 0;     // 16-bit gradient copies (grad_dtype), the all-gather's staging
@@ -22,6 +22,10 @@ struct RankMemory {
     }
 };
 nlohmann::json to_json(const RankMemory& m);
+
+// The gradient landing slots a step of `cfg` needs with sharding: gradients (LandingCounter,
+// collectives/bucketer.h, on the tracing backend).
+size_t landing_slots(const TrainConfig& cfg);
 
 // One rank of `world_size` ranks training `cfg` (its sharding mode) at `local_batch` rows.
 RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local_batch);

@@ -15,6 +15,7 @@
 #include "models/cpu/cpu_ops.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"
+#include "src/core/rank_memory.h"
 #include "src/core/results.h"
 #include "tests/test_util.h"
 
@@ -42,7 +43,7 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
         const double mean = (i % 5 + 1) * (n + 1) / 2.0;
         expected[i] = static_cast<float>(initial[i] - 0.5 * mean);
     }
-    for (size_t b = 0; b < buckets.size(); ++b) state.reduce_scatter_bucket(b, grads.data())->wait();
+    for (size_t b = 0; b < buckets.size(); ++b) state.reduce_scatter_bucket(b, grads.data() + buckets[b].offset)->wait();
     OptimizerConfig sgd;
     sgd.kind = OptimizerConfig::Kind::sgd;
     sgd.lr = 0.5f;
@@ -57,7 +58,10 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
     for (size_t i = 0; i < count; ++i) ASSERT_NEAR(params[i], expected[i], 1e-5) << "element " << i << " rank " << r;
 }
 
-TrainConfig family_config(const std::string& model) {
+// "bert" is the transformer family's BERT: its query, key and value, three parameters one GEMM
+// writes, fall in different buckets.
+TrainConfig family_config(const std::string& family) {
+    const std::string model = family == "bert" ? "transformer" : family;
     TrainConfig cfg;
     cfg.model = model;
     cfg.batch_size = 12;  // global: divisible by 1..4
@@ -75,7 +79,7 @@ TrainConfig family_config(const std::string& model) {
         cfg.bucket_mb = 0.0002;  // three buckets of its 1,413 parameters
     } else if (model == "transformer") {
         TransformerShape& s = cfg.transformer.shape;
-        s.arch = TransformerArch::gpt;
+        s.arch = family == "bert" ? TransformerArch::bert : TransformerArch::gpt;
         s.layers = 2, s.hidden = 16, s.heads = 2, s.ffn = 32, s.vocab = 40, s.seq_len = 8, s.max_positions = 8;
         s.dropout = s.attention_dropout = 0.0f;
         s.layernorm_eps = 1e-5f;
@@ -143,18 +147,23 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
                          ::testing::Values(Case{"mlp", ShardingMode::optimizer}, Case{"mlp", ShardingMode::gradients},
                                            Case{"transformer", ShardingMode::optimizer},
                                            Case{"transformer", ShardingMode::gradients},
-                                           Case{"resnet", ShardingMode::optimizer}),
+                                           Case{"bert", ShardingMode::gradients},
+                                           Case{"resnet", ShardingMode::optimizer},
+                                           Case{"resnet", ShardingMode::gradients}),
                          [](const auto& info) {
                              return std::string(info.param.model) + "_" + sharding_mode_name(info.param.mode);
                          });
 
 // The record of a sharded sweep: the collectives' bytes as docs/sharding.md gives them, their
-// times alone, no all-reduce, and the measured memory beside the prediction.
-TEST(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
+// times alone, no all-reduce, and the measured memory beside the prediction; in `gradients`
+// the gradients land in slots that hold less than the full buffer `optimizer` keeps.
+class ShardedSweep : public ::testing::TestWithParam<ShardingMode> {};
+
+TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     int n = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     TrainConfig cfg = family_config("transformer");
-    cfg.sharding = ShardingMode::optimizer;
+    cfg.sharding = GetParam();
     cfg.scaling = {n};
     cfg.steps = 2;
     cfg.warmup = 1;
@@ -171,7 +180,7 @@ TEST(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     ASSERT_EQ(r.records.size(), 1u);
     const nlohmann::json& rec = r.records[0];
     const nlohmann::json& sh = rec["sharding"];
-    EXPECT_EQ(sh["mode"], "optimizer");
+    EXPECT_EQ(sh["mode"], sharding_mode_name(GetParam()));
     const double params = rec["num_params"].get<double>(), buckets = rec["buckets"].get<double>();
     const double bytes = sh["reduce_scatter"]["bytes"].get<double>();
     EXPECT_DOUBLE_EQ(bytes, 4.0 * sh["shard_elements"].get<double>() * n);
@@ -186,7 +195,16 @@ TEST(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
         EXPECT_DOUBLE_EQ(mem["measured"][kind].get<double>(), mem["predicted"][kind].get<double>()) << kind;
     EXPECT_NEAR(mem["peak_vs_predicted"].get<double>(), 1.0, 0.05) << mem.dump();
+    if (GetParam() == ShardingMode::gradients) {
+        TrainConfig full = cfg;
+        full.sharding = ShardingMode::optimizer;
+        const double kept = predict_rank_memory(full, n, rec["local_batch"].get<int>()).gradients;
+        EXPECT_LT(mem["measured"]["gradients"].get<double>(), kept) << mem.dump();
+    }
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, ShardedSweep, ::testing::Values(ShardingMode::optimizer, ShardingMode::gradients),
+                         [](const auto& info) { return std::string(sharding_mode_name(info.param)); });
 
 }  // namespace
 }  // namespace sb

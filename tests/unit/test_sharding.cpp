@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/errors.h"
+#include "collectives/bucketer.h"
 #include "collectives/sharding.h"
 #include "src/core/choices.h"
 #include "src/core/config.h"
@@ -98,6 +99,47 @@ TEST(RankMemory, ShardingDividesTheOptimizerStateAndAddsTheShards) {
     EXPECT_DOUBLE_EQ(sharded.activations, none.activations);
     EXPECT_GT(none.activations, 0);
     EXPECT_LT(sharded.total(), none.total());
+}
+
+// Four one-parameter buckets (bucket 0 ends the buffer). Parameter 0's gradient is written first
+// and reported last, as a tied embedding's: its bucket holds a slot through the whole backward;
+// the others are written and reported in turn, one holding a slot at a time beside it.
+TEST(LandingCounter, CountsTheBucketsHoldingASlotAtOncePlusOne) {
+    std::vector<ParamInfo> params;
+    for (int i = 0; i < 4; ++i) params.push_back({"p" + std::to_string(i), static_cast<size_t>(i) * 4, 1, 4});
+    const std::vector<Bucket> buckets = assign_buckets(params, 16, sizeof(float));
+    ASSERT_EQ(buckets.size(), 4u);
+    std::vector<float> stand_in(16);
+    LandingCounter counter(params, buckets, stand_in.data());
+    EXPECT_EQ(counter.gradient(0), stand_in.data());  // at its flat offset
+    for (int i = 3; i >= 1; --i) {
+        EXPECT_EQ(counter.gradient(i), stand_in.data() + 4 * i);
+        counter.gradient_ready(i);
+    }
+    counter.gradient_ready(0);
+    EXPECT_EQ(counter.slots_needed(), 3u);  // two held at once, and one for the overlap
+
+    // Written in order, reported in order: one held at a time.
+    LandingCounter in_turn(params, buckets, stand_in.data());
+    for (int i = 3; i >= 0; --i) {
+        in_turn.gradient(i);
+        in_turn.gradient_ready(i);
+    }
+    EXPECT_EQ(in_turn.slots_needed(), 2u);
+}
+
+// sharding: gradients predicts the shard and its landing slots in place of the full gradients.
+TEST(RankMemory, GradientsLandInSlotsInsteadOfTheFullBuffer) {
+    TrainConfig cfg = gpt_config();
+    cfg.sharding = ShardingMode::optimizer;
+    const RankMemory optimizer = predict_rank_memory(cfg, 4, 2);
+    cfg.sharding = ShardingMode::gradients;
+    const RankMemory gradients = predict_rank_memory(cfg, 4, 2);
+    const size_t slots = landing_slots(cfg);
+    EXPECT_GE(slots, 2u);
+    EXPECT_LT(gradients.gradients, optimizer.gradients);
+    EXPECT_DOUBLE_EQ(gradients.parameters, optimizer.parameters);
+    EXPECT_DOUBLE_EQ(gradients.optimizer_state, optimizer.optimizer_state);
 }
 
 // A backend with cuDNN, as far as resolving `auto` goes (a CUDA build's CudaOps): in any build.
