@@ -40,14 +40,12 @@ std::vector<Bucket> bucket_layout(const std::vector<ParamInfo>& params, double b
     return assign_buckets(params, bucket_bytes > 0 ? bucket_bytes : 1, sizeof(float));
 }
 
-namespace {
 std::vector<int> bucket_of_params(const std::vector<Bucket>& buckets, size_t params) {
     std::vector<int> bucket_of(params, -1);
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int i : buckets[b].param_indices) bucket_of[static_cast<size_t>(i)] = static_cast<int>(b);
     return bucket_of;
 }
-}  // namespace
 
 LandingCounter::LandingCounter(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,
                                float* stand_in)

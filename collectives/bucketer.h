@@ -37,6 +37,8 @@ std::vector<Bucket> assign_buckets(const std::vector<ParamInfo>& params, size_t 
 // The layout a Bucketer with `bucket_mb` uses (sizes in fp32 gradient bytes, whatever the
 // comm dtype), without a communicator: the projection replays it.
 std::vector<Bucket> bucket_layout(const std::vector<ParamInfo>& params, double bucket_mb);
+// Each of `params` parameters' bucket index.
+std::vector<int> bucket_of_params(const std::vector<Bucket>& buckets, size_t params);
 
 // How many landing slots a step needs, from the order in which a model's backward writes and
 // reports its gradients: bind the model with this as its landing and run a step on the tracing

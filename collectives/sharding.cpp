@@ -28,7 +28,8 @@ ShardLayout::ShardLayout(const std::vector<Bucket>& buckets, int world_size, int
     tail_padding_ = padded_end - flat_end;
 }
 
-ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw)
+ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw,
+                           const std::vector<float>* initial_params)
     : layout_(buckets, comm.size(), comm.rank()), buckets_(buckets), comm_(comm), ops_(ops) {
     const size_t s = layout_.shard_elements();
     const auto zeroed = [&](DeviceBuffer& buffer) {
@@ -40,7 +41,24 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
     if (adamw) zeroed(state_b_);
     bool padded = false;
     for (size_t b = 0; b < buckets_.size(); ++b) padded = padded || layout_.padded_count(b) != buckets_[b].count;
-    if (padded) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
+    if (padded && !initial_params) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
+    if (initial_params) {
+        params_ = DeviceBuffer(ops, s * sizeof(float));
+        set_params_shard(*initial_params);
+    }
+}
+
+void ShardedState::set_params_shard(const std::vector<float>& full) {
+    SB_REQUIRE(holds_params(), "set_params_shard on a shard without parameters");
+    // This rank's slices, back to back; a padded slice past the parameters' end reads zeros.
+    std::vector<float> mine(layout_.shard_elements(), 0.0f);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        const size_t from = std::min(layout_.flat_offset(b), full.size());
+        const size_t count = std::min(layout_.slice(b), full.size() - from);
+        std::copy_n(full.begin() + static_cast<std::ptrdiff_t>(from), count,
+                    mine.begin() + static_cast<std::ptrdiff_t>(layout_.shard_offset(b)));
+    }
+    ops_.upload(params_.get(), mine.data(), mine.size() * sizeof(float));
 }
 
 std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const float* bucket_grads) {
@@ -64,6 +82,20 @@ void ShardedState::update(float* params, const OptimizerConfig& cfg, int64_t ste
     }
 }
 
+void ShardedState::update_params_shard(const OptimizerConfig& cfg, int64_t step) {
+    SB_REQUIRE(holds_params(), "update_params_shard on a shard without parameters");
+    const size_t s = layout_.shard_elements();
+    if (cfg.kind == OptimizerConfig::Kind::adamw)
+        ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), s, cfg,
+                        step, Tensor{});
+    else
+        ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), s, cfg, Tensor{});
+}
+
+std::unique_ptr<CommRequest> ShardedState::gather_bucket(size_t b, float* dst) {
+    return comm_.all_gather(params_.as<float>() + layout_.shard_offset(b), dst, layout_.slice(b), DType::f32);
+}
+
 void ShardedState::all_gather_params(float* params) {
     // A bucket whose count divides into the slices is gathered in place; a padded one lands in
     // the staging buffer and its count is copied out (the padding must not overwrite the next
@@ -82,6 +114,131 @@ void ShardedState::all_gather_params(float* params) {
         ops_.cast(staging_.tensor(DType::f32, 1, count), Tensor{params + bucket.offset, DType::f32, 1, count});
     }
     for (auto& request : in_flight) request->wait();
+}
+
+ParameterSlots::ParameterSlots(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,
+                               ShardedState& shard, Ops& ops, DType compute_dtype, size_t slots)
+    : buckets_(buckets), shard_(shard), ops_(ops), dtype_(compute_dtype) {
+    SB_REQUIRE(shard.holds_params() && slots >= 1, "parameter slots need a shard holding the parameters, and a slot");
+    for (const ParamInfo& p : params) param_offsets_.push_back(p.offset);
+    bucket_of_param_ = bucket_of_params(buckets_, params.size());
+    const size_t elements = shard.layout().largest_padded_count();
+    slots_.resize(slots);
+    for (Slot& slot : slots_) {
+        slot.master = DeviceBuffer(ops, elements * sizeof(float));
+        // Zero, so a no-communication step that reads a slot never gathered computes on finite values.
+        ops.fill(slot.master.tensor(DType::f32, 1, static_cast<int64_t>(elements)), 0.0f);
+        if (dtype_ != DType::f32) {
+            slot.weights = DeviceBuffer(ops, elements * dtype_size(dtype_));
+            ops.fill(slot.weights.tensor(dtype_, 1, static_cast<int64_t>(elements)), 0.0f);
+        }
+    }
+}
+
+int ParameterSlots::slot_of(int param_index) {
+    SB_REQUIRE(param_index >= 0 && static_cast<size_t>(param_index) < bucket_of_param_.size(),
+               fmt::format("parameter {} out of range", param_index));
+    const int b = bucket_of_param_[static_cast<size_t>(param_index)];
+    size_t chosen = 0;
+    bool held = false;
+    for (size_t s = 0; s < slots_.size() && !held; ++s)
+        if (slots_[s].bucket == b) chosen = s, held = true;
+    if (!held) {  // the least recently read slot (an empty one has never been read)
+        for (size_t s = 1; s < slots_.size(); ++s)
+            if (slots_[s].last_read < slots_[chosen].last_read) chosen = s;
+        Slot& slot = slots_[chosen];
+        slot.bucket = b;
+        if (gathering_) {
+            // The collective waits for the work queued before it, which reads what the slot held.
+            shard_.gather_bucket(static_cast<size_t>(b), slot.master.as<float>())->wait();
+            ++gathered_;
+            if (slot.weights.get()) {
+                const auto count = static_cast<int64_t>(buckets_[static_cast<size_t>(b)].count);
+                ops_.cast(slot.master.tensor(DType::f32, 1, count), slot.weights.tensor(dtype_, 1, count));
+            }
+        }
+    }
+    slots_[chosen].last_read = ++reads_;
+    return static_cast<int>(chosen);
+}
+
+const float* ParameterSlots::master(int param_index) {
+    const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
+    return slot.master.as<float>() + (param_offsets_[static_cast<size_t>(param_index)] -
+                                      buckets_[static_cast<size_t>(slot.bucket)].offset);
+}
+
+void* ParameterSlots::weight(int param_index) {
+    const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
+    const size_t within = param_offsets_[static_cast<size_t>(param_index)] - buckets_[static_cast<size_t>(slot.bucket)].offset;
+    if (!slot.weights.get()) return slot.master.as<float>() + within;
+    return static_cast<char*>(slot.weights.get()) + within * dtype_size(dtype_);
+}
+
+template <class Use>
+void ParameterSlots::each_bucket_gathered(Use use) {
+    // Outside a step: gathering whatever the last step was, and not counted as a step's.
+    const bool gathering = gathering_;
+    const size_t counted = gathered_;
+    gathering_ = true;
+    empty();
+    for (const Bucket& bucket : buckets_) use(bucket, slots_[static_cast<size_t>(slot_of(bucket.param_indices.front()))]);
+    empty();
+    gathering_ = gathering;
+    gathered_ = counted;
+}
+
+void ParameterSlots::download_all(float* host) {
+    each_bucket_gathered([&](const Bucket& bucket, const Slot& slot) {
+        ops_.download(host + bucket.offset, slot.master.get(), bucket.count * sizeof(float));
+    });
+}
+
+void ParameterSlots::end_step() {
+    empty();
+    if (gathering_) gathered_last_step_ = gathered_;  // a no-communication step gathers nothing
+    gathered_ = 0;
+}
+
+void ParameterSlots::empty() {
+    for (Slot& slot : slots_) slot.bucket = -1, slot.last_read = 0;
+    reads_ = 0;
+}
+
+void ParameterSlots::gather_every_bucket() {
+    each_bucket_gathered([](const Bucket&, const Slot&) {});
+}
+
+size_t ParameterSlots::bytes() const {
+    size_t total = 0;
+    for (const Slot& slot : slots_) total += slot.master.bytes() + slot.weights.bytes();
+    return total;
+}
+
+ParameterSlotCounter::ParameterSlotCounter(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,
+                                           float* stand_in, size_t element_bytes, std::function<size_t()> position)
+    : params_(params), stand_in_(stand_in), element_bytes_(element_bytes), position_(std::move(position)) {
+    bucket_of_param_ = bucket_of_params(buckets, params.size());
+}
+
+void ParameterSlotCounter::read(int param_index) {
+    if (position_() != op_) {
+        op_ = position_();
+        read_by_op_.clear();
+    }
+    const int b = bucket_of_param_.at(static_cast<size_t>(param_index));
+    if (std::find(read_by_op_.begin(), read_by_op_.end(), b) == read_by_op_.end()) read_by_op_.push_back(b);
+    most_ = std::max(most_, read_by_op_.size());
+}
+
+const float* ParameterSlotCounter::master(int param_index) {
+    read(param_index);
+    return stand_in_ + params_[static_cast<size_t>(param_index)].offset;
+}
+
+void* ParameterSlotCounter::weight(int param_index) {
+    read(param_index);
+    return reinterpret_cast<char*>(stand_in_) + params_[static_cast<size_t>(param_index)].offset * element_bytes_;
 }
 
 }  // namespace sb

@@ -7,10 +7,14 @@
 // slices back to back) the moment its last gradient lands; the rank updates its slices of the
 // fp32 master parameters where they lie in the full flat buffer (which the model reads), with
 // optimizer state for its slices only; then every bucket is all-gathered in place, so each rank
-// holds all the updated parameters again.
+// holds all the updated parameters again. Sharding parameters, a rank holds only its slices of
+// the master parameters, and the model reads each bucket from a slot it is gathered into
+// (ParameterSlots); the gradients land in the bucketer's slots (sharding gradients too).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "collectives/bucketer.h"
 #include "collectives/communicator.h"
 #include "collectives/sharding_mode.h"
+#include "models/model.h"
 #include "models/ops.h"
 
 namespace sb {
@@ -54,13 +59,16 @@ private:
     size_t shard_elements_ = 0, tail_padding_ = 0, largest_padded_ = 0;
 };
 
-// One rank's shard of the gradients and optimizer state, and the collectives that fill it and
-// spread the parameters it updates. The full flat buffers (parameters the model reads,
+// One rank's shard of the gradients and optimizer state (and, sharding parameters, of the fp32
+// master parameters), and the collectives that fill it and spread the parameters it updates. The full flat buffers (parameters the model reads,
 // gradients the backward writes) are the trainer's; they carry tail_padding() elements past
 // the parameters, zero in the gradients.
 class ShardedState {
 public:
-    ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw);
+    // With `initial_params` (the full flat initial values, padded_count long past every bucket), the
+    // shard holds this rank's slices of the master parameters too (sharding: parameters).
+    ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw,
+                 const std::vector<float>* initial_params = nullptr);
 
     const ShardLayout& layout() const { return layout_; }
     // Starts bucket b's reduce-scatter (average) into the shard of its padded span of gradients,
@@ -73,6 +81,15 @@ public:
     // All-gathers every bucket's slices of the full fp32 parameters in place; later work
     // waits for them.
     void all_gather_params(float* params);
+
+    // Sharding parameters: the optimizer on the master shard; bucket b's padded span gathered
+    // from every rank's master shard into `dst` (padded_count(b) elements).
+    bool holds_params() const { return params_.get() != nullptr; }
+    void update_params_shard(const OptimizerConfig& cfg, int64_t step);
+    std::unique_ptr<CommRequest> gather_bucket(size_t b, float* dst);
+    void set_params_shard(const std::vector<float>& full);  // this rank's slices of the full values
+    size_t params_shard_bytes() const { return params_.bytes(); }
+    float* params_shard() const { return params_.as<float>(); }  // backend memory
 
     // Bytes this state holds, by kind.
     size_t gradient_bytes() const { return grads_.bytes(); }
@@ -87,6 +104,75 @@ private:
     Ops& ops_;
     DeviceBuffer grads_, state_a_, state_b_;
     DeviceBuffer staging_;  // a padded bucket's all-gather lands here, then its count is copied out
+    DeviceBuffer params_;   // sharding parameters: this rank's slices of the master parameters
+};
+
+// Sharding parameters (ZeRO-3): the model reads each parameter from a slot holding its bucket,
+// all-gathered from the master shards on first read (and cast to the compute copy), so a rank
+// holds the parameters of a few buckets at a time. A bucket that has no slot takes the least
+// recently read one; every slot is emptied after the optimizer, so each step gathers afresh
+// (in the forward and again in the backward, once the forward's slots were reused).
+class ParameterSlots : public ParameterHome {
+public:
+    ParameterSlots(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets, ShardedState& shard,
+                   Ops& ops, DType compute_dtype, size_t slots);
+    const float* master(int param_index) override;
+    void* weight(int param_index) override;
+    void empty();                  // after the optimizer: the next read gathers
+    // After the optimizer: empty(), and the buckets the step gathered kept as the last step's
+    // (a communicating step's).
+    void end_step();
+    size_t gathered_last_step() const { return gathered_last_step_; }
+    void gather_every_bucket();    // each bucket once, in turn: the all-gather timed alone
+    void download_all(float* host);  // every bucket gathered in turn, its parameters copied out
+    // Whether reads gather (false: the no-communication step reads the slots as they stand).
+    void set_gathering(bool gathering) { gathering_ = gathering; }
+    size_t bytes() const;
+    size_t slots() const { return slots_.size(); }
+
+private:
+    int slot_of(int param_index);  // the slot holding the parameter's bucket, gathered if need be
+    struct Slot;
+    template <class Use>
+    void each_bucket_gathered(Use use);  // use(bucket, slot) of every bucket, gathered in turn
+
+    std::vector<size_t> param_offsets_;
+    std::vector<Bucket> buckets_;
+    std::vector<int> bucket_of_param_;
+    ShardedState& shard_;
+    Ops& ops_;
+    DType dtype_;
+    struct Slot {
+        DeviceBuffer master, weights;  // fp32 padded span; the compute copy (none in fp32)
+        int bucket = -1;
+        uint64_t last_read = 0;
+    };
+    std::vector<Slot> slots_;
+    uint64_t reads_ = 0;
+    bool gathering_ = true;
+    size_t gathered_ = 0, gathered_last_step_ = 0;
+};
+
+// How many parameter slots a step needs: bind the model with this as its home and run a step on
+// the tracing backend (`position` is its op count). It counts the buckets one op reads, plus one.
+class ParameterSlotCounter : public ParameterHome {
+public:
+    ParameterSlotCounter(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,
+                         float* stand_in, size_t element_bytes, std::function<size_t()> position);
+    const float* master(int param_index) override;
+    void* weight(int param_index) override;
+    size_t slots_needed() const { return most_ + 1; }
+
+private:
+    void read(int param_index);
+
+    const std::vector<ParamInfo>& params_;
+    std::vector<int> bucket_of_param_;
+    float* stand_in_;
+    size_t element_bytes_;
+    std::function<size_t()> position_;
+    size_t op_ = SIZE_MAX, most_ = 0;
+    std::vector<int> read_by_op_;  // the distinct buckets the current op reads
 };
 
 }  // namespace sb

@@ -64,11 +64,10 @@ void Mlp::bind(const FlatBuffers& buffers, int batch_rows) {
 
 Tensor Mlp::weight(int layer) const {
     const ParamInfo& p = params_[2 * layer];
-    void* data = static_cast<char*>(buffers_.weights) + p.offset * dtype_size(dtype_);
-    return Tensor{data, dtype_, p.rows, p.cols};
+    return Tensor{buffers_.weight(params_, 2 * layer, dtype_size(dtype_)), dtype_, p.rows, p.cols};
 }
 
-const float* Mlp::bias(int layer) const { return buffers_.params + params_[2 * layer + 1].offset; }
+const float* Mlp::bias(int layer) const { return buffers_.master(params_, 2 * layer + 1); }
 
 Tensor Mlp::logits() const { return pre_.back().tensor(dtype_, batch_rows_, widths_.back()); }
 

@@ -37,15 +37,35 @@ public:
     virtual float* gradient(int param_index) = 0;
 };
 
+// Where parameters are read when no flat buffer holds them all (sharding: parameters, ZeRO-3): the
+// gathered slot of the parameter's bucket. The model asks at every read, so a bucket is gathered
+// as its first parameter is read, and again once its slot has been reused.
+class ParameterHome {
+public:
+    virtual ~ParameterHome() = default;
+    virtual const float* master(int param_index) = 0;  // fp32
+    virtual void* weight(int param_index) = 0;         // in the compute dtype
+};
+
 // Backend views of the flat buffers a model computes with.
 struct FlatBuffers {
-    float* params = nullptr;  // fp32 master parameters
-    void* weights = nullptr;  // compute copy in compute_dtype (== params when fp32/tf32)
+    float* params = nullptr;  // fp32 master parameters (null when `home` is set)
+    void* weights = nullptr;  // compute copy in compute_dtype (== params when fp32/tf32; null with `home`)
     float* grads = nullptr;   // fp32 gradients, same offsets (null when `landing` is set)
     GradientLanding* landing = nullptr;
-    bool complete() const { return params && weights && (grads || landing); }
-    float* gradient(const std::vector<ParamInfo>& params_info, int index) const {
-        return landing ? landing->gradient(index) : grads + params_info[static_cast<size_t>(index)].offset;
+    ParameterHome* home = nullptr;
+    bool complete() const { return ((params && weights) || home) && (grads || landing); }
+    // Parameter `index` of `info`: its fp32 master value, compute copy (elements of `element_bytes`)
+    // and gradient, wherever they are.
+    const float* master(const std::vector<ParamInfo>& info, int index) const {
+        return home ? home->master(index) : params + info[static_cast<size_t>(index)].offset;
+    }
+    void* weight(const std::vector<ParamInfo>& info, int index, size_t element_bytes) const {
+        return home ? home->weight(index)
+                    : static_cast<char*>(weights) + info[static_cast<size_t>(index)].offset * element_bytes;
+    }
+    float* gradient(const std::vector<ParamInfo>& info, int index) const {
+        return landing ? landing->gradient(index) : grads + info[static_cast<size_t>(index)].offset;
     }
 };
 

@@ -141,7 +141,7 @@ void ResNet::bind(const FlatBuffers& buffers, int batch_rows) {
 
 Tensor ResNet::weight(int index) const {
     const ParamInfo& p = params_[static_cast<size_t>(index)];
-    return Tensor{static_cast<char*>(buffers_.weights) + p.offset * dtype_size(dtype_), dtype_, p.rows, p.cols};
+    return Tensor{buffers_.weight(params_, index, dtype_size(dtype_)), dtype_, p.rows, p.cols};
 }
 
 Tensor ResNet::grad_matrix(int index) const {

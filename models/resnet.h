@@ -92,7 +92,7 @@ private:
     int add_unit(const std::string& conv_name, const std::string& bn_name, int in_channels, int out_channels,
                  int kernel, int stride, int height, bool relu);
     Tensor weight(int index) const;
-    const float* master(int index) const { return buffers_.params + params_[static_cast<size_t>(index)].offset; }
+    const float* master(int index) const { return buffers_.master(params_, index); }
     float* grad(int index) const { return buffers_.gradient(params_, index); }
     Tensor grad_matrix(int index) const;
     Tensor act(const DeviceBuffer& b, int64_t rows, int64_t cols) const { return b.tensor(dtype_, rows, cols); }

@@ -207,6 +207,10 @@ void Transformer::bind(const FlatBuffers& buffers, int batch_rows) {
     // BERT's query, key and value are three parameters one GEMM writes; landing in slots, they
     // may lie in different buckets' slots (FlatBuffers::landing).
     if (buffers.landing && bert) qkv_grad_ = DeviceBuffer(ops_, (3 * H * H + 3 * H) * sizeof(float));
+    if (buffers.home && bert) {  // and read from different buckets' slots
+        qkv_weight_ = DeviceBuffer(ops_, 3 * H * H * es);
+        qkv_bias_ = DeviceBuffer(ops_, 3 * H * sizeof(float));
+    }
     ops_.synchronize();  // the host id vector goes away on return
 }
 
@@ -214,8 +218,29 @@ Tensor Transformer::weight(int index) const { return weight_rows(index, params_[
 
 Tensor Transformer::weight_rows(int index, int64_t rows) const {
     const ParamInfo& p = params_[static_cast<size_t>(index)];
-    void* data = static_cast<char*>(buffers_.weights) + p.offset * dtype_size(dtype_);
-    return Tensor{data, dtype_, rows, p.cols};
+    return Tensor{buffers_.weight(params_, index, dtype_size(dtype_)), dtype_, rows, p.cols};
+}
+
+// BERT's query, key and value side by side, as one (3H x H) weight and a 3H bias: where they lie
+// back to back in the flat buffers, the first's; gathered bucket by bucket (FlatBuffers::home)
+// they may lie in different buckets' slots, so each is copied into a stand-in first.
+Tensor Transformer::qkv_weight(const LayerParams& lp) const {
+    const int64_t H = shape_.hidden;
+    if (!qkv_weight_.get()) return weight_rows(lp.qkv_w, 3 * H);
+    const Tensor all = qkv_weight_.tensor(dtype_, 3 * H, H);
+    for (int part = 0; part < lp.qkv_parts; ++part)
+        ops_.cast(weight(lp.qkv_w + part),
+                  Tensor{static_cast<char*>(all.data) + part * H * H * dtype_size(dtype_), dtype_, H, H});
+    return all;
+}
+
+const float* Transformer::qkv_bias(const LayerParams& lp) const {
+    const int64_t H = shape_.hidden;
+    if (!qkv_weight_.get()) return master(lp.qkv_b);
+    for (int part = 0; part < lp.qkv_parts; ++part)
+        ops_.cast(Tensor{const_cast<float*>(master(lp.qkv_b + part)), DType::f32, 1, H},
+                  Tensor{qkv_bias_.as<float>() + part * H, DType::f32, 1, H});
+    return qkv_bias_.as<float>();
 }
 
 Tensor Transformer::grad_matrix(int index, int64_t rows) const {
@@ -498,7 +523,8 @@ void Transformer::attention_block_forward(int l, const Tensor& in, const Tensor&
     LayerActs& a = acts_[static_cast<size_t>(l)];
     const int64_t H = shape_.hidden;
     const Tensor qkv = act(a.qkv, 3 * H), attn = act(a.attn, H);
-    ops_.gemm(false, true, 1.0f, in, weight_rows(lp.qkv_w, 3 * H), 0.0f, qkv, master(lp.qkv_b));
+    const Tensor w = qkv_weight(lp);  // its stand-in copies before the GEMM that reads them
+    ops_.gemm(false, true, 1.0f, in, w, 0.0f, qkv, qkv_bias(lp));
     ops_.attention_forward(attention_shape(), qkv, attn, a.saved.get(), dropout_seed(l, kAttentionProbs));
     ops_.gemm(false, true, 1.0f, attn, weight(lp.proj_w), 0.0f, out, master(lp.proj_b));
 }
@@ -534,7 +560,7 @@ Tensor Transformer::attention_block_backward(int l, const Tensor& in, const Tens
         ops_.linear_weight_grad(dqkv, in, grad_matrix(lp.qkv_w, 3 * H), grad(lp.qkv_b));
     }
     report(sink, lp.qkv_w, 2 * lp.qkv_parts);  // q, k, v weights then biases: consecutive indices
-    ops_.gemm(false, false, 1.0f, dqkv, weight_rows(lp.qkv_w, 3 * H), 0.0f, dtmp);
+    ops_.gemm(false, false, 1.0f, dqkv, qkv_weight(lp), 0.0f, dtmp);
     return dtmp;
 }
 

@@ -86,7 +86,9 @@ private:
     int add_param(const std::string& name, int64_t rows, int64_t cols);
     Tensor weight(int index) const;                 // compute copy
     Tensor weight_rows(int index, int64_t rows) const;  // a run of consecutive params as one matrix
-    const float* master(int index) const { return buffers_.params + params_[index].offset; }
+    Tensor qkv_weight(const LayerParams& lp) const;
+    const float* qkv_bias(const LayerParams& lp) const;
+    const float* master(int index) const { return buffers_.master(params_, index); }
     float* grad(int index) const { return buffers_.gradient(params_, index); }
     Tensor grad_matrix(int index, int64_t rows) const;
     Tensor act(const DeviceBuffer& b, int64_t cols) const { return b.tensor(dtype_, rows_, cols); }
@@ -153,6 +155,7 @@ private:
     DeviceBuffer decoder_w_, decoder_b_, decoder_dw_, decoder_db_;
     DeviceBuffer dres_, dtmp_, dattn_, dqkv_, dffn_;
     DeviceBuffer qkv_grad_;  // BERT with landing gradients: q, k, v's weight and bias gradients
+    DeviceBuffer qkv_weight_, qkv_bias_;  // BERT with gathered parameters: q, k, v side by side
 };
 
 }  // namespace sb

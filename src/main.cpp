@@ -162,10 +162,11 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
         if (error.empty() && cfg.share_gpu && !flags.profile_ops.empty())
             error = fmt::format("--profile-ops with {}: an op profile times one rank's ops, which ranks sharing its GPU "
                                 "would slow down", key_origin(cfg, set_by_flags, "share_gpu"));
-        if (error.empty() && flags.recheck_allreduce && cfg.sharding == ShardingMode::gradients)
-            error = fmt::format("--recheck-allreduce: {} is gradients, whose gradients land in reused slots, so no "
-                                "gradient buffer stands after the step to reduce twice (sharding: optimizer keeps one)",
-                                key_origin(cfg, set_by_flags, "sharding"));
+        if (error.empty() && flags.recheck_allreduce &&
+            (cfg.sharding == ShardingMode::gradients || cfg.sharding == ShardingMode::parameters))
+            error = fmt::format("--recheck-allreduce: {} is {}, whose gradients land in reused slots, so no gradient "
+                                "buffer stands after the step to reduce twice (sharding: optimizer keeps one)",
+                                key_origin(cfg, set_by_flags, "sharding"), sharding_mode_name(cfg.sharding));
     } catch (const UserError& e) {
         error = e.what();
     }

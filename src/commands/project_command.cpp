@@ -137,6 +137,10 @@ TrainConfig load_workload(const ProjectOptions& o) {
     } catch (const UserError& e) {
         throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
     }
+    if (cfg.sharding == ShardingMode::parameters)
+        throw UserError(fmt::format("{}: parameters (ZeRO-3) is measured by train but not projected yet: its gathers "
+                                    "in the forward and the backward are not modelled (docs/sharding.md)",
+                                    key_origin(cfg, flags, "sharding")));
     return cfg;
 }
 

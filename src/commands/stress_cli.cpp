@@ -181,6 +181,10 @@ StressPlan plan_stress(const StressOptions& o, std::vector<TrainConfig> workload
         cfg.out = o.out;
         validate_config(cfg, flags);
         validate_for_world(cfg, world_size, flags);
+        if (cfg.sharding == ShardingMode::parameters)
+            throw UserError(fmt::format("{}: sharding parameters: stress checks that every rank holds the same "
+                                        "replica, and with its parameters sharded no rank holds one",
+                                        key_origin(cfg, flags, "sharding")));
         // One stress run builds one backend: `auto` goes with either choice (run_stress checks
         // it resolved to the one built), an explicit cpu and cuda do not mix.
         const TrainConfig& first = workloads.front();

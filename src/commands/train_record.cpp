@@ -54,6 +54,10 @@ nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFig
                              {"reduce_scatter", collective(row.allreduce.median)},
                              {"all_gather", collective(f.all_gather_ms)}};
     if (trainer.bucketer().lands_in_slots()) record["landing_slots"] = trainer.bucketer().landing_slots();
+    if (const ParameterSlots* slots = trainer.parameter_slots()) {
+        record["parameter_slots"] = slots->slots();
+        record["gathered_buckets"] = slots->gathered_last_step();
+    }
     return record;
 }
 

@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "base/numbers.h"
 #include "collectives/deadline.h"
+#include "models/checksum.h"
 #include "src/core/flag_reading.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
@@ -71,14 +72,16 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
         n + (sharding ? ShardLayout(bucket_layout(model_->params(), cfg.bucket_mb), comm.size(), comm.rank())
                             .tail_padding()
                       : 0);
-    params_ = DeviceBuffer(ops, padded_n * sizeof(float));
-    // Sharded by gradients, they land in the bucketer's slots instead (land_in_slots).
-    const bool landing = cfg.sharding == ShardingMode::gradients;
+    // Sharded by gradients or parameters, gradients land in the bucketer's slots (land_in_slots);
+    // sharded by parameters, the rank holds its shard of them and reads them from gathered slots.
+    const bool gathered = cfg.sharding == ShardingMode::parameters;
+    const bool landing = gathered || cfg.sharding == ShardingMode::gradients;
+    if (!gathered) params_ = DeviceBuffer(ops, padded_n * sizeof(float));
     if (!landing) {
         grads_ = DeviceBuffer(ops, padded_n * sizeof(float));
         ops.fill(grads_.tensor(DType::f32, 1, static_cast<int64_t>(padded_n)), 0.0f);
     }
-    if (dtype != DType::f32) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
+    if (dtype != DType::f32 && !gathered) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     if (!sharding) {  // sharded, the optimizer state is the shard's
         state_a_ = DeviceBuffer(ops, n * sizeof(float));
@@ -92,19 +95,23 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     // Identical initial weights on every rank: same seed, same portable generator.
     std::vector<float> host(padded_n, 0.0f);
     model_->init_params(host.data(), cfg.seed);
-    ops.upload(params_.get(), host.data(), padded_n * sizeof(float));
+    if (params_.get()) ops.upload(params_.get(), host.data(), padded_n * sizeof(float));
     if (weights_.get())
         ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
 
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
     if (sharding) {
-        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw);
+        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw, gathered ? &host : nullptr);
         bucketer_->shard_into(*sharded_);
     }
-    if (landing) bucketer_->land_in_slots(landing_slots(cfg));
+    const ShardSlots slots = shard_slots(cfg);
+    if (landing) bucketer_->land_in_slots(slots.landing);
+    if (gathered)
+        param_slots_ = std::make_unique<ParameterSlots>(model_->params(), bucketer_->buckets(), *sharded_, ops, dtype,
+                                                        slots.parameters);
     FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>(),
-                     landing ? bucketer_.get() : nullptr};
+                     landing ? bucketer_.get() : nullptr, param_slots_.get()};
     size_t live = ops.live_bytes();
     model_->bind(flat, local_batch_);
     loss_ = DeviceBuffer(ops, sizeof(float));
@@ -113,7 +120,8 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
     data_bytes_ = ops.live_bytes() - live;
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
-    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs();
+    // Gathered parameters: which slot holds which bucket is decided on the host at each read.
+    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs() && !gathered;
 }
 
 DataParallelTrainer::~DataParallelTrainer() {
@@ -131,6 +139,7 @@ bool DataParallelTrainer::step_is_host_free() const {
 // buckets run and no collective is issued (DDP's no_sync).
 void DataParallelTrainer::issue_gradients(int64_t step, bool communicate) {
     bucketer_->start_step(communicate);
+    if (param_slots_) param_slots_->set_gathering(communicate);
     model_->forward_backward(data_->inputs(step), data_->labels(step), loss_.as<float>(), loss_scale_,
                              bucketer_.get());
     ops_.record_marker(kBackwardEnd);
@@ -211,6 +220,11 @@ void DataParallelTrainer::apply_optimizer(bool communicate) {
 }
 
 void DataParallelTrainer::update_sharded(const Tensor& weights_copy, bool communicate) {
+    if (param_slots_) {  // the next read gathers the updated shards
+        sharded_->update_params_shard(cfg_.optimizer, optimizer_steps_);
+        param_slots_->end_step();
+        return;
+    }
     sharded_->update(params_.as<float>(), cfg_.optimizer, optimizer_steps_);
     if (communicate) sharded_->all_gather_params(params_.as<float>());
     if (weights_copy.data)
@@ -259,7 +273,10 @@ float DataParallelTrainer::last_loss() {
 
 std::vector<float> DataParallelTrainer::params_host() {
     std::vector<float> host(model_->num_params());
-    ops_.download(host.data(), params_.get(), host.size() * sizeof(float));
+    if (param_slots_)
+        param_slots_->download_all(host.data());
+    else
+        ops_.download(host.data(), params_.get(), host.size() * sizeof(float));
     return host;
 }
 
@@ -289,7 +306,10 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
     for (int it = 0; it < iterations; ++it) {
         comm_.barrier();
         ops_.record_marker(kCommStart);
-        sharded_->all_gather_params(params_.as<float>());  // every rank's slices as they stand: no change
+        if (param_slots_)
+            param_slots_->gather_every_bucket();
+        else
+            sharded_->all_gather_params(params_.as<float>());  // every rank's slices as they stand: no change
         ops_.record_marker(kCommEnd);
         times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
     }
@@ -298,7 +318,8 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
 
 RankMemory DataParallelTrainer::measured_memory() const {
     RankMemory m;
-    m.parameters = static_cast<double>(params_.bytes() + weights_.bytes());
+    m.parameters = static_cast<double>(params_.bytes() + weights_.bytes()) +
+                   (param_slots_ ? static_cast<double>(sharded_->params_shard_bytes() + param_slots_->bytes()) : 0);
     m.gradients = static_cast<double>(grads_.bytes() + bucketer_->landing_bytes()) +
                   (sharded_ ? sharded_->gradient_bytes() : 0);
     m.optimizer_state = static_cast<double>(state_a_.bytes() + state_b_.bytes()) +
@@ -311,12 +332,21 @@ RankMemory DataParallelTrainer::measured_memory() const {
 }
 
 uint64_t DataParallelTrainer::params_checksum() {
+    if (param_slots_) {  // of the parameters as every rank gathers them
+        const std::vector<float> params = params_host();
+        return checksum_host(params.data(), params.size() * sizeof(float));
+    }
     return ops_.checksum(params_.get(), model_->num_params() * sizeof(float));
 }
 
 void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
     const size_t n = model_->num_params();
     SB_REQUIRE(params.size() == n, fmt::format("{} parameters given, the model has {}", params.size(), n));
+    if (param_slots_) {
+        sharded_->set_params_shard(params);
+        param_slots_->empty();
+        return;
+    }
     ops_.upload(params_.get(), params.data(), n * sizeof(float));
     if (weights_.get())
         ops_.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)),
@@ -324,6 +354,7 @@ void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
 }
 
 void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
+    SB_REQUIRE(!param_slots_, "sharding parameters keeps no replica to flip a bit of");
     std::vector<float> params = params_host();
     SB_REQUIRE(index < params.size() && bit >= 0 && bit < 32,
                fmt::format("parameter {} bit {} of {} parameters", index, bit, params.size()));

@@ -87,6 +87,7 @@ public:
     std::vector<double> time_gradient_allreduce(int iterations);
     // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms).
     const ShardedState* sharded() const { return sharded_.get(); }
+    const ParameterSlots* parameter_slots() const { return param_slots_.get(); }  // sharding parameters
     double time_params_all_gather(int iterations);
     // What this rank's buffers hold by kind, the allocator's deltas around the model's
     // binding (activations) and the dataset (data), and `peak_total`: the backend's
@@ -130,7 +131,8 @@ private:
     std::unique_ptr<Dataset> data_;
     DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
     std::unique_ptr<Bucketer> bucketer_;
-    std::unique_ptr<ShardedState> sharded_;  // sharding optimizer or gradients
+    std::unique_ptr<ShardedState> sharded_;        // sharded modes
+    std::unique_ptr<ParameterSlots> param_slots_;  // sharding parameters: where the model reads them
     size_t live_before_ = 0, bound_bytes_ = 0, data_bytes_ = 0;  // allocator accounting
     float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
     int good_steps_ = 0;

@@ -52,9 +52,6 @@ private:
 // Why `sharding` cannot run with the rest of the config, or "".
 std::string sharding_problem(const TrainConfig& cfg) {
     if (cfg.sharding == ShardingMode::none) return "";
-    if (cfg.sharding == ShardingMode::parameters)
-        return "parameters (ZeRO-3) is not supported yet: the models compute from one flat weight buffer, so "
-               "weights cannot be gathered unit by unit; optimizer or gradients shard the optimizer state";
     if (cfg.grad_dtype != DType::f32)
         return fmt::format("{} reduce-scatters fp32 gradients; grad_dtype {} applies to the all-reduce (sharding: "
                            "none) only", sharding_mode_name(cfg.sharding), grad_dtype_name(cfg.grad_dtype));

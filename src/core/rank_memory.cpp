@@ -14,47 +14,62 @@ nlohmann::json to_json(const RankMemory& m) {
 }
 
 namespace {
-// A step on the tracing backend with gradients landing in slots: how many slots it needs.
-size_t count_landing_slots(const TrainConfig& cfg, Ops& ops, Model& model, LandingCounter& counter, int local_batch) {
-    const BatchShape batch = batch_shape(cfg);
-    DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
-    DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
-    DeviceBuffer loss(ops, sizeof(float));
-    model.forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
-                           loss.as<float>(), 1.0f, &counter);
-    return counter.slots_needed();
-}
+// The model bound on the tracing backend as the trainer binds it for `cfg`'s mode: on fake flat
+// buffers, or with its gradients landing in slots and its parameters read from gathered ones,
+// whose counters a traced step fills.
+struct TracedBinding {
+    TraceOps ops;
+    std::unique_ptr<Model> model;
+    std::vector<Bucket> buckets;
+    DeviceBuffer flat;
+    std::unique_ptr<LandingCounter> landing;
+    std::unique_ptr<ParameterSlotCounter> home;
+    double bound_bytes = 0;  // what the model allocated when bound
+
+    TracedBinding(const TrainConfig& cfg, int local_batch) : ops(cfg.precision) {
+        model = create_model(cfg, ops);
+        buckets = bucket_layout(model->params(), cfg.bucket_mb);
+        flat = DeviceBuffer(ops, model->num_params() * sizeof(float));
+        if (cfg.sharding == ShardingMode::gradients || cfg.sharding == ShardingMode::parameters)
+            landing = std::make_unique<LandingCounter>(model->params(), buckets, flat.as<float>());
+        if (cfg.sharding == ShardingMode::parameters)
+            home = std::make_unique<ParameterSlotCounter>(model->params(), buckets, flat.as<float>(),
+                                                          dtype_size(compute_dtype(cfg.precision)),
+                                                          [this] { return ops.position(); });
+        const double before = ops.allocated_bytes();
+        model->bind(FlatBuffers{home ? nullptr : flat.as<float>(), home ? nullptr : flat.get(),
+                                landing ? nullptr : flat.as<float>(), landing.get(), home.get()},
+                    local_batch);
+        bound_bytes = ops.allocated_bytes() - before;
+    }
+
+    // One traced step: the slots it needs.
+    ShardSlots count_slots(const TrainConfig& cfg, int local_batch) {
+        if (!landing) return {};
+        const BatchShape batch = batch_shape(cfg);
+        DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
+        DeviceBuffer labels(ops, static_cast<size_t>(local_batch * batch.labels_per_row) * sizeof(int32_t));
+        DeviceBuffer loss(ops, sizeof(float));
+        model->forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
+                                loss.as<float>(), 1.0f, landing.get());
+        return {landing->slots_needed(), home ? home->slots_needed() : 0};
+    }
+};
 }  // namespace
 
-size_t landing_slots(const TrainConfig& cfg) {
-    // The order of the backward's writes does not depend on the batch: one row is traced.
-    TraceOps ops(cfg.precision);
-    std::unique_ptr<Model> model = create_model(cfg, ops);
-    DeviceBuffer flat(ops, model->num_params() * sizeof(float));
-    LandingCounter counter(model->params(), bucket_layout(model->params(), cfg.bucket_mb), flat.as<float>());
-    model->bind(FlatBuffers{flat.as<float>(), flat.get(), nullptr, &counter}, 1);
-    return count_landing_slots(cfg, ops, *model, counter, 1);
+ShardSlots shard_slots(const TrainConfig& cfg) {
+    // The order of the step's reads and writes does not depend on the batch: one row is traced.
+    TracedBinding traced(cfg, 1);
+    return traced.count_slots(cfg, 1);
 }
 
 RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local_batch) {
-    TraceOps ops(cfg.precision);
-    std::unique_ptr<Model> model = create_model(cfg, ops);
-    const double n = static_cast<double>(model->num_params());
+    TracedBinding traced(cfg, local_batch);
+    const double n = static_cast<double>(traced.model->num_params());
     const double compute_copy = compute_dtype(cfg.precision) == DType::f32 ? 0 : dtype_size(compute_dtype(cfg.precision));
     const double state_buffers = cfg.optimizer.kind == OptimizerConfig::Kind::adamw ? 2 : 1;
     RankMemory m;
-
-    // As the trainer binds it: the flat buffers (fake), then the model's own allocations; with
-    // gradients landing in slots, the model's binding for them.
-    const std::vector<Bucket> buckets = bucket_layout(model->params(), cfg.bucket_mb);
-    DeviceBuffer flat(ops, model->num_params() * sizeof(float));
-    const bool landing = cfg.sharding == ShardingMode::gradients;
-    LandingCounter counter(model->params(), buckets, flat.as<float>());
-    const double before_bind = ops.allocated_bytes();
-    model->bind(FlatBuffers{flat.as<float>(), flat.get(), landing ? nullptr : flat.as<float>(),
-                            landing ? &counter : nullptr},
-                local_batch);
-    m.activations = ops.allocated_bytes() - before_bind + sizeof(float);  // and the loss
+    m.activations = traced.bound_bytes + sizeof(float);  // and the loss
     const BatchShape batch = batch_shape(cfg);
     m.data = cfg.dataset_batches * static_cast<double>(local_batch) *
              (static_cast<double>(batch.cols) * dtype_size(batch.dtype) +
@@ -68,20 +83,24 @@ RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local
         return m;
     }
     // Every rank's shard has the same size (rank 0's layout stands for all).
-    const ShardLayout layout(buckets, world_size, 0);
+    const ShardLayout layout(traced.buckets, world_size, 0);
     const double full = n + static_cast<double>(layout.tail_padding());
     const double shard = static_cast<double>(layout.shard_elements());
+    const double slot = static_cast<double>(layout.largest_padded_count());
     bool padded = false;
-    for (size_t b = 0; b < buckets.size(); ++b) padded = padded || layout.padded_count(b) != buckets[b].count;
-    m.parameters = full * sizeof(float) + n * compute_copy;
-    // Sharded by gradients they land in slots of the largest padded bucket, not in the full buffer.
-    const double landed =
-        landing ? static_cast<double>(count_landing_slots(cfg, ops, *model, counter, local_batch) *
-                                      layout.largest_padded_count())
-                : full;
-    m.gradients = (landed + shard) * sizeof(float);
+    for (size_t b = 0; b < traced.buckets.size(); ++b)
+        padded = padded || layout.padded_count(b) != traced.buckets[b].count;
+    const ShardSlots slots = traced.count_slots(cfg, local_batch);
+    const bool gathered = cfg.sharding == ShardingMode::parameters;
+    // Gathered, the master shard and the slots (fp32 and the compute copy) hold the parameters.
+    m.parameters = gathered ? shard * sizeof(float) + static_cast<double>(slots.parameters) * slot *
+                                                          (sizeof(float) + compute_copy)
+                            : full * sizeof(float) + n * compute_copy;
+    // Landing in slots of the largest padded bucket, the gradients need no full buffer.
+    m.gradients = ((slots.landing ? static_cast<double>(slots.landing) * slot : full) + shard) * sizeof(float);
     m.optimizer_state = shard * sizeof(float) * state_buffers;
-    m.comm_buffers = padded ? static_cast<double>(layout.largest_padded_count()) * sizeof(float) : 0;
+    // The all-gather in place stages a padded bucket; gathered into slots, none is staged.
+    m.comm_buffers = padded && !gathered ? slot * sizeof(float) : 0;
     return m;
 }
 

@@ -11,7 +11,7 @@
 namespace sb {
 
 struct RankMemory {
-    double parameters = 0;       // the fp32 master parameters (the model reads them) and the compute copy
+    double parameters = 0;       // the fp32 master parameters and the compute copy (gathered: the shard and the slots)
     double gradients = 0;        // the fp32 gradients the backward writes (in full or its landing slots), the shard
     double optimizer_state = 0;  // momentum, or AdamW's two moments (the shard's only when sharded)
     double activations = 0;      // what the model allocates when bound for the local batch
@@ -23,9 +23,14 @@ struct RankMemory {
 };
 nlohmann::json to_json(const RankMemory& m);
 
-// The gradient landing slots a step of `cfg` needs with sharding: gradients (LandingCounter,
-// collectives/bucketer.h, on the tracing backend).
-size_t landing_slots(const TrainConfig& cfg);
+// The slots a sharded step of `cfg` needs (each of the largest padded bucket), counted on the
+// tracing backend: its gradients' landing slots (sharding gradients or parameters;
+// LandingCounter, collectives/bucketer.h) and the slots its parameters are gathered into
+// (sharding parameters; ParameterSlotCounter, collectives/sharding.h). Zero where not used.
+struct ShardSlots {
+    size_t landing = 0, parameters = 0;
+};
+ShardSlots shard_slots(const TrainConfig& cfg);
 
 // One rank of `world_size` ranks training `cfg` (its sharding mode) at `local_batch` rows.
 RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local_batch);

@@ -476,7 +476,8 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
                                names.push_back(f.choice(item, k, key, names_of(sharding_choices())));
                                sc.sharding.push_back(parse_sharding_mode(names.back()));
                                if (sc.sharding.back() == ShardingMode::parameters)
-                                   f.fail_at(item.Mark(), "key 'sharding': parameters (ZeRO-3) is not supported yet");
+                                   f.fail_at(item.Mark(), "key 'sharding': parameters (ZeRO-3) is measured by train "
+                                                          "but not projected yet");
                            }
                            if (const std::string repeated = repeated_entry(names); !repeated.empty()) f.fail(v, k, key, repeated);
                        } else if (key == "workloads") {

@@ -183,6 +183,13 @@ nlohmann::json projection_record(const Projection& p, const StepTrace& t, const 
 std::vector<Projection> project_configurations(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                                const std::vector<int>& nodes, const std::vector<ShardingMode>& modes,
                                                TraceCache* cache, bool with_records) {
+    const bool gathers = cfg.sharding == ShardingMode::parameters ||
+                         std::find(modes.begin(), modes.end(), ShardingMode::parameters) != modes.end();
+    if (gathers)
+        throw UserError(fmt::format("{}: sharding parameters: train measures it, the projection does not model its "
+                                    "gathers in the forward and the backward yet (none, optimizer and gradients it "
+                                    "does; docs/sharding.md)",
+                                    cfg.source));
     TraceCache own;
     TraceCache& traces = cache ? *cache : own;
     // The configuration of `world` ranks: its local batch, the fit of each candidate mode, the trace of the one it runs.

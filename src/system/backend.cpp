@@ -213,7 +213,7 @@ std::pair<double, int> largest_rank_memory(const TrainConfig& cfg, int launched)
 // world size above 1 the launch measures (at 1 rank sharding saves nothing), else "".
 std::string fitting_mode_hint(const TrainConfig& cfg, int launched, double capacity) {
     if (cfg.sharding != ShardingMode::none || launched < 2 || capacity <= 0) return "";
-    for (ShardingMode mode : {ShardingMode::optimizer, ShardingMode::gradients}) {
+    for (ShardingMode mode : {ShardingMode::optimizer, ShardingMode::gradients, ShardingMode::parameters}) {
         TrainConfig sharded = cfg;
         sharded.sharding = mode;
         sharded.grad_dtype = DType::f32;

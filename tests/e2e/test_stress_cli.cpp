@@ -281,6 +281,31 @@ TEST(StressCli, TrainRecheckAllreduceIsRecordedOnlyWhenAsked) {
     EXPECT_TRUE(records[0]["allreduce_recheck"]["passed"].get<bool>());
     EXPECT_EQ(records[0]["allreduce_recheck"]["mismatched_elements"], 0);
     EXPECT_FALSE(records[1].contains("allreduce_recheck")) << "the train record is unchanged without the flag";
+    // Where the gradients land in reused slots no buffer stands to reduce twice: refused up front.
+    for (const char* mode : {"gradients", "parameters"}) {
+        Result landing = run("train" + kSmall + " --steps 3 --scaling 2 --recheck-allreduce --sharding " + mode +
+                                 " --out " + out,
+                             mpirun(2));
+        EXPECT_EQ(landing.code, 2) << landing.err;
+        EXPECT_NE(landing.err.find(std::string("--recheck-allreduce: --sharding is ") + mode), std::string::npos)
+            << landing.err;
+    }
+    EXPECT_EQ(sb::read_records(out).records.size(), 2u) << "nothing written";
+}
+
+// With its parameters sharded no rank holds a replica to check: stress refuses the mode, naming
+// the key, before any work.
+TEST(StressCli, ShardedParametersAreRefusedNamingTheKey) {
+    const std::string config = fresh("parameters.yaml"), out = fresh("parameters.jsonl");
+    std::ofstream(config) << slurp(std::string(SCALEBENCH_SOURCE_DIR) + "/configs/ci-small.yaml")
+                          << "\nsharding: parameters\n";
+    Result r = run("stress --config " + config + " --backend cpu --duration 3s --out " + out, mpirun(2));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(config + ":"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("key 'sharding'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sharding parameters: stress checks that every rank holds the same replica"),
+              std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

@@ -98,6 +98,19 @@ struct Trained {
     std::vector<float> losses, params;
 };
 
+// Sharding parameters: after a step without communication (which gathers nothing), the
+// parameters read back are still gathered from the shards: this rank's slices are its shard.
+void expect_read_back_from_the_shard(DataParallelTrainer& trainer, Ops& ops, int64_t step) {
+    trainer.step(step, /*communicate=*/false);
+    const std::vector<float> params = trainer.params_host();
+    const ShardLayout& layout = trainer.sharded()->layout();
+    std::vector<float> shard(layout.shard_elements());
+    ops.download(shard.data(), trainer.sharded()->params_shard(), shard.size() * sizeof(float));
+    for (size_t b = 0; b < layout.buckets(); ++b)
+        for (size_t i = 0; i < layout.slice(b) && layout.flat_offset(b) + i < params.size(); ++i)
+            ASSERT_EQ(params[layout.flat_offset(b) + i], shard[layout.shard_offset(b) + i]) << "bucket " << b;
+}
+
 Trained train(const TrainConfig& cfg, int steps) {
     CpuOps ops;
     MpiCommunicator comm(MPI_COMM_WORLD);
@@ -109,6 +122,7 @@ Trained train(const TrainConfig& cfg, int steps) {
         t.losses.push_back(trainer.last_loss());
     }
     t.params = trainer.params_host();
+    if (cfg.sharding == ShardingMode::parameters) expect_read_back_from_the_shard(trainer, ops, steps);
     return t;
 }
 
@@ -149,7 +163,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
                                            Case{"transformer", ShardingMode::gradients},
                                            Case{"bert", ShardingMode::gradients},
                                            Case{"resnet", ShardingMode::optimizer},
-                                           Case{"resnet", ShardingMode::gradients}),
+                                           Case{"resnet", ShardingMode::gradients},
+                                           Case{"mlp", ShardingMode::parameters},
+                                           Case{"transformer", ShardingMode::parameters},
+                                           Case{"bert", ShardingMode::parameters},
+                                           Case{"resnet", ShardingMode::parameters}),
                          [](const auto& info) {
                              return std::string(info.param.model) + "_" + sharding_mode_name(info.param.mode);
                          });
@@ -195,15 +213,23 @@ TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
         EXPECT_DOUBLE_EQ(mem["measured"][kind].get<double>(), mem["predicted"][kind].get<double>()) << kind;
     EXPECT_NEAR(mem["peak_vs_predicted"].get<double>(), 1.0, 0.05) << mem.dump();
-    if (GetParam() == ShardingMode::gradients) {
-        TrainConfig full = cfg;
-        full.sharding = ShardingMode::optimizer;
-        const double kept = predict_rank_memory(full, n, rec["local_batch"].get<int>()).gradients;
-        EXPECT_LT(mem["measured"]["gradients"].get<double>(), kept) << mem.dump();
+    if (GetParam() == ShardingMode::parameters) {  // each bucket in the forward, most again in the backward
+        EXPECT_GT(sh["gathered_buckets"].get<double>(), buckets) << sh.dump();
+        EXPECT_LE(sh["gathered_buckets"].get<double>(), 2 * buckets) << sh.dump();
+        EXPECT_GE(sh["parameter_slots"].get<int>(), 2);
+    }
+    // Each mode keeps less than the one before it: the gradients, then the parameters.
+    if (GetParam() != ShardingMode::optimizer) {
+        TrainConfig before = cfg;
+        const char* kind = GetParam() == ShardingMode::gradients ? "gradients" : "parameters";
+        before.sharding = GetParam() == ShardingMode::gradients ? ShardingMode::optimizer : ShardingMode::gradients;
+        const nlohmann::json kept = to_json(predict_rank_memory(before, n, rec["local_batch"].get<int>()));
+        EXPECT_LT(mem["measured"][kind].get<double>(), kept[kind].get<double>()) << kind << " " << mem.dump();
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ShardedSweep, ::testing::Values(ShardingMode::optimizer, ShardingMode::gradients),
+INSTANTIATE_TEST_SUITE_P(Modes, ShardedSweep,
+                         ::testing::Values(ShardingMode::optimizer, ShardingMode::gradients, ShardingMode::parameters),
                          [](const auto& info) { return std::string(sharding_mode_name(info.param)); });
 
 }  // namespace
