@@ -139,27 +139,63 @@ int ParameterSlots::slot_of(int param_index) {
     SB_REQUIRE(param_index >= 0 && static_cast<size_t>(param_index) < bucket_of_param_.size(),
                fmt::format("parameter {} out of range", param_index));
     const int b = bucket_of_param_[static_cast<size_t>(param_index)];
-    size_t chosen = 0;
-    bool held = false;
-    for (size_t s = 0; s < slots_.size() && !held; ++s)
-        if (slots_[s].bucket == b) chosen = s, held = true;
-    if (!held) {  // the least recently read slot (an empty one has never been read)
-        for (size_t s = 1; s < slots_.size(); ++s)
-            if (slots_[s].last_read < slots_[chosen].last_read) chosen = s;
-        Slot& slot = slots_[chosen];
-        slot.bucket = b;
-        if (gathering_) {
-            // The collective waits for the work queued before it, which reads what the slot held.
-            shard_.gather_bucket(static_cast<size_t>(b), slot.master.as<float>())->wait();
-            ++gathered_;
-            if (slot.weights.get()) {
-                const auto count = static_cast<int64_t>(buckets_[static_cast<size_t>(b)].count);
-                ops_.cast(slot.master.tensor(DType::f32, 1, count), slot.weights.tensor(dtype_, 1, count));
-            }
-        }
+    int chosen = held_by(b);
+    if (chosen < 0) {
+        chosen = take_slot(b);
+        if (gathering_) start_gather(slots_[static_cast<size_t>(chosen)]);
     }
-    slots_[chosen].last_read = ++reads_;
+    Slot& slot = slots_[static_cast<size_t>(chosen)];
+    slot.last_read = ++reads_;
+    if (slot.pending || !slot.read) {
+        finish_gather(slot);
+        slot.read = true;
+        // The first read of a gathered bucket: gather the next one the pass reads while this one
+        // computes (forward: down the buckets, backward: up), into the least recently read slot.
+        const int step = b > last_first_read_ ? 1 : -1;
+        last_first_read_ = b;
+        const int next = b + step;
+        if (gathering_ && next >= 0 && next < static_cast<int>(buckets_.size()) && held_by(next) < 0)
+            start_gather(slots_[static_cast<size_t>(take_slot(next))]);
+    }
+    return chosen;
+}
+
+int ParameterSlots::held_by(int bucket) const {
+    for (size_t s = 0; s < slots_.size(); ++s)
+        if (slots_[s].bucket == bucket) return static_cast<int>(s);
+    return -1;
+}
+
+int ParameterSlots::take_slot(int bucket) {
+    // The least recently read slot (an empty one has never been read); a gather still landing in
+    // it completes first.
+    size_t chosen = 0;
+    for (size_t s = 1; s < slots_.size(); ++s)
+        if (slots_[s].last_read < slots_[chosen].last_read) chosen = s;
+    Slot& slot = slots_[chosen];
+    if (slot.pending) slot.pending->wait();
+    slot.pending.reset();
+    slot.bucket = bucket;
+    slot.read = !gathering_;  // a no-communication step reads the slot as it stands
+    slot.last_read = ++reads_;
     return static_cast<int>(chosen);
+}
+
+void ParameterSlots::start_gather(Slot& slot) {
+    // The collective waits for the work queued before it, which reads what the slot held.
+    slot.pending = shard_.gather_bucket(static_cast<size_t>(slot.bucket), slot.master.as<float>());
+    slot.read = false;
+    ++gathered_;
+}
+
+void ParameterSlots::finish_gather(Slot& slot) {
+    if (!slot.pending) return;
+    slot.pending->wait();
+    slot.pending.reset();
+    if (slot.weights.get()) {
+        const auto count = static_cast<int64_t>(buckets_[static_cast<size_t>(slot.bucket)].count);
+        ops_.cast(slot.master.tensor(DType::f32, 1, count), slot.weights.tensor(dtype_, 1, count));
+    }
 }
 
 const float* ParameterSlots::master(int param_index) {
@@ -201,8 +237,15 @@ void ParameterSlots::end_step() {
 }
 
 void ParameterSlots::empty() {
-    for (Slot& slot : slots_) slot.bucket = -1, slot.last_read = 0;
+    for (Slot& slot : slots_) {
+        if (slot.pending) slot.pending->wait();  // a prefetch nobody read
+        slot.pending.reset();
+        slot.bucket = -1;
+        slot.last_read = 0;
+        slot.read = false;
+    }
     reads_ = 0;
+    last_first_read_ = -1;
 }
 
 void ParameterSlots::gather_every_bucket() {

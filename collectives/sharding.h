@@ -108,10 +108,11 @@ private:
 };
 
 // Sharding parameters (ZeRO-3): the model reads each parameter from a slot holding its bucket,
-// all-gathered from the master shards on first read (and cast to the compute copy), so a rank
-// holds the parameters of a few buckets at a time. A bucket that has no slot takes the least
-// recently read one; every slot is emptied after the optimizer, so each step gathers afresh
-// (in the forward and again in the backward, once the forward's slots were reused).
+// all-gathered from the master shards (and cast to the compute copy), so a rank holds the
+// parameters of a few buckets at a time. A bucket that has no slot takes the least recently read
+// one; the first read of a gathered bucket starts the gather of the next bucket in the pass's
+// direction (FSDP2's prefetch). Every slot is emptied after the optimizer, so each step gathers
+// afresh (in the forward and again in the backward, once the forward's slots were reused).
 class ParameterSlots : public ParameterHome {
 public:
     ParameterSlots(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets, ShardedState& shard,
@@ -119,8 +120,8 @@ public:
     const float* master(int param_index) override;
     void* weight(int param_index) override;
     void empty();                  // after the optimizer: the next read gathers
-    // After the optimizer: empty(), and the buckets the step gathered kept as the last step's
-    // (a communicating step's).
+    // Before the optimizer: empty() (waiting for any gather in flight), and the buckets the step
+    // gathered kept as the last step's (a communicating step's).
     void end_step();
     size_t gathered_last_step() const { return gathered_last_step_; }
     void gather_every_bucket();    // each bucket once, in turn: the all-gather timed alone
@@ -131,8 +132,12 @@ public:
     size_t slots() const { return slots_.size(); }
 
 private:
-    int slot_of(int param_index);  // the slot holding the parameter's bucket, gathered if need be
     struct Slot;
+    int slot_of(int param_index);  // the slot holding the parameter's bucket, gathered if need be
+    int held_by(int bucket) const;  // its slot, or -1
+    int take_slot(int bucket);      // the least recently read slot, given to `bucket`
+    void start_gather(Slot& slot);
+    void finish_gather(Slot& slot);  // waits for a gather in flight, then casts the compute copy
     template <class Use>
     void each_bucket_gathered(Use use);  // use(bucket, slot) of every bucket, gathered in turn
 
@@ -146,15 +151,19 @@ private:
         DeviceBuffer master, weights;  // fp32 padded span; the compute copy (none in fp32)
         int bucket = -1;
         uint64_t last_read = 0;
+        std::unique_ptr<CommRequest> pending;  // its gather, until finished
+        bool read = false;                     // read since it was gathered
     };
     std::vector<Slot> slots_;
     uint64_t reads_ = 0;
+    int last_first_read_ = -1;  // the bucket last read first after its gather: the pass's direction
     bool gathering_ = true;
     size_t gathered_ = 0, gathered_last_step_ = 0;
 };
 
 // How many parameter slots a step needs: bind the model with this as its home and run a step on
-// the tracing backend (`position` is its op count). It counts the buckets one op reads, plus one.
+// the tracing backend (`position` is its op count). It counts the buckets one op reads, plus one
+// for the prefetch, so neither a read nor a prefetch evicts what the same op reads.
 class ParameterSlotCounter : public ParameterHome {
 public:
     ParameterSlotCounter(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,

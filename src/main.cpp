@@ -70,7 +70,7 @@ void add_train_options(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--grad-dtype", f.grad_dtype, "dtype of the gradient all-reduce: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember(names_of(grad_dtype_choices())));
     sub.add_option("--sharding", f.sharding,
-                   "none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2): docs/sharding.md")
+                   "none (all-reduce), optimizer (ZeRO-1), gradients (ZeRO-2) or parameters (ZeRO-3): docs/sharding.md")
         ->check(CLI::IsMember(names_of(sharding_choices())));
     sub.add_option("--out,-o", f.out, "JSONL file the records are appended to");
     sub.add_option("--cuda-graphs", f.cuda_graphs, "true or false: replay each step as a CUDA graph (CUDA)");

@@ -220,9 +220,9 @@ void DataParallelTrainer::apply_optimizer(bool communicate) {
 }
 
 void DataParallelTrainer::update_sharded(const Tensor& weights_copy, bool communicate) {
-    if (param_slots_) {  // the next read gathers the updated shards
-        sharded_->update_params_shard(cfg_.optimizer, optimizer_steps_);
+    if (param_slots_) {  // no gather in flight reads the shard it updates; the next read gathers afresh
         param_slots_->end_step();
+        sharded_->update_params_shard(cfg_.optimizer, optimizer_steps_);
         return;
     }
     sharded_->update(params_.as<float>(), cfg_.optimizer, optimizer_steps_);
