@@ -69,7 +69,7 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
                        {"./records/equiv-transformer.jsonl", "./records/equiv-resnet.jsonl", "./records/large.jsonl"})},
         {"results/cpu-2rank-vm/sharding/records.jsonl", file_lines(kSource + "/results/cpu-2rank-vm/sharding/records.jsonl")}};
     const CostModel model(profile("h200-sxm"));  // 8 GPUs a node: every world size of the records
-    int sharded = 0, unsharded = 0;
+    int sharded = 0, unsharded = 0, gathered = 0;
     for (const Source& source : sources)
         for (size_t i = 0; i < source.lines.size(); ++i) {
             const nlohmann::json r = nlohmann::json::parse(source.lines[i]);
@@ -77,33 +77,42 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
             const std::string where = source.where + " record " + std::to_string(i + 1);
             const TrainConfig cfg = config_of_record(r, where);
             const int n = r["world_size"].get<int>();
-            const Projection p = project_workload(cfg, model, {n}, {1}).front();
-            const nlohmann::json& projected = p.record["sharding"];
             const nlohmann::json& measured = r["sharding"];
-            ASSERT_EQ(projected["mode"], measured["mode"]) << where;
-            EXPECT_EQ(p.record["local_batch"], r["local_batch"]) << where;
-            EXPECT_EQ(p.record["buckets"], r["buckets"]) << where;
-            EXPECT_DOUBLE_EQ(p.record["gradient_bytes"].get<double>(), r["gradient_bytes"].get<double>()) << where;
-            // The memory figures below hold for the build that measured them: a `gradients` record
-            // without `landing_slots` kept every gradient in the full buffer (the H200 call's).
-            const bool memory_of_this_build =
-                r["sharding"]["mode"] != "gradients" || r["sharding"].contains("landing_slots");
+            // train's prediction recomputed from the record's own fields, of the engine that ran (its
+            // conv_engine; the H200 call's ResNet records, whose config reads `auto`, carry a prediction
+            // of cuDNN's convolutions, the tracing backend's default in that build, beside im2col's
+            // measured memory), is each kind measured. It holds for the build that measured them: a
+            // `gradients` record without `landing_slots` kept every gradient in the full buffer (the
+            // H200 call's).
+            const bool memory_of_this_build = measured["mode"] != "gradients" || measured.contains("landing_slots");
+            const RankMemory predicted = predict_rank_memory(cfg, n, r["local_batch"].get<int>());
             if (memory_of_this_build) {
-                // The footprint less the GPU's workspace and reserve against the high-water mark of the run's
-                // own allocations, within the 5% train's prediction is held to.
-                const double footprint = (p.record["memory_per_gpu_gb"].get<double>() -
-                                          p.record["memory_breakdown_gb"]["workspace_and_runtime"].get<double>()) * kGiB;
-                const double peak = r["memory_per_rank"]["measured"]["peak_total"].get<double>();
-                EXPECT_NEAR(footprint / peak, 1.0, 0.05) << where;
-                // train's prediction recomputed from the record's own fields, of the engine that ran (its
-                // conv_engine; the H200 call's ResNet records, whose config reads `auto`, carry a prediction
-                // of cuDNN's convolutions, the tracing backend's default in that build, beside im2col's
-                // measured memory), is each kind measured.
-                const RankMemory predicted = predict_rank_memory(cfg, n, r["local_batch"].get<int>());
                 const nlohmann::json recomputed = to_json(predicted), measured_memory = r["memory_per_rank"]["measured"];
                 for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
                     EXPECT_DOUBLE_EQ(recomputed[kind].get<double>(), measured_memory[kind].get<double>()) << where << " " << kind;
                 EXPECT_NEAR(measured_memory["peak_total"].get<double>() / predicted.total(), 1.0, 0.01) << where;
+            }
+            if (measured["mode"] == "parameters") {  // not projected: its bytes as the formulas give them
+                ++gathered;
+                EXPECT_DOUBLE_EQ(measured["reduce_scatter"]["bytes"].get<double>(),
+                                 4.0 * n * measured["shard_elements"].get<double>()) << where;
+                EXPECT_DOUBLE_EQ(measured["all_gather"]["bytes"].get<double>(),
+                                 measured["reduce_scatter"]["bytes"].get<double>()) << where;
+                continue;
+            }
+            const Projection p = project_workload(cfg, model, {n}, {1}).front();
+            const nlohmann::json& projected = p.record["sharding"];
+            ASSERT_EQ(projected["mode"], measured["mode"]) << where;
+            EXPECT_EQ(p.record["local_batch"], r["local_batch"]) << where;
+            EXPECT_EQ(p.record["buckets"], r["buckets"]) << where;
+            EXPECT_DOUBLE_EQ(p.record["gradient_bytes"].get<double>(), r["gradient_bytes"].get<double>()) << where;
+            // The footprint less the GPU's workspace and reserve against the high-water mark of the run's
+            // own allocations, within the 5% train's prediction is held to.
+            if (memory_of_this_build) {
+                const double footprint = (p.record["memory_per_gpu_gb"].get<double>() -
+                                          p.record["memory_breakdown_gb"]["workspace_and_runtime"].get<double>()) * kGiB;
+                const double peak = r["memory_per_rank"]["measured"]["peak_total"].get<double>();
+                EXPECT_NEAR(footprint / peak, 1.0, 0.05) << where;
             }
             if (measured["mode"] == "none") {
                 ++unsharded;
@@ -117,9 +126,10 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
                 EXPECT_DOUBLE_EQ(projected[c]["bytes"].get<double>(), measured[c]["bytes"].get<double>()) << where << " " << c;
         }
     // The H200 call's 7 sharded records (BERT and ResNet at 2 and 4 ranks, GPT-2 large at 4) and the
-    // CPU run's 5, padded and not; an unsharded record of each.
+    // CPU run's 5, padded and not; an unsharded record of each; the CPU run's `parameters` record.
     EXPECT_EQ(sharded, 12);
     EXPECT_GE(unsharded, 2);
+    EXPECT_EQ(gathered, 1);
 }
 
 TEST(ShardedProjection, ReduceScatterAndAllGatherAreHalfAnAllReducesRingOnEveryLink) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sharded modes' collective bytes on CPU ranks (MPI), for the projection's check that it moves
-# what the runner moves (tests/unit/test_sharding_projection.cpp). Odd world sizes and small
+# what the runner moves (tests/unit/test_sharded_projection.cpp) and that train predicts its memory. Odd world sizes and small
 # buckets, so most buckets are padded. From the repository root, with a CPU build in BUILD
 # (default build-cpu): results/cpu-2rank-vm/sharding/run.sh [OUT_FOLDER, default runs/cpu-sharding]
 set -euo pipefail
@@ -18,5 +18,6 @@ run 3 --config configs/ci-small.yaml --sharding optimizer --scaling 2,3 --bucket
 run 3 --config configs/ci-transformer.yaml --sharding gradients --scaling 3 --bucket-mb 0.01
 run 4 --config configs/ci-transformer.yaml --sharding optimizer --scaling 4
 run 3 --config configs/ci-resnet.yaml --sharding gradients --scaling 3 --bucket-mb 0.02
+run 3 --config configs/ci-transformer.yaml --sharding parameters --scaling 3 --bucket-mb 0.01
 run 2 --config configs/ci-small.yaml --sharding none --scaling 2
 echo "wrote $out"
