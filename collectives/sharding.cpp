@@ -29,7 +29,7 @@ ShardLayout::ShardLayout(const std::vector<Bucket>& buckets, int world_size, int
 }
 
 ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw,
-                           const std::vector<float>* initial_params)
+                           bool holds_params)
     : layout_(buckets, comm.size(), comm.rank()), buckets_(buckets), comm_(comm), ops_(ops) {
     const size_t s = layout_.shard_elements();
     const auto zeroed = [&](DeviceBuffer& buffer) {
@@ -41,11 +41,8 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
     if (adamw) zeroed(state_b_);
     bool padded = false;
     for (size_t b = 0; b < buckets_.size(); ++b) padded = padded || layout_.padded_count(b) != buckets_[b].count;
-    if (padded && !initial_params) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
-    if (initial_params) {
-        params_ = DeviceBuffer(ops, s * sizeof(float));
-        set_params_shard(*initial_params);
-    }
+    if (padded && !holds_params) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
+    if (holds_params) zeroed(params_);
 }
 
 void ShardedState::set_params_shard(const std::vector<float>& full) {
@@ -185,7 +182,7 @@ void ParameterSlots::start_gather(Slot& slot) {
     // The collective waits for the work queued before it, which reads what the slot held.
     slot.pending = shard_.gather_bucket(static_cast<size_t>(slot.bucket), slot.master.as<float>());
     slot.read = false;
-    ++gathered_;
+    gathered_.push_back(slot.bucket);
 }
 
 void ParameterSlots::finish_gather(Slot& slot) {
@@ -211,29 +208,37 @@ void* ParameterSlots::weight(int param_index) {
     return static_cast<char*>(slot.weights.get()) + within * dtype_size(dtype_);
 }
 
-template <class Use>
-void ParameterSlots::each_bucket_gathered(Use use) {
+void ParameterSlots::download_all(float* host) {
     // Outside a step: gathering whatever the last step was, and not counted as a step's.
     const bool gathering = gathering_;
-    const size_t counted = gathered_;
+    const std::vector<int> counted = gathered_;
     gathering_ = true;
     empty();
-    for (const Bucket& bucket : buckets_) use(bucket, slots_[static_cast<size_t>(slot_of(bucket.param_indices.front()))]);
+    for (const Bucket& bucket : buckets_) {
+        const Slot& slot = slots_[static_cast<size_t>(slot_of(bucket.param_indices.front()))];
+        ops_.download(host + bucket.offset, slot.master.get(), bucket.count * sizeof(float));
+    }
     empty();
     gathering_ = gathering;
     gathered_ = counted;
 }
 
-void ParameterSlots::download_all(float* host) {
-    each_bucket_gathered([&](const Bucket& bucket, const Slot& slot) {
-        ops_.download(host + bucket.offset, slot.master.get(), bucket.count * sizeof(float));
-    });
+double ParameterSlots::gathered_bytes_last_step() const {
+    double bytes = 0;
+    for (int b : gathered_last_step_) bytes += static_cast<double>(shard_.layout().padded_count(static_cast<size_t>(b)));
+    return bytes * sizeof(float);
+}
+
+void ParameterSlots::gather_last_step_again() {
+    // Into the first slot, one after the other; the slots are empty before and after.
+    empty();
+    for (int b : gathered_last_step_) shard_.gather_bucket(static_cast<size_t>(b), slots_.front().master.as<float>())->wait();
 }
 
 void ParameterSlots::end_step() {
     empty();
     if (gathering_) gathered_last_step_ = gathered_;  // a no-communication step gathers nothing
-    gathered_ = 0;
+    gathered_.clear();
 }
 
 void ParameterSlots::empty() {
@@ -246,10 +251,6 @@ void ParameterSlots::empty() {
     }
     reads_ = 0;
     last_first_read_ = -1;
-}
-
-void ParameterSlots::gather_every_bucket() {
-    each_bucket_gathered([](const Bucket&, const Slot&) {});
 }
 
 size_t ParameterSlots::bytes() const {

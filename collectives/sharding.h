@@ -65,10 +65,10 @@ private:
 // the parameters, zero in the gradients.
 class ShardedState {
 public:
-    // With `initial_params` (the full flat initial values, padded_count long past every bucket), the
-    // shard holds this rank's slices of the master parameters too (sharding: parameters).
+    // With `holds_params` the shard holds this rank's slices of the master parameters too
+    // (sharding: parameters), zero until set_params_shard.
     ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw,
-                 const std::vector<float>* initial_params = nullptr);
+                 bool holds_params = false);
 
     const ShardLayout& layout() const { return layout_; }
     // Starts bucket b's reduce-scatter (average) into the shard of its padded span of gradients,
@@ -123,8 +123,11 @@ public:
     // Before the optimizer: empty() (waiting for any gather in flight), and the buckets the step
     // gathered kept as the last step's (a communicating step's).
     void end_step();
-    size_t gathered_last_step() const { return gathered_last_step_; }
-    void gather_every_bucket();    // each bucket once, in turn: the all-gather timed alone
+    // The buckets the last communicating step gathered, in order; their bytes (padded spans, fp32).
+    const std::vector<int>& gathered_last_step() const { return gathered_last_step_; }
+    double gathered_bytes_last_step() const;
+    // The last step's gathers again, in its order, each waited for: the all-gather timed alone.
+    void gather_last_step_again();
     void download_all(float* host);  // every bucket gathered in turn, its parameters copied out
     // Whether reads gather (false: the no-communication step reads the slots as they stand).
     void set_gathering(bool gathering) { gathering_ = gathering; }
@@ -138,8 +141,6 @@ private:
     int take_slot(int bucket);      // the least recently read slot, given to `bucket`
     void start_gather(Slot& slot);
     void finish_gather(Slot& slot);  // waits for a gather in flight, then casts the compute copy
-    template <class Use>
-    void each_bucket_gathered(Use use);  // use(bucket, slot) of every bucket, gathered in turn
 
     std::vector<size_t> param_offsets_;
     std::vector<Bucket> buckets_;
@@ -158,7 +159,7 @@ private:
     uint64_t reads_ = 0;
     int last_first_read_ = -1;  // the bucket last read first after its gather: the pass's direction
     bool gathering_ = true;
-    size_t gathered_ = 0, gathered_last_step_ = 0;
+    std::vector<int> gathered_, gathered_last_step_;
 };
 
 // How many parameter slots a step needs: bind the model with this as its home and run a step on

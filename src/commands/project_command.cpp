@@ -54,7 +54,7 @@ void add_common(CLI::App& sub, ProjectOptions& o) {
     sub.add_option("--precision", o.precision, "what-if: fp32, tf32, bf16 or fp16 instead of the config's");
     sub.add_option("--grad-dtype", o.grad_dtype, "what-if: the all-reduce dtype, fp32, bf16 or fp16, instead of the config's");
     sub.add_option("--sharding", o.sharding,
-                   "what-if: none (all-reduce), optimizer (ZeRO-1) or gradients (ZeRO-2) instead of the config's "
+                   "what-if: none (all-reduce), optimizer (ZeRO-1), gradients (ZeRO-2) or parameters (ZeRO-3) instead of the config's "
                    "(compare: also instead of a scenario's choice among modes): docs/sharding.md")
         ->check(CLI::IsMember(names_of(sharding_choices())));
     sub.add_option("--seq-len", o.seq_len, "what-if: the transformer workload's sequence length instead of the config's");
@@ -137,10 +137,6 @@ TrainConfig load_workload(const ProjectOptions& o) {
     } catch (const UserError& e) {
         throw UserError(fmt::format("{} (after the what-if flags)", e.what()));
     }
-    if (cfg.sharding == ShardingMode::parameters)
-        throw UserError(fmt::format("{}: parameters (ZeRO-3) is measured by train but not projected yet: its gathers "
-                                    "in the forward and the backward are not modelled (docs/sharding.md)",
-                                    key_origin(cfg, flags, "sharding")));
     return cfg;
 }
 
@@ -283,8 +279,9 @@ void print_memory_and_sharding(const std::vector<Projection>& rows, const TrainC
         return;
     }
     fmt::print("sharding: {} (docs/sharding.md): the gradients reduce-scattered and the parameters all-gathered per "
-               "bucket, in place of the all-reduce; busbw below is both collectives' together\n",
-               sharding_mode_name(cfg.sharding));
+               "bucket{}, in place of the all-reduce; busbw below is both collectives' together\n",
+               sharding_mode_name(cfg.sharding),
+               cfg.sharding == ShardingMode::parameters ? " as the forward and again as the backward reads it" : "");
     for (const Projection& p : rows) {
         const nlohmann::json& sh = p.record["sharding"];
         fmt::print("  {}: memory {}: {}\n", configuration_name(p), footprint_line(p, hw), verdict(p));

@@ -102,7 +102,8 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
     if (sharding) {
-        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw, gathered ? &host : nullptr);
+        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw, gathered);
+        if (gathered) sharded_->set_params_shard(host);
         bucketer_->shard_into(*sharded_);
     }
     const ShardSlots slots = shard_slots(cfg);
@@ -307,7 +308,7 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
         comm_.barrier();
         ops_.record_marker(kCommStart);
         if (param_slots_)
-            param_slots_->gather_every_bucket();
+            param_slots_->gather_last_step_again();
         else
             sharded_->all_gather_params(params_.as<float>());  // every rank's slices as they stand: no change
         ops_.record_marker(kCommEnd);

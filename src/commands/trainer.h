@@ -85,7 +85,8 @@ public:
     // Times (ms) of every bucket's gradient collective back to back, outside the step, once per
     // iteration: the all-reduce, or the reduce-scatter when sharded.
     std::vector<double> time_gradient_allreduce(int iterations);
-    // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms).
+    // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms): every
+    // bucket's, or sharding parameters the last step's gathers in its order.
     const ShardedState* sharded() const { return sharded_.get(); }
     const ParameterSlots* parameter_slots() const { return param_slots_.get(); }  // sharding parameters
     double time_params_all_gather(int iterations);

@@ -470,14 +470,11 @@ Scenario load_scenario(const std::string& path, const std::string& configs_dir) 
                            sc.real_input = f.choice(v, k, key, {"synthetic", "real"}) == "real";
                        } else if (key == "sharding") {
                            if (!v.IsSequence() || v.size() == 0)
-                               f.fail(v, k, key, "a list of sharding modes, tried in order: none, optimizer, gradients");
+                               f.fail(v, k, key, "a list of sharding modes, tried in order: none, optimizer, gradients, parameters");
                            std::vector<std::string> names;
                            for (const YAML::Node& item : v) {
                                names.push_back(f.choice(item, k, key, names_of(sharding_choices())));
                                sc.sharding.push_back(parse_sharding_mode(names.back()));
-                               if (sc.sharding.back() == ShardingMode::parameters)
-                                   f.fail_at(item.Mark(), "key 'sharding': parameters (ZeRO-3) is measured by train "
-                                                          "but not projected yet");
                            }
                            if (const std::string repeated = repeated_entry(names); !repeated.empty()) f.fail(v, k, key, repeated);
                        } else if (key == "workloads") {

@@ -128,6 +128,8 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     const DType dtype = compute_dtype(cfg.precision);
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     const bool sharded = cfg.sharding != ShardingMode::none;
+    const bool gathered = cfg.sharding == ShardingMode::parameters;
+    const bool landing = gathered || cfg.sharding == ShardingMode::gradients;
     const std::vector<Bucket> layout = bucket_layout(model->params(), cfg.bucket_mb);
     const size_t padded_n = n + (sharded ? ShardLayout(layout, world_size, 0).tail_padding() : 0);
     DeviceBuffer params(ops, padded_n * sizeof(float)), grads(ops, padded_n * sizeof(float)), loss(ops, sizeof(float));
@@ -135,8 +137,6 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     if (!sharded) state_a = DeviceBuffer(ops, n * sizeof(float));
     if (!sharded && adamw) state_b = DeviceBuffer(ops, n * sizeof(float));
     if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
-    model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>()},
-                local_batch);
     // One batch of one rank: the data is never read, only its shapes, so none is generated.
     const BatchShape batch = batch_shape(cfg);
     DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
@@ -144,11 +144,20 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     TraceCommunicator comm(ops, world_size, t.collectives);
     Bucketer bucketer(model->params(), cfg.bucket_mb, comm, grads.as<float>(), ops, cfg.grad_dtype);
     std::unique_ptr<ShardedState> shard;
+    std::unique_ptr<ParameterSlots> slots;
     if (sharded) {
-        shard = std::make_unique<ShardedState>(bucketer.buckets(), comm, ops, adamw);
+        shard = std::make_unique<ShardedState>(bucketer.buckets(), comm, ops, adamw, gathered);
         bucketer.shard_into(*shard);
         t.shard_elements = shard->layout().shard_elements();
+        const ShardSlots counts = shard_slots(cfg);
+        if (landing) bucketer.land_in_slots(counts.landing);
+        if (gathered)
+            slots = std::make_unique<ParameterSlots>(model->params(), bucketer.buckets(), *shard, ops, dtype,
+                                                     counts.parameters);
     }
+    model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>(),
+                            landing ? &bucketer : nullptr, slots.get()},
+                local_batch);
     ops.clear();
 
     // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied).
@@ -161,7 +170,10 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     bucketer.wait_all();
     if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
     t.optimizer_begin = ops.position();
-    if (sharded) {  // as DataParallelTrainer::update_sharded
+    if (gathered) {  // as DataParallelTrainer::update_sharded
+        slots->end_step();
+        shard->update_params_shard(cfg.optimizer, 1);
+    } else if (sharded) {
         shard->update(params.as<float>(), cfg.optimizer, 1);
         shard->all_gather_params(params.as<float>());
         if (weights_copy.data) ops.cast(params.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);

@@ -94,11 +94,16 @@ nlohmann::json sharding_json(const StepTrace& t, const Projection& p) {
         const double bytes = t.collective_bytes(kind);
         return nlohmann::json{{"bytes", bytes}, {"ms", ms}, {"busbw_gbps", or_null(n > 1, bytes / (ms / 1e3) / 1e9 * (n - 1) / n)}};
     };
-    return {{"mode", sharding_mode_name(t.sharding)},
-            {"shard_elements", t.shard_elements},
-            {"reduce_scatter", collective(Collective::reduce_scatter, p.step.reduce_scatter_ms)},
-            {"all_gather", collective(Collective::all_gather, p.step.all_gather_ms)},
-            {"busbw_gbps", or_null(n > 1, p.busbw)}};
+    nlohmann::json record = {{"mode", sharding_mode_name(t.sharding)},
+                             {"shard_elements", t.shard_elements},
+                             {"reduce_scatter", collective(Collective::reduce_scatter, p.step.reduce_scatter_ms)},
+                             {"all_gather", collective(Collective::all_gather, p.step.all_gather_ms)},
+                             {"busbw_gbps", or_null(n > 1, p.busbw)}};
+    if (t.sharding == ShardingMode::parameters)  // as the forward and the backward read the buckets
+        record["gathered_buckets"] = std::count_if(t.collectives.begin(), t.collectives.end(), [](const TracedCollective& c) {
+            return c.kind == Collective::all_gather;
+        });
+    return record;
 }
 
 nlohmann::json memory_json(const RankMemory& m) {
@@ -183,13 +188,6 @@ nlohmann::json projection_record(const Projection& p, const StepTrace& t, const 
 std::vector<Projection> project_configurations(const TrainConfig& cfg, const CostModel& model, const std::vector<int>& gpus,
                                                const std::vector<int>& nodes, const std::vector<ShardingMode>& modes,
                                                TraceCache* cache, bool with_records) {
-    const bool gathers = cfg.sharding == ShardingMode::parameters ||
-                         std::find(modes.begin(), modes.end(), ShardingMode::parameters) != modes.end();
-    if (gathers)
-        throw UserError(fmt::format("{}: sharding parameters: train measures it, the projection does not model its "
-                                    "gathers in the forward and the backward yet (none, optimizer and gradients it "
-                                    "does; docs/sharding.md)",
-                                    cfg.source));
     TraceCache own;
     TraceCache& traces = cache ? *cache : own;
     // The configuration of `world` ranks: its local batch, the fit of each candidate mode, the trace of the one it runs.

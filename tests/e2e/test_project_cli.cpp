@@ -305,16 +305,26 @@ TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPr
     ASSERT_EQ(records.size(), 3u);
     EXPECT_EQ(records[2]["sharding"]["mode"], "none");
     EXPECT_FALSE(records[2]["fits_memory"].get<bool>());
-    // What the projection does not model and what no command knows are refused naming the flag;
-    // nothing is written.
-    r = run("project --hardware rtx4090-24gb-pcie4 --sharding parameters" + xl + profiles() + out);
-    EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find("--sharding: parameters (ZeRO-3) is measured by train but not projected yet"),
-              std::string::npos) << r.err;
+    // ZeRO-3: the parameters gathered as the forward and again as the backward reads them, so the
+    // all-gather moves about twice the reduce-scatter's bytes (the tied embedding, read by the
+    // embedding and the head in both passes, three times); it fits where the replica does not.
+    r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 8 --sharding parameters" + xl + profiles() + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("as the forward and again as the backward reads it"), std::string::npos) << r.out;
+    records = sb::read_records((dir / "p.jsonl").string()).records;
+    ASSERT_EQ(records.size(), 4u);
+    const nlohmann::json& zero3 = records[3]["sharding"];
+    EXPECT_EQ(zero3["mode"], "parameters");
+    EXPECT_GT(zero3["all_gather"]["bytes"].get<double>(), zero3["reduce_scatter"]["bytes"].get<double>()) << zero3.dump();
+    EXPECT_LE(zero3["all_gather"]["bytes"].get<double>(), 2.5 * zero3["reduce_scatter"]["bytes"].get<double>());
+    EXPECT_GT(zero3["gathered_buckets"].get<int>(), records[3]["buckets"].get<int>());
+    EXPECT_TRUE(records[3]["fits_memory"].get<bool>());
+    EXPECT_LT(records[3]["memory_per_gpu_gb"].get<double>(), records[1]["memory_per_gpu_gb"].get<double>());
+    // What no command knows is refused naming the flag; nothing is written.
     r = run("compare --hardware rtx4090-24gb-pcie4 --sharding zero3" + xl + profiles());
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("--sharding"), std::string::npos) << r.err;
-    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 3u);
+    EXPECT_EQ(sb::read_records((dir / "p.jsonl").string()).records.size(), 4u);
 }
 
 TEST(ProjectCli, CommPrintsNcclTestsTableWithItsBand) {

@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
 
 // The record of a sharded sweep: the collectives' bytes as docs/sharding.md gives them, their
 // times alone, no all-reduce, and the measured memory beside the prediction; in `gradients`
-// the gradients land in slots that hold less than the full buffer `optimizer` keeps.
+// the gradients land in slots that hold less than the full buffer `optimizer` keeps, in
+// `parameters` the parameters in slots that hold less than the full buffers.
 class ShardedSweep : public ::testing::TestWithParam<ShardingMode> {};
 
 TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
@@ -204,7 +205,7 @@ TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     EXPECT_DOUBLE_EQ(bytes, 4.0 * sh["shard_elements"].get<double>() * n);
     EXPECT_GE(bytes, 4 * params);
     EXPECT_LE(bytes, 4 * (params + buckets * (n - 1)));
-    EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
+    if (GetParam() != ShardingMode::parameters) EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
     EXPECT_GT(sh["reduce_scatter"]["ms"].get<double>(), 0);
     EXPECT_GT(sh["all_gather"]["ms"].get<double>(), 0);
     EXPECT_TRUE(rec["allreduce_ms"].is_null());
@@ -213,9 +214,12 @@ TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
         EXPECT_DOUBLE_EQ(mem["measured"][kind].get<double>(), mem["predicted"][kind].get<double>()) << kind;
     EXPECT_NEAR(mem["peak_vs_predicted"].get<double>(), 1.0, 0.05) << mem.dump();
-    if (GetParam() == ShardingMode::parameters) {  // each bucket in the forward, most again in the backward
+    if (GetParam() == ShardingMode::parameters) {
+        // Each bucket in the forward, most again in the backward; the tied embedding's bucket, read
+        // by the embedding and the head in both passes, up to four times.
         EXPECT_GT(sh["gathered_buckets"].get<double>(), buckets) << sh.dump();
-        EXPECT_LE(sh["gathered_buckets"].get<double>(), 2 * buckets) << sh.dump();
+        EXPECT_LE(sh["gathered_buckets"].get<double>(), 2 * buckets + 2) << sh.dump();
+        EXPECT_GT(sh["all_gather"]["bytes"].get<double>(), bytes) << sh.dump();
         EXPECT_GE(sh["parameter_slots"].get<int>(), 2);
     }
     // Each mode keeps less than the one before it: the gradients, then the parameters.
