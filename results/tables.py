@@ -686,13 +686,13 @@ SHARDED_XL = "results/buyers-guide-a100-4090/sharding-projection/gpt2-xl.jsonl"
 
 
 def table_sharded_transports():
-    """GPT-2 XL at 8 GPUs per transport, unsharded and in `optimizer` (projected): the footprint, what the
+    """GPT-2 XL at 8 GPUs per transport, unsharded and in each sharded mode (projected): the footprint, what the
     step's collectives take and where they land in the step."""
     header = ["profile", "link", "mode", "GiB per GPU", "fits", "collectives per step, ms", "exposed comm ms",
               "optimizer ms", "step ms", "samples/s [band]"]
     rows = []
     for hw in ("a100-sxm4-40gb", "rtx4090-24gb-pcie4-p2p", "rtx4090-24gb-pcie4"):
-        for mode in ("none", "optimizer"):
+        for mode in ("none", "optimizer", "gradients", "parameters"):
             line, r = record(SHARDED_XL, hardware__name=hw, sharding__mode=mode)
             s = r["sharding"]
             comm = (f"all-reduce {r['allreduce_ms']:.1f}" if mode == "none"
