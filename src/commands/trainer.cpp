@@ -106,7 +106,7 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
         if (gathered) sharded_->set_params_shard(host);
         bucketer_->shard_into(*sharded_);
     }
-    const ShardSlots slots = shard_slots(cfg);
+    const ShardSlots slots = landing ? shard_slots(cfg) : ShardSlots{};
     if (landing) bucketer_->land_in_slots(slots.landing);
     if (gathered)
         param_slots_ = std::make_unique<ParameterSlots>(model_->params(), bucketer_->buckets(), *sharded_, ops, dtype,
@@ -367,7 +367,7 @@ void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
 }
 
 size_t DataParallelTrainer::recheck_gradient_allreduce() {
-    SB_REQUIRE(!bucketer_->lands_in_slots(), "sharding: gradients keeps no gradient buffer to reduce twice");
+    SB_REQUIRE(!bucketer_->lands_in_slots(), "gradients landing in slots leave no gradient buffer to reduce twice");
     // The reduction lands in place, or in the gradient shard when sharded.
     const size_t n = model_->num_params();
     const size_t reduced = sharded_ ? sharded_->layout().shard_elements() : n;
