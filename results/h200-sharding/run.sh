@@ -2,12 +2,13 @@
 # Sharded data parallel on one H200 (docs/sharding.md), ranks sharing the GPU (--share-gpu), in one
 # call of under 9 minutes, from any folder:  OUT=/some/folder results/h200-sharding/run.sh
 #   1. build scalebench (CUDA, sm_90);
-#   2. equivalence: each mode against the unsharded step, 2 and 4 ranks, fp32 and dropout 0 (the tiny
+#   2. equivalence: each mode (parameters too) against the unsharded step, 2 and 4 ranks, fp32 and dropout 0 (the tiny
 #      BERT of configs/ci-transformer.yaml and the tiny ResNet of configs/ci-resnet.yaml);
 #   3. the refusal: GPT-2 XL at a batch whose replica does not fit a quarter of the GPU, unsharded;
 #   4. GPT-2 large b2 bf16 at 4 ranks: scalebench none / optimizer / gradients beside PyTorch
 #      (tests/reference/fsdp_bench.py: DDP, DDP + ZeroRedundancyOptimizer, FSDP2 reshard False and True):
-#      step, communication cost, memory per rank predicted and measured.
+#      step, communication cost, memory per rank predicted and measured; then, in what is left,
+#      scalebench's parameters (its peer, FSDP2 reshard True, is in the PyTorch run).
 # Writes to $OUT: run.log, summary.md (summarize.py: PASS or FAIL per requirement, then the tables)
 # and details.tar.gz (every record and log). LIMIT (default 520) caps the call's seconds.
 set -uo pipefail
@@ -43,11 +44,11 @@ sb() {  # NAME SECONDS NP ARGS...: scalebench under mpirun, log in $R/NAME.log, 
   echo $? >"$R/$name.rc"
   echo "   exit $(cat "$R/$name.rc")"; grep -E '^ +[0-9]+ |error|fits' "$R/$name.log" | head -6
 }
-for mode in none optimizer gradients; do
+for mode in none optimizer gradients parameters; do
   sb "equiv-transformer-$mode" 60 4 train --config configs/ci-transformer.yaml --share-gpu --precision fp32 \
     --sharding "$mode" --scaling 2,4 --steps 5 --warmup 1 --bucket-mb 0.01 --out "$R/equiv-transformer.jsonl"
 done
-for mode in none optimizer; do
+for mode in none optimizer gradients parameters; do
   sb "equiv-resnet-$mode" 60 4 train --config configs/ci-resnet.yaml --share-gpu --precision fp32 \
     --sharding "$mode" --scaling 2,4 --steps 5 --warmup 1 --bucket-mb 0.05 --out "$R/equiv-resnet.jsonl"
 done
@@ -64,4 +65,7 @@ el "PyTorch: DDP, ZeroRedundancyOptimizer, FSDP2 at 4 ranks sharing the GPU"
 timeout "$(left 200)" python3 -m torch.distributed.run --standalone --nproc_per_node 4 tests/reference/fsdp_bench.py \
   --share-gpu --workload gpt2-large:2 --scaling 4 --steps 4 --warmup 2 --out "$R/peer.jsonl" >"$R/peer.log" 2>&1
 echo "   exit $?"; tail -6 "$R/peer.log"
+# ZeRO-3 last, in what the call has left (the PyTorch run above has every mode, FSDP2 reshard True among them).
+sb large-parameters 120 4 train --config configs/gpt2-large.yaml --share-gpu --sharding parameters --batch-size 2 \
+  --scaling 4 --steps 4 --warmup 2 --out "$R/large.jsonl"
 exit 0  # the verdicts are in summary.md
