@@ -663,7 +663,7 @@ def table_sharded_nlp():
     GPU count, the sharding mode that fits (each mode's footprint), its samples/s and collectives."""
     guide = json_file(SHARDED_NLP)
     workload = next(w for w in guide["workloads"] if w["workload"].startswith("gpt2-xl"))
-    header = ["profile", "GPUs", "runs in", "GiB per GPU: none, optimizer, gradients", "fits", "samples/s",
+    header = ["profile", "GPUs", "runs in", "GiB per GPU: none, optimizer, gradients, parameters", "fits", "samples/s",
               "collectives per step, ms"]
     rows = []
     for p in workload["profiles"]:

@@ -82,9 +82,10 @@ std::string on_nodes_line(const CompareRow& row) {
 
 // Where a workload is sharded or chooses its mode, per configuration of one node: the mode it runs
 // in, its footprint (every mode's where none fits) and what the step's collectives take: "sharding,
-// the first of none, optimizer, gradients that fits (GiB per GPU; the collectives per step): 1 GPU
-// none 32.83 (all-reduce 14.6 ms), ..., 4 GPUs optimizer 25.58 NO (none 32.83, optimizer 25.58,
-// gradients 25.58 GiB per GPU of 24) (reduce-scatter 820.1 + all-gather 820.1 ms), ...".
+// the first of none, optimizer, gradients, parameters that fits (GiB per GPU; the collectives per
+// step): 1 GPU parameters 31.76 NO (none 32.83, optimizer 38.63, gradients 33.75, parameters 31.76
+// GiB per GPU of 24) (reduce-scatter 14.6 + all-gather 1.3 ms), ..., 4 GPUs gradients 20.69
+// (reduce-scatter 819.8 + all-gather 819.8 ms), ...".
 std::string sharding_line(const CompareRow& row) {
     const bool chosen = !row.at_max().fits.empty();
     if (!chosen && std::all_of(row.by_gpus.begin(), row.by_gpus.end(),

@@ -270,7 +270,8 @@ TEST(ShardedProjection, ShardedFiguresCarryTheBandsOfTheProfilesRanges) {
 TEST(ShardedProjection, InTheNlpScenarioACardOnWhichNoModeFitsWinsNothingAndIsNamed) {
     const std::string configs = kSource + "/configs";
     const Scenario nlp = load_scenario(configs + "/scenarios/nlp-fine-tuning.yaml", configs);
-    ASSERT_EQ(nlp.sharding, (std::vector<ShardingMode>{ShardingMode::none, ShardingMode::optimizer, ShardingMode::gradients}));
+    ASSERT_EQ(nlp.sharding, (std::vector<ShardingMode>{ShardingMode::none, ShardingMode::optimizer,
+                                                       ShardingMode::gradients, ShardingMode::parameters}));
     ASSERT_EQ(nlp.workloads.back(), configs + "/gpt2-xl.yaml");
     const TrainConfig xl = load_config_file(nlp.workloads.back());
     const std::vector<HardwareProfile> cards = {profile("a100-sxm4-40gb"), profile("rtx4090-24gb-pcie4"),
@@ -287,25 +288,28 @@ TEST(ShardedProjection, InTheNlpScenarioACardOnWhichNoModeFitsWinsNothingAndIsNa
     EXPECT_TRUE(rows[2].at(4)->fits_memory());
     EXPECT_EQ(rows[1].at(4)->sharding, ShardingMode::gradients);
     EXPECT_TRUE(rows[1].at(4)->fits_memory());
-    // At 2 GPUs the 24 GB card fits no mode: it wins nothing, and the verdict names it with each
-    // mode's footprint.
-    ScenarioRule two = nlp.rule;
-    two.gpus = 2;
+    // At 2 GPUs only with its parameters sharded too.
+    EXPECT_EQ(rows[1].at(2)->sharding, ShardingMode::parameters);
+    EXPECT_TRUE(rows[1].at(2)->fits_memory());
+    // On one GPU the 24 GB card fits no mode (a shard of one is all of it): it wins nothing, and the
+    // verdict names it with each mode's footprint.
+    ScenarioRule one = nlp.rule;
+    one.gpus = 1;
     for (Score score : kBudgets) {
-        two.score = score;
-        const Verdict v = decide(rows, two);
+        one.score = score;
+        const Verdict v = decide(rows, one);
         ASSERT_NE(v.winner, nullptr);
         EXPECT_NE(v.winner->hw.name, "rtx4090-24gb-pcie4");
-        EXPECT_NE(v.reason.find("does not fit: rtx4090-24gb-pcie4 at 2 GPUs (none 32.83, optimizer 29.93, gradients "
-                                "25.04 GiB per GPU of 24)"),
+        EXPECT_NE(v.reason.find("does not fit: rtx4090-24gb-pcie4 at 1 GPU (none 32.83, optimizer 38.63, gradients "
+                                "33.75, parameters 31.76 GiB per GPU of 24)"),
                   std::string::npos)
             << v.reason;
     }
     // The 24 GB card alone: no winner, and why.
     const std::vector<CompareRow> alone = compare_rows(xl, {cards[1]}, {Calibration{}}, "-", false, setup);
-    const Verdict v = decide(alone, two);
+    const Verdict v = decide(alone, one);
     EXPECT_EQ(v.winner, nullptr);
-    EXPECT_EQ(v.reason.rfind("the workload fits none; does not fit: rtx4090-24gb-pcie4 at 2 GPUs", 0), 0u) << v.reason;
+    EXPECT_EQ(v.reason.rfind("the workload fits none; does not fit: rtx4090-24gb-pcie4 at 1 GPU", 0), 0u) << v.reason;
 }
 
 TEST(ShardedProjection, AScenariosShardingKeyIsReadAndBadOnesRefusedAtTheirLine) {
