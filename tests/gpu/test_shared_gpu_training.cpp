@@ -3,8 +3,9 @@
 // or no GPU each test skips and says why. Data-parallel equivalence for each model family at
 // fp32 and bf16, identical replicas, overlap read from events, CUDA graphs holding NCCL
 // collectives across ranks, every `comm` collective checked, one sub-communicator per world
-// size with the replica check and --recheck-allreduce passing, and a rank delayed 30 ms a step
-// named by arrival (nobody without the delay).
+// size with the replica check and --recheck-allreduce passing, every sharding mode ending where
+// the unsharded step ends, and a rank delayed 30 ms a step named by arrival (nobody without the
+// delay).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "models/cuda/cuda_ops.h"
 #include "src/commands/runner.h"
 #include "src/core/config.h"
+#include "src/core/rank_memory.h"
 #include "src/core/results.h"
 #include "src/system/backend.h"
 #include "src/system/environment.h"
@@ -177,6 +179,67 @@ INSTANTIATE_TEST_SUITE_P(
                       FamilyCase{"bert", Precision::fp32, 1e-4}, FamilyCase{"bert", Precision::bf16, 3e-2},
                       FamilyCase{"resnet", Precision::fp32, 1e-4}, FamilyCase{"resnet", Precision::bf16, 3e-2}),
     [](const auto& info) { return info.param.family + "_" + precision_name(info.param.precision); });
+
+struct ShardingCase {
+    std::string family;
+    Precision precision;
+    ShardingMode mode;
+};
+
+class SharedGpuSharding : public ::testing::TestWithParam<ShardingCase> {};
+
+// Each sharding mode on NCCL (gradients' landing slots reused after a device-side wait,
+// parameters gathered into slots as read, CUDA graphs where the mode allows them) ends four
+// steps where the unsharded step ends, every rank holding the same parameters, and its
+// measured memory is each kind of train's prediction.
+TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
+    SKIP_UNLESS_SHARED_GPU();
+    const ShardingCase c = GetParam();
+    TrainConfig cfg = family_config(c.family, c.precision);
+    CudaOps cuda(c.precision, device());
+    NcclCommunicator world(MPI_COMM_WORLD, cuda.stream());
+    auto train = [&](const TrainConfig& config, std::vector<float>& losses) {
+        DataParallelTrainer trainer(config, cuda, world);
+        for (int s = 0; s < 4; ++s) {
+            trainer.step(s);
+            losses.push_back(trainer.last_loss());
+        }
+        if (config.sharding != ShardingMode::none) {
+            const RankMemory measured = trainer.measured_memory();
+            const RankMemory predicted = predict_rank_memory(config, world_size(), trainer.local_batch());
+            EXPECT_DOUBLE_EQ(measured.parameters, predicted.parameters);
+            EXPECT_DOUBLE_EQ(measured.gradients, predicted.gradients);
+            EXPECT_DOUBLE_EQ(measured.optimizer_state, predicted.optimizer_state);
+            EXPECT_DOUBLE_EQ(measured.comm_buffers, predicted.comm_buffers);
+        }
+        return trainer.params_host();
+    };
+    std::vector<float> ddp_losses, sharded_losses;
+    const std::vector<float> ddp = train(cfg, ddp_losses);
+    cfg.sharding = c.mode;
+    validate_config(cfg);
+    const std::vector<float> sharded = train(cfg, sharded_losses);
+    for (size_t s = 0; s < ddp_losses.size(); ++s)
+        EXPECT_NEAR(sharded_losses[s], ddp_losses[s], 1e-5 * std::abs(ddp_losses[s])) << "step " << s;
+    EXPECT_LE(test::relative_error(sharded, ddp), 1e-5) << sharding_mode_name(c.mode);
+    std::vector<float> rank0 = sharded;
+    MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(0, std::memcmp(rank0.data(), sharded.data(), sharded.size() * sizeof(float)))
+        << "rank " << world_rank() << " differs from rank 0";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, SharedGpuSharding,
+    ::testing::Values(ShardingCase{"bert", Precision::fp32, ShardingMode::optimizer},
+                      ShardingCase{"bert", Precision::bf16, ShardingMode::gradients},
+                      ShardingCase{"bert", Precision::bf16, ShardingMode::parameters},
+                      ShardingCase{"resnet", Precision::bf16, ShardingMode::gradients},
+                      ShardingCase{"resnet", Precision::bf16, ShardingMode::parameters},
+                      ShardingCase{"mlp", Precision::fp32, ShardingMode::parameters}),
+    [](const auto& info) {
+        return info.param.family + "_" + precision_name(info.param.precision) + "_" +
+               sharding_mode_name(info.param.mode);
+    });
 
 // Overlap from events: with several buckets the first bucket's all-reduce starts (a timed
 // event on the communication stream, reached once the bucket's gradients are ready) before
