@@ -100,7 +100,7 @@ void Bucketer::land_in_slots(size_t slots) {
 float* Bucketer::gradient(int param_index) {
     SB_REQUIRE(param_index >= 0 && static_cast<size_t>(param_index) < bucket_of_param_.size(),
                fmt::format("gradient({}) out of range", param_index));
-    if (slots_.empty()) return grads_ + param_offsets_[static_cast<size_t>(param_index)];
+    SB_REQUIRE(lands_in_slots(), "gradient() asked of a bucketer whose gradients stay in the flat buffer");
     const int b = bucket_of_param_[static_cast<size_t>(param_index)];
     SB_REQUIRE(b >= next_to_launch_,
                fmt::format("gradient of parameter {} written after its bucket was launched", param_index));

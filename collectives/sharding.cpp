@@ -195,15 +195,18 @@ void ParameterSlots::finish_gather(Slot& slot) {
     }
 }
 
+size_t ParameterSlots::offset_in_slot(const Slot& slot, int param_index) const {
+    return param_offsets_[static_cast<size_t>(param_index)] - buckets_[static_cast<size_t>(slot.bucket)].offset;
+}
+
 const float* ParameterSlots::master(int param_index) {
     const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
-    return slot.master.as<float>() + (param_offsets_[static_cast<size_t>(param_index)] -
-                                      buckets_[static_cast<size_t>(slot.bucket)].offset);
+    return slot.master.as<float>() + offset_in_slot(slot, param_index);
 }
 
 void* ParameterSlots::weight(int param_index) {
     const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
-    const size_t within = param_offsets_[static_cast<size_t>(param_index)] - buckets_[static_cast<size_t>(slot.bucket)].offset;
+    const size_t within = offset_in_slot(slot, param_index);
     if (!slot.weights.get()) return slot.master.as<float>() + within;
     return static_cast<char*>(slot.weights.get()) + within * dtype_size(dtype_);
 }

@@ -119,7 +119,7 @@ public:
                    Ops& ops, DType compute_dtype, size_t slots);
     const float* master(int param_index) override;
     void* weight(int param_index) override;
-    void empty();                  // after the optimizer: the next read gathers
+    void empty();                  // every slot given up (a gather in flight waited for): the next read gathers
     // Before the optimizer: empty() (waiting for any gather in flight), and the buckets the step
     // gathered kept as the last step's (a communicating step's).
     void end_step();
@@ -141,6 +141,7 @@ private:
     int take_slot(int bucket);      // the least recently read slot, given to `bucket`
     void start_gather(Slot& slot);
     void finish_gather(Slot& slot);  // waits for a gather in flight, then casts the compute copy
+    size_t offset_in_slot(const Slot& slot, int param_index) const;  // where the parameter starts in it
 
     std::vector<size_t> param_offsets_;
     std::vector<Bucket> buckets_;
