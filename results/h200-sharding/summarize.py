@@ -4,7 +4,7 @@
   python3 results/h200-sharding/summarize.py RECORDS_DIR
 
 One line per requirement (docs/sharding.md): PASS, FAIL, or "not in this call" where its records
-are absent; then the table of GPT-2 large at 4 ranks, scalebench's modes beside PyTorch's.
+are absent; then the table of GPT-2 large (at the world size its records name), scalebench's modes beside PyTorch's.
   equivalence   every sharded record's losses match the unsharded record of the same config and
                 world size (relative 1e-4: fp32, dropout 0), and every record's checks passed;
   bytes         each sharded record's reduce-scatter bytes are 4 x the padded elements: >= 4 x
@@ -129,7 +129,8 @@ def main():
         print(f"| memory within 10% of PyTorch's or below, {mode} | {verdict(mem_ok)} | "
               f"{ours['memory_per_rank']['measured']['peak_total'] / 2**30:.2f} vs "
               f"{theirs['peak_memory_bytes'] / 2**30:.2f} GiB |")
-    print("\n## GPT-2 large b2 bf16, 4 ranks sharing the GPU\n")
+    sizes = sorted({r["world_size"] for r in large}) or ["no"]
+    print(f"\n## GPT-2 large b2 bf16, {', '.join(map(str, sizes))} ranks sharing the GPU\n")
     print("| tool | mode | step ms | comm cost ms | gradient collective ms alone (none: all-reduce) | all-gather ms alone | "
           "peak GiB per rank | predicted GiB |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in large:
