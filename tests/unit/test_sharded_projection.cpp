@@ -79,19 +79,12 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
             const int n = r["world_size"].get<int>();
             const nlohmann::json& measured = r["sharding"];
             // train's prediction recomputed from the record's own fields, of the engine that ran (its
-            // conv_engine; the H200 call's ResNet records, whose config reads `auto`, carry a prediction
-            // of cuDNN's convolutions, the tracing backend's default in that build, beside im2col's
-            // measured memory), is each kind measured. It holds for the build that measured them: a
-            // `gradients` record without `landing_slots` kept every gradient in the full buffer (the
-            // H200 call's).
-            const bool memory_of_this_build = measured["mode"] != "gradients" || measured.contains("landing_slots");
+            // conv_engine), is each kind measured.
             const RankMemory predicted = predict_rank_memory(cfg, n, r["local_batch"].get<int>());
-            if (memory_of_this_build) {
-                const nlohmann::json recomputed = to_json(predicted), measured_memory = r["memory_per_rank"]["measured"];
-                for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
-                    EXPECT_DOUBLE_EQ(recomputed[kind].get<double>(), measured_memory[kind].get<double>()) << where << " " << kind;
-                EXPECT_NEAR(measured_memory["peak_total"].get<double>() / predicted.total(), 1.0, 0.01) << where;
-            }
+            const nlohmann::json recomputed = to_json(predicted), measured_memory = r["memory_per_rank"]["measured"];
+            for (const char* kind : {"parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "data"})
+                EXPECT_DOUBLE_EQ(recomputed[kind].get<double>(), measured_memory[kind].get<double>()) << where << " " << kind;
+            EXPECT_NEAR(measured_memory["peak_total"].get<double>() / predicted.total(), 1.0, 0.01) << where;
             const Projection p = project_workload(cfg, model, {n}, {1}).front();
             const nlohmann::json& projected = p.record["sharding"];
             ASSERT_EQ(projected["mode"], measured["mode"]) << where;
@@ -100,12 +93,9 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
             EXPECT_DOUBLE_EQ(p.record["gradient_bytes"].get<double>(), r["gradient_bytes"].get<double>()) << where;
             // The footprint less the GPU's workspace and reserve against the high-water mark of the run's
             // own allocations, within the 5% train's prediction is held to.
-            if (memory_of_this_build) {
-                const double footprint = (p.record["memory_per_gpu_gb"].get<double>() -
-                                          p.record["memory_breakdown_gb"]["workspace_and_runtime"].get<double>()) * kGiB;
-                const double peak = r["memory_per_rank"]["measured"]["peak_total"].get<double>();
-                EXPECT_NEAR(footprint / peak, 1.0, 0.05) << where;
-            }
+            const double footprint = (p.record["memory_per_gpu_gb"].get<double>() -
+                                      p.record["memory_breakdown_gb"]["workspace_and_runtime"].get<double>()) * kGiB;
+            EXPECT_NEAR(footprint / measured_memory["peak_total"].get<double>(), 1.0, 0.05) << where;
             if (measured["mode"] == "none") {
                 ++unsharded;
                 EXPECT_TRUE(p.record["allreduce_ms"].is_number()) << where;
@@ -121,11 +111,12 @@ TEST(ShardedProjection, MovesTheBytesTheRecordsMeasured) {
                 EXPECT_EQ(projected["gathered_buckets"], measured["gathered_buckets"]) << where;
             }
         }
-    // The H200 call's 7 sharded records (BERT and ResNet at 2 and 4 ranks, GPT-2 large at 4) and the
-    // CPU run's 6, padded and not (one of them in `parameters`); an unsharded record of each.
-    EXPECT_EQ(sharded, 13);
+    // The H200 call's 14 sharded records (BERT and ResNet in three modes at 2 and 4 ranks, four of
+    // them in `parameters`; GPT-2 large in two modes at 2) and the CPU run's 6, padded and not (one
+    // in `parameters`); an unsharded record of each.
+    EXPECT_EQ(sharded, 20);
     EXPECT_GE(unsharded, 2);
-    EXPECT_EQ(gathered, 1);
+    EXPECT_EQ(gathered, 5);
 }
 
 TEST(ShardedProjection, ReduceScatterAndAllGatherAreHalfAnAllReducesRingOnEveryLink) {
