@@ -270,17 +270,25 @@ def main(argv):
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    # The Markdown is written whole beside its place first (the write that can find the disk
+    # full), then the plots and it are moved in; a failure takes back whatever was moved.
+    tmp_md = out_md + f".tmp-{os.getpid()}"
+    made_plot_dir = not os.path.isdir(plot_dir)
+    moved = []
     try:
+        with open(tmp_md, "w") as f:
+            f.write("\n".join(md) + "\n")
         os.makedirs(plot_dir, exist_ok=True)
         for name in os.listdir(staging):
             os.replace(os.path.join(staging, name), os.path.join(plot_dir, name))
-        with open(out_md + f".tmp-{os.getpid()}", "w") as f:
-            f.write("\n".join(md) + "\n")
-        os.replace(out_md + f".tmp-{os.getpid()}", out_md)
+            moved.append(os.path.join(plot_dir, name))
+        os.replace(tmp_md, out_md)
     except OSError as e:
-        for leftover in (out_md + f".tmp-{os.getpid()}",):
+        for leftover in [tmp_md] + moved:
             if os.path.exists(leftover):
                 os.remove(leftover)
+        if made_plot_dir:
+            shutil.rmtree(plot_dir, ignore_errors=True)
         print(f"{PROG}: error: cannot write {out_md} or its plots: {e.strerror or e}", file=sys.stderr)
         sys.exit(1)
     finally:
