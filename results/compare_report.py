@@ -105,7 +105,8 @@ GUIDE_FIGURES = {
     "card.memory_gib": "memory_gb", "card.memory_bandwidth_gbps": "mem_bw_gbps", "card.copy_gbps": "copy_gbps",
     "card.tdp_w": "tdp_w", "card.price_usd": "price_usd",
 }
-PROFILE_FIGURES = {key: key for key in ("price_usd", "tdp_w", "copy_gbps", "memory_gb", "mem_bw_gbps")}
+PROFILE_FIGURES = {f"{key}.{end}": key for key in ("price_usd", "tdp_w", "copy_gbps", "memory_gb")
+                   for end in ("value", "lo", "hi")} | {"mem_bw_gbps": "mem_bw_gbps"}
 # The profile numbers behind the card row and the node cost: each must be in `hardware` with its
 # source, or the guide would print a figure whose sources row is missing.
 SOURCED = (("gpu", "memory_gb"), ("gpu", "copy_gbps"), ("gpu", "tdp_w"), ("gpu", "price_usd"),

@@ -110,27 +110,27 @@ def checked(value, key, where, field):
 
 def figures(node, fields, where, skip=(), field=None):
     """Every number of a JSON document that a tool prints or draws, checked where it stands: a
-    number under a key that `fields` names ({key or parent.key: field of RANGES}; a list or dict
-    under it passes the field on to what it holds) must lie in that field's range; a number that
+    value under a key that `fields` names ({key or parent.key: field of RANGES}; a list or dict
+    under it passes the field on to what it holds) must be a number in that field's range; a number that
     is not finite (JSON's NaN, Infinity, or 1e999 read as inf) is refused wherever it stands. Keys
-    in `skip` are not walked; `field`, when given, holds every number no key names. InputError names the first bad figure by its path
+    in `skip` are not walked; `field`, when given, holds every number no key names (text and
+    true/false beside them are left alone). InputError names the first bad figure by its path
     (profiles[1].card.price_usd)."""
-    def walk(n, path, parent, field):
+    def walk(n, path, parent, field, named):
         if isinstance(n, dict):
             for k, v in n.items():
                 if k in skip:
                     continue
-                f = fields.get(f"{parent}.{k}", fields.get(k, field))
-                walk(v, f"{path}.{k}" if path else str(k), k, f)
+                f = fields.get(f"{parent}.{k}", fields.get(k))
+                walk(v, f"{path}.{k}" if path else str(k), k, f or field, named or f is not None)
         elif isinstance(n, list):
             for i, v in enumerate(n):
-                walk(v, f"{path}[{i}]", parent, field)
-        elif isinstance(n, (int, float)) and not isinstance(n, bool):
-            if field is not None:
-                checked(n, path, where, field)
-            elif isinstance(n, float) and not math.isfinite(n):
-                raise InputError(f"{where}: field '{path}' is {n}, expected a finite number")
-    walk(node, "", "", field)
+                walk(v, f"{path}[{i}]", parent, field, named)
+        elif field is not None and (named or (isinstance(n, (int, float)) and not isinstance(n, bool))):
+            checked(n, path, where, field)  # under a named key a figure must be a number: not true, "12" or null
+        elif isinstance(n, float) and not math.isfinite(n):
+            raise InputError(f"{where}: field '{path}' is {n}, expected a finite number")
+    walk(node, "", "", field, False)
 
 
 def optional_number(record, key, where):

@@ -158,6 +158,10 @@ impossible nan-band "samples_per_s_band[1]' is NaN, expected a number" \
   'd["workloads"][0]["profiles"][0]["by_gpus"][0]["samples_per_s_band"][1] = float("nan")'
 impossible tiny-price "card.price_usd' is 1e-06, expected a number from 50 to 1e+06" \
   'd["profiles"][0]["card"]["price_usd"] = 1e-6'
+impossible true-throughput "by_gpus[0].samples_per_s' is true, expected a number" \
+  'd["workloads"][0]["profiles"][0]["by_gpus"][0]["samples_per_s"] = True'
+impossible tiny-profile-price "gpu.price_usd.value' is 1e-06, expected a number from 50" \
+  'd["profiles"][1]["hardware"]["gpu"]["price_usd"]["value"] = 1e-6'
 impossible missing-price "profiles[1].hardware.gpu.price_usd missing" 'del d["profiles"][1]["hardware"]["gpu"]["price_usd"]'
 impossible nan-profile-number "node.link_efficiency.value' is NaN" \
   'd["profiles"][0]["hardware"]["node"]["link_efficiency"]["value"] = float("nan")'
