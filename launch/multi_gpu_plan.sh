@@ -37,6 +37,7 @@ set -uo pipefail
 
 usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "multi_gpu_plan.sh: $*" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/options.sh"
 
 command_line="$0 $*"
 mode=gpu dry_run=0 return_dir="" share=0 positional=()
@@ -44,7 +45,7 @@ while (($#)); do
   case $1 in
     --cpu) mode=cpu; shift ;;
     --dry-run) dry_run=1; shift ;;
-    --share-gpu) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || die "--share-gpu needs a number of ranks"; share=$2; shift 2 ;;
+    --share-gpu) needs_value multi_gpu_plan.sh "$@"; whole_count multi_gpu_plan.sh --share-gpu "$2"; share=$((10#$2)); shift 2 ;;
     --return) [[ $# -ge 2 ]] || die "--return needs a folder"; return_dir=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -58,6 +59,19 @@ case $part in part1|part2|part3|all) ;; *) die "'$part': expected part1, part2, 
 if [[ -n $return_dir ]]; then
   return_dir=$(cd "$return_dir" 2>/dev/null && pwd) || die "--return $return_dir: not a folder"
 fi
+# The settings from the environment, checked before any folder is made (launch/options.sh).
+budget=${PLAN_BUDGET_S:-540}
+whole_count multi_gpu_plan.sh PLAN_BUDGET_S "$budget" 0
+budget=$((10#$budget))
+variants=${PLAN_VARIANTS-"off:25 on:1 on:100 off:1 off:100"}
+for v in $variants; do
+  [[ $v =~ ^(on|off):(1|25|100)$ ]] || die "PLAN_VARIANTS: '$v' is not graphs:bucket_mb with on|off and 1|25|100"
+done
+if [[ -n ${NP:-} ]]; then whole_count multi_gpu_plan.sh NP "$NP"; NP=$((10#$NP)); fi
+fault_reps=${FAULT_REPS:-1}
+((share)) && fault_reps=${FAULT_REPS:-10}
+whole_count multi_gpu_plan.sh FAULT_REPS "$fault_reps"
+fault_reps=$((10#$fault_reps))
 mkdir -p "${positional[0]}" || die "${positional[0]}: cannot create the folder"
 out=$(cd "${positional[0]}" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -65,12 +79,6 @@ cd "$root" || exit 2
 details=$out/details
 mkdir -p "$details"/{logs,done,configs,train,opprof,project,faults} || die "$details: cannot create"
 python=${PYTHON:-python3}
-budget=${PLAN_BUDGET_S:-540}
-[[ $budget =~ ^[0-9]+$ ]] || die "PLAN_BUDGET_S '$budget': not a whole number of seconds"
-variants=${PLAN_VARIANTS-"off:25 on:1 on:100 off:1 off:100"}
-for v in $variants; do
-  [[ $v =~ ^(on|off):(1|25|100)$ ]] || die "PLAN_VARIANTS: '$v' is not graphs:bucket_mb with on|off and 1|25|100"
-done
 start=$SECONDS
 # Never NVLink multicast: it can take the host's shared GPUs out of service.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -83,8 +91,8 @@ if [[ $mode == gpu ]]; then
     command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found (no GPU machine?); --cpu rehearses on CPU ranks"
     N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
   fi
-  ((share)) && [[ $N =~ ^[1-9][0-9]*$ ]] && N=$share
-  [[ $N =~ ^[1-9][0-9]*$ ]] || die "no GPU: nvidia-smi lists none (or NP '$N' is not a positive whole number)"
+  ((share && N > 0)) && N=$share
+  ((N > 0)) || die "no GPU: nvidia-smi lists none"
   backend=cuda comm_backend=nccl hardware=h200-sxm
   build_dir=${BUILD_DIR:-build-gpu}
   # label preset batch (the presets' own batch but bert-base's second one); the DDP peer's name
@@ -115,7 +123,6 @@ if [[ $mode == gpu ]]; then
   fi
 else
   N=${NP:-2}
-  [[ $N =~ ^[1-9][0-9]*$ ]] || die "NP '$N': not a positive whole number"
   backend=cpu comm_backend=mpi hardware=h200-sxm
   build_dir=${BUILD_DIR:-build}
   workloads=("mlp-ci configs/ci-small.yaml 32 mlp-ci"
@@ -134,9 +141,6 @@ ends=1
 mpirun=(mpirun --bind-to none --oversubscribe)
 share_flag=()
 ((share)) && share_flag=(--share-gpu)
-fault_reps=${FAULT_REPS:-1}
-((share)) && fault_reps=${FAULT_REPS:-10}
-[[ $fault_reps =~ ^[1-9][0-9]*$ ]] || die "FAULT_REPS '$fault_reps': not a positive whole number"
 [[ $EUID -eq 0 ]] && mpirun+=(--allow-run-as-root)
 if [[ -n ${SCALEBENCH_BIN:-} ]]; then
   bin=$SCALEBENCH_BIN

@@ -62,6 +62,7 @@ if [[ -z $np ]]; then
   ((np > 0)) || np=2
 fi
 whole_count sweep.sh --np "$np"
+np=$((10#$np))
 
 # Default sizes: powers of two up to N, then N itself (1,2,4,6 for N = 6).
 if [[ -z $sizes ]]; then
@@ -72,8 +73,9 @@ fi
 IFS=, read -r -a size_list <<<"$sizes"
 for s in "${size_list[@]}"; do
   whole_count sweep.sh "--sizes entry" "$s"
-  ((s <= np)) || die "--sizes '$sizes': $s is more than the $np ranks launched (raise --np)"
+  ((10#$s <= 10#$np)) || die "--sizes '$sizes': $s is more than the $np ranks launched (raise --np)"
 done
+no_repeats sweep.sh --sizes "${size_list[@]}"
 
 if [[ -z $out ]]; then
   out="$root/runs/sweep-$(hostname -s)-$(date -u +%Y%m%dT%H%M%SZ).jsonl"

@@ -20,10 +20,14 @@ a scenario chooses it), the assumptions and every profile number with its source
 Needs matplotlib (Debian: python3-matplotlib, for /usr/bin/python3). Bad input exits 2 with one
 line and writes nothing: a file that is not a regular file (a FIFO, /dev/zero) or past 64 MiB, not
 UTF-8 JSON, nested past Python's recursion limit, or not compare's JSON without --config (a key
-missing or of the wrong type anywhere); and an output it cannot write (OUT.md a folder, its folder
-missing or read-only), checked before anything is drawn. A write that still fails (a full disk)
-exits 1 with one line, leaving no partial file. Every string of the JSON is written into the
-Markdown escaped (a `|` or newline in a profile name cannot break a table).
+missing or of the wrong type anywhere, a profile number the card row or node cost prints without
+its source); a figure it would print or draw outside its plausible range or not finite (a negative
+or 1e308 samples/s, an infinite GiB: each key's range is in results/record_ranges.json, read
+through tool_input.py; see GUIDE_FIGURES); and an output it cannot write (OUT.md a folder, its
+folder missing or read-only), checked before anything is drawn. A write that still fails (a full
+disk, while drawing or after) exits 1 with one line, leaving no partial file. Every string of the
+JSON is written into the Markdown escaped (a `|` or newline in a profile name cannot break a
+table) and drawn as text (a `$` is never matplotlib's math), without matplotlib's warnings.
 """
 
 import json
@@ -33,7 +37,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tool_input import InputError, markdown_cell, read_input  # noqa: E402
+from tool_input import InputError, drawn_text, figures, markdown_cell, quiet_matplotlib, read_input  # noqa: E402
 
 PROG = "compare_report.py"
 
@@ -73,7 +77,58 @@ def load(path):
     for key in ("scenarios", "workloads", "profiles", "cost_terms"):
         if key not in data:
             fail(f"{path}: key '{key}' missing (compare --json without --config writes it)")
+    try:
+        check_figures(data, path)
+    except InputError as e:
+        fail(str(e))
     return escaped(data)
+
+
+# Which range of results/record_ranges.json (tool_input.RANGES) holds each figure the guide prints
+# or draws, by its key (or parent.key) in compare's JSON; a list or dict under a key takes its
+# key's range. Every other number must be finite. The profile's own numbers (`hardware`, echoed in
+# the sources table) each take their key's range where the table has one, else the widest bounds
+# of any profile number; the workloads' configs are not printed.
+GUIDE_FIGURES = {
+    "samples_per_s": "samples_per_s", "samples_per_s_band": "samples_per_s",
+    "samples_per_s_without_compute_error": "samples_per_s",
+    "samples_per_s_per_10k_usd": "samples_per_s_per_10k_usd",
+    "samples_per_s_per_10k_usd_whole_cost": "samples_per_s_per_10k_usd",
+    "samples_per_s_per_kw": "samples_per_s_per_kw", "scaling_efficiency": "scaling_efficiency",
+    "speedup": "speedup", "exposed_comm_ms": "exposed_comm_ms", "allreduce_ms": "allreduce_ms",
+    "allreduce_busbw_gbps": "allreduce_busbw_gbps", "gpus": "gpus", "nodes": "nodes",
+    "memory_per_gpu_gib": "memory_gib", "memory_per_gpu_gb": "memory_gib", "memory_breakdown_gib": "memory_gib",
+    "memory_headroom_gib": "memory_headroom_gib",
+    "node_cost_usd": "usd", "node_cost_usd.gpus_per_node": "gpus_per_node",
+    "cost_terms.years": "years", "cost_terms.usd_per_kwh": "usd_per_kwh",
+    "figures.projected": "card_figure", "figures.measured": "card_figure",
+    "card.memory_gib": "memory_gb", "card.memory_bandwidth_gbps": "mem_bw_gbps", "card.copy_gbps": "copy_gbps",
+    "card.tdp_w": "tdp_w", "card.price_usd": "price_usd",
+}
+PROFILE_FIGURES = {f"{key}.{end}": key for key in ("price_usd", "tdp_w", "copy_gbps", "memory_gb")
+                   for end in ("value", "lo", "hi")} | {"mem_bw_gbps": "mem_bw_gbps"}
+# The profile numbers behind the card row and the node cost: each must be in `hardware` with its
+# source, or the guide would print a figure whose sources row is missing.
+SOURCED = (("gpu", "memory_gb"), ("gpu", "copy_gbps"), ("gpu", "tdp_w"), ("gpu", "price_usd"),
+           ("node", "gpus_per_node"), ("node", "server_usd"), ("node", "host_power_w"))
+
+
+def check_figures(data, path):
+    """InputError naming the first figure outside its range, not finite, or missing its source."""
+    figures(data, GUIDE_FIGURES, path, skip=("hardware", "config"))
+    profiles = data["profiles"]
+    if not isinstance(profiles, list):
+        raise InputError(f"{path}: 'profiles' is not a list")
+    for i, p in enumerate(profiles):
+        hardware = p.get("hardware") if isinstance(p, dict) else None
+        if not isinstance(hardware, dict):
+            raise InputError(f"{path}: profiles[{i}].hardware missing or not an object")
+        figures(hardware, PROFILE_FIGURES, f"{path}: profiles[{i}].hardware", field="profile_number")
+        for section, key in SOURCED:
+            entry = hardware.get(section, {}).get(key) if isinstance(hardware.get(section), dict) else None
+            if not (isinstance(entry, dict) and "value" in entry and isinstance(entry.get("source"), str)):
+                raise InputError(f"{path}: profiles[{i}].hardware.{section}.{key} missing or without its value "
+                                 "and source (the guide prints it and its source)")
 
 
 def output_problem(out_md, plot_dir):
@@ -145,7 +200,7 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
                 lo = [scale * x["bands"][key][0] for x in entries]
                 hi = [scale * x["bands"][key][1] for x in entries]
                 line, = ax.plot(g, y, style, marker="o", color=color,
-                                label=p["name"] + suffix + ("" if p["fits_memory"] else " (does not fit)"))
+                                label=drawn_text(p["name"] + suffix + ("" if p["fits_memory"] else " (does not fit)")))
                 color = line.get_color()
                 ax.fill_between(g, lo, hi, color=color, alpha=0.2)
         ax.set_xscale("log", base=2)
@@ -154,7 +209,7 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
         ax.set_xticklabels([str(t) for t in ticks])
         ax.set_xlabel("GPUs (one node)" if nodes == 1 else f"GPUs (one node; dashed: {nodes} nodes)")
         ax.set_ylabel("samples/s (projected)" if kind == "throughput" else "scaling efficiency, % (projected)")
-        ax.set_title(f"{workload['workload']}: {kind}, band = the profiles' ranges")
+        ax.set_title(drawn_text(f"{workload['workload']}: {kind}, band = the profiles' ranges"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         name = f"{slug}-{kind}.png"
@@ -166,7 +221,7 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
     names, per_cost, per_kw = [], [], []
     for p in workload["profiles"]:
         at = judged(p, gpus_judged, nodes)
-        names.append(p["name"])
+        names.append(drawn_text(p["name"]))
         per_cost.append(at["samples_per_s_per_10k_usd_whole_cost"])
         per_kw.append(at["samples_per_s_per_kw"])
     for ax, values, label in ((axes[0], per_cost, "samples/s per $10k of the whole cost"),
@@ -176,7 +231,8 @@ def plot_workload(plt, workload, gpus_judged, nodes, plot_dir, slug):
         ax.tick_params(labelsize=7)
         ax.grid(axis="x", alpha=0.3)
     on = f" per node on {nodes} nodes" if nodes > 1 and gpus_judged > 1 else ""
-    fig.suptitle(f"{workload['workload']} at {gpus_judged} GPU{'s' if gpus_judged > 1 else ''}{on} (projected)", fontsize=9)
+    fig.suptitle(drawn_text(f"{workload['workload']} at {gpus_judged} GPU{'s' if gpus_judged > 1 else ''}{on} (projected)"),
+                 fontsize=9)
     fig.tight_layout()
     name = f"{slug}-per-cost.png"
     fig.savefig(os.path.join(plot_dir, name), dpi=110)
@@ -197,33 +253,43 @@ def main(argv):
         fail(problem)
     data = load(argv[1])
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = quiet_matplotlib()
     except ImportError:
         fail("matplotlib is missing (Debian: apt-get install python3-matplotlib; run with /usr/bin/python3)")
     # Drawn into a folder of this run's own, moved into place only when the whole guide is made.
     staging = os.path.join(os.path.dirname(out_md) or ".", f".{plot_dir_name}-{os.getpid()}")
-    os.makedirs(staging)
     try:
+        os.makedirs(staging)
         md, plots = render(data, argv[1], plt, staging, plot_dir_name)
+    except OSError as e:  # a plot that cannot be written (a full disk): exit 1, nothing left
+        shutil.rmtree(staging, ignore_errors=True)
+        print(f"{PROG}: error: cannot write the plots of {out_md}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as e:
         shutil.rmtree(staging, ignore_errors=True)
         fail(f"{argv[1]}: not compare's JSON without --config ({type(e).__name__}: {str(e)[:120]})")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    # The Markdown is written whole beside its place first (the write that can find the disk
+    # full), then the plots and it are moved in; a failure takes back whatever was moved.
+    tmp_md = out_md + f".tmp-{os.getpid()}"
+    made_plot_dir = not os.path.isdir(plot_dir)
+    moved = []
     try:
+        with open(tmp_md, "w") as f:
+            f.write("\n".join(md) + "\n")
         os.makedirs(plot_dir, exist_ok=True)
         for name in os.listdir(staging):
             os.replace(os.path.join(staging, name), os.path.join(plot_dir, name))
-        with open(out_md + f".tmp-{os.getpid()}", "w") as f:
-            f.write("\n".join(md) + "\n")
-        os.replace(out_md + f".tmp-{os.getpid()}", out_md)
+            moved.append(os.path.join(plot_dir, name))
+        os.replace(tmp_md, out_md)
     except OSError as e:
-        for leftover in (out_md + f".tmp-{os.getpid()}",):
+        for leftover in [tmp_md] + moved:
             if os.path.exists(leftover):
                 os.remove(leftover)
+        if made_plot_dir:
+            shutil.rmtree(plot_dir, ignore_errors=True)
         print(f"{PROG}: error: cannot write {out_md} or its plots: {e.strerror or e}", file=sys.stderr)
         sys.exit(1)
     finally:

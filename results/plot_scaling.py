@@ -15,7 +15,8 @@ writes, as PNG and SVG:
               collective in `scalebench comm` records (only when the files hold some)
 Measured records are drawn solid, projected ones (`"projected": true`) dashed (hatched bars).
 Records of ranks sharing a GPU (`"shared_gpu": true`, `--share-gpu`) are left out with a
-warning: they rehearse a multi-rank run and are not hardware figures.
+warning: they rehearse a multi-rank run and are not hardware figures. So are records of runs that
+diverged (`loss_check.passed` false: the loss stopped being finite), one warning line per file.
 A system is named from the environment record: the GPU name (environment.gpu.name, else the
 backend) and the host of rank 0, or the Slurm partition when the run was a Slurm job (as
 `scalebench report` names them). The same system and workload found in two files are two lines,
@@ -44,8 +45,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tool_input import (InputError, file_identity, number, optional_number, read_input,  # noqa: E402
-                        refuse_repeats)
+from tool_input import (InputError, drawn_text, file_identity, number, optional_number,  # noqa: E402
+                        quiet_matplotlib, read_input, refuse_repeats)
 
 PROG = "plot_scaling.py"
 PHASES = [("compute_ms", "compute (forward + backward)", "#4C72B0"),
@@ -157,7 +158,7 @@ class Series:
         """As drawn: a `$` escaped, so a name from a record is text, never matplotlib's math."""
         where = f" [{os.path.basename(self.file)}]" if self.file_in_label else ""
         text = f"{self.system}{where}: {self.config}" + (" (projected)" if self.projected else "")
-        return text.replace("$", r"\$")
+        return drawn_text(text)
 
     def sizes(self):
         return sorted(self.by_n)
@@ -186,12 +187,16 @@ def load(paths, labels, skip_bad_lines):
     for path in paths:
         valid = 0
         shared = 0
+        diverged = 0
         for line, r in read_jsonl(path, skip_bad_lines, runs):
             where = f"{path}:{line}"
             if r.get("shared_gpu") is True:
                 shared += 1
                 continue
             try:
+                if diverged_run(r, where):
+                    diverged += 1
+                    continue
                 add_record(r, where, path, labels, train, comm)
                 valid += 1
             except InputError as e:
@@ -202,15 +207,19 @@ def load(paths, labels, skip_bad_lines):
         if shared:
             print(f"{PROG}: warning: {path}: {shared} record(s) of ranks sharing a GPU (shared_gpu) left out: "
                   "not hardware figures", file=sys.stderr)
-        shared_total += shared
-        if valid + shared == 0 and not any(start.startswith(f"{path}:") for start, _, _ in runs.values()):
+        if diverged:
+            print(f"{PROG}: warning: {path}: {diverged} record(s) of runs that diverged (loss check failed: the loss "
+                  "stopped being finite) left out: not throughput figures", file=sys.stderr)
+        shared_total += shared + diverged
+        if valid + shared + diverged == 0 and not any(start.startswith(f"{path}:") for start, _, _ in runs.values()):
             raise InputError(f"{path}: no valid record in the file")
     for start, kind, closed in runs.values():
         if not closed:
             print(f"{PROG}: warning: {start}: the {kind} run started here has no end record: it was cut short "
                   "(or is still running)", file=sys.stderr)
     if not train and not comm:
-        only_shared = " (only records of ranks sharing a GPU, which are not plotted)" if shared_total else ""
+        only_shared = " (only records of ranks sharing a GPU or of diverged runs, which are not plotted)" \
+            if shared_total else ""
         raise InputError(f"{', '.join(paths)}: no train or comm records to plot{only_shared}")
     for group in (train.values(), comm.values()):
         # The same system and workload in two files (NCCL_ALGO=Ring in one, Tree in the other)
@@ -223,6 +232,17 @@ def load(paths, labels, skip_bad_lines):
                 for s in same:
                     s.file_in_label = True
     return list(train.values()), list(comm.values())
+
+
+def diverged_run(r, where):
+    """Whether a record is of a run whose loss check failed (the loss stopped being finite: it
+    diverged), whose throughput is not a figure of the hardware; records without the check are not."""
+    if r.get("loss_check") is None:
+        return False
+    check = mapping(r, "loss_check", where)
+    if not isinstance(check.get("passed"), bool):
+        raise InputError(f"{where}: field 'loss_check.passed' is {json.dumps(check.get('passed'))[:40]}, expected true or false")
+    return not check["passed"]
 
 
 def add_record(r, where, path, labels, train, comm):
@@ -553,9 +573,7 @@ def main(argv):
     train, comm = load(args.files, labels, args.skip_bad_lines)
 
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = quiet_matplotlib()
     except ImportError as e:
         print(f"{PROG}: error: matplotlib is missing ({e}); install python3-matplotlib and run with "
               "/usr/bin/python3", file=sys.stderr)

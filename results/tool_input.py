@@ -90,11 +90,15 @@ def _shown(value):
 def number(record, key, where, field=None):
     """record[key], a finite number inside the range of `field` (default: key) in RANGES, whole
     where the range says so (then an int)."""
-    value = record.get(key)
+    return checked(record.get(key), key, where, field or key)
+
+
+def checked(value, key, where, field):
+    """`value` (shown as field 'KEY' of WHERE) a finite number inside the range of `field` in RANGES."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and not math.isfinite(value)):
         raise InputError(f"{where}: field '{key}' is {json.dumps(value)[:40]}, expected a number")
-    r = RANGES[field or key]
+    r = RANGES[field]
     kind = "a whole number" if r.get("whole") else "a number"
     if r.get("whole") and value != int(value):
         raise InputError(f"{where}: field '{key}' is {_shown(value)}, expected {kind}")
@@ -102,6 +106,31 @@ def number(record, key, where, field=None):
         raise InputError(f"{where}: field '{key}' is {_shown(value)}, expected {kind} from {_shown(r['min'])} "
                          f"to {_shown(r['max'])} ({r['why']})")
     return int(value) if r.get("whole") else float(value)
+
+
+def figures(node, fields, where, skip=(), field=None):
+    """Every number of a JSON document that a tool prints or draws, checked where it stands: a
+    value under a key that `fields` names ({key or parent.key: field of RANGES}; a list or dict
+    under it passes the field on to what it holds) must be a number in that field's range; a number that
+    is not finite (JSON's NaN, Infinity, or 1e999 read as inf) is refused wherever it stands. Keys
+    in `skip` are not walked; `field`, when given, holds every number no key names (text and
+    true/false beside them are left alone). InputError names the first bad figure by its path
+    (profiles[1].card.price_usd)."""
+    def walk(n, path, parent, field, named):
+        if isinstance(n, dict):
+            for k, v in n.items():
+                if k in skip:
+                    continue
+                f = fields.get(f"{parent}.{k}", fields.get(k))
+                walk(v, f"{path}.{k}" if path else str(k), k, f or field, named or f is not None)
+        elif isinstance(n, list):
+            for i, v in enumerate(n):
+                walk(v, f"{path}[{i}]", parent, field, named)
+        elif field is not None and (named or (isinstance(n, (int, float)) and not isinstance(n, bool))):
+            checked(n, path, where, field)  # under a named key a figure must be a number: not true, "12" or null
+        elif isinstance(n, float) and not math.isfinite(n):
+            raise InputError(f"{where}: field '{path}' is {n}, expected a finite number")
+    walk(node, "", "", field, False)
 
 
 def optional_number(record, key, where):
@@ -121,3 +150,24 @@ def markdown_cell(text):
         else:
             out.append(c)
     return "".join(out)
+
+
+def drawn_text(text):
+    """Text from an input as a plot draws it: a `$` escaped, so it is text, never matplotlib's
+    math; a leading `_` kept (matplotlib leaves a label starting with one out of the legend)."""
+    text = str(text).replace("$", r"\$")
+    return "\u200b" + text if text.startswith("_") else text
+
+
+def quiet_matplotlib():
+    """matplotlib (Agg) for a tool's plots, without the warnings its drawing of our text raises:
+    a glyph the font lacks (a name in another script) is drawn as a box, not a line on stderr."""
+    import logging
+    import warnings
+    import matplotlib
+    matplotlib.use("Agg")
+    warnings.filterwarnings("ignore", message=r"Glyph .* missing from (current )?font")
+    logging.getLogger("matplotlib.mathtext").setLevel(logging.ERROR)
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+    import matplotlib.pyplot as plt
+    return plt

@@ -48,14 +48,18 @@ while (($#)); do
 done
 die() { echo "node_sweep.sh: $*" >&2; exit 2; }
 [[ -n $nodes ]] || die "--nodes is required (e.g. --nodes 1,2,4)"
-[[ $gpus =~ ^[0-9]+$ ]] || die "--gpus-per-node '$gpus': not a whole number"
+whole_count node_sweep.sh --gpus-per-node "$gpus" 0
+gpus=$((10#$gpus))
+[[ -n $tasks ]] || ((gpus)) || die "--gpus-per-node 0 (CPU ranks) needs --tasks-per-node"
 tasks=${tasks:-$gpus}
 whole_count node_sweep.sh --tasks-per-node "$tasks"
+tasks=$((10#$tasks))
 IFS=, read -r -a node_list <<<"$nodes"
 for n in "${node_list[@]}"; do
   whole_count node_sweep.sh "--nodes entry" "$n"
-  ((10#$n * 10#$tasks <= max_count)) || die "--nodes $n x --tasks-per-node $tasks: more than $max_count ranks"
+  ((10#$n * tasks <= max_count)) || die "--nodes $n x --tasks-per-node $tasks: more than $max_count ranks"
 done
+no_repeats node_sweep.sh --nodes "${node_list[@]}"
 # The values first: a refusal says what is wrong with them, wherever it runs.
 command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this on a Slurm login node"
 dir=${dir:-$root/runs/node-sweep-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -64,6 +68,7 @@ dir=$(cd "$dir" && pwd)
 
 
 for n in "${node_list[@]}"; do
+  n=$((10#$n))
   world=$((n * tasks))
   args=(--parsable --job-name="$name" --nodes="$n" --ntasks-per-node="$tasks" --time="$time_limit"
         --output="$dir/nodes-$n-%j.out" --chdir="$root")

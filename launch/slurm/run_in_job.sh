@@ -20,24 +20,41 @@ source "$(dirname "${BASH_SOURCE[0]}")/../options.sh"
 say() { echo "scalebench job ${SLURM_JOB_ID:-?}: $*" >&2; }
 die() { say "$*"; exit 2; }
 
+# Everything is checked before anything is made or said: a refusal is one line, exit 2.
 [[ -n ${SLURM_JOB_ID:-} ]] || die "not inside a Slurm allocation (submit with sbatch, or run under salloc)"
 root=${SCALEBENCH_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
 bin=${SCALEBENCH_BIN:-$root/build/scalebench}
 [[ -x $bin ]] || die "$bin: no scalebench binary (build it first, or set SCALEBENCH_BIN / SCALEBENCH_ROOT)"
 launcher=${SCALEBENCH_LAUNCHER:-srun}
-ntasks=${SLURM_NTASKS:-${SLURM_NPROCS:-}}
-[[ -n $ntasks ]] || die "SLURM_NTASKS is not set: request tasks (--ntasks or --ntasks-per-node)"
-whole_count "scalebench job" SLURM_NTASKS "$ntasks"
+case $launcher in
+  srun) shell_words "scalebench job" SCALEBENCH_SRUN_ARGS extra "${SCALEBENCH_SRUN_ARGS:-}" ;;
+  mpirun)
+    shell_words "scalebench job" SCALEBENCH_MPIRUN_ARGS extra "${SCALEBENCH_MPIRUN_ARGS:-}"
+    command -v mpirun >/dev/null 2>&1 || die "mpirun not found on $(hostname -s)" ;;
+  *) die "SCALEBENCH_LAUNCHER='$launcher': use srun or mpirun" ;;
+esac
+[[ ${SCALEBENCH_BIND:-1} == [01] ]] || die "SCALEBENCH_BIND '${SCALEBENCH_BIND}': use 1 (bind) or 0"
+# The task count from the variable Slurm set (SLURM_NPROCS is its older name), named as read.
+if [[ -n ${SLURM_NTASKS:-} ]]; then ntasks_from=SLURM_NTASKS
+elif [[ -n ${SLURM_NPROCS:-} ]]; then ntasks_from=SLURM_NPROCS
+else die "SLURM_NTASKS is not set: request tasks (--ntasks or --ntasks-per-node)"
+fi
+ntasks=${!ntasks_from}
+whole_count "scalebench job" "$ntasks_from" "$ntasks"
 
 if [[ -n ${SCALEBENCH_SCALING:-} ]]; then
   scaling=$SCALEBENCH_SCALING
+  IFS=, read -r -a sizes <<<"$scaling"
+  ((${#sizes[@]})) || die "SCALEBENCH_SCALING '$scaling': no world size"
+  for s in "${sizes[@]}"; do whole_count "scalebench job" "SCALEBENCH_SCALING entry" "$s"; done
+  no_repeats "scalebench job" SCALEBENCH_SCALING "${sizes[@]}"
 else
   scaling=1
   for ((s = 2; s <= ntasks; s *= 2)); do scaling+=",$s"; done
   [[ ,$scaling, == *,$ntasks,* ]] || scaling+=",$ntasks"
 fi
 out=${SCALEBENCH_OUT:-$root/runs/slurm-${SLURM_JOB_NAME:-job}-$SLURM_JOB_ID.jsonl}
-mkdir -p "$(dirname "$out")"
+mkdir -p "$(dirname "$out")" 2>/dev/null || die "SCALEBENCH_OUT '$out': cannot make its folder"
 
 # NVLink SHARP (NVLS) stays off unless asked for: its buffers fail on some drivers and fabrics.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
@@ -70,12 +87,10 @@ case $launcher in
     # Slurm 22.05+ steps do not inherit the job's --cpus-per-task; give each rank its cores.
     [[ -n ${SLURM_CPUS_PER_TASK:-} ]] && srun_args+=("--cpus-per-task=$SLURM_CPUS_PER_TASK")
     [[ -n $mpi ]] && srun_args+=("--mpi=$mpi")
-    shell_words "scalebench job" SCALEBENCH_SRUN_ARGS extra "${SCALEBENCH_SRUN_ARGS:-}"
     say "srun ${srun_args[*]} ${extra[*]}"
     exec srun "${srun_args[@]}" "${extra[@]}" "${wrapper[@]}" "${train[@]}"
     ;;
   mpirun)
-    command -v mpirun >/dev/null 2>&1 || die "mpirun not found on $(hostname -s)"
     # Open MPI reads the allocation (hosts, slots) from Slurm itself; environment variables
     # reach the ranks on other nodes only when named with -x.
     mpirun_args=(-np "$ntasks" --bind-to none)
@@ -83,9 +98,7 @@ case $launcher in
     while IFS='=' read -r name _; do
       case $name in NCCL_*|OMP_NUM_THREADS|UCX_*) mpirun_args+=(-x "$name") ;; esac
     done < <(env)
-    shell_words "scalebench job" SCALEBENCH_MPIRUN_ARGS extra "${SCALEBENCH_MPIRUN_ARGS:-}"
     say "mpirun ${mpirun_args[*]} ${extra[*]}"
     exec mpirun "${mpirun_args[@]}" "${extra[@]}" "${wrapper[@]}" "${train[@]}"
     ;;
-  *) die "SCALEBENCH_LAUNCHER='$launcher': use srun or mpirun" ;;
 esac

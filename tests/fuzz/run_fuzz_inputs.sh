@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CTest entry fuzz_inputs: builds tests/fuzz/fuzz_inputs.cpp with clang and
 # -fsanitize=fuzzer,address,undefined, seeds the corpus with the shipped configs, hardware
-# profiles, some record files and the doctor's snapshot fixtures (each behind the byte that
-# selects its reader) and fuzzes the readers for a bounded time, shared between them. Exit 77 (CTest SKIP) when clang++ or libFuzzer is missing.
+# profiles, some record files, the doctor's snapshot fixtures and the shipped host sections (each
+# behind the byte that selects its reader) and fuzzes the readers for a bounded time, shared
+# between them. Exit 77 (CTest SKIP) when clang++ or libFuzzer is missing.
 # Usage: run_fuzz_inputs.sh SOURCE_DIR WORK_DIR [SECONDS]
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-60}
@@ -35,7 +36,8 @@ while (( $(jobs -rp | wc -l) > 0 )); do wait -n || failed=1; done
 "$cxx" "${flags[@]}" "${objects[@]}" $(pkg-config --libs yaml-cpp fmt 2>/dev/null || echo -lyaml-cpp -lfmt) \
   -o "$work/fuzz_inputs"
 # Seeds behind their selector byte: 0 config, 1 hardware profile, 2 record file (at most 4 KiB
-# of each record file), 3 doctor snapshot. Findings are configs and stay regression inputs.
+# of each record file), 3 doctor snapshot, 4 host section. Findings are configs and stay
+# regression inputs.
 seed() {  # SELECTOR FILE
   { printf "\\x0$1"; head -c 4096 "$2"; } >"$work/corpus/$1-$(basename "$2")"
 }
@@ -43,6 +45,7 @@ for f in "$src"/configs/*.yaml "$src"/tests/fuzz/findings/*; do seed 0 "$f"; don
 for f in "$src"/configs/hardware/*.yaml; do seed 1 "$f"; done
 for f in $(find "$src/results" -name '*.jsonl' | sort | head -20); do seed 2 "$f"; done
 for f in "$src"/tests/fixtures/doctor/*.json; do seed 3 "$f"; done
+for f in "$src"/configs/hosts/*.yaml; do seed 4 "$f"; done
 # yaml-cpp allocates per nesting level; cap the input and memory so a deep document is not an OOM "crash".
 exec "$work/fuzz_inputs" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus"

@@ -84,6 +84,18 @@ rc=$?
 PLAN_VARIANTS="on:7" "$plan" --cpu "$tmp/bad" part3 >"$tmp/bad.log" 2>&1
 rc=$?
 ((rc == 2)) && grep -q "PLAN_VARIANTS: 'on:7'" "$tmp/bad.log" || fail "a bad variant gave exit $rc"
+# Counts through launch/options.sh's whole_count, before a folder is made: a huge NP never
+# reaches bash's arithmetic (an endless loop), a rank count is never octal.
+for setting in NP=99999999999999999999 NP=abc FAULT_REPS=0 PLAN_BUDGET_S=1e3; do
+  env "$setting" "$plan" --cpu "$tmp/bad-count" all >"$tmp/bad.log" 2>&1
+  rc=$?
+  ((rc == 2)) && grep -q "${setting%%=*} '${setting#*=}': not a whole number" "$tmp/bad.log" && [[ ! -e $tmp/bad-count ]] ||
+    fail "$setting gave exit $rc or made its folder: $(cat "$tmp/bad.log")"
+done
+"$plan" --share-gpu 99999999999999999999 "$tmp/bad-count" all >"$tmp/bad.log" 2>&1
+rc=$?
+((rc == 2)) && grep -q "\-\-share-gpu '99999999999999999999': not a whole number" "$tmp/bad.log" ||
+  fail "a huge --share-gpu gave exit $rc: $(cat "$tmp/bad.log")"
 
 if ((failures)); then
   log "$failures failure(s)"

@@ -18,7 +18,7 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   exit 77
 fi
 tmp=$(mktemp -d /tmp/scalebench-compare-report.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
 failures=0
 fail() { log "FAIL: $*"; failures=$((failures + 1)); }
 cd "$tmp" || exit 1
@@ -136,6 +136,62 @@ chmod 755 ro
 /usr/bin/python3 -c 'import json,sys; d=json.load(open("out/guide.json")); d["profiles"][0]["name"]="evil | name\nrow"; json.dump(d, open("evil.json","w"))'
 /usr/bin/python3 "$src/results/compare_report.py" evil.json evil.md >/dev/null 2>&1 || fail "a | in a profile name refused"
 grep -qF 'evil \| name\x0arow' evil.md || fail "the | and newline of a profile name not escaped in evil.md"
+
+# Impossible figures are never printed: every figure the guide prints or draws is read through
+# tool_input.py's range check (results/record_ranges.json, GUIDE_FIGURES), one line, exit 2,
+# nothing written; a profile number the card row prints must keep its source row.
+impossible() {  # impossible NAME EXPECTED PYTHON-STATEMENT (d: the guide)
+  /usr/bin/python3 -c "import json; d=json.load(open('out/guide.json')); $3; json.dump(d, open('$1.json', 'w'))"
+  /usr/bin/python3 "$src/results/compare_report.py" "$1.json" z.md >bad.log 2>&1; local rc=$?
+  { [ $rc -eq 2 ] && [ "$(wc -l <bad.log)" -eq 1 ] && grep -qF -- "$2" bad.log; } ||
+    { cat bad.log; fail "$1: exit $rc, expected 2 with one line holding '$2'"; }
+  [ ! -e z.md ] && [ ! -e z-plots ] || fail "$1: refused but wrote z.md or z-plots"
+  rm -rf z.md z-plots
+}
+impossible negative-throughput "by_gpus[0].samples_per_s' is -1, expected a number from 0 to 1e+15" \
+  'd["workloads"][0]["profiles"][0]["by_gpus"][0]["samples_per_s"] = -1'
+impossible huge-throughput "by_gpus[1].samples_per_s' is 1e+308" \
+  'd["workloads"][0]["profiles"][0]["by_gpus"][1]["samples_per_s"] = 1e308'
+impossible infinite-memory "memory_per_gpu_gib' is Infinity, expected a number" \
+  'd["workloads"][0]["profiles"][0]["memory_per_gpu_gib"] = float("inf")'
+impossible nan-band "samples_per_s_band[1]' is NaN, expected a number" \
+  'd["workloads"][0]["profiles"][0]["by_gpus"][0]["samples_per_s_band"][1] = float("nan")'
+impossible tiny-price "card.price_usd' is 1e-06, expected a number from 50 to 1e+06" \
+  'd["profiles"][0]["card"]["price_usd"] = 1e-6'
+impossible true-throughput "by_gpus[0].samples_per_s' is true, expected a number" \
+  'd["workloads"][0]["profiles"][0]["by_gpus"][0]["samples_per_s"] = True'
+impossible tiny-profile-price "gpu.price_usd.value' is 1e-06, expected a number from 50" \
+  'd["profiles"][1]["hardware"]["gpu"]["price_usd"]["value"] = 1e-6'
+impossible missing-price "profiles[1].hardware.gpu.price_usd missing" 'del d["profiles"][1]["hardware"]["gpu"]["price_usd"]'
+impossible nan-profile-number "node.link_efficiency.value' is NaN" \
+  'd["profiles"][0]["hardware"]["node"]["link_efficiency"]["value"] = float("nan")'
+# The profile keys the guide checks hold the bounds the C++ profile reader holds them to.
+for key in price_usd tdp_w copy_gbps memory_gb; do
+  /usr/bin/python3 - "$src" "$key" <<'PY' || fail "record_ranges.json's $key differs from src/projection/profile_ranges.cpp's"
+import json, re, sys
+src, key = sys.argv[1], sys.argv[2]
+r = json.load(open(f"{src}/results/record_ranges.json"))["ranges"][key]
+m = re.search(r'\{"%s", \{([^,]+), \w+, ([^,]+), \w+,' % key, open(f"{src}/src/projection/profile_ranges.cpp").read())
+sys.exit(0 if m and float(m.group(1)) == r["min"] and float(m.group(2)) == r["max"] else 1)
+PY
+done
+# A name in another script, with a $ or a leading _, is drawn as text without warnings on stderr.
+/usr/bin/python3 -c 'import json; d=json.load(open("out/guide.json")); n="_\u65e5\u672c $x^2$"; d["profiles"][0]["name"]=n
+for w in d["workloads"]: w["profiles"][0]["name"]=n
+json.dump(d, open("glyph.json","w"))'
+/usr/bin/python3 "$src/results/compare_report.py" glyph.json glyph.md >glyph.out 2>glyph.err || fail "a name in another script: exit $?"
+[ ! -s glyph.err ] || fail "a name in another script: stderr: $(head -3 glyph.err)"
+# A full disk (a 64 KiB tmpfs, where this test may mount one): one line, exit 1, nothing left.
+mkdir full
+if mount -t tmpfs -o size=64k tmpfs full 2>/dev/null; then
+  /usr/bin/python3 "$src/results/compare_report.py" out/guide.json full/g.md >full.log 2>&1; rc=$?
+  { [ $rc -eq 1 ] && [ "$(wc -l <full.log)" -eq 1 ] && grep -qF "No space left on device" full.log; } ||
+    { cat full.log; fail "a full disk: exit $rc, expected 1 with one line"; }
+  [ -z "$(ls -A full)" ] || fail "a full disk: left $(ls -A full)"
+  umount full
+else
+  log "full disk not tried: cannot mount a tmpfs here"
+fi
 
 if [ $failures -ne 0 ]; then log "$failures failure(s)"; exit 1; fi
 log "PASS"

@@ -219,6 +219,24 @@ bad_record huge-spread "field 'samples_per_s_spread' is 1e+300, expected a numbe
 "$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["a$\\frac$b"]; print(json.dumps(r))' \
   "$train_line" >"$tmp/dollar.jsonl"
 expect_ok "$tmp/dollar.log" "a host name holding \$" "$py" "$plot" "$tmp/dollar.jsonl" -o "$tmp/dollar"
+# A name in another script (a glyph the font lacks) or starting with _ (which matplotlib leaves out
+# of a legend) is drawn without a warning on stderr.
+"$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["environment"]["hostnames"]=["_\u65e5\u672c"]; print(json.dumps(r))' \
+  "$train_line" >"$tmp/glyph.jsonl"
+"$py" "$plot" "$tmp/glyph.jsonl" -o "$tmp/glyph" >"$tmp/glyph.out" 2>"$tmp/glyph.err" || fail "a host name in another script: exit $?"
+grep -v '^plot_scaling.py: note:' "$tmp/glyph.err" | grep -q . && fail "a host name in another script: warnings: $(cat "$tmp/glyph.err")"
+# A run that diverged (loss_check.passed false: ci-small at lr 1e30 exits 3) is no throughput
+# figure: its records are left out, with one warning line naming the file; alone, exit 2.
+"$py" -c 'import json,sys; r=json.loads(sys.argv[1]); r["loss_check"]={"passed": False, "first_nonfinite_step": 2}; print(json.dumps(r))' \
+  "$train_line" >"$tmp/diverged.jsonl"
+refuses "a diverged run alone" "no train or comm records to plot (only records of ranks sharing a GPU or of diverged runs" "$tmp/diverged.jsonl"
+cat "$tmp/one-launch.jsonl" "$tmp/diverged.jsonl" >"$tmp/with-diverged.jsonl"
+expect_ok "$tmp/diverged.log" "a diverged run beside good ones" "$py" "$plot" "$tmp/with-diverged.jsonl" -o "$tmp/diverged"
+[[ $(grep -c "warning:.*diverged" "$tmp/diverged.log") == 1 ]] &&
+  grep -qF "warning: $tmp/with-diverged.jsonl: 1 record(s) of runs that diverged (loss check failed" "$tmp/diverged.log" ||
+  fail "a diverged run not left out with one warning line: $(cat "$tmp/diverged.log")"
+bad_record loss-check-not-bool "field 'loss_check.passed' is \"no\", expected true or false" \
+  "json.dumps(dict(r, loss_check={'passed': 'no'})).encode()"
 
 # --- an output that cannot be written: one line, no traceback, nothing left behind ---------
 refuses_output() {  # refuses_output WHAT EXIT EXPECTED_MESSAGE ARGS...
