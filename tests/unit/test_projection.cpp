@@ -479,6 +479,31 @@ TEST(StepTerms, TheFrameworkCostAtNAndTheComputeErrorOnEveryOp) {
     }
 }
 
+// The samples/s band without the compute model's error spans the profile's other ranges with that
+// error at its central value, also where the value is no end of its range (the A100 SXM4's 0 in
+// [-34, 83]): there it is no single point, and it lies inside the band with the error.
+TEST(Bands, TheBandWithoutTheComputeErrorSpansTheOtherRanges) {
+    const HardwareProfile hw = profile("a100-sxm4-40gb");
+    const Sourced& e = hw.compute_error_pct;
+    ASSERT_TRUE(e.is_range() && e.lo < e.value && e.value < e.hi) << "the case: an error range around its central value";
+    const TrainConfig cfg = load_config_file(kSource + "/configs/ci-transformer.yaml");
+    std::vector<Projection> rows = project_workload(cfg, CostModel(hw), {1, 2, 8}, {1});
+    widen_to_ranges(rows, cfg, hw, Calibration{}, {1, 2, 8}, {1});
+    HardwareProfile pinned = hw;
+    pinned.compute_error_pct = {e.value, e.source, e.value, e.value, {}, {}};  // a point
+    std::vector<Projection> expected = project_workload(cfg, CostModel(pinned), {1, 2, 8}, {1});
+    widen_to_ranges(expected, cfg, pinned, Calibration{}, {1, 2, 8}, {1});
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Band without = rows[i].bands.samples_per_s_without_compute_error, with = rows[i].bands.samples_per_s;
+        EXPECT_LT(without.lo, without.hi) << "a point at " << rows[i].step.world_size << " GPUs";
+        EXPECT_DOUBLE_EQ(without.lo, expected[i].bands.samples_per_s.lo);
+        EXPECT_DOUBLE_EQ(without.hi, expected[i].bands.samples_per_s.hi);
+        EXPECT_LE(with.lo, without.lo);
+        EXPECT_GE(with.hi, without.hi);
+        EXPECT_GT(with.hi - with.lo, without.hi - without.lo) << "the error widens the band with it";
+    }
+}
+
 // Real input caps an image workload at the host's published loader rate; synthetic input, a
 // transformer and a host without a rate are not capped.
 TEST(StepTerms, RealInputCapsAnImageWorkloadAtTheHostsLoader) {
