@@ -413,6 +413,36 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
                 a100.bucket_launch_us.value * 1e-3 + 2.0 * bytes / (a100.copy_gbps.value * 1e9) * 1e3, 1e-12);
 }
 
+// A collective is no faster than its own reads and writes of device memory, on N GPUs as on one
+// (where NCCL's reduce kernel is all it does): with a copy rate of 50 GB/s, inside gpu.copy_gbps's
+// allowed range and far below NVLink's busbw, the N-GPU ring is memory-bound, not link-bound. Were
+// only the one-GPU reduce bound so, its baseline would be slower than each rank of N and mlp-large
+// would scale past 100% (117% at 2 H200s).
+TEST(CostModel, ACollectiveIsNoFasterThanItsDeviceMemoryTraffic) {
+    HardwareProfile hw = profile("h200-sxm");
+    hw.copy_gbps.value = 50;
+    const CostModel m(hw);
+    const double bytes = 512.0 * 1024 * 1024;
+    for (int g : {1, 2, 8}) {
+        const double memory_ms = m.collective_memory_bytes(Collective::all_reduce, bytes, g) / 50e9 * 1e3;
+        EXPECT_NEAR(m.all_reduce_ms(bytes, g, 1), hw.bucket_launch_us.value * 1e-3 + memory_ms, 1e-9) << g << " GPUs";
+    }
+    EXPECT_NEAR(m.collective_memory_bytes(Collective::all_reduce, bytes, 1), 2 * bytes, 1e-3);
+    EXPECT_NEAR(m.collective_memory_bytes(Collective::all_reduce, bytes, 8), 2 * 2 * 7.0 / 8 * bytes, 1e-3);
+    EXPECT_NEAR(m.collective_ms(Collective::reduce_scatter, bytes, 8, 1),
+                hw.bucket_launch_us.value * 1e-3 + 2 * 7.0 / 8 * bytes / 50e9 * 1e3, 1e-9);
+    // The in-place all-gather of one GPU moves nothing: its fixed cost alone.
+    EXPECT_NEAR(m.collective_ms(Collective::all_gather, bytes, 1, 1), hw.bucket_launch_us.value * 1e-3, 1e-12);
+    // So no configuration of the projection, nor any corner of its ranges, scales past linear.
+    const TrainConfig cfg = load_config_file(kSource + "/configs/mlp-large.yaml");
+    std::vector<Projection> rows = project_workload(cfg, m, {1, 2, 4, 8}, {1});
+    widen_to_ranges(rows, cfg, hw, Calibration{}, {1, 2, 4, 8}, {1});
+    for (const Projection& p : rows) {
+        EXPECT_LE(p.efficiency, 1.0) << p.step.world_size << " GPUs";
+        EXPECT_LE(p.bands.efficiency.hi, 1.0 + 1e-12) << p.step.world_size << " GPUs";
+    }
+}
+
 TEST(Straggler, TheExpectedMaximumOfNormalDraws) {
     // Tabulated expected maxima of n standard normals (Harter 1961; Teichroew 1956).
     EXPECT_EQ(expected_max_of_normals(1), 0.0);
