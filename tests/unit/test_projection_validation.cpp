@@ -7,7 +7,8 @@
 //     the hardware profiles; the median error of the entries marked `validation`.
 // (3) the BERT and ResNet-50 training throughputs of results/published/bert_throughput.yaml
 //     and resnet50_throughput.yaml on 1-8 GPUs, projected from the profiles for the preset with
-//     the published batch, sequence length and precision; the median error.
+//     the published batch, sequence length and precision; the median error of the rows marked
+//     `validation` (a `calibration` row set a profile number: shown, counted apart).
 //     Two measures: the throughput itself, and the speed-up T(N) / T(1) against the same
 //     source's 1-GPU row (the scaling, with each implementation's single-GPU efficiency
 //     divided out).
