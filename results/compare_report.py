@@ -308,7 +308,11 @@ def render(data, source, plt, plot_dir, plot_dir_name):
           "except the card tests' measured rows. *ample*: the most samples/s per node; *limited*: the most "
           "samples/s per $10k of the whole cost (GPUs, their share of the server, power at TDP over "
           f"{terms['years']:g} years at {terms['usd_per_kwh']:g} USD/kWh). A cell marked * changes winner when "
-          "a ranged profile number moves to an end of its range (listed under the scenario)."
+          "a ranged profile number moves to an end of its range (listed under the scenario). Ties: a profile ties "
+          "with the best when each central score lies inside the other's band (or within 1% of it), and a tie goes "
+          "to the cheaper configuration, then to the one needing no patched driver. The bands a verdict and its "
+          "flips judge by leave out the compute model's own error, which the cards compared largely share; a cell "
+          "says where the winner's band with that error is wider than its lead."
           + (f" `--nodes {nodes}`: every multi-GPU scenario judges {nodes} nodes of each profile's node, the network "
              "between them the profile's." if nodes > 1 else ""), "",
           "## Summary", "", "| scenario | workload | ample budget | limited budget |", "| --- | --- | --- | --- |"]

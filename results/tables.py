@@ -781,8 +781,8 @@ CHECKS = [
     ("footprint", "footprint against NVML's peak memory in use, the same runs"),
     ("a100_over_rtx4090", "Lambda's A100/RTX 4090 throughput ratios (1 and 2 GPUs)"),
     ("rtx4090_staged_speedup", "RTX 4090 two-GPU host-staged speed-ups"),
-    ("published_throughput", "published training throughput, every row"),
-    ("published_speedup", "published speed-ups T(N)/T(1)"),
+    ("published_throughput", "published training throughput, validation rows (calibration rows apart)"),
+    ("published_speedup", "published speed-ups T(N)/T(1), validation rows (calibration rows apart)"),
     ("allreduce_busbw", "published all-reduce busbw"),
 ]
 
@@ -875,18 +875,23 @@ def table_projection_staged_speedups():
     return header, "lrrrrl", rows
 
 
+def _use(r):
+    """A published row's use: validation, or the profile number a calibration row set."""
+    return "validation" if r["use"] == "validation" else f"calibration: sets `{r['sets']}`"
+
+
 def _published(data_file):
-    header = ["entry", "profile", "transport, data", "model, batch/GPU", "GPUs", "published samples/s", "projected",
+    header = ["entry", "use", "profile", "transport, data", "model, batch/GPU", "GPUs", "published samples/s", "projected",
               "error", "published MFU (scalebench's FLOPs)", "scalebench's footprint"]
     rows = []
     for n, r in _check("published_throughput")[0]:
         if r["data"] != data_file:
             continue
         fit = f"{r['footprint_gib']:.1f} GiB" + ("" if r["fits"] else " (does not fit)")
-        rows.append([_entry(r), r["profile"], f"{r['transport']}, {r['input']}", f"{r['workload']}, {r['batch']}",
+        rows.append([_entry(r), _use(r), r["profile"], f"{r['transport']}, {r['input']}", f"{r['workload']}, {r['batch']}",
                      str(r["gpus"]), _v(fmt(r["published"], 1), n),
                      _v(fmt(r["projection"], 1), n), _err(r, n), _v(pct(r["published_mfu"]), n), _v(fit, n)])
-    return header, "llllrrrrrr", rows
+    return header, "lllllrrrrrr", rows
 
 
 def table_projection_published_bert():
@@ -908,6 +913,8 @@ def table_projection_published_groups():
               ("Lambda, BERT SQuAD on the RTX 4090", lambda r: lambda_(r) and bert(r) and r["profile"].startswith("rtx4090")),
               ("Lambda, ResNet-50 AMP (fp16)", lambda r: lambda_(r) and not bert(r) and r["precision"] == "fp16"),
               ("Lambda, ResNet-50 TF32", lambda r: lambda_(r) and not bert(r) and r["precision"] == "tf32"),
+              ("validation rows (they set no profile number)", lambda r: r["use"] == "validation"),
+              ("calibration rows", lambda r: r["use"] == "calibration"),
               ("every row", lambda r: True)]
 
     def mfu(chosen):
@@ -919,13 +926,13 @@ def table_projection_published_groups():
 
 
 def table_projection_published_speedups():
-    header = ["entry", "GPUs", "transport that ran", "published speed-up", "projected", "error",
+    header = ["entry", "use", "GPUs", "transport that ran", "published speed-up", "projected", "error",
               "band (every range at each end)", "inside", "ms per step beyond the model", "cause"]
-    rows = [[_entry(r), str(r["gpus"]), r["transport"], _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
+    rows = [[_entry(r), _use(r), str(r["gpus"]), r["transport"], _v(f"{r['published']:.2f}", n), _v(f"{r['projection']:.2f}", n), _err(r, n),
              _v(f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", n), _v("yes" if r["inside_band"] else "no", n),
              _v(f"{r['unexplained_ms']:+.1f} of {r['published_step_1gpu_ms']:.0f}", n), _v(r["cause"], n)]
             for n, r in _check("published_speedup")[0]]
-    return header, "lrlrrrrlrl", rows
+    return header, "llrlrrrrlrl", rows
 
 
 def table_projection_speedup_causes():

@@ -218,8 +218,7 @@ double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
     SB_REQUIRE(g >= 1 && nodes >= 1, "all_reduce_ms: positive sizes");
     // The call's fixed cost: its launch and the smallest kernel (measured where calibrated).
     const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.bucket_launch_us.value;
-    double us = alpha_us;
-    if (g == 1 && nodes == 1) us += 2.0 * bytes / (memory_gbps() * 1e9) * 1e6;  // NCCL's one-rank reduce kernel
+    double us = 0;  // the transfer; the call's fixed cost and the memory bound below
     if (g > 1) {
         // One node: ring all-reduce, 2(g-1) steps. Several: only its reduce-scatter and
         // all-gather run in the node (the same 2(g-1) steps, the same bytes per GPU).
@@ -237,7 +236,9 @@ double CostModel::all_reduce_ms(double bytes, int g, int nodes) const {
                             2.0 * part / (per_gpu * 1e9) * 1e6;
         us += std::min(ring, tree);  // NCCL picks the faster algorithm per size
     }
-    return us * 1e-3;
+    // No faster than its own reads and writes of device memory (one GPU: NCCL's reduce kernel, nothing else).
+    const double memory_us = collective_memory_bytes(Collective::all_reduce, bytes, g * nodes) / (memory_gbps() * 1e9) * 1e6;
+    return (alpha_us + std::max(us, memory_us)) * 1e-3;
 }
 
 double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
@@ -248,8 +249,7 @@ double CostModel::all_reduce_busbw_gbps(double bytes, int g, int nodes) const {
 double CostModel::ring_half_ms(double bytes, int g, int nodes, bool copies_on_one_rank) const {
     SB_REQUIRE(g >= 1 && nodes >= 1, "ring_half_ms: positive sizes");
     const double alpha_us = calibration.collective_alpha_us >= 0 ? calibration.collective_alpha_us : hw.bucket_launch_us.value;
-    double us = alpha_us;
-    if (g == 1 && nodes == 1 && copies_on_one_rank) us += 2.0 * bytes / (memory_gbps() * 1e9) * 1e6;
+    double us = 0;  // the transfer; the call's fixed cost and the memory bound below
     // Half the all-reduce's ring: (g-1) steps and (g-1)/g of the bytes through each GPU's link.
     if (g > 1) us += (g - 1) * hw.link_latency_us.value + (g - 1.0) / g * bytes / (ring_busbw_gbps(g) * 1e9) * 1e6;
     if (nodes > 1) {
@@ -259,7 +259,11 @@ double CostModel::ring_half_ms(double bytes, int g, int nodes, bool copies_on_on
         const double per_gpu = hw.nic_gbps.value * hw.nics_per_node.value / g * hw.network_efficiency.value;
         us += (nodes - 1) * hw.network_latency_us.value + (nodes - 1.0) / nodes * (bytes / g) / (per_gpu * 1e9) * 1e6;
     }
-    return us * 1e-3;
+    // No faster than its own reads and writes of device memory; one GPU's in-place all-gather has none.
+    const bool moves = g * nodes > 1 || copies_on_one_rank;
+    const double memory_us =
+        moves ? collective_memory_bytes(Collective::reduce_scatter, bytes, g * nodes) / (memory_gbps() * 1e9) * 1e6 : 0.0;
+    return (alpha_us + std::max(us, memory_us)) * 1e-3;
 }
 
 double CostModel::collective_ms(Collective kind, double bytes, int g, int nodes) const {
@@ -271,15 +275,19 @@ double CostModel::collective_ms(Collective kind, double bytes, int g, int nodes)
     return 0;
 }
 
-double CostModel::overlapped_compute_rate(Collective kind, double bytes, double comm_ms, int g, int nodes,
-                                          bool memory_bound) const {
-    const int n = g * nodes;
+double CostModel::collective_memory_bytes(Collective kind, double bytes, int n) const {
     // Bytes each GPU sends and receives: 2(n-1)/n of the buffer for an all-reduce, (n-1)/n for a
     // reduce-scatter or all-gather, each read from or written to its memory once; one rank reads and
     // writes the buffer once.
     const double ring = kind == Collective::all_reduce ? 2.0 : 1.0;
     const double crossing = n > 1 ? ring * (n - 1) / n * bytes : bytes;
-    const double memory_share = std::min(1.0, 2.0 * crossing / (comm_ms * 1e-3) / (memory_gbps() * 1e9));
+    return 2.0 * crossing;
+}
+
+double CostModel::overlapped_compute_rate(Collective kind, double bytes, double comm_ms, int g, int nodes,
+                                          bool memory_bound) const {
+    const double memory_share =
+        std::min(1.0, collective_memory_bytes(kind, bytes, g * nodes) / (comm_ms * 1e-3) / (memory_gbps() * 1e9));
     const double sm_share = std::min(1.0, hw.comm_sms.value / hw.sm_count.value);
     const double beside = hw.link == LinkClass::host_staged && g > 1 ? hw.staged_overlap.value : 1.0;
     return beside * (1.0 - (memory_bound ? memory_share : sm_share));

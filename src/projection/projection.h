@@ -194,9 +194,10 @@ struct CostModel {
     // a ResNet's 256 x 1000 logits moves 96 GB/s, BERT's over 32768 x 30522 logits 5.9 TB/s (by
     // the trace's byte count).
     static constexpr double kSmallerKernelFactor = kCloseFactor * kCloseFactor;
-    // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms). On one GPU it is the
-    // call's fixed cost plus a read and a write of the bytes: NCCL's one-rank path runs its
-    // reduce kernel for the runner's ncclAvg (a scale by 1/1), in place or not.
+    // One all-reduce of `bytes` over `gpus_per_node` x `nodes` GPUs (ms): the call's fixed cost plus
+    // its transfer, and at least its device memory traffic (collective_memory_bytes) at the copy rate.
+    // On one GPU that traffic is all: NCCL's one-rank path runs its reduce kernel for the runner's
+    // ncclAvg (a scale by 1/1), in place or not.
     double all_reduce_ms(double bytes, int gpus_per_node, int nodes) const;
     double ring_busbw_gbps(int gpus) const;  // intra-node ring of `gpus`, large messages
     // nccl-tests' busbw of one all-reduce of `bytes`: bytes / time x 2(n-1)/n over all n GPUs.
@@ -206,13 +207,20 @@ struct CostModel {
     // all-reduce's ring, (n-1) steps of link latency and (n-1)/n of the bytes at the same busbw
     // (ring_busbw_gbps), and across nodes half its ring between them. On one GPU the out-of-place
     // reduce-scatter copies its bytes once (`copies_on_one_rank`); the in-place all-gather moves none.
+    // Like the all-reduce, it lasts at least its device memory traffic at the copy rate.
     double ring_half_ms(double bytes, int gpus_per_node, int nodes, bool copies_on_one_rank) const;
     // One collective of the step (ms): all_reduce_ms or ring_half_ms.
     double collective_ms(Collective kind, double bytes, int gpus_per_node, int nodes) const;
 
+    // A collective's device memory traffic on each GPU (bytes): a read or a write of every byte it sends
+    // or receives, 2 x 2(n-1)/n of the buffer for an all-reduce, 2 x (n-1)/n for a reduce-scatter or
+    // all-gather; on one GPU a read and a write of the buffer. A collective cannot outrun it: the
+    // N-GPU ring and the one-GPU reduce kernel are bounded by the same memory rate.
+    double collective_memory_bytes(Collective kind, double bytes, int n) const;
+
     // What a collective takes from the compute it overlaps: the fraction of the SMs (NCCL's
-    // channels, comm_sms of sm_count) and of device memory bandwidth (its device traffic, a read and
-    // a write of every byte it sends or receives, over its time, against a device copy's rate). On a
+    // channels, comm_sms of sm_count) and of device memory bandwidth (collective_memory_bytes over
+    // its time, against a device copy's rate). On a
     // host_staged node compute runs beside it only staged_overlap of the time. The rate (0-1) a
     // compute op progresses at while the collective runs.
     double overlapped_compute_rate(Collective kind, double bytes, double comm_ms, int gpus_per_node, int nodes,

@@ -121,7 +121,8 @@ std::vector<std::string> projection_assumptions(const CostModel& m) {
         "op time = max(FLOPs / (peak x GEMM efficiency), bytes / (memory bandwidth x memory efficiency)) + kernel gap",
         "GEMM efficiency = large-shape efficiency x wave quantization over 128x128 tiles on the SMs x K fill k/(k+128)",
         "non-GEMM ops are memory-bound: every operand read once, every result written once",
-        "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel)",
+        "on one GPU each bucket's all-reduce (ncclAvg) reads and writes its bytes once (NCCL's one-rank reduce kernel); "
+        "on any number, a collective lasts at least its device memory traffic at the copy rate",
         "all-reduce: ring, 2(n-1) steps of link latency + 2(n-1)/n x bytes / busbw within a node; across nodes "
         "reduce-scatter and all-gather within the node around a ring or tree (the faster) between nodes",
         "sharded steps: each bucket's reduce-scatter and all-gather are half the all-reduce's ring at the same busbw, "

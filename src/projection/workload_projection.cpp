@@ -302,7 +302,14 @@ void widen_to_ranges(std::vector<Projection>& rows, const TrainConfig& cfg, cons
         band.lo = std::min(band.lo, v);
         band.hi = std::max(band.hi, v);
     };
-    const std::vector<HardwareProfile> corners = range_corners(hw);
+    std::vector<HardwareProfile> corners = range_corners(hw);
+    // The band without the compute model's error takes the corners with that error at its central
+    // value; where the value is no end of its range (A100 SXM4: 0 in [-34, 83]), those are corners of their own.
+    if (const Sourced& e = hw.compute_error_pct; e.is_range() && e.value != e.lo && e.value != e.hi) {
+        HardwareProfile pinned = hw;
+        pinned.compute_error_pct = {e.value, e.source, e.value, e.value, {}, {}};  // a point
+        for (HardwareProfile& corner : range_corners(pinned)) corners.push_back(std::move(corner));
+    }
     TraceCache own;  // the corners move no number a trace depends on
     for (const HardwareProfile& corner : corners) {
         if (corners.size() == 1) break;  // no ranges: the bands are the points

@@ -61,7 +61,9 @@ done
 for text in "| scenario | workload | ample budget | limited budget |" "| tiny production | ci-small" \
     "## Card tests (one GPU)" "| a100-sxm4-40gb | GEMM fp16 8192^3 |" "## Sources: every profile number" \
     "| gpu.price_usd | 10000 |" "| node.link_efficiency | 0.26 [0.187-0.7] |" "ECC optional (not on by default)" \
-    "- a100-sxm4-40gb: soak not measured" "soak not measured; excluded:"; do
+    "- a100-sxm4-40gb: soak not measured" "soak not measured; excluded:" \
+    "Ties: a profile ties with the best when each central score lies inside the other's band" \
+    "leave out the compute model's own error"; do
   grep -qF -- "$text" out/guide.md || fail "guide.md lacks: $text"
 done
 

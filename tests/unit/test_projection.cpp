@@ -413,6 +413,36 @@ TEST(CostModel, RingAllReduceIsAlphaBetaOverTheLinkClass) {
                 a100.bucket_launch_us.value * 1e-3 + 2.0 * bytes / (a100.copy_gbps.value * 1e9) * 1e3, 1e-12);
 }
 
+// A collective is no faster than its own reads and writes of device memory, on N GPUs as on one
+// (where NCCL's reduce kernel is all it does): with a copy rate of 50 GB/s, inside gpu.copy_gbps's
+// allowed range and far below NVLink's busbw, the N-GPU ring is memory-bound, not link-bound. Were
+// only the one-GPU reduce bound so, its baseline would be slower than each rank of N and mlp-large
+// would scale past 100% (117% at 2 H200s).
+TEST(CostModel, ACollectiveIsNoFasterThanItsDeviceMemoryTraffic) {
+    HardwareProfile hw = profile("h200-sxm");
+    hw.copy_gbps.value = 50;
+    const CostModel m(hw);
+    const double bytes = 512.0 * 1024 * 1024;
+    for (int g : {1, 2, 8}) {
+        const double memory_ms = m.collective_memory_bytes(Collective::all_reduce, bytes, g) / 50e9 * 1e3;
+        EXPECT_NEAR(m.all_reduce_ms(bytes, g, 1), hw.bucket_launch_us.value * 1e-3 + memory_ms, 1e-9) << g << " GPUs";
+    }
+    EXPECT_NEAR(m.collective_memory_bytes(Collective::all_reduce, bytes, 1), 2 * bytes, 1e-3);
+    EXPECT_NEAR(m.collective_memory_bytes(Collective::all_reduce, bytes, 8), 2 * 2 * 7.0 / 8 * bytes, 1e-3);
+    EXPECT_NEAR(m.collective_ms(Collective::reduce_scatter, bytes, 8, 1),
+                hw.bucket_launch_us.value * 1e-3 + 2 * 7.0 / 8 * bytes / 50e9 * 1e3, 1e-9);
+    // The in-place all-gather of one GPU moves nothing: its fixed cost alone.
+    EXPECT_NEAR(m.collective_ms(Collective::all_gather, bytes, 1, 1), hw.bucket_launch_us.value * 1e-3, 1e-12);
+    // So no configuration of the projection, nor any corner of its ranges, scales past linear.
+    const TrainConfig cfg = load_config_file(kSource + "/configs/mlp-large.yaml");
+    std::vector<Projection> rows = project_workload(cfg, m, {1, 2, 4, 8}, {1});
+    widen_to_ranges(rows, cfg, hw, Calibration{}, {1, 2, 4, 8}, {1});
+    for (const Projection& p : rows) {
+        EXPECT_LE(p.efficiency, 1.0) << p.step.world_size << " GPUs";
+        EXPECT_LE(p.bands.efficiency.hi, 1.0 + 1e-12) << p.step.world_size << " GPUs";
+    }
+}
+
 TEST(Straggler, TheExpectedMaximumOfNormalDraws) {
     // Tabulated expected maxima of n standard normals (Harter 1961; Teichroew 1956).
     EXPECT_EQ(expected_max_of_normals(1), 0.0);
@@ -476,6 +506,31 @@ TEST(StepTerms, TheFrameworkCostAtNAndTheComputeErrorOnEveryOp) {
         const std::vector<std::string> keys = ranged_keys(load_hardware_profile(e.path().string()));
         for (const char* key : {"gpu.compute_error_pct", "node.framework_step_ms"})
             EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << e.path() << ": " << key;
+    }
+}
+
+// The samples/s band without the compute model's error spans the profile's other ranges with that
+// error at its central value, also where the value is no end of its range (the A100 SXM4's 0 in
+// [-34, 83]): there it is no single point, and it lies inside the band with the error.
+TEST(Bands, TheBandWithoutTheComputeErrorSpansTheOtherRanges) {
+    const HardwareProfile hw = profile("a100-sxm4-40gb");
+    const Sourced& e = hw.compute_error_pct;
+    ASSERT_TRUE(e.is_range() && e.lo < e.value && e.value < e.hi) << "the case: an error range around its central value";
+    const TrainConfig cfg = load_config_file(kSource + "/configs/ci-transformer.yaml");
+    std::vector<Projection> rows = project_workload(cfg, CostModel(hw), {1, 2, 8}, {1});
+    widen_to_ranges(rows, cfg, hw, Calibration{}, {1, 2, 8}, {1});
+    HardwareProfile pinned = hw;
+    pinned.compute_error_pct = {e.value, e.source, e.value, e.value, {}, {}};  // a point
+    std::vector<Projection> expected = project_workload(cfg, CostModel(pinned), {1, 2, 8}, {1});
+    widen_to_ranges(expected, cfg, pinned, Calibration{}, {1, 2, 8}, {1});
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Band without = rows[i].bands.samples_per_s_without_compute_error, with = rows[i].bands.samples_per_s;
+        EXPECT_LT(without.lo, without.hi) << "a point at " << rows[i].step.world_size << " GPUs";
+        EXPECT_DOUBLE_EQ(without.lo, expected[i].bands.samples_per_s.lo);
+        EXPECT_DOUBLE_EQ(without.hi, expected[i].bands.samples_per_s.hi);
+        EXPECT_LE(with.lo, without.lo);
+        EXPECT_GE(with.hi, without.hi);
+        EXPECT_GT(with.hi - with.lo, without.hi - without.lo) << "the error widens the band with it";
     }
 }
 
