@@ -74,7 +74,7 @@ def load(path):
         fail(f"{path}: nested too deep to be compare's JSON")
     if not isinstance(data, dict):
         fail(f"{path}: not compare's JSON (a JSON object)")
-    for key in ("scenarios", "workloads", "profiles", "cost_terms"):
+    for key in ("scenarios", "workloads", "profiles", "cost_terms", "tie_within"):
         if key not in data:
             fail(f"{path}: key '{key}' missing (compare --json without --config writes it)")
     try:
@@ -100,7 +100,7 @@ GUIDE_FIGURES = {
     "memory_per_gpu_gib": "memory_gib", "memory_per_gpu_gb": "memory_gib", "memory_breakdown_gib": "memory_gib",
     "memory_headroom_gib": "memory_headroom_gib",
     "node_cost_usd": "usd", "node_cost_usd.gpus_per_node": "gpus_per_node",
-    "cost_terms.years": "years", "cost_terms.usd_per_kwh": "usd_per_kwh",
+    "cost_terms.years": "years", "cost_terms.usd_per_kwh": "usd_per_kwh", "tie_within": "tie_within",
     "figures.projected": "card_figure", "figures.measured": "card_figure",
     "card.memory_gib": "memory_gb", "card.memory_bandwidth_gbps": "mem_bw_gbps", "card.copy_gbps": "copy_gbps",
     "card.tdp_w": "tdp_w", "card.price_usd": "price_usd",
@@ -309,7 +309,8 @@ def render(data, source, plt, plot_dir, plot_dir_name):
           "samples/s per $10k of the whole cost (GPUs, their share of the server, power at TDP over "
           f"{terms['years']:g} years at {terms['usd_per_kwh']:g} USD/kWh). A cell marked * changes winner when "
           "a ranged profile number moves to an end of its range (listed under the scenario). Ties: a profile ties "
-          "with the best when each central score lies inside the other's band (or within 1% of it), and a tie goes "
+          "with the best when each central score lies inside the other's band (or within "
+          f"{100 * data['tie_within']:g}% of it), and a tie goes "
           "to the cheaper configuration, then to the one needing no patched driver. The bands a verdict and its "
           "flips judge by leave out the compute model's own error, which the cards compared largely share; a cell "
           "says where the winner's band with that error is wider than its lead."

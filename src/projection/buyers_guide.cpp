@@ -204,13 +204,13 @@ Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, co
     const bool all_failing = working.empty();
     if (!all_failing) eligible = working;
     const Judged best = *std::max_element(eligible.begin(), eligible.end(), higher);
-    // The tie: every candidate the bands (or 1%) cannot tell from the best, each central value
+    // The tie: every candidate the bands (or kTieWithin) cannot tell from the best, each central value
     // inside the other's band; it goes to the cheaper configuration, then to the one without a
     // patched driver.
     std::vector<Judged> tied;
     for (const Judged& j : eligible) {
         const bool inside_each_other = j.hi >= best.score && j.score >= best.lo;
-        if (inside_each_other || j.score >= 0.99 * best.score) tied.push_back(j);
+        if (inside_each_other || j.score >= (1 - kTieWithin) * best.score) tied.push_back(j);
     }
     auto cost = [&](const Judged& j) {
         const int g = j.p->step.world_size;

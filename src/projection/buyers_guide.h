@@ -107,9 +107,12 @@ struct Verdict {
 // not working (Caveat::reported_failing) never wins outright: the verdict names the best profile
 // without one and shows the caveated one beside it when it would have scored higher. The tie rule:
 // a candidate ties with the best one when each central score lies inside the other's band (or
-// within 1% of it); a tie goes to the cheaper configuration (GPUs x price), then to the one needing
+// within kTieWithin of it); a tie goes to the cheaper configuration (GPUs x price), then to the one needing
 // no patched driver, then to the higher central score.
 std::vector<Verdict> verdicts(const std::vector<CompareRow>& rows);
+// Central scores this close (a fraction of the best) tie whatever their bands: a margin no
+// projection resolves. compare's JSON carries it for the guide's text.
+inline constexpr double kTieWithin = 0.01;
 // The same rules for one scenario rule (and the cost terms of the whole-cost score).
 Verdict decide(const std::vector<CompareRow>& rows, const ScenarioRule& rule, const CostTerms& terms = {});
 // The rules `verdicts` applies to one workload (compare --config).

@@ -113,6 +113,7 @@ nlohmann::json to_json(const ScenarioGuide& guide) {
     nlohmann::json out = {{"projected", true},
                           {"nodes", guide.setup.nodes},
                           {"cost_terms", {{"years", guide.terms.years}, {"usd_per_kwh", guide.terms.usd_per_kwh}}},
+                          {"tie_within", kTieWithin},
                           {"profiles", nlohmann::json::array()},
                           {"workloads", nlohmann::json::array()},
                           {"scenarios", nlohmann::json::array()}};
