@@ -1,8 +1,10 @@
 // Hostile input through the real binary, one case per class that only a whole command shows
 // (docs/reliability.md, "Hostile input"): numbers a flag gives read as YAML reads them, an
 // output that is an input refused before any work, a non-UTF-8 byte in a recorded environment
-// variable kept (not the run thrown away), lists naming one thing twice refused. Each run is
-// CI-sized (seconds).
+// variable kept (not the run thrown away), lists naming one thing twice refused (files by
+// identity), test hooks that could never fire refused before any work, profile names that cannot
+// break a terminal table, a projection whose convolution engine does not depend on the build.
+// Each run is CI-sized (seconds).
 #include <gtest/gtest.h>
 
 #include <filesystem>
