@@ -53,13 +53,7 @@ TracedOp& TraceOps::record(const char* kind, const Tensor& main, double bytes) {
     return op;
 }
 
-bool TraceOps::has_cudnn() const {
-#ifdef SCALEBENCH_HAVE_CUDNN
-    return true;
-#else
-    return Ops::has_cudnn();
-#endif
-}
+bool TraceOps::has_cudnn() const { return true; }
 
 void* TraceOps::alloc(size_t bytes) {
     // Distinct, aligned and never dereferenced: pointer arithmetic on it stays in range.

@@ -50,8 +50,9 @@ public:
     std::string name() const override { return "trace"; }
     Precision precision() const override { return precision_; }
     const DeviceLimits* device_limits() const override { return &limits_; }
-    // What this build's CUDA backend would run: with cuDNN, conv_engine auto traces cuDNN's
-    // convolutions (defined in trace_ops.cpp, one of the sources that know whether cuDNN is built).
+    // What the CUDA backend of a build with cuDNN runs, in every build: conv_engine auto traces
+    // cuDNN's convolutions (the trace records them without the library), so a projection does not
+    // depend on the build it comes from (the CPU build's answer is the cuDNN build's).
     bool has_cudnn() const override;
 
     const std::vector<TracedOp>& trace() const { return ops_; }

@@ -174,6 +174,7 @@ int run_train(const TrainFlags& flags, MPI_Comm world) {
     if (cfg.share_gpu) enable_shared_gpu(world);
     std::unique_ptr<Ops> ops = create_ops(cfg.backend, cfg.precision, world, key_origin(cfg, set_by_flags, "backend"),
                                           key_origin(cfg, set_by_flags, "precision"));
+    agree_on_errors(world, test_hooks_problem(read_test_hooks(), size, ops->name()));  // a CUDA fault off CUDA
     check_grad_dtype_backend(cfg, *ops, key_origin(cfg, set_by_flags, "grad_dtype"));
     cfg = with_conv_engine_resolved(cfg, *ops);  // refuses cudnn where it cannot run, before any step
     check_memory_footprint({cfg}, *ops, world);
@@ -297,10 +298,18 @@ int main(int argc, char** argv) {
             return sb::finalize_with_deadline(e.get_exit_code() == 0 ? 0 : 2);
         }
         {
-            // The test hooks are read before any work, and a bad one refused once (rank 0).
+            // The test hooks are read before any work, and a bad one refused once (rank 0); for
+            // a subcommand that trains, one that could never fire too: a rank not launched, a
+            // CUDA fault in a build without CUDA (train and stress check the backend they chose).
             std::string hook_error;
             try {
-                sb::read_test_hooks();
+                const sb::TestHooks hooks = sb::read_test_hooks();
+#ifdef SCALEBENCH_HAVE_CUDA
+                const std::string backend;
+#else
+                const std::string backend = "cpu";
+#endif
+                if (train->parsed() || stress->parsed()) hook_error = sb::test_hooks_problem(hooks, size, backend);
             } catch (const sb::UserError& e) {
                 hook_error = e.what();
             }

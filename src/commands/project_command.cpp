@@ -102,7 +102,9 @@ HardwareProfile load_profile(const ProjectOptions& o, const std::string& name) {
     return hw;
 }
 
-TrainConfig load_workload(const ProjectOptions& o) {
+// `every_resnet`: compare's scenario workloads, of which --conv-engine sets the ResNets' (a
+// transformer has no convolution to choose for); else a workload that is no ResNet refuses it.
+TrainConfig load_workload(const ProjectOptions& o, bool every_resnet = false) {
     TrainConfig cfg = o.config.empty() ? TrainConfig{} : load_config_file(o.config);
     auto what_if = [](const char* flag, const std::string& value, auto parse) {
         try {
@@ -124,7 +126,7 @@ TrainConfig load_workload(const ProjectOptions& o) {
         if (o.seq_len < 1) throw UserError(fmt::format("--seq-len {}: must be >= 1", o.seq_len));
         cfg.transformer.shape.seq_len = o.seq_len;
     }
-    if (!o.conv_engine.empty()) {
+    if (!o.conv_engine.empty() && (cfg.model == "resnet" || !every_resnet)) {
         if (cfg.model != "resnet")
             throw UserError(fmt::format("--conv-engine {}: the workload is a {} model, not a ResNet", o.conv_engine, cfg.model));
         if (o.conv_engine == "auto") cfg.conv_engine.reset();
@@ -153,8 +155,11 @@ std::string profile_list() {
     return out.empty() ? "(none found: give --profile-dir)" : out;
 }
 
-// The --calibrate files are inputs: no output of the run may be one (src/core/files.h).
+// The --calibrate files are inputs: no output of the run may be one (src/core/files.h); a file
+// named twice, in any spelling, would count its records twice.
 void note_calibration_inputs(const ProjectOptions& o) {
+    if (const std::string repeated = repeated_file(o.calibrate); !repeated.empty())
+        throw UserError("--calibrate: " + repeated);
     for (const std::string& path : o.calibrate) note_input(path, "--calibrate file");
 }
 
@@ -227,9 +232,10 @@ int print_comm_table(const ProjectOptions& o, const HardwareProfile& hw, const C
         if (N > 1 && !hw.has_network())
             throw UserError(fmt::format("--nodes {}: {} describes no network between nodes", N, hw.source));
     const std::vector<CommRow> rows = comm_table(model, projected_gpu_counts(asked, hw), nodes);
-    fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", hw.name, hw.device_name);
+    fmt::print("# scalebench project --comm: projected all_reduce_perf on {} ({}), not measured\n", printable(hw.name),
+               printable(hw.device_name));
     fmt::print("# busbw band: every ranged number of the profile at its ends ({})\n", range_list(hw));
-    if (const std::string note = busbw_provenance(hw); !note.empty()) fmt::print("# {}\n", note);
+    if (const std::string note = busbw_provenance(hw); !note.empty()) fmt::print("# {}\n", printable(note));
     for (size_t i = 0; i < rows.size();) {
         const int g = rows[i].gpus_per_node, N = rows[i].nodes;
         fmt::print("#\n# nGpus {} per node, {} node{}: {} ranks\n", g, N, N > 1 ? "s" : "", g * N);
@@ -263,7 +269,7 @@ std::string input_line(const CostModel& model, const TrainConfig& cfg) {
     if (!model.real_input) return "synthetic (the data on the device, as train runs it; no loader ceiling)";
     if (const double ceiling = model.input_ceiling(cfg); ceiling > 0)
         return fmt::format("real: at most {:g} samples/s per node, the host's loader ({})", ceiling,
-                           model.hw.input_images_per_s.source);
+                           printable(model.hw.input_images_per_s.source));
     return cfg.model == "resnet" ? "real: no loader rate published for this host; the figures are the synthetic ones"
                                  : "real: a tokenized-text workload, no loader ceiling modelled; the figures are the synthetic ones";
 }
@@ -308,14 +314,19 @@ int run_project(const ProjectOptions& o) {
     const std::string run_id = new_run_id();
     std::vector<Projection> rows = project_workload(cfg, model, gpus, nodes);
     widen_to_ranges(rows, cfg, hw, model.calibration, gpus, nodes, model.real_input);
+    // Every record as one append, all or none, before a line is printed: a disk that fills now
+    // leaves the file as it was and no table half printed.
+    std::vector<nlohmann::json> records;
+    for (const Projection& p : rows) records.push_back(stamped(p.record, run_id));
+    append_records(o.out, records);
     fmt::print("scalebench project: {} model, {} parameters on {} ({}), precision {}, {} scaling, batch {} {}{}\n",
-               cfg.model, rows.front().record["num_params"].get<size_t>(), hw.name, hw.device_name,
+               cfg.model, rows.front().record["num_params"].get<size_t>(), printable(hw.name), printable(hw.device_name),
                precision_name(cfg.precision), scaling_mode_name(cfg.scaling_mode), cfg.batch_size,
                cfg.scaling_mode == ScalingMode::weak ? "per rank" : "global", traced_engine(cfg));
-    fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : hw.host,
-               o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, hw.pcie_topology);
-    for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", n);
-    if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", hw.source);
+    fmt::print("host: {}{}, host memory {:g} GB/s, PCIe {}\n", hw.host.empty() ? "the profile's" : printable(hw.host),
+               o.host.empty() ? "" : " (--host)", hw.host_mem_bw_gbps.value, printable(hw.pcie_topology));
+    for (const auto& n : model.calibration.notes) fmt::print("calibration: {}\n", printable(n));
+    if (model.calibration.notes.empty()) fmt::print("calibration: none; every figure from {}\n", printable(hw.source));
     fmt::print("input: {}\n", input_line(model, cfg));
     const bool fits = std::all_of(rows.begin(), rows.end(), [](const Projection& p) { return p.fits_memory(); });
     print_memory_and_sharding(rows, cfg, hw);
@@ -332,7 +343,6 @@ int run_project(const ProjectOptions& o) {
         row.exposed = point_summary(p.step.exposed_comm_ms);
         row.optimizer = point_summary(p.step.optimizer_ms);
         print_scaling_table_row(row);
-        append_record(o.out, stamped(p.record, run_id));
     }
     fmt::print("bands over the profile's ranges ({}):\n", range_list(hw));
     fmt::print("  {:>5} {:>26} {:>20} {:>20} {:>22} {:>22}\n", "GPUs", "samples/s", "efficiency %", "speed-up",
@@ -352,18 +362,22 @@ int run_project(const ProjectOptions& o) {
                "the speed-up band every range's, the framework's cost per step included\n",
                hw.compute_error_pct.value, hw.compute_error_pct.lo, hw.compute_error_pct.hi);
     fmt::print("projected (not measured){}; {} record(s) appended to {}\n", fits ? "" : ", DOES NOT FIT THE GPU",
-               rows.size(), o.out);
+               rows.size(), printable(o.out));
     return 0;
 }
 
 namespace {
 
 // compare --out: every projected record of the rows (with its band and the profile's ranges).
-void append_records(const std::string& out, const std::vector<CompareRow>& rows, const std::string& run_id) {
-    if (out.empty()) return;
+void add_records(std::vector<nlohmann::json>& records, const std::vector<CompareRow>& rows, const std::string& run_id) {
     for (const CompareRow& r : rows)
         for (const std::vector<Projection>* projections : {&r.by_gpus, &r.on_nodes})
-            for (const Projection& p : *projections) append_record(out, stamped(p.record, run_id));
+            for (const Projection& p : *projections) records.push_back(stamped(p.record, run_id));
+}
+
+// Every record of the run as one append, all or none, before anything is printed.
+void append_compare_records(const std::string& out, const std::vector<nlohmann::json>& records) {
+    if (!out.empty()) append_records(out, records);
 }
 
 std::vector<std::string> profile_names(const ProjectOptions& o) {
@@ -417,20 +431,6 @@ void check_report_paths(const ProjectOptions& o) {
     for (const std::string& path : {o.report, report_json_path(o.report)})
         if (const std::string problem = output_path_problem(path, "--report", OutputKind::whole_file); !problem.empty())
             throw UserError(problem);
-}
-
-// Writes `text` as the whole of `path` (checked before the run); a write that fails is an internal
-// failure (exit 1) and leaves no partial file.
-void write_whole_file(const std::string& path, const std::string& text) {
-    std::ofstream out(path, std::ios::trunc | std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-        const int err = errno;
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-        throw std::runtime_error(fmt::format("{}: cannot write: {}", printable(path), std::strerror(err)));
-    }
 }
 
 // compare --report: the guide's JSON beside the Markdown, rendered with its plots by the shipped
@@ -487,7 +487,9 @@ int run_compare(const ProjectOptions& o) {
             throw UserError("--batch-size max: compare takes a number (the largest batch differs per GPU; use project)");
         apply_batch_option(o.batch, cfg, profiles.front());
         const WorkloadComparison c = compare_workload(cfg, profiles, calibrations, terms, setup);
-        append_records(o.out, c.rows, new_run_id());
+        std::vector<nlohmann::json> records;
+        add_records(records, c.rows, new_run_id());
+        append_compare_records(o.out, records);
         if (o.json) fmt::print("{}\n", json_text(to_json(c), 2));
         else print_workload_comparison(c);
         return 0;
@@ -497,16 +499,25 @@ int run_compare(const ProjectOptions& o) {
     // The soaks and card tests of each profile's GPU among the shipped records (src/core/data_dir.h).
     const std::string results_dir = shipped_path("results");
     std::vector<Scenario> scenarios = resolve_scenarios(o.scenarios, configs);
+    if (!o.conv_engine.empty()) {  // the what-if applies to the ResNet workloads: refused only where there is none
+        bool any_resnet = false;
+        for (const Scenario& sc : scenarios)
+            for (const std::string& path : sc.workloads) any_resnet = any_resnet || load_config_file(path).model == "resnet";
+        if (!any_resnet)
+            throw UserError(fmt::format("--conv-engine {}: none of the scenarios' workloads is a ResNet", o.conv_engine));
+    }
     if (!o.sharding.empty())  // the what-if fixes every workload's mode: no scenario chooses among modes
         for (Scenario& sc : scenarios) sc.sharding.clear();
     const ScenarioGuide guide = judge_scenarios(profiles, calibrations, scenarios, terms, setup,
                                                 configs, results_dir, [&](const std::string& path) {
                                                     ProjectOptions one = o;
                                                     one.config = path;
-                                                    return load_workload(one);
+                                                    return load_workload(one, true);
                                                 });
     const std::string run_id = new_run_id();
-    for (const JudgedWorkload& w : guide.workloads) append_records(o.out, w.rows, run_id);
+    std::vector<nlohmann::json> records;
+    for (const JudgedWorkload& w : guide.workloads) add_records(records, w.rows, run_id);
+    append_compare_records(o.out, records);
     if (o.json) {
         fmt::print("{}\n", json_text(to_json(guide), 2));
         return 0;

@@ -208,6 +208,10 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     int rank = 0, size = 1;
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
+    // One workload file named twice (another spelling, a link) would alternate with itself: refused
+    // as the flag table refuses a repeated entry, by the file's identity, before any file is read.
+    std::string repeated = rank == 0 ? repeated_file(opts.configs) : "";
+    agree_on_errors(world, repeated.empty() ? "" : "--config: " + repeated);
     std::vector<TrainConfig> workloads = load_configs_everywhere(opts.configs, world);
     StressPlan plan;
     std::string error;
@@ -229,6 +233,7 @@ int run_stress(const StressOptions& opts, MPI_Comm world) {
     std::unique_ptr<Ops> ops = create_ops(backend, first.precision, world,
                                           opts.backend.empty() ? first.source + ": key 'backend'" : "--backend",
                                           opts.precision.empty() ? first.source + ": key 'precision'" : "--precision");
+    agree_on_errors(world, test_hooks_problem(read_test_hooks(), size, ops->name()));  // a CUDA fault off CUDA
     for (TrainConfig& cfg : plan.workloads) {
         check_grad_dtype_backend(cfg, *ops, key_origin(cfg, {}, "grad_dtype"));
         cfg = with_conv_engine_resolved(cfg, *ops);

@@ -15,6 +15,7 @@
 #include "base/numbers.h"
 #include "collectives/deadline.h"
 #include "models/checksum.h"
+#include "src/core/files.h"
 #include "src/core/flag_reading.h"
 #include "src/core/stats.h"
 #include "src/core/workload.h"
@@ -44,7 +45,23 @@ TestHook parse_test_hook(const std::string& variable, const std::string& number_
     std::string problem = parse_part(variable + " RANK", value.substr(0, colon), rank);
     if (problem.empty()) problem = parse_part(variable + " " + number_part, value.substr(colon + 1), number);
     if (!problem.empty()) throw UserError(fmt::format("{}='{}': {}", variable, value, problem));
-    return {static_cast<int>(rank), number};
+    return {static_cast<int>(rank), number, value};
+}
+
+std::string test_hooks_problem(const TestHooks& hooks, int world_size, const std::string& backend) {
+    const std::pair<const char*, const TestHook*> set[] = {{"SCALEBENCH_TEST_DELAY_RANK", &hooks.delay_rank},
+                                                           {"SCALEBENCH_TEST_COMM_DELAY", &hooks.comm_delay},
+                                                           {"SCALEBENCH_TEST_CUDA_FAULT", &hooks.cuda_fault}};
+    for (const auto& [variable, hook] : set)
+        if (hook->rank >= world_size)
+            return fmt::format("{}='{}': rank {} is not launched (the world holds {} rank{}, 0 to {}), so the hook "
+                               "would never fire",
+                               variable, printable(hook->text), hook->rank, world_size, world_size == 1 ? "" : "s",
+                               world_size - 1);
+    if (hooks.cuda_fault.rank >= 0 && !backend.empty() && backend != "cuda")
+        return fmt::format("SCALEBENCH_TEST_CUDA_FAULT='{}': a CUDA fault needs the cuda backend, and this run's is {}",
+                           printable(hooks.cuda_fault.text), backend);
+    return "";
 }
 
 TestHooks read_test_hooks() {

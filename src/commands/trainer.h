@@ -45,6 +45,7 @@ struct StepTimes {
 struct TestHook {
     int rank = -1;
     double value = 0;
+    std::string text;  // the variable's value as set
 };
 // `number_part` names the second part's entry: "MS" or "STEP". Unset or empty: rank -1.
 TestHook parse_test_hook(const std::string& variable, const std::string& number_part, const char* text);
@@ -54,6 +55,12 @@ struct TestHooks {
     TestHook delay_rank, comm_delay, cuda_fault;
 };
 TestHooks read_test_hooks();
+// "" when every hook set can fire in this run, else one line naming the variable: a rank that is
+// not launched (the world holds `world_size` ranks), or a CUDA fault where `backend` (the Ops'
+// name; "" while the backend is not chosen yet) is not "cuda". Checked by main before any
+// subcommand that trains (world size, and a build without CUDA), and again by train and stress
+// once the backend is chosen, before the run's first record or line.
+std::string test_hooks_problem(const TestHooks& hooks, int world_size, const std::string& backend);
 
 // One replica of the model on this rank, averaging gradients over `comm`.
 class DataParallelTrainer {

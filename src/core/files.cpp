@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -201,6 +202,16 @@ std::string clash_problem(const std::string& path, const std::string& flag, Outp
     return "";
 }
 
+// A full file system, found before any work: it has blocks (not /proc's kind) but none free,
+// and the output has no room of its own (`room`: the bytes the file already holds that a write
+// may use: an appended record the slack of its last block, a file written whole all its blocks).
+std::string full_disk_problem(const struct statvfs& fs, int64_t room, const std::string& name) {
+    const auto free_blocks = ::geteuid() == 0 ? fs.f_bfree : fs.f_bavail;  // root may write the reserved blocks
+    if (fs.f_blocks == 0 || free_blocks > 0 || room > 0) return "";
+    return fmt::format("{}: the file system it is on is full (no block free), so nothing could be written; "
+                       "free some space or choose another place", name);
+}
+
 }  // namespace
 
 std::string output_path_problem(const std::string& path, const std::string& flag, OutputKind kind) {
@@ -223,13 +234,19 @@ std::string output_path_problem(const std::string& path, const std::string& flag
         if (std::string clash = clash_problem(path, flag, kind, name); !clash.empty()) return clash;
         const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) return fmt::format("{}: cannot open results file for appending: {}", name, std::strerror(errno));
+        struct statvfs fs {};
+        const bool known = ::fstatvfs(fd, &fs) == 0;
         ::close(fd);
+        const int64_t held = static_cast<int64_t>(st.st_blocks) * 512;
+        if (known) return full_disk_problem(fs, kind == OutputKind::whole_file ? held : held - st.st_size, name);
         return "";
     }
     if (errno != ENOENT) return fmt::format("{}: cannot open results file: {}", name, std::strerror(errno));
     if (std::string clash = clash_problem(path, flag, kind, name); !clash.empty()) return clash;
     const std::filesystem::path p(path);
     const std::filesystem::path folder = existing_ancestor(p);  // a folder: else the stat failed with ENOTDIR
+    if (struct statvfs fs {}; ::statvfs(folder.c_str(), &fs) == 0)
+        if (std::string full = full_disk_problem(fs, 0, name); !full.empty()) return full;
     if (folder != p.parent_path() && !p.parent_path().empty()) {
         // The folders are made at the first append; here only whether one can be, under a
         // name of this process's own (another run may be making the same folders now).
@@ -244,6 +261,28 @@ std::string output_path_problem(const std::string& path, const std::string& flag
     ::close(fd);
     ::unlink(path.c_str());
     return "";
+}
+
+void write_whole_file(const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw std::runtime_error(fmt::format("{}: cannot write: {}", printable(path), std::strerror(errno)));
+    struct stat st {};
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);  // only a regular file is removed
+    size_t written = 0;
+    int err = 0;
+    while (written < text.size() && err == 0) {
+        const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) err = n < 0 ? errno : ENOSPC;
+        else written += static_cast<size_t>(n);
+    }
+    if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;  // EINVAL: no fsync on it
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err == 0) return;
+    if (regular) ::unlink(path.c_str());  // no partial file: a reader never takes half a report for the whole
+    throw std::runtime_error(fmt::format("{}: cannot write ({} of {} bytes written): {}{}", printable(path), written,
+                                         text.size(), std::strerror(err), regular ? "; the partial file is removed" : ""));
 }
 
 std::vector<std::filesystem::path> create_parent_folders(const std::filesystem::path& file) {

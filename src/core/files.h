@@ -48,10 +48,17 @@ enum class OutputKind { appended_records, whole_file };
 // Empty when `path` may be written, else one line naming `flag` (when given) and the path:
 // empty, a control character or invalid UTF-8 in it, a folder or special file (FIFO, device,
 // socket), an input of this process (note_input), another output of it (unless both append
-// records), or a file or folder that cannot be written. Nothing is left behind: a file it
+// records), a file or folder that cannot be written, or one on a full file system (no block
+// free, and no room in the file's own blocks: a full disk is refused before any work). Nothing is left behind: a file it
 // creates to test is removed, and missing folders are only checked.
 std::string output_path_problem(const std::string& path, const std::string& flag = "",
                                 OutputKind kind = OutputKind::appended_records);
+
+// Writes `text` as the whole of `path` (checked before the run with output_path_problem, kind
+// whole_file): a write that fails (a full disk) removes the partial file and throws
+// std::runtime_error naming the path, an internal failure (exit 1). Reports, snapshots, the
+// guide's JSON.
+void write_whole_file(const std::string& path, const std::string& text);
 
 // Flushes standard output; a table that could not be printed whole (stdout on a full disk,
 // /dev/full) throws std::runtime_error "cannot write the standard output: why", an internal

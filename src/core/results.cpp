@@ -103,8 +103,12 @@ std::string json_text(const nlohmann::json& value, int indent) {
     }
 }
 
-void append_record(const std::string& path, const nlohmann::json& record) {
-    const std::string body = json_text(record) + "\n";
+void append_record(const std::string& path, const nlohmann::json& record) { append_records(path, {record}); }
+
+void append_records(const std::string& path, const std::vector<nlohmann::json>& records) {
+    std::string body;
+    for (const nlohmann::json& record : records) body += json_text(record) + "\n";
+    if (body.empty()) return;
     const std::vector<std::filesystem::path> made = create_parent_folders(path);
     bool created = true;
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);

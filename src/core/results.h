@@ -52,6 +52,9 @@ nlohmann::json parse_json_or_discarded(const std::string& text);
 // before it (a file or folder the append created is removed) and std::runtime_error names
 // the path: an internal failure, exit 1, as the path was checked before the run.
 void append_record(const std::string& path, const nlohmann::json& record);
+// Several records as one append, all or none (a command whose records are ready at once:
+// project, compare): the same write, lock and undo as append_record.
+void append_records(const std::string& path, const std::vector<nlohmann::json>& records);
 
 // One run as its bracket records show it: the `start` record and, once it ended, its `end`
 // or `incomplete` record (0 when none is in the file: the run was cut short, or still runs).

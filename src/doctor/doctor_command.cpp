@@ -69,13 +69,6 @@ bool skipping(const DoctorOptions& o, const std::string& tier) {
     return std::find(o.skip.begin(), o.skip.end(), tier) != o.skip.end();
 }
 
-void write_file(const std::string& path, const std::string& text) {
-    std::ofstream out(path, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error(fmt::format("{}: could not be written", path));
-}
-
 // Bad flags, before any work (the same verdict on every rank).
 std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
     try {
@@ -97,8 +90,13 @@ std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
     for (const auto& [flag, path] : {std::pair{"--report", o.report}, std::pair{"--snapshot-out", o.snapshot_out}})
         if (!path.empty())
             if (std::string why = output_path_problem(path, flag, OutputKind::whole_file); !why.empty()) return why;
-    if (!o.from_snapshot.empty() && !std::filesystem::is_regular_file(o.from_snapshot))
-        return fmt::format("--from-snapshot {}: no such file", o.from_snapshot);
+    if (!o.from_snapshot.empty()) {
+        try {  // the shared input reader's checks and message (a FIFO, /dev/zero, a folder, past its bound)
+            read_input_file(o.from_snapshot, "snapshot", kMaxSnapshotBytes);
+        } catch (const UserError& e) {
+            return fmt::format("--from-snapshot {}", e.what());
+        }
+    }
     return "";
 }
 
@@ -123,8 +121,8 @@ int judge_and_print(const DoctorOptions& o, const SystemSnapshot& s) {
     if (o.json) fmt::print("{}\n", json_text(doctor::checks_json(checks, bands, s), 1));
     else fmt::print("{}", doctor::format_table(checks, bands, s));
     std::fflush(stdout);
-    if (!o.report.empty()) write_file(o.report, doctor::format_markdown(checks, bands, s));
-    if (!o.snapshot_out.empty()) write_file(o.snapshot_out, json_text(nlohmann::json(s), 1) + "\n");
+    if (!o.report.empty()) write_whole_file(o.report, doctor::format_markdown(checks, bands, s));
+    if (!o.snapshot_out.empty()) write_whole_file(o.snapshot_out, json_text(nlohmann::json(s), 1) + "\n");
     return doctor::exit_code(checks);
 }
 

@@ -519,13 +519,18 @@ std::vector<Scenario> resolve_scenarios(const std::vector<std::string>& names, c
     const std::vector<std::string> known = shipped_scenario_names();
     const std::vector<std::string>& asked = names.empty() ? known : names;
     if (asked.empty()) throw UserError("compare: no scenario presets found in configs/scenarios (give --config)");
-    std::vector<Scenario> scenarios;
+    std::vector<std::string> paths;
     for (const std::string& name : asked) {
         const bool is_path = name.find('/') != std::string::npos || name.find(".yaml") != std::string::npos;
         if (!is_path && std::find(known.begin(), known.end(), name) == known.end())
-            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", name, fmt::join(known, ", ")));
-        scenarios.push_back(load_scenario(is_path ? name : configs_dir + "/scenarios/" + name + ".yaml", configs_dir));
+            throw UserError(fmt::format("--scenario {}: no such scenario; scenarios: {}", printable(name),
+                                        fmt::join(known, ", ")));
+        paths.push_back(is_path ? name : configs_dir + "/scenarios/" + name + ".yaml");
     }
+    // A preset named twice, by its name and by its path, would judge (and print) every row twice.
+    if (const std::string repeated = repeated_file(paths); !repeated.empty()) throw UserError("--scenario: " + repeated);
+    std::vector<Scenario> scenarios;
+    for (const std::string& path : paths) scenarios.push_back(load_scenario(path, configs_dir));
     return scenarios;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "src/core/files.h"
 #include "src/core/workload.h"
 
 namespace sb {
@@ -14,7 +15,10 @@ namespace sb {
 namespace {
 
 // Text wrapped at `width` columns: its own leading spaces kept, continuation lines indented by `indent`.
-std::string wrapped(const std::string& text, size_t indent, size_t width = 100) {
+// Every character of it printable (src/core/files.h): a name from a profile or preset cannot
+// break the terminal's table with a newline or send it an escape sequence.
+std::string wrapped(const std::string& raw, size_t indent, size_t width = 100) {
+    const std::string text = printable(raw);
     const size_t lead = std::min(text.find_first_not_of(' '), text.size());
     std::string out, line = text.substr(0, lead);
     bool first = true;
@@ -199,9 +203,10 @@ void print_scenario_guide(const ScenarioGuide& guide) {
             int c = 0;
             for (Score score : kBudgets) {
                 const auto [v, flips] = guide.cell(sc, w, score);
-                cols[c++] = (v->winner ? v->winner->hw.name : std::string("none qualifies")) + (flips->empty() ? "" : " *");
+                cols[c++] = (v->winner ? printable(v->winner->hw.name) : std::string("none qualifies")) + (flips->empty() ? "" : " *");
             }
-            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? sc.rule.scenario : "", guide.workload(sc, w).label, cols[0], cols[1]);
+            fmt::print("{:<19} {:<19} {:<29} {}\n", first ? printable(sc.rule.scenario) : "", printable(guide.workload(sc, w).label),
+                       cols[0], cols[1]);
             first = false;
         }
     }
@@ -213,7 +218,7 @@ void print_scenario_guide(const ScenarioGuide& guide) {
     for (const HardwareProfile& hw : guide.profiles) {
         const int g = static_cast<int>(hw.gpus_per_node.value);
         const ConfigurationCost c = configuration_cost(hw, g, guide.terms);
-        fmt::print("{:<24} {:>11.0f} {:>11} {:>11.0f} {:>11.0f} {:>8.2f}\n", hw.name, c.gpus_usd,
+        fmt::print("{:<24} {:>11.0f} {:>11} {:>11.0f} {:>11.0f} {:>8.2f}\n", printable(hw.name), c.gpus_usd,
                    hw.server_usd.source.empty() ? std::string("not given") : fmt::format("{:.0f}", c.server_usd),
                    c.power_usd, c.total(), (g * hw.tdp_w.value + hw.host_power_w.value) / 1e3);
     }
@@ -236,7 +241,7 @@ void print_scenario_guide(const ScenarioGuide& guide) {
             }
             return out;
         };
-        fmt::print("{:<22}{} {:>5.0f} {:>6.0f} {:>5.0f} {:>6.0f}\n", hw.name, cells(false), hw.memory_gb.value,
+        fmt::print("{:<22}{} {:>5.0f} {:>6.0f} {:>5.0f} {:>6.0f}\n", printable(hw.name), cells(false), hw.memory_gb.value,
                    hw.peak.mem_bw_gbps, hw.tdp_w.value, hw.price_usd.value);
         if (std::any_of(c.begin(), c.end(), [](const CardFigure& f) { return f.measured >= 0; })) {
             fmt::print("{:<22}{}\n", "  (m)", cells(true));
@@ -263,7 +268,7 @@ void print_scenario_guide(const ScenarioGuide& guide) {
                 return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
             };
             const Projection& top = row.at_max();
-            fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", row.hw.name, at(1), at(2),
+            fmt::print("{:<22} {:>9} {:>9} {:>9} {:>9} {:>5.1f}% {:>8.2f} {:>9.2f} {:>7}\n", printable(row.hw.name), at(1), at(2),
                        at(4), at(8), 100.0 * top.efficiency, top.step.exposed_comm_ms,
                        top.record["memory_per_gpu_gb"].get<double>(), top.fits_memory() ? "yes" : "NO");
             if (const std::string modes = sharding_line(row); !modes.empty()) fmt::print("{}\n", wrapped("  " + modes, 4));
@@ -341,14 +346,14 @@ void print_workload_comparison(const WorkloadComparison& c) {
             const Projection* p = r.at(g);
             return p ? fmt::format("{:.1f}", p->samples_per_s) : std::string("-");
         };
-        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>6.1f}%\n", r.hw.name, cell(1), cell(2), cell(4), cell(8),
+        fmt::print("{:<24} {:>10} {:>10} {:>10} {:>10}{} {:>6.1f}%\n", printable(r.hw.name), cell(1), cell(2), cell(4), cell(8),
                    r.on_nodes.empty() ? "" : fmt::format(" {:>10.1f}", r.top().samples_per_s), 100.0 * r.top().efficiency);
     }
     fmt::print("\n{:<24} {:>5} {:>10} {:>10} {:>10} {:>10} {:>6}\n", "at the most GPUs", "GPUs", "exp.comm ms",
                "per $10k", "per kW", "mem GiB", "fits");
     for (const auto& r : c.rows) {
         const Projection& top = r.top();
-        fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", r.hw.name, top.step.world_size,
+        fmt::print("{:<24} {:>5} {:>11.3f} {:>10.1f} {:>10.1f} {:>10.2f} {:>6}\n", printable(r.hw.name), top.step.world_size,
                    top.step.exposed_comm_ms, r.per_10k(top), r.per_kw(top), top.record["memory_per_gpu_gb"].get<double>(),
                    top.fits_memory() ? "yes" : "NO");
     }
@@ -379,7 +384,7 @@ void print_workload_comparison(const WorkloadComparison& c) {
         fmt::print("{}\n    from:\n", wrapped("  " + c.rows[i].hw.name + " " + cells, 4));
         std::stringstream ranges(range_list(c.rows[i].hw));
         for (std::string range; std::getline(ranges, range, ',');)
-            fmt::print("      {}\n", range.substr(range.find_first_not_of(' ')));
+            fmt::print("      {}\n", printable(range.substr(range.find_first_not_of(' '))));
     }
 
     fmt::print("\nverdicts for this workload:\n");

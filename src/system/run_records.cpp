@@ -17,6 +17,7 @@
 #include <ctime>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -42,8 +43,46 @@ char g_signal_paths[kMaxOutputs][4096];
 int g_signal_path_count = 0;
 // Per cause, the incomplete record without its closing ",\"timestamp\":...}".
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
-constexpr int kCauses = 5;  // the four signals, then an exit() during the run
+constexpr int kCauses = 6;  // the four signals, an exit() during the run, then SIGTERM after a stall
+constexpr int kStalledSigterm = 5;
 char g_signal_lines[kCauses][2048];
+// Whether this process stood still (SIGSTOP, a frozen host) for longer than the collective
+// timeout: the other ranks then found it had stopped answering and ended the job, and the
+// launcher's SIGTERM is the consequence, not the cause. A heartbeat thread stamps the monotonic
+// clock every 200 ms and notes a gap past the timeout; the handler reads both (clock_gettime is
+// async-signal-safe), whichever of it and the thread runs first when the process is continued.
+std::atomic<int64_t> g_heartbeat_ns{0};
+std::atomic<int64_t> g_stall_seen_at_ns{-1};  // when the heartbeat last found such a gap
+std::atomic<int64_t> g_stall_ns{0};            // the collective timeout, in ns (set when a run is armed)
+
+int64_t monotonic_ns() {
+    timespec ts {};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Whether the process has just come back from a stall (the gap now, or one the heartbeat saw
+// in the last 10 s).
+bool just_stalled() {
+    const int64_t now = monotonic_ns(), beat = g_heartbeat_ns.load(), seen = g_stall_seen_at_ns.load();
+    return g_stall_ns > 0 && beat > 0 &&
+           (now - beat > g_stall_ns || (seen >= 0 && now - seen < int64_t{10} * 1000000000));
+}
+
+void start_heartbeat() {
+    static std::once_flag started;
+    std::call_once(started, [] {
+        g_heartbeat_ns = monotonic_ns();
+        std::thread([] {
+            for (;;) {
+                ::usleep(200000);
+                const int64_t now = monotonic_ns();
+                if (now - g_heartbeat_ns.load() > g_stall_ns) g_stall_seen_at_ns = now;
+                g_heartbeat_ns = now;
+            }
+        }).detach();
+    });
+}
 std::atomic<bool> g_signal_armed{false};
 bool g_guard_enabled = false;
 int g_guard_fd = -1;  // write end of the pipe to the record guard (rank 0, during a run)
@@ -130,7 +169,8 @@ void write_prepared_line(const char* prepared) {
 extern "C" void on_stop_signal(int sig) {
     if (g_signal_armed.exchange(false)) {
         for (int i = 0; i < 4; ++i)
-            if (kStopSignals[i] == sig) write_prepared_line(g_signal_lines[i]);
+            if (kStopSignals[i] == sig)
+                write_prepared_line(g_signal_lines[sig == SIGTERM && just_stalled() ? kStalledSigterm : i]);
     }
     std::signal(sig, SIG_DFL);
     std::raise(sig);
@@ -226,7 +266,13 @@ void arm_signal_records() {
         "received SIGHUP: the terminal or the launcher went away",
         "received SIGPIPE: its output pipe closed (the launcher went away)",
         "exited before the run finished, without an error of its own (the MPI library ends a process whose launcher "
-        "went away)"};
+        "went away)",
+        ""};
+    const std::string stalled = fmt::format(
+        "stopped running for longer than the collective timeout ({:g} s; stopped by SIGSTOP, or its host froze): the "
+        "other ranks found it had stopped answering, and the launcher then ended the job (SIGTERM)",
+        collective_timeout_s());
+    why[kStalledSigterm] = stalled.c_str();
     for (int i = 0; i < kCauses; ++i) {
         std::string line = json_text(incomplete_record(g_record_subcommand, fmt::format("{} {}", me(), why[i])));
         line.pop_back();  // the closing brace; the handler appends the timestamp and closes it
@@ -234,6 +280,8 @@ void arm_signal_records() {
         std::memcpy(g_signal_lines[i], line.c_str(), line.size() + 1);
     }
     send_guard_the_run();
+    g_stall_ns = static_cast<int64_t>(std::max(1.0, collective_timeout_s()) * 1e9);
+    start_heartbeat();
     static bool installed = false;
     if (!installed) {
         for (int sig : kStopSignals) std::signal(sig, on_stop_signal);

@@ -3,6 +3,7 @@
 // a live run on 2 ranks (no GPU here: every GPU check skipped with its reason, the training
 // tier at 1 and 2 ranks); bad flags exit 2 with one line.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -74,8 +75,24 @@ TEST(DoctorCli, BadFlagsExit2WithOneLine) {
     EXPECT_NE(size.err.find("--max-bytes"), std::string::npos) << size.err;
     const Result missing = doctor("--from-snapshot /nonexistent/snap.json", 1, "bad-snapshot");
     EXPECT_EQ(missing.code, 2);
-    EXPECT_NE(missing.err.find("--from-snapshot /nonexistent/snap.json: no such file"), std::string::npos)
+    EXPECT_NE(missing.err.find("--from-snapshot /nonexistent/snap.json: cannot read snapshot: No such file or directory"),
+              std::string::npos)
         << missing.err;
+    // The shared input reader's checks and message: a device or a FIFO is named for what it is,
+    // never opened for a blocking read.
+    const Result device = doctor("--from-snapshot /dev/zero", 1, "device-snapshot");
+    EXPECT_EQ(device.code, 2);
+    EXPECT_NE(device.err.find("--from-snapshot /dev/zero: cannot read snapshot: it is a character device, not a "
+                              "regular file"),
+              std::string::npos)
+        << device.err;
+    const std::filesystem::path fifo = std::filesystem::temp_directory_path() / "scalebench-doctor-fifo";
+    std::filesystem::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const Result pipe = doctor("--from-snapshot " + fifo.string(), 1, "fifo-snapshot");
+    std::filesystem::remove(fifo);
+    EXPECT_EQ(pipe.code, 2);
+    EXPECT_NE(pipe.err.find("cannot read snapshot: it is a FIFO, not a regular file"), std::string::npos) << pipe.err;
     const Result skip = doctor("--skip topology", 1, "bad-skip");
     EXPECT_EQ(skip.code, 2);
     EXPECT_NE(skip.err.find("--skip"), std::string::npos) << skip.err;

@@ -37,8 +37,8 @@ struct Outcome {
 };
 
 // Starts `mpirun -np 3 scalebench train` (rank 2 alone stalls nothing until the n = 3
-// measurement), waits for the first record (n = 1), sends `sig` to rank 2.
-Outcome run_with_fault(int sig, const std::string& tag) {
+// measurement), waits for the first record (n = 1), sends `sig` to `rank` (2 unless told).
+Outcome run_with_fault(int sig, const std::string& tag, int rank = 2) {
     const fs::path dir = scratch();
     const std::string out = (dir / (tag + ".jsonl")).string(), err = (dir / (tag + ".err")).string();
     fs::remove(out);
@@ -61,8 +61,8 @@ Outcome run_with_fault(int sig, const std::string& tag) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pid_t victim = 0;
     for (int i = 0; i < 100 && victim == 0; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
-        victim = rank_pid(child, 2);
-    EXPECT_NE(victim, 0) << "rank 2 of mpirun " << child << " not found";
+        victim = rank_pid(child, rank);
+    EXPECT_NE(victim, 0) << "rank " << rank << " of mpirun " << child << " not found";
     if (victim) ::kill(victim, sig);
     const auto fault = Clock::now();
     int status = 0;
@@ -108,6 +108,24 @@ TEST(Faults, StoppedRankEndsTheJobNamingItAndMarksTheResultsIncomplete) {
         << o.err;
     expect_intact_then_incomplete(o);
     EXPECT_NE(o.records.back()["error"].get<std::string>().find("rank(s) 2 ("), std::string::npos);
+}
+
+// Rank 0, the one that writes the records, stopped: the other ranks name it and end the job, and
+// the launcher's SIGTERM then reaches rank 0. Its record says what happened (it stood still past
+// the collective timeout), not "the launcher stopped the job" as if the SIGTERM were the cause.
+TEST(Faults, StoppedRankZeroIsRecordedAsStoppedNotAsTheLaunchersSigterm) {
+    Outcome o = run_with_fault(SIGSTOP, "stopped-rank0", 0);
+    EXPECT_LT(o.seconds, 60) << o.err;
+    EXPECT_NE(o.code, 0) << o.err;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    EXPECT_NE(o.err.find("rank(s) 0 (" + std::string(host) + ") stopped answering"), std::string::npos) << o.err;
+    expect_intact_then_incomplete(o);
+    const std::string error = o.records.back()["error"].get<std::string>();
+    EXPECT_NE(error.find("rank 0 on " + std::string(host) + " stopped running for longer than the collective timeout (4 s"),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(error.find("the launcher stopped the job"), std::string::npos) << error;
 }
 
 TEST(Faults, KilledRankEndsTheJobNamingItAndMarksTheResultsIncomplete) {

@@ -101,18 +101,57 @@ TEST(RobustFiles, ARecordThatDoesNotFitIsUndoneAndTheRunExitsOne) {
     }
 }
 
-TEST(RobustFiles, ADiskFullFromTheStartLeavesNoFileOrFolder) {
+// A full disk is found by the output-path check, before any work: exit 2 naming the flag and the
+// path, nothing printed, no file or folder made; for the records of every command and for the
+// doctor's whole-file outputs alike.
+TEST(RobustFiles, ADiskFullFromTheStartIsRefusedBeforeAnyWork) {
     SmallDisk disk("full-now");
     if (!disk.mounted) GTEST_SKIP() << disk.why;
     disk.fill();
     const fs::path out = disk.dir / "new" / "deeper" / "r.jsonl";
-    for (const std::string& command : {kTrain, std::string("comm --backend mpi -b 8 -e 1K"),
-                                       std::string("project --hardware a100-sxm4-40gb --gpus 1,2")}) {
+    for (const std::string& command :
+         {kTrain, std::string("comm --backend mpi -b 8 -e 1K"), std::string("project --hardware a100-sxm4-40gb --gpus 1,2"),
+          "compare --hardware a100-sxm4-40gb,h100-sxm --config " + kConfig}) {
+        const auto r = run(command + " --out " + out.string());
+        EXPECT_EQ(r.code, 2) << command << "\n" << r.err;
+        EXPECT_NE(r.err.find("--out " + out.string() + ": the file system it is on is full"), std::string::npos) << r.err;
+        EXPECT_TRUE(r.out.empty()) << command << " printed before the refusal:\n" << r.out;
+        EXPECT_FALSE(fs::exists(disk.dir / "new")) << command << " left a folder behind";
+    }
+    const fs::path report = disk.dir / "rep.md";
+    const auto r = run("doctor --from-snapshot " + std::string(SCALEBENCH_SOURCE_DIR) +
+                       "/tests/fixtures/doctor/slot-x8.json --report " + report.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--report " + report.string() + ": the file system it is on is full"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(report));
+}
+
+// Where the disk fills after the check (here: a file whose last page has a little room), the
+// projected records go in as one append or not at all, before any line is printed: the file is
+// as it was and no table half printed. A report written whole that does not fit is removed.
+TEST(RobustFiles, ProjectedRecordsThatDoNotFitLeaveTheFileAsItWasAndAReportThatDoesNotFitIsRemoved) {
+    SmallDisk disk("full-project");
+    if (!disk.mounted) GTEST_SKIP() << disk.why;
+    const fs::path out = disk.dir / "p.jsonl";
+    const std::string first = "{\"subcommand\":\"note\"}\n";
+    std::ofstream(out) << first;
+    disk.fill();
+    for (const std::string& command : {std::string("project --hardware a100-sxm4-40gb --gpus 1,2"),
+                                       "compare --hardware a100-sxm4-40gb,h100-sxm --config " + kConfig}) {
         const auto r = run(command + " --out " + out.string());
         EXPECT_EQ(r.code, 1) << command << "\n" << r.err;
         EXPECT_NE(r.err.find(out.string() + ": cannot write a record"), std::string::npos) << r.err;
-        EXPECT_FALSE(fs::exists(disk.dir / "new")) << command << " left a folder behind";
+        EXPECT_TRUE(r.out.empty()) << command << " printed a table it could not record:\n" << r.out;
+        EXPECT_EQ(slurp(out), first);
     }
+    fs::resize_file(disk.dir / "filler", fs::file_size(disk.dir / "filler") - 4096);  // one page free: less than the report
+    const fs::path report = disk.dir / "rep.md";
+    const auto r = run("doctor --from-snapshot " + std::string(SCALEBENCH_SOURCE_DIR) +
+                       "/tests/fixtures/doctor/slot-x8.json --report " + report.string());
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find(report.string() + ": cannot write"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the partial file is removed"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(report)) << "a partial report was left";
 }
 
 TEST(RobustFiles, AnOutputThatIsAnInputIsRefused) {

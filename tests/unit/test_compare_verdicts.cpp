@@ -700,7 +700,7 @@ TEST(CompareCards, ProjectedPerProfileAndMeasuredWhereTheGpusRecordsAre) {
     EXPECT_LT(c[2].measured, 0);  // no fp32 4096^3 record
 
     // ResNet-50 train records: the latest that ran the engine the projection traced counts
-    // (configs/resnet50.yaml's auto: cuDNN in a build that has it, else im2col); a record
+    // (configs/resnet50.yaml's auto: cuDNN, in every build since the trace models it); a record
     // without the key predates the cuDNN engine and ran im2col.
     const bool cudnn = resolve_conv_engine(rn50, TraceOps(rn50.precision)) == ConvEngine::cudnn;
     auto resnet_run = [&](const char* engine, double samples, const char* when) {

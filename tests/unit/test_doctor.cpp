@@ -5,6 +5,8 @@
 // forms.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <functional>
 
 #include <fmt/format.h>
@@ -275,6 +277,37 @@ TEST(DoctorForms, BadSnapshotNamesFileAndKey) {
         EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
         EXPECT_NE(std::string(e.what()).find("key 'gpus'"), std::string::npos);
     }
+}
+
+// The published figures are read as every YAML input: each number by the one number parser in
+// its range, an error at FILE:LINE:COL naming the key; never yaml-cpp's own conversions (which
+// take 0x8, .nan and -1e300).
+TEST(DoctorForms, PublishedFiguresAreReadByTheOneNumberParserWithRanges) {
+    const std::string path = ::testing::TempDir() + "/published.yaml";
+    auto refusal = [&](const std::string& entry) {
+        std::ofstream(path) << "entries:\n  - profile: h100-sxm\n    source: s\n    nodes: 1\n" << entry;
+        try {
+            load_published_busbw(path);
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const std::string good = "    bytes: 1073741824\n    busbw_gbps: 300\n";
+    EXPECT_EQ(refusal("    gpus_per_node: 8\n" + good), "accepted");
+    for (const auto& [entry, key] :
+         {std::pair{"    gpus_per_node: 0x8\n" + good, "entries.gpus_per_node"},
+          std::pair{"    gpus_per_node: 0\n" + good, "entries.gpus_per_node"},
+          std::pair{std::string("    gpus_per_node: 8\n    bytes: 1073741824\n    busbw_gbps: .nan\n"), "entries.busbw_gbps"},
+          std::pair{std::string("    gpus_per_node: 8\n    bytes: 1073741824\n    busbw_gbps: -1e300\n"), "entries.busbw_gbps"},
+          std::pair{std::string("    gpus_per_node: 8\n    bytes: -1\n    busbw_gbps: 300\n"), "entries.bytes"},
+          std::pair{"    gpus_per_node: 8\n    busbw: 300\n" + good, "entries.busbw"}}) {
+        const std::string said = refusal(entry);
+        EXPECT_EQ(said.rfind(path + ":", 0), 0u) << said;  // FILE:LINE:COL
+        EXPECT_NE(said.find("key '" + std::string(key) + "'"), std::string::npos) << entry << " -> " << said;
+    }
+    EXPECT_NE(refusal("    bytes: 1073741824\n    busbw_gbps: 300\n").find("key 'entries.gpus_per_node': missing"),
+              std::string::npos);
 }
 
 TEST(DoctorForms, TableReportAndJsonCarryTheSameVerdicts) {

@@ -73,5 +73,24 @@ TEST(OutputPaths, TwoOutputsShareAFileOnlyWhenBothAppendRecords) {
     EXPECT_EQ(output_path_problem(t.string(), "--profile-ops"), "");
 }
 
+// The one whole-file writer (reports, snapshots, the guide's JSON): the whole text, or, where
+// the write fails, no file at all and an error naming the path (exit 1: the path was checked).
+TEST(OutputPaths, AWholeFileIsWrittenWholeOrNotAtAll) {
+    const fs::path p = fresh("whole.md");
+    write_whole_file(p.string(), "first\n");
+    write_whole_file(p.string(), "# report\n");
+    std::ifstream in(p);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "# report\n");
+    try {
+        write_whole_file("/dev/full", std::string(1 << 16, 'x'));
+        ADD_FAILURE() << "a write to /dev/full succeeded";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("/dev/full: cannot write (0 of 65536 bytes written): No space left on device"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_TRUE(fs::exists("/dev/full")) << "the writer removes a partial regular file, never a device";
+}
+
 }  // namespace
 }  // namespace sb
