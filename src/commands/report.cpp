@@ -246,6 +246,7 @@ std::vector<nlohmann::json> read_scaling_records(const std::string& file, std::o
     ReadResult read = read_records(file);
     for (const auto& w : read.warnings) err << "scalebench report: warning: " << w << "\n";
     std::vector<nlohmann::json> shown;
+    int diverged = 0;
     for (size_t i = 0; i < read.records.size(); ++i) {
         const nlohmann::json& r = read.records[i];
         if (!is_scaling_record(r)) continue;
@@ -254,8 +255,18 @@ std::vector<nlohmann::json> read_scaling_records(const std::string& file, std::o
                                r["subcommand"].get<std::string>(), problem);
             continue;
         }
+        // A run whose loss stopped being finite measured nothing worth a throughput (plot_scaling.py
+        // leaves it out the same way).
+        if (const auto check = r.find("loss_check"); check != r.end() && check->is_object() &&
+                                                    check->contains("passed") && (*check)["passed"] == false) {
+            ++diverged;
+            continue;
+        }
         shown.push_back(r);
     }
+    if (diverged > 0)
+        err << fmt::format("scalebench report: warning: {}: {} record(s) of runs that diverged (loss check failed: "
+                           "the loss stopped being finite) left out: not throughput figures\n", file, diverged);
     if (read.records.empty() && read.runs.empty())
         throw UserError(fmt::format("{}: no valid record in the file ({} line(s) skipped)", file, read.warnings.size()));
     return shown;

@@ -199,6 +199,29 @@ TEST(Report, InvalidRecordsAreNamedByFileAndLineAndSkipped) {
     EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3) << "header, rule and the one valid record:\n" << table;
 }
 
+// A run whose loss stopped being finite is left out of every table (Markdown, CSV, --compare),
+// with one warning for the file, not shown as throughput.
+TEST(Report, ADivergedRunIsLeftOutWithOneWarning) {
+    const std::string path = temp_path("report-diverged.jsonl");
+    std::filesystem::remove(path);
+    const nlohmann::json good = {{"subcommand", "train"}, {"world_size", 1}, {"samples_per_s", 100.0},
+                                 {"loss_check", {{"passed", true}, {"first_nonfinite_step", nullptr}}}};
+    nlohmann::json diverged = good;
+    diverged["world_size"] = 2;
+    diverged["samples_per_s"] = 102831.7;
+    diverged["loss_check"] = {{"passed", false}, {"first_nonfinite_step", 3}};
+    append_record(path, good);
+    append_record(path, diverged);
+    append_record(path, diverged);
+    for (const bool csv : {false, true}) {
+        std::ostringstream out, err;
+        EXPECT_EQ(write_report({{path}, csv}, out, err), 1);
+        EXPECT_EQ(out.str().find("102831.7"), std::string::npos) << out.str();
+        EXPECT_NE(err.str().find("report-diverged.jsonl: 2 record(s) of runs that diverged (loss check failed"),
+                  std::string::npos) << err.str();
+    }
+}
+
 TEST(Report, AFileWithoutAValidRecordIsRefused) {
     const std::string empty = temp_path("report-empty.jsonl"), garbage = temp_path("report-garbage.jsonl");
     std::ofstream(empty) << "";
