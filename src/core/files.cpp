@@ -263,6 +263,18 @@ std::string output_path_problem(const std::string& path, const std::string& flag
     return "";
 }
 
+int write_all_and_sync(int fd, const std::string& text, size_t& written) {
+    written = 0;
+    while (written < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? errno : ENOSPC;
+        written += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) return errno;  // EINVAL: no fsync on it
+    return 0;
+}
+
 void write_whole_file(const std::string& path, const std::string& text) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -270,14 +282,7 @@ void write_whole_file(const std::string& path, const std::string& text) {
     struct stat st {};
     const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);  // only a regular file is removed
     size_t written = 0;
-    int err = 0;
-    while (written < text.size() && err == 0) {
-        const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) err = n < 0 ? errno : ENOSPC;
-        else written += static_cast<size_t>(n);
-    }
-    if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;  // EINVAL: no fsync on it
+    int err = write_all_and_sync(fd, text, written);
     if (::close(fd) != 0 && err == 0) err = errno;
     if (err == 0) return;
     if (regular) ::unlink(path.c_str());  // no partial file: a reader never takes half a report for the whole

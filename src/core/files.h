@@ -60,6 +60,10 @@ std::string output_path_problem(const std::string& path, const std::string& flag
 // guide's JSON.
 void write_whole_file(const std::string& path, const std::string& text);
 
+// Writes all of `text` to `fd` and syncs it (EINTR retried; a write of nothing is a full disk);
+// 0 or the errno that stopped it, with `written` the bytes that reached the file.
+int write_all_and_sync(int fd, const std::string& text, size_t& written);
+
 // Flushes standard output; a table that could not be printed whole (stdout on a full disk,
 // /dev/full) throws std::runtime_error "cannot write the standard output: why", an internal
 // failure (exit 1), so a long run does not go on printing into nothing.

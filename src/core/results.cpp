@@ -127,14 +127,7 @@ void append_records(const std::string& path, const std::vector<nlohmann::json>& 
     const off_t before = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
     const std::string line = (ends_on_fresh_line(fd) ? "" : "\n") + body;
     size_t written = 0;
-    int err = 0;
-    while (written < line.size() && err == 0) {
-        const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) err = n < 0 ? errno : ENOSPC;
-        else written += static_cast<size_t>(n);
-    }
-    if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;  // EINVAL: no fsync on it
+    const int err = write_all_and_sync(fd, line, written);
     if (err == 0) {
         ::close(fd);  // releases the lock
         return;
