@@ -69,8 +69,9 @@ bool skipping(const DoctorOptions& o, const std::string& tier) {
     return std::find(o.skip.begin(), o.skip.end(), tier) != o.skip.end();
 }
 
-// Bad flags, before any work (the same verdict on every rank).
-std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
+// Bad flags, before any work (the same verdict on every rank); `snapshot_text` receives the
+// --from-snapshot file, read once here by the shared input reader.
+std::string options_problem(const DoctorOptions& o, size_t* max_bytes, std::string* snapshot_text) {
     try {
         *max_bytes = parse_size(o.max_bytes, "--max-bytes");
     } catch (const UserError& e) {
@@ -92,7 +93,7 @@ std::string options_problem(const DoctorOptions& o, size_t* max_bytes) {
             if (std::string why = output_path_problem(path, flag, OutputKind::whole_file); !why.empty()) return why;
     if (!o.from_snapshot.empty()) {
         try {  // the shared input reader's checks and message (a FIFO, /dev/zero, a folder, past its bound)
-            read_input_file(o.from_snapshot, "snapshot", kMaxSnapshotBytes);
+            *snapshot_text = read_input_file(o.from_snapshot, "snapshot", kMaxSnapshotBytes);
         } catch (const UserError& e) {
             return fmt::format("--from-snapshot {}", e.what());
         }
@@ -290,11 +291,12 @@ int run_doctor(const DoctorOptions& o, MPI_Comm world) {
     SB_CHECK_MPI(MPI_Comm_rank(world, &rank));
     SB_CHECK_MPI(MPI_Comm_size(world, &size));
     size_t max_bytes = 0;
-    agree_on_errors(world, rank == 0 ? options_problem(o, &max_bytes) : "");
-    options_problem(o, &max_bytes);  // every rank's max_bytes (the checks passed on rank 0)
+    std::string snapshot_text;  // rank 0's
+    agree_on_errors(world, rank == 0 ? options_problem(o, &max_bytes, &snapshot_text) : "");
+    max_bytes = parse_size(o.max_bytes, "--max-bytes");  // every rank's (rank 0 checked it)
     int code = 0;
     if (!o.from_snapshot.empty()) {
-        if (rank == 0) code = judge_and_print(o, doctor::load_snapshot(o.from_snapshot));
+        if (rank == 0) code = judge_and_print(o, doctor::parse_snapshot(snapshot_text, o.from_snapshot));
         SB_CHECK_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, world));
         return code;
     }
