@@ -1,10 +1,12 @@
 #include "collectives/sharding.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "collectives/host_dtype.h"
 
 namespace sb {
 
@@ -28,8 +30,7 @@ ShardLayout::ShardLayout(const std::vector<Bucket>& buckets, int world_size, int
     tail_padding_ = padded_end - flat_end;
 }
 
-ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw,
-                           bool holds_params)
+ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& comm, Ops& ops, bool adamw)
     : layout_(buckets, comm.size(), comm.rank()), buckets_(buckets), comm_(comm), ops_(ops) {
     const size_t s = layout_.shard_elements();
     const auto zeroed = [&](DeviceBuffer& buffer) {
@@ -39,14 +40,10 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
     zeroed(grads_);
     zeroed(state_a_);
     if (adamw) zeroed(state_b_);
-    bool padded = false;
-    for (size_t b = 0; b < buckets_.size(); ++b) padded = padded || layout_.padded_count(b) != buckets_[b].count;
-    if (padded && !holds_params) staging_ = DeviceBuffer(ops, layout_.largest_padded_count() * sizeof(float));
-    if (holds_params) zeroed(params_);
+    zeroed(params_);
 }
 
 void ShardedState::set_params_shard(const std::vector<float>& full) {
-    SB_REQUIRE(holds_params(), "set_params_shard on a shard without parameters");
     // This rank's slices, back to back; a padded slice past the parameters' end reads zeros.
     std::vector<float> mine(layout_.shard_elements(), 0.0f);
     for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -61,26 +58,13 @@ void ShardedState::set_params_shard(const std::vector<float>& full) {
 std::unique_ptr<CommRequest> ShardedState::reduce_scatter_bucket(size_t b, const float* bucket_grads) {
     // The padded span reads past the bucket's count: in the flat buffer the next bucket's
     // gradients (final, as buckets launch from the end of the buffer down) or the buffer's zero
-    // tail, in a landing slot zeros. What lands in the padding slots of the shard is never
-    // gathered back.
+    // tail, in a landing slot zeros. What lands in the padding slots of the shard is never read
+    // as a parameter.
     return comm_.reduce_scatter(bucket_grads, grads_.as<float>() + layout_.shard_offset(b), layout_.slice(b),
                                 DType::f32, ReduceOp::avg);
 }
 
-void ShardedState::update(float* params, const OptimizerConfig& cfg, int64_t step) {
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        float* mine = params + layout_.flat_offset(b);
-        const size_t at = layout_.shard_offset(b), count = layout_.slice(b);
-        if (cfg.kind == OptimizerConfig::Kind::adamw)
-            ops_.adamw_step(mine, grads_.as<float>() + at, state_a_.as<float>() + at, state_b_.as<float>() + at, count,
-                            cfg, step, Tensor{});
-        else
-            ops_.sgd_step(mine, grads_.as<float>() + at, state_a_.as<float>() + at, count, cfg, Tensor{});
-    }
-}
-
-void ShardedState::update_params_shard(const OptimizerConfig& cfg, int64_t step) {
-    SB_REQUIRE(holds_params(), "update_params_shard on a shard without parameters");
+void ShardedState::update(const OptimizerConfig& cfg, int64_t step) {
     const size_t s = layout_.shard_elements();
     if (cfg.kind == OptimizerConfig::Kind::adamw)
         ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), s, cfg,
@@ -89,45 +73,73 @@ void ShardedState::update_params_shard(const OptimizerConfig& cfg, int64_t step)
         ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), s, cfg, Tensor{});
 }
 
-std::unique_ptr<CommRequest> ShardedState::gather_bucket(size_t b, float* dst) {
-    return comm_.all_gather(params_.as<float>() + layout_.shard_offset(b), dst, layout_.slice(b), DType::f32);
+std::unique_ptr<CommRequest> ShardedState::gather_bucket(size_t b, void* dst, DType dtype) {
+    const size_t slice = layout_.slice(b);
+    void* mine = static_cast<char*>(dst) + static_cast<size_t>(layout_.rank()) * slice * dtype_size(dtype);
+    const auto count = static_cast<int64_t>(slice);
+    ops_.cast(Tensor{params_.as<float>() + layout_.shard_offset(b), DType::f32, 1, count}, Tensor{mine, dtype, 1, count});
+    return comm_.all_gather(mine, dst, slice, dtype);
 }
 
-void ShardedState::all_gather_params(float* params) {
-    // A bucket whose count divides into the slices is gathered in place; a padded one lands in
-    // the staging buffer and its count is copied out (the padding must not overwrite the next
-    // bucket), one at a time since they share the staging buffer. Either way the parameters a
-    // padded slice's update ran over are written back with their owners' values.
-    std::vector<std::unique_ptr<CommRequest>> in_flight;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        const float* mine = params + layout_.flat_offset(b);
-        const Bucket& bucket = buckets_[b];
-        if (layout_.padded_count(b) == bucket.count) {
-            in_flight.push_back(comm_.all_gather(mine, params + bucket.offset, layout_.slice(b), DType::f32));
-            continue;
-        }
-        comm_.all_gather(mine, staging_.get(), layout_.slice(b), DType::f32)->wait();
-        const auto count = static_cast<int64_t>(bucket.count);
-        ops_.cast(staging_.tensor(DType::f32, 1, count), Tensor{params + bucket.offset, DType::f32, 1, count});
-    }
-    for (auto& request : in_flight) request->wait();
+std::unique_ptr<CommRequest> ShardedState::gather_master_piece(size_t b, size_t first, size_t count, float* dst) {
+    return comm_.all_gather(params_.as<float>() + layout_.shard_offset(b) + first, dst, count, DType::f32);
+}
+
+namespace {
+bool is_vector(const ParamInfo& p) { return p.rows == 1; }
+}  // namespace
+
+size_t slot_fp32_elements(const std::vector<ParamInfo>& params, const Bucket& bucket, size_t padded,
+                          DType compute_dtype) {
+    if (compute_dtype == DType::f32) return padded;
+    size_t vectors = 0;
+    for (int i : bucket.param_indices)
+        if (is_vector(params[static_cast<size_t>(i)])) vectors += params[static_cast<size_t>(i)].count();
+    return vectors;
 }
 
 ParameterSlots::ParameterSlots(const std::vector<ParamInfo>& params, const std::vector<Bucket>& buckets,
-                               ShardedState& shard, Ops& ops, DType compute_dtype, size_t slots)
-    : buckets_(buckets), shard_(shard), ops_(ops), dtype_(compute_dtype) {
-    SB_REQUIRE(shard.holds_params() && slots >= 1, "parameter slots need a shard holding the parameters, and a slot");
-    for (const ParamInfo& p : params) param_offsets_.push_back(p.offset);
+                               ShardedState& shard, Ops& ops, DType compute_dtype, size_t shared_slots)
+    : params_(params), buckets_(buckets), shard_(shard), ops_(ops), dtype_(compute_dtype),
+      resident_(shared_slots == 0) {
+    SB_REQUIRE(dtype_ == DType::f32 || dtype_ == DType::bf16, "sharded parameters are gathered in fp32 or bf16");
     bucket_of_param_ = bucket_of_params(buckets_, params.size());
-    const size_t elements = shard.layout().largest_padded_count();
-    slots_.resize(slots);
-    for (Slot& slot : slots_) {
-        slot.master = DeviceBuffer(ops, elements * sizeof(float));
+    for (size_t b = 0; b < buckets_.size(); ++b) forward_order_.push_back(static_cast<int>(b));
+    std::sort(forward_order_.begin(), forward_order_.end(), [&](int x, int y) {
+        return buckets_[static_cast<size_t>(x)].offset < buckets_[static_cast<size_t>(y)].offset;
+    });
+    // In fp32 a parameter's fp32 values lie where it lies in the bucket; with a compute copy the
+    // bucket's vectors lie back to back, in the bucket's order.
+    fp32_offset_.assign(params.size(), SIZE_MAX);
+    std::vector<size_t> fp32_elements;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        const Bucket& bucket = buckets_[b];
+        size_t next = 0;
+        for (int i : bucket.param_indices) {
+            const ParamInfo& p = params[static_cast<size_t>(i)];
+            if (dtype_ == DType::f32)
+                fp32_offset_[static_cast<size_t>(i)] = p.offset - bucket.offset;
+            else if (is_vector(p)) {
+                fp32_offset_[static_cast<size_t>(i)] = next;
+                next += p.count();
+            }
+        }
+        fp32_elements.push_back(slot_fp32_elements(params, bucket, shard.layout().padded_count(b), dtype_));
+    }
+    // Resident, each slot holds its own bucket; shared, each the largest.
+    slots_.resize(resident_ ? buckets_.size() : shared_slots);
+    const size_t largest_fp32 = *std::max_element(fp32_elements.begin(), fp32_elements.end());
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        Slot& slot = slots_[s];
+        if (resident_) slot.bucket = static_cast<int>(s);
+        const size_t values = resident_ ? fp32_elements[s] : largest_fp32;
+        const size_t copy = resident_ ? shard.layout().padded_count(s) : shard.layout().largest_padded_count();
         // Zero, so a no-communication step that reads a slot never gathered computes on finite values.
-        ops.fill(slot.master.tensor(DType::f32, 1, static_cast<int64_t>(elements)), 0.0f);
+        slot.fp32 = DeviceBuffer(ops, values * sizeof(float));
+        ops.fill(slot.fp32.tensor(DType::f32, 1, static_cast<int64_t>(values)), 0.0f);
         if (dtype_ != DType::f32) {
-            slot.weights = DeviceBuffer(ops, elements * dtype_size(dtype_));
-            ops.fill(slot.weights.tensor(dtype_, 1, static_cast<int64_t>(elements)), 0.0f);
+            slot.weights = DeviceBuffer(ops, copy * dtype_size(dtype_));
+            ops.fill(slot.weights.tensor(dtype_, 1, static_cast<int64_t>(copy)), 0.0f);
         }
     }
 }
@@ -148,6 +160,7 @@ int ParameterSlots::slot_of(int param_index) {
         slot.read = true;
         // The first read of a gathered bucket: gather the next one the pass reads while this one
         // computes (forward: down the buckets, backward: up), into the least recently read slot.
+        // Resident, every bucket is held, so nothing is prefetched.
         const int step = b > last_first_read_ ? 1 : -1;
         last_first_read_ = b;
         const int next = b + step;
@@ -158,6 +171,7 @@ int ParameterSlots::slot_of(int param_index) {
 }
 
 int ParameterSlots::held_by(int bucket) const {
+    if (resident_) return bucket;
     for (size_t s = 0; s < slots_.size(); ++s)
         if (slots_[s].bucket == bucket) return static_cast<int>(s);
     return -1;
@@ -178,9 +192,14 @@ int ParameterSlots::take_slot(int bucket) {
     return static_cast<int>(chosen);
 }
 
+void* ParameterSlots::gathered_into(const Slot& slot) const {
+    return slot.weights.get() ? slot.weights.get() : slot.fp32.get();
+}
+
 void ParameterSlots::start_gather(Slot& slot) {
-    // The collective waits for the work queued before it, which reads what the slot held.
-    slot.pending = shard_.gather_bucket(static_cast<size_t>(slot.bucket), slot.master.as<float>());
+    // The cast of this rank's slice and the collective follow the work queued before them, which
+    // reads what the slot held.
+    slot.pending = shard_.gather_bucket(static_cast<size_t>(slot.bucket), gathered_into(slot), dtype_);
     slot.read = false;
     gathered_.push_back(slot.bucket);
 }
@@ -189,63 +208,155 @@ void ParameterSlots::finish_gather(Slot& slot) {
     if (!slot.pending) return;
     slot.pending->wait();
     slot.pending.reset();
-    if (slot.weights.get()) {
-        const auto count = static_cast<int64_t>(buckets_[static_cast<size_t>(slot.bucket)].count);
-        ops_.cast(slot.master.tensor(DType::f32, 1, count), slot.weights.tensor(dtype_, 1, count));
+    cast_vectors(slot);
+}
+
+void ParameterSlots::cast_vectors(Slot& slot) {
+    if (!slot.weights.get()) return;
+    const Bucket& bucket = buckets_[static_cast<size_t>(slot.bucket)];
+    for (int i : bucket.param_indices) {
+        const size_t at = fp32_offset_[static_cast<size_t>(i)];
+        if (at == SIZE_MAX) continue;
+        const auto count = static_cast<int64_t>(params_[static_cast<size_t>(i)].count());
+        ops_.cast(Tensor{static_cast<char*>(slot.weights.get()) + offset_in_slot(slot, i) * dtype_size(dtype_), dtype_,
+                         1, count},
+                  Tensor{slot.fp32.as<float>() + at, DType::f32, 1, count});
     }
 }
 
+void ParameterSlots::gather_every_bucket() {
+    SB_REQUIRE(resident_, "gather_every_bucket: the slots are shared");
+    for (int b : forward_order_) start_gather(slots_[static_cast<size_t>(b)]);
+}
+
 size_t ParameterSlots::offset_in_slot(const Slot& slot, int param_index) const {
-    return param_offsets_[static_cast<size_t>(param_index)] - buckets_[static_cast<size_t>(slot.bucket)].offset;
+    return params_[static_cast<size_t>(param_index)].offset - buckets_[static_cast<size_t>(slot.bucket)].offset;
 }
 
 const float* ParameterSlots::master(int param_index) {
     const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
-    return slot.master.as<float>() + offset_in_slot(slot, param_index);
+    const size_t at = fp32_offset_[static_cast<size_t>(param_index)];
+    SB_REQUIRE(at != SIZE_MAX, fmt::format("{} is read in fp32, but its slot holds fp32 values of vectors only",
+                                           params_[static_cast<size_t>(param_index)].name));
+    return slot.fp32.as<float>() + at;
 }
 
 void* ParameterSlots::weight(int param_index) {
     const Slot& slot = slots_[static_cast<size_t>(slot_of(param_index))];
     const size_t within = offset_in_slot(slot, param_index);
-    if (!slot.weights.get()) return slot.master.as<float>() + within;
+    if (!slot.weights.get()) return slot.fp32.as<float>() + within;
     return static_cast<char*>(slot.weights.get()) + within * dtype_size(dtype_);
 }
 
-void ParameterSlots::download_all(float* host) {
-    // Outside a step: gathering whatever the last step was, and not counted as a step's.
+void ParameterSlots::download_masters(float* host) {
+    // Through the slot that holds the bucket (resident) or the first (shared, given up before
+    // and after), counted as no step's gather: in fp32 each bucket at once, with a compute copy in
+    // pieces that fit the copy, each rank's piece put in its place; a resident slot is then
+    // gathered again, as the step left it.
+    finish_all();
+    const int n = shard_.layout().world_size();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        Slot& slot = slots_[resident_ ? b : 0];
+        const Bucket& bucket = buckets_[b];
+        const size_t slice = shard_.layout().slice(b);
+        if (!slot.weights.get()) {
+            shard_.gather_bucket(b, slot.fp32.get(), DType::f32)->wait();
+            ops_.download(host + bucket.offset, slot.fp32.get(), bucket.count * sizeof(float));
+            continue;
+        }
+        const size_t piece = std::max<size_t>(1, slot.weights.bytes() / sizeof(float) / static_cast<size_t>(n));
+        std::vector<float> pieces;
+        for (size_t first = 0; first < slice; first += piece) {
+            const size_t count = std::min(piece, slice - first);
+            pieces.resize(count * static_cast<size_t>(n));
+            shard_.gather_master_piece(b, first, count, slot.weights.as<float>())->wait();
+            ops_.download(pieces.data(), slot.weights.get(), pieces.size() * sizeof(float));
+            for (size_t r = 0; r < static_cast<size_t>(n); ++r)
+                for (size_t k = 0; k < count; ++k) {
+                    const size_t within = r * slice + first + k;  // past the count: padding
+                    if (within < bucket.count) host[bucket.offset + within] = pieces[r * count + k];
+                }
+        }
+        if (resident_) {
+            slot.pending = shard_.gather_bucket(b, slot.weights.get(), dtype_);
+            finish_gather(slot);
+        }
+    }
+    finish_all();
+}
+
+void ParameterSlots::download_read_values(float* host) {
+    // Resident, the slots as they stand; shared, each bucket gathered as a read gathers it, the
+    // step's record of its gathers kept.
     const bool gathering = gathering_;
     const std::vector<int> counted = gathered_;
     gathering_ = true;
-    empty();
+    finish_all();
+    std::vector<uint16_t> copy;
     for (const Bucket& bucket : buckets_) {
         const Slot& slot = slots_[static_cast<size_t>(slot_of(bucket.param_indices.front()))];
-        ops_.download(host + bucket.offset, slot.master.get(), bucket.count * sizeof(float));
+        if (!slot.weights.get()) {
+            ops_.download(host + bucket.offset, slot.fp32.get(), bucket.count * sizeof(float));
+            continue;
+        }
+        copy.resize(bucket.count);
+        ops_.download(copy.data(), slot.weights.get(), bucket.count * sizeof(uint16_t));
+        for (size_t i = 0; i < bucket.count; ++i) host[bucket.offset + i] = bf16_to_float(copy[i]);
     }
-    empty();
+    finish_all();
     gathering_ = gathering;
     gathered_ = counted;
 }
 
+void ParameterSlots::flip_read_bit(size_t index, int bit) {
+    SB_REQUIRE(resident_, "sharding parameters keeps no replica to flip a bit of");
+    SB_REQUIRE(dtype_ == DType::f32 || bit >= 16,
+               fmt::format("bit {} of an fp32 value is not in its bf16 copy (bits 16 to 31 are)", bit));
+    finish_all();
+    const auto found = std::find_if(buckets_.begin(), buckets_.end(), [&](const Bucket& bucket) {
+        return index >= bucket.offset && index < bucket.offset + bucket.count;
+    });
+    SB_REQUIRE(found != buckets_.end(), fmt::format("parameter element {} is in no bucket", index));
+    Slot& slot = slots_[static_cast<size_t>(found - buckets_.begin())];
+    const size_t element_bytes = dtype_size(dtype_);
+    char* at = static_cast<char*>(gathered_into(slot)) + (index - found->offset) * element_bytes;
+    uint32_t word = 0;  // the element's bytes, little-endian: a bf16 copy's are the fp32 value's high half
+    ops_.download(&word, at, element_bytes);
+    word ^= uint32_t{1} << (element_bytes == 2 ? bit - 16 : bit);
+    ops_.upload(at, &word, element_bytes);
+    cast_vectors(slot);  // the fp32 vectors follow the copy
+}
+
 double ParameterSlots::gathered_bytes_last_step() const {
-    double bytes = 0;
-    for (int b : gathered_last_step_) bytes += static_cast<double>(shard_.layout().padded_count(static_cast<size_t>(b)));
-    return bytes * sizeof(float);
+    double elements = 0;
+    for (int b : gathered_last_step_)
+        elements += static_cast<double>(shard_.layout().padded_count(static_cast<size_t>(b)));
+    return elements * static_cast<double>(dtype_size(dtype_));
 }
 
 void ParameterSlots::gather_last_step_again() {
-    // Into the first slot, one after the other; the slots are empty before and after.
-    empty();
-    for (int b : gathered_last_step_) shard_.gather_bucket(static_cast<size_t>(b), slots_.front().master.as<float>())->wait();
+    // Resident, each bucket into its own slot (the shards are unchanged, so is what it holds);
+    // shared, into the first slot, the slots empty before and after.
+    finish_all();
+    for (int b : gathered_last_step_) {
+        Slot& slot = slots_[resident_ ? static_cast<size_t>(b) : 0];
+        shard_.gather_bucket(static_cast<size_t>(b), gathered_into(slot), dtype_)->wait();
+    }
+    finish_all();
 }
 
 void ParameterSlots::end_step() {
-    empty();
+    finish_all();
     if (gathering_) gathered_last_step_ = gathered_;  // a no-communication step gathers nothing
     gathered_.clear();
 }
 
-void ParameterSlots::empty() {
+void ParameterSlots::finish_all() {
     for (Slot& slot : slots_) {
+        if (resident_) {
+            finish_gather(slot);
+            continue;
+        }
         if (slot.pending) slot.pending->wait();  // a prefetch nobody read
         slot.pending.reset();
         slot.bucket = -1;
@@ -258,7 +369,7 @@ void ParameterSlots::empty() {
 
 size_t ParameterSlots::bytes() const {
     size_t total = 0;
-    for (const Slot& slot : slots_) total += slot.master.bytes() + slot.weights.bytes();
+    for (const Slot& slot : slots_) total += slot.fp32.bytes() + slot.weights.bytes();
     return total;
 }
 

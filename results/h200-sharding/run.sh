@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Sharded data parallel on one H200 (docs/sharding.md), ranks sharing the GPU (--share-gpu), in one
-# call of under 9 minutes, from any folder:  OUT=/some/folder results/h200-sharding/run.sh [parameters]
-# (with `parameters`: the build and step 4's scalebench parameters launch alone, for a call of its own)
+# Sharded data parallel on one H200 (docs/sharding.md), ranks sharing the GPU (--share-gpu), in two
+# calls of under 9 minutes each, from any folder:  OUT=/some/folder results/h200-sharding/run.sh [parameters]
+#   (no argument)
 #   1. build scalebench (CUDA, sm_90);
 #   2. equivalence: each mode (parameters too) against the unsharded step, 2 and 4 ranks, fp32 and dropout 0 (the tiny
 #      BERT of configs/ci-transformer.yaml and the tiny ResNet of configs/ci-resnet.yaml);
 #   3. the refusal: GPT-2 XL at a batch whose replica does not fit a quarter of the GPU, unsharded;
 #   4. GPT-2 large b2 bf16 at 2 ranks (4 ranks over the socket fabric take about 2 minutes a launch,
-#      past the call): scalebench none / optimizer / gradients beside PyTorch
-#      (tests/reference/fsdp_bench.py: DDP, DDP + ZeroRedundancyOptimizer, FSDP2 reshard False and True):
-#      step, communication cost, memory per rank predicted and measured; then, in what is left,
-#      scalebench's parameters (its peer, FSDP2 reshard True, is in the PyTorch run).
+#      past the call), buckets of 25 MB (DDP's default): scalebench none / optimizer / gradients beside
+#      PyTorch (tests/reference/fsdp_bench.py: DDP, DDP + ZeroRedundancyOptimizer, FSDP2 reshard False):
+#      step, communication cost, memory per rank predicted and measured.
+#   parameters
+#   1. build scalebench and scalebench_gpu_tests;
+#   2. the SharedGpuSharding tests at 2 and 4 ranks (each mode against the unsharded step in fp32 and
+#      bf16, memory per kind as predicted);
+#   3. GPT-2 large b2 bf16 at 2 ranks in buckets of 79 MB (one GPT-2 large block in fp32: FSDP2's
+#      unit): scalebench gradients and parameters beside FSDP2 reshard False and True.
 # Writes to $OUT: run.log, summary.md (summarize.py: PASS or FAIL per requirement, then the tables)
 # and details.tar.gz (every record and log). LIMIT (default 520) caps the call's seconds.
 set -uo pipefail
@@ -37,8 +42,9 @@ trap pack EXIT
 nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 el build
+targets=(scalebench); [[ $part == parameters ]] && targets+=(scalebench_gpu_tests)
 { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSCALEBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 &&
-  cmake --build "$B" -j"$(nproc)" --target scalebench; } >"$W/build.log" 2>&1 || { tail -30 "$W/build.log"; exit 1; }
+  cmake --build "$B" -j"$(nproc)" --target "${targets[@]}"; } >"$W/build.log" 2>&1 || { tail -30 "$W/build.log"; exit 1; }
 el "built: $(grep -c 'Building' "$W/build.log") compile steps"
 
 sb() {  # NAME SECONDS NP ARGS...: scalebench under mpirun, log in $R/NAME.log, exit status in $R/NAME.rc
@@ -48,11 +54,29 @@ sb() {  # NAME SECONDS NP ARGS...: scalebench under mpirun, log in $R/NAME.log, 
   echo $? >"$R/$name.rc"
   echo "   exit $(cat "$R/$name.rc")"; grep -E '^ +[0-9]+ |error|fits' "$R/$name.log" | head -6
 }
-large_parameters() {  # ZeRO-3 takes about twice the others' two minutes over this fabric: gathers in both passes
-  sb large-parameters 200 2 train --config configs/gpt2-large.yaml --share-gpu --sharding parameters --batch-size 2 \
-    --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
+peer() {  # MODE...: fsdp_bench.py at 2 ranks sharing the GPU, GPT-2 large b2
+  local modes=(); for m in "$@"; do modes+=(--mode "$m"); done
+  el "PyTorch: $* at 2 ranks sharing the GPU"
+  timeout "$(left 200)" python3 -m torch.distributed.run --standalone --nproc_per_node 2 tests/reference/fsdp_bench.py \
+    --share-gpu --workload gpt2-large:2 "${modes[@]}" --scaling 2 --steps 4 --warmup 2 --out "$R/peer.jsonl" \
+    >>"$R/peer.log" 2>&1
+  echo "   exit $?"; tail -4 "$R/peer.log"
 }
-[[ $part == parameters ]] && { large_parameters; exit 0; }
+if [[ $part == parameters ]]; then
+  for np in 2 4; do  # each rank's results in its own XML
+    el "SharedGpuSharding tests at $np ranks"
+    timeout "$(left 150)" "${mpirun[@]}" -np "$np" bash -c \
+      'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/gtest-np'"$np"'-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
+      "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
+    echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/gtest-np$np.log" | head -8
+  done
+  for mode in gradients parameters; do  # ZeRO-3 takes longer over this fabric: gathers in both passes
+    sb "large-$mode-79" 200 2 train --config configs/gpt2-large.yaml --share-gpu --sharding "$mode" --batch-size 2 \
+      --bucket-mb 79 --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
+  done
+  peer gradients parameters
+  exit 0
+fi
 for mode in none optimizer gradients parameters; do
   sb "equiv-transformer-$mode" 60 4 train --config configs/ci-transformer.yaml --share-gpu --precision fp32 \
     --sharding "$mode" --scaling 2,4 --steps 5 --warmup 1 --bucket-mb 0.01 --out "$R/equiv-transformer.jsonl"
@@ -73,10 +97,6 @@ for mode in none optimizer gradients; do
   sb "large-$mode" 100 2 train --config configs/gpt2-large.yaml --share-gpu --sharding "$mode" --batch-size 2 \
     --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
 done
-el "PyTorch: DDP, ZeroRedundancyOptimizer, FSDP2 at 2 ranks sharing the GPU"
-timeout "$(left 200)" python3 -m torch.distributed.run --standalone --nproc_per_node 2 tests/reference/fsdp_bench.py \
-  --share-gpu --workload gpt2-large:2 --scaling 2 --steps 4 --warmup 2 --out "$R/peer.jsonl" >"$R/peer.log" 2>&1
-echo "   exit $?"; tail -6 "$R/peer.log"
-# ZeRO-3 last, in what the call has left (the PyTorch run above has every mode, FSDP2 reshard True among them).
-large_parameters
+
+peer none optimizer gradients
 exit 0  # the verdicts are in summary.md

@@ -22,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch"))
 from multi_gpu_tables import gtest_ranks, gtest_ranks_line, read_jsonl  # noqa: E402
 
-SHARED_GPU_TESTS = 17  # the *SharedGpu* tests of tests/gpu/test_shared_gpu_training.cpp
+SHARED_GPU_TESTS = 18  # the *SharedGpu* tests of tests/gpu/test_shared_gpu_training.cpp
 FAULT_REPS = 10
 FABRIC_REPS = 3  # repetitions of each fabric setting, interleaved (run.sh b)
 

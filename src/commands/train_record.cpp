@@ -39,8 +39,8 @@ namespace {
 nlohmann::json or_null(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
 
 // The mode and, sharded, each collective of the step alone: its bytes (nccl-tests' size: the
-// padded span of every bucket; sharding parameters, the all-gather's of every bucket the step
-// gathered), its median time and bus bandwidth ((n-1)/n for both).
+// reduce-scatter's the padded span of every bucket in fp32, the all-gather's every bucket the
+// step gathered in the compute dtype), its median time and bus bandwidth ((n-1)/n for both).
 nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFigures& f, const ScalingRow& row,
                                const TrainConfig& cfg, int n) {
     const ShardedState* sharded = trainer.sharded();
@@ -50,18 +50,16 @@ nlohmann::json sharding_record(const DataParallelTrainer& trainer, const SizeFig
         return nlohmann::json{{"bytes", collective_bytes}, {"ms", or_null(ms)},
                               {"busbw_gbps", or_null(collective_bytes / (ms / 1000.0) / 1e9 * (n - 1) / n)}};
     };
-    // Sharding parameters, the all-gather is every gather of the last step (a bucket once or twice).
-    const ParameterSlots* slots = trainer.parameter_slots();
+    // Resident slots gather every bucket once a step; shared ones a bucket once or twice.
+    const ParameterSlots& slots = *trainer.parameter_slots();
     nlohmann::json record = {
         {"mode", sharding_mode_name(cfg.sharding)},
         {"shard_elements", sharded->layout().shard_elements()},
         {"reduce_scatter", collective(bytes, row.allreduce.median)},
-        {"all_gather", collective(slots ? slots->gathered_bytes_last_step() : bytes, f.all_gather_ms)}};
+        {"all_gather", collective(slots.gathered_bytes_last_step(), f.all_gather_ms)},
+        {"gathered_buckets", slots.gathered_last_step().size()}};
     if (trainer.bucketer().lands_in_slots()) record["landing_slots"] = trainer.bucketer().landing_slots();
-    if (slots) {
-        record["parameter_slots"] = slots->slots();
-        record["gathered_buckets"] = slots->gathered_last_step().size();
-    }
+    if (!slots.resident()) record["parameter_slots"] = slots.slots();
     return record;
 }
 

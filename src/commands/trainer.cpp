@@ -84,21 +84,21 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     live_before_ = ops.live_bytes();
     ops.reset_peak_bytes();
 
-    // Sharded, the full buffers carry the zero tail a padded bucket's collectives reach.
+    // Sharded, the rank holds its shard of the master parameters and the model reads them from
+    // slots they are gathered into (ParameterSlots: every bucket's own, or a few shared sharding
+    // parameters); the gradients land in the bucketer's slots sharding gradients or parameters,
+    // else in the full buffer, which carries the zero tail a padded bucket's collectives reach.
+    const bool landing = cfg.sharding == ShardingMode::gradients || cfg.sharding == ShardingMode::parameters;
     const size_t padded_n =
         n + (sharding ? ShardLayout(bucket_layout(model_->params(), cfg.bucket_mb), comm.size(), comm.rank())
                             .tail_padding()
                       : 0);
-    // Sharded by gradients or parameters, gradients land in the bucketer's slots (land_in_slots);
-    // sharded by parameters, the rank holds its shard of them and reads them from gathered slots.
-    const bool gathered = cfg.sharding == ShardingMode::parameters;
-    const bool landing = gathered || cfg.sharding == ShardingMode::gradients;
-    if (!gathered) params_ = DeviceBuffer(ops, padded_n * sizeof(float));
+    if (!sharding) params_ = DeviceBuffer(ops, n * sizeof(float));
     if (!landing) {
         grads_ = DeviceBuffer(ops, padded_n * sizeof(float));
         ops.fill(grads_.tensor(DType::f32, 1, static_cast<int64_t>(padded_n)), 0.0f);
     }
-    if (dtype != DType::f32 && !gathered) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
+    if (dtype != DType::f32 && !sharding) weights_ = DeviceBuffer(ops, n * dtype_size(dtype));
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     if (!sharding) {  // sharded, the optimizer state is the shard's
         state_a_ = DeviceBuffer(ops, n * sizeof(float));
@@ -110,24 +110,24 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     }
 
     // Identical initial weights on every rank: same seed, same portable generator.
-    std::vector<float> host(padded_n, 0.0f);
+    std::vector<float> host(n, 0.0f);
     model_->init_params(host.data(), cfg.seed);
-    if (params_.get()) ops.upload(params_.get(), host.data(), padded_n * sizeof(float));
+    if (params_.get()) ops.upload(params_.get(), host.data(), n * sizeof(float));
     if (weights_.get())
         ops.cast(params_.tensor(DType::f32, 1, static_cast<int64_t>(n)), weights_.tensor(dtype, 1, static_cast<int64_t>(n)));
 
     bucketer_ = std::make_unique<Bucketer>(model_->params(), cfg.bucket_mb, comm, grads_.as<float>(), ops,
                                            cfg.grad_dtype);
     if (sharding) {
-        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw, gathered);
-        if (gathered) sharded_->set_params_shard(host);
+        sharded_ = std::make_unique<ShardedState>(bucketer_->buckets(), comm, ops, adamw);
+        sharded_->set_params_shard(host);
         bucketer_->shard_into(*sharded_);
-    }
-    const ShardSlots slots = landing ? shard_slots(cfg) : ShardSlots{};
-    if (landing) bucketer_->land_in_slots(slots.landing);
-    if (gathered)
+        const ShardSlots slots = landing ? shard_slots(cfg) : ShardSlots{};
+        if (landing) bucketer_->land_in_slots(slots.landing);
         param_slots_ = std::make_unique<ParameterSlots>(model_->params(), bucketer_->buckets(), *sharded_, ops, dtype,
                                                         slots.parameters);
+        if (param_slots_->resident()) param_slots_->gather_every_bucket();
+    }
     FlatBuffers flat{params_.as<float>(), weights_.get() ? weights_.get() : params_.get(), grads_.as<float>(),
                      landing ? bucketer_.get() : nullptr, param_slots_.get()};
     size_t live = ops.live_bytes();
@@ -138,8 +138,9 @@ DataParallelTrainer::DataParallelTrainer(const TrainConfig& cfg, Ops& ops, Commu
     data_ = create_dataset(cfg, ops, global_batch(), comm.rank(), local_batch_);
     data_bytes_ = ops.live_bytes() - live;
     if (ops.precision() == Precision::fp16) loss_scale_ = kInitialLossScale;
-    // Gathered parameters: which slot holds which bucket is decided on the host at each read.
-    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs() && !gathered;
+    // Sharded, a read waits for its bucket's gather, issued outside the step's graph (resident) or
+    // at the read: which slot holds which bucket is decided on the host.
+    use_graphs_ = cfg.cuda_graphs && step_is_host_free() && ops.has_graphs() && !sharding;
 }
 
 DataParallelTrainer::~DataParallelTrainer() {
@@ -229,7 +230,7 @@ void DataParallelTrainer::apply_optimizer(bool communicate) {
     const Tensor weights_copy =
         weights_.get() ? weights_.tensor(compute_dtype(ops_.precision()), 1, static_cast<int64_t>(n)) : Tensor{};
     if (sharded_)
-        update_sharded(weights_copy, communicate);
+        update_sharded(communicate);
     else if (cfg_.optimizer.kind == OptimizerConfig::Kind::adamw)
         ops_.adamw_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), state_b_.as<float>(), n,
                         cfg_.optimizer, optimizer_steps_, weights_copy);
@@ -237,16 +238,12 @@ void DataParallelTrainer::apply_optimizer(bool communicate) {
         ops_.sgd_step(params_.as<float>(), grads_.as<float>(), state_a_.as<float>(), n, cfg_.optimizer, weights_copy);
 }
 
-void DataParallelTrainer::update_sharded(const Tensor& weights_copy, bool communicate) {
-    if (param_slots_) {  // no gather in flight reads the shard it updates; the next read gathers afresh
-        param_slots_->end_step();
-        sharded_->update_params_shard(cfg_.optimizer, optimizer_steps_);
-        return;
-    }
-    sharded_->update(params_.as<float>(), cfg_.optimizer, optimizer_steps_);
-    if (communicate) sharded_->all_gather_params(params_.as<float>());
-    if (weights_copy.data)
-        ops_.cast(params_.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);
+void DataParallelTrainer::update_sharded(bool communicate) {
+    // No gather in flight reads the shard the optimizer updates. Resident slots are gathered
+    // again at once (the next forward waits for each bucket's as it reads it); shared ones as read.
+    param_slots_->end_step();
+    sharded_->update(cfg_.optimizer, optimizer_steps_);
+    if (communicate && param_slots_->resident()) param_slots_->gather_every_bucket();
 }
 
 void DataParallelTrainer::start_step_clocks() {
@@ -292,7 +289,7 @@ float DataParallelTrainer::last_loss() {
 std::vector<float> DataParallelTrainer::params_host() {
     std::vector<float> host(model_->num_params());
     if (param_slots_)
-        param_slots_->download_all(host.data());
+        param_slots_->download_masters(host.data());
     else
         ops_.download(host.data(), params_.get(), host.size() * sizeof(float));
     return host;
@@ -324,10 +321,7 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
     for (int it = 0; it < iterations; ++it) {
         comm_.barrier();
         ops_.record_marker(kCommStart);
-        if (param_slots_)
-            param_slots_->gather_last_step_again();
-        else
-            sharded_->all_gather_params(params_.as<float>());  // every rank's slices as they stand: no change
+        param_slots_->gather_last_step_again();
         ops_.record_marker(kCommEnd);
         times.push_back(ops_.elapsed_ms(kCommStart, kCommEnd));
     }
@@ -337,21 +331,21 @@ double DataParallelTrainer::time_params_all_gather(int iterations) {
 RankMemory DataParallelTrainer::measured_memory() const {
     RankMemory m;
     m.parameters = static_cast<double>(params_.bytes() + weights_.bytes()) +
-                   (param_slots_ ? static_cast<double>(sharded_->params_shard_bytes() + param_slots_->bytes()) : 0);
+                   (sharded_ ? static_cast<double>(sharded_->params_shard_bytes() + param_slots_->bytes()) : 0);
     m.gradients = static_cast<double>(grads_.bytes() + bucketer_->landing_bytes()) +
                   (sharded_ ? sharded_->gradient_bytes() : 0);
     m.optimizer_state = static_cast<double>(state_a_.bytes() + state_b_.bytes()) +
                         (sharded_ ? sharded_->optimizer_state_bytes() : 0);
     m.activations = static_cast<double>(bound_bytes_);
     m.data = static_cast<double>(data_bytes_);
-    m.comm_buffers = sharded_ ? static_cast<double>(sharded_->staging_bytes())
-                              : static_cast<double>(bucketer_->comm_buffer_bytes());
+    m.comm_buffers = static_cast<double>(bucketer_->comm_buffer_bytes());
     return m;
 }
 
 uint64_t DataParallelTrainer::params_checksum() {
-    if (param_slots_) {  // of the parameters as every rank gathers them
-        const std::vector<float> params = params_host();
+    if (param_slots_) {  // of the parameters as this rank reads them
+        std::vector<float> params(model_->num_params());
+        param_slots_->download_read_values(params.data());
         return checksum_host(params.data(), params.size() * sizeof(float));
     }
     return ops_.checksum(params_.get(), model_->num_params() * sizeof(float));
@@ -361,8 +355,9 @@ void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
     const size_t n = model_->num_params();
     SB_REQUIRE(params.size() == n, fmt::format("{} parameters given, the model has {}", params.size(), n));
     if (param_slots_) {
+        param_slots_->end_step();  // no gather in flight reads the shard; shared slots given up
         sharded_->set_params_shard(params);
-        param_slots_->empty();
+        if (param_slots_->resident()) param_slots_->gather_every_bucket();
         return;
     }
     ops_.upload(params_.get(), params.data(), n * sizeof(float));
@@ -372,10 +367,13 @@ void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
 }
 
 void DataParallelTrainer::flip_parameter_bit(size_t index, int bit) {
-    SB_REQUIRE(!param_slots_, "sharding parameters keeps no replica to flip a bit of");
+    SB_REQUIRE(index < model_->num_params() && bit >= 0 && bit < 32,
+               fmt::format("parameter {} bit {} of {} parameters", index, bit, model_->num_params()));
+    if (param_slots_) {  // the values this rank reads; its shard stays as every rank gathers it
+        param_slots_->flip_read_bit(index, bit);
+        return;
+    }
     std::vector<float> params = params_host();
-    SB_REQUIRE(index < params.size() && bit >= 0 && bit < 32,
-               fmt::format("parameter {} bit {} of {} parameters", index, bit, params.size()));
     uint32_t word = 0;
     std::memcpy(&word, &params[index], sizeof word);
     word ^= uint32_t{1} << bit;

@@ -95,7 +95,7 @@ public:
     // Sharded: the shard layout and the median time of the parameters' all-gather alone (ms): every
     // bucket's, or sharding parameters the last step's gathers in its order.
     const ShardedState* sharded() const { return sharded_.get(); }
-    const ParameterSlots* parameter_slots() const { return param_slots_.get(); }  // sharding parameters
+    const ParameterSlots* parameter_slots() const { return param_slots_.get(); }  // sharded modes
     double time_params_all_gather(int iterations);
     // What this rank's buffers hold by kind, the allocator's deltas around the model's
     // binding (activations) and the dataset (data), and `peak_total`: the backend's
@@ -104,12 +104,13 @@ public:
     double peak_total_bytes() const { return static_cast<double>(ops_.peak_bytes() - live_before_); }
 
     // Replica checks (silent data corruption): models/checksum.h's checksum of the fp32
-    // parameters, computed by the backend where they live, which data parallelism keeps
-    // bitwise identical on every rank; set_params_host replaces
-    // them (and the compute copy), e.g. to resynchronise a replica found to differ.
+    // parameters the model reads (sharded: as gathered into this rank's slots), which data
+    // parallelism keeps bitwise identical on every rank; set_params_host replaces the master
+    // values (and what the model reads), e.g. to resynchronise a replica found to differ.
     uint64_t params_checksum();
     void set_params_host(const std::vector<float>& params);
-    // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only.
+    // Test hook: flips bit `bit` (0..31) of parameter `index` on this rank only (sharded: in the
+    // slot it is read from; refused sharding parameters, whose slots are gathered afresh).
     void flip_parameter_bit(size_t index, int bit);
     // Reduces the gradient buffer as it stands twice (every bucket's collective: the all-reduce,
     // or the reduce-scatter into the shard when sharded), from identical inputs, and
@@ -127,9 +128,9 @@ private:
     void start_step_clocks();
     void inject_test_fault(int64_t step);  // SCALEBENCH_TEST_CUDA_FAULT
     void all_reduce_every_bucket();
-    // The optimizer on this rank's shard, then (communicating) the all-gather of the
-    // parameters, and the compute copy cast from them.
-    void update_sharded(const Tensor& weights_copy, bool communicate);
+    // The optimizer on this rank's shard, then (communicating, resident slots) the all-gather of
+    // every bucket, which the next step's reads wait for.
+    void update_sharded(bool communicate);
 
     const TrainConfig& cfg_;
     Ops& ops_;
@@ -140,7 +141,7 @@ private:
     DeviceBuffer params_, weights_, grads_, state_a_, state_b_, loss_;
     std::unique_ptr<Bucketer> bucketer_;
     std::unique_ptr<ShardedState> sharded_;        // sharded modes
-    std::unique_ptr<ParameterSlots> param_slots_;  // sharding parameters: where the model reads them
+    std::unique_ptr<ParameterSlots> param_slots_;  // sharded modes: where the model reads the parameters
     size_t live_before_ = 0, bound_bytes_ = 0, data_bytes_ = 0;  // allocator accounting
     float loss_scale_ = 1.0f;  // fp16 dynamic loss scaling
     int good_steps_ = 0;

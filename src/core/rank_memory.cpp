@@ -1,5 +1,7 @@
 #include "src/core/rank_memory.h"
 
+#include <algorithm>
+
 #include "collectives/bucketer.h"
 #include "collectives/sharding.h"
 #include "models/trace_ops.h"
@@ -15,8 +17,8 @@ nlohmann::json to_json(const RankMemory& m) {
 
 namespace {
 // The model bound on the tracing backend as the trainer binds it for `cfg`'s mode: on fake flat
-// buffers, or with its gradients landing in slots and its parameters read from gathered ones,
-// whose counters a traced step fills.
+// buffers, or sharded with its parameters read from gathered slots and (gradients, parameters)
+// its gradients landing in slots, whose counters a traced step fills.
 struct TracedBinding {
     TraceOps ops;
     std::unique_ptr<Model> model;
@@ -32,7 +34,7 @@ struct TracedBinding {
         flat = DeviceBuffer(ops, model->num_params() * sizeof(float));
         if (cfg.sharding == ShardingMode::gradients || cfg.sharding == ShardingMode::parameters)
             landing = std::make_unique<LandingCounter>(model->params(), buckets, flat.as<float>());
-        if (cfg.sharding == ShardingMode::parameters)
+        if (cfg.sharding != ShardingMode::none)
             home = std::make_unique<ParameterSlotCounter>(model->params(), buckets, flat.as<float>(),
                                                           dtype_size(compute_dtype(cfg.precision)),
                                                           [this] { return ops.position(); });
@@ -52,7 +54,7 @@ struct TracedBinding {
         DeviceBuffer loss(ops, sizeof(float));
         model->forward_backward(inputs.tensor(batch.dtype, local_batch, batch.cols), labels.as<int32_t>(),
                                 loss.as<float>(), 1.0f, landing.get());
-        return {landing->slots_needed(), home ? home->slots_needed() : 0};
+        return {landing->slots_needed(), cfg.sharding == ShardingMode::parameters ? home->slots_needed() : 0};
     }
 };
 }  // namespace
@@ -87,20 +89,27 @@ RankMemory predict_rank_memory(const TrainConfig& cfg, int world_size, int local
     const double full = n + static_cast<double>(layout.tail_padding());
     const double shard = static_cast<double>(layout.shard_elements());
     const double slot = static_cast<double>(layout.largest_padded_count());
-    bool padded = false;
-    for (size_t b = 0; b < traced.buckets.size(); ++b)
-        padded = padded || layout.padded_count(b) != traced.buckets[b].count;
     const ShardSlots slots = traced.count_slots(cfg, local_batch);
-    const bool gathered = cfg.sharding == ShardingMode::parameters;
-    // Gathered, the master shard and the slots (fp32 and the compute copy) hold the parameters.
-    m.parameters = gathered ? shard * sizeof(float) + static_cast<double>(slots.parameters) * slot *
-                                                          (sizeof(float) + compute_copy)
-                            : full * sizeof(float) + n * compute_copy;
+    // The master shard, and the slots the model reads from: the compute copy of each bucket's
+    // padded span and its fp32 values (collectives/sharding.h, slot_fp32_elements), every
+    // bucket's own, or sharding parameters shared slots of the largest of each.
+    const std::vector<ParamInfo>& params = traced.model->params();
+    double copies = 0, fp32 = 0, largest_fp32 = 0;
+    for (size_t b = 0; b < traced.buckets.size(); ++b) {
+        const double values = static_cast<double>(
+            slot_fp32_elements(params, traced.buckets[b], layout.padded_count(b), compute_dtype(cfg.precision)));
+        copies += static_cast<double>(layout.padded_count(b));
+        fp32 += values;
+        largest_fp32 = std::max(largest_fp32, values);
+    }
+    const double read = cfg.sharding == ShardingMode::parameters
+                            ? static_cast<double>(slots.parameters) * (slot * compute_copy + largest_fp32 * sizeof(float))
+                            : copies * compute_copy + fp32 * sizeof(float);
+    m.parameters = shard * sizeof(float) + read;
     // Landing in slots of the largest padded bucket, the gradients need no full buffer.
     m.gradients = ((slots.landing ? static_cast<double>(slots.landing) * slot : full) + shard) * sizeof(float);
     m.optimizer_state = shard * sizeof(float) * state_buffers;
-    // The all-gather in place stages a padded bucket; gathered into slots, none is staged.
-    m.comm_buffers = padded && !gathered ? slot * sizeof(float) : 0;
+    m.comm_buffers = 0;
     return m;
 }
 

@@ -11,11 +11,11 @@
 namespace sb {
 
 struct RankMemory {
-    double parameters = 0;       // the fp32 master parameters and the compute copy (gathered: the shard and the slots)
+    double parameters = 0;       // the fp32 master parameters and the compute copy (sharded: the shard and the slots)
     double gradients = 0;        // the fp32 gradients the backward writes (in full or its landing slots), the shard
     double optimizer_state = 0;  // momentum, or AdamW's two moments (the shard's only when sharded)
     double activations = 0;      // what the model allocates when bound for the local batch
-    double comm_buffers = 0;     // 16-bit gradient copies (grad_dtype), the all-gather's staging
+    double comm_buffers = 0;     // 16-bit gradient copies (grad_dtype)
     double data = 0;             // the dataset's batches on the backend
     double total() const {
         return parameters + gradients + optimizer_state + activations + comm_buffers + data;

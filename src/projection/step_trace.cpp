@@ -121,22 +121,22 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     t.local_batch = local_batch;
     t.world_size = world_size;
     t.sharding = cfg.sharding;
-    // As DataParallelTrainer's constructor: the model, its flat buffers (sharded: with the zero tail a
-    // padded bucket's collectives reach, and no full optimizer state), bound for the local batch.
+    // As DataParallelTrainer's constructor: the model, its flat buffers (sharded: the master shard,
+    // the slots the model reads from and no full optimizer state), bound for the local batch.
     std::unique_ptr<Model> model = create_model(cfg, ops);
     const size_t n = model->num_params();
     const DType dtype = compute_dtype(cfg.precision);
     const bool adamw = cfg.optimizer.kind == OptimizerConfig::Kind::adamw;
     const bool sharded = cfg.sharding != ShardingMode::none;
-    const bool gathered = cfg.sharding == ShardingMode::parameters;
-    const bool landing = gathered || cfg.sharding == ShardingMode::gradients;
+    const bool landing = cfg.sharding == ShardingMode::gradients || cfg.sharding == ShardingMode::parameters;
     const std::vector<Bucket> layout = bucket_layout(model->params(), cfg.bucket_mb);
     const size_t padded_n = n + (sharded ? ShardLayout(layout, world_size, 0).tail_padding() : 0);
-    DeviceBuffer params(ops, padded_n * sizeof(float)), grads(ops, padded_n * sizeof(float)), loss(ops, sizeof(float));
-    DeviceBuffer state_a, state_b, weights;
+    DeviceBuffer grads(ops, padded_n * sizeof(float)), loss(ops, sizeof(float));
+    DeviceBuffer params, state_a, state_b, weights;
+    if (!sharded) params = DeviceBuffer(ops, n * sizeof(float));
     if (!sharded) state_a = DeviceBuffer(ops, n * sizeof(float));
     if (!sharded && adamw) state_b = DeviceBuffer(ops, n * sizeof(float));
-    if (dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
+    if (!sharded && dtype != DType::f32) weights = DeviceBuffer(ops, n * dtype_size(dtype));
     // One batch of one rank: the data is never read, only its shapes, so none is generated.
     const BatchShape batch = batch_shape(cfg);
     DeviceBuffer inputs(ops, static_cast<size_t>(local_batch * batch.cols) * dtype_size(batch.dtype));
@@ -146,21 +146,21 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     std::unique_ptr<ShardedState> shard;
     std::unique_ptr<ParameterSlots> slots;
     if (sharded) {
-        shard = std::make_unique<ShardedState>(bucketer.buckets(), comm, ops, adamw, gathered);
+        shard = std::make_unique<ShardedState>(bucketer.buckets(), comm, ops, adamw);
         bucketer.shard_into(*shard);
         t.shard_elements = shard->layout().shard_elements();
-        const ShardSlots counts = shard_slots(cfg);
+        const ShardSlots counts = landing ? shard_slots(cfg) : ShardSlots{};
         if (landing) bucketer.land_in_slots(counts.landing);
-        if (gathered)
-            slots = std::make_unique<ParameterSlots>(model->params(), bucketer.buckets(), *shard, ops, dtype,
-                                                     counts.parameters);
+        slots = std::make_unique<ParameterSlots>(model->params(), bucketer.buckets(), *shard, ops, dtype,
+                                                 counts.parameters);
     }
     model->bind(FlatBuffers{params.as<float>(), weights.get() ? weights.get() : params.get(), grads.as<float>(),
                             landing ? &bucketer : nullptr, slots.get()},
                 local_batch);
     ops.clear();
 
-    // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied).
+    // As DataParallelTrainer::issue_step (fp16 takes the path where the step is applied). The
+    // resident slots' gathers, which the next forward waits for, are charged to this step's end.
     const Tensor weights_copy = weights.get() ? weights.tensor(dtype, 1, static_cast<int64_t>(n)) : Tensor{};
     bucketer.start_step();
     OrderSink sink(bucketer);
@@ -170,13 +170,10 @@ StepTrace trace_step(const TrainConfig& cfg, int local_batch, const DeviceLimits
     bucketer.wait_all();
     if (cfg.precision == Precision::fp16) ops.unscale_and_check(grads.as<float>(), n, 1.0f);
     t.optimizer_begin = ops.position();
-    if (gathered) {  // as DataParallelTrainer::update_sharded
+    if (sharded) {  // as DataParallelTrainer::update_sharded
         slots->end_step();
-        shard->update_params_shard(cfg.optimizer, 1);
-    } else if (sharded) {
-        shard->update(params.as<float>(), cfg.optimizer, 1);
-        shard->all_gather_params(params.as<float>());
-        if (weights_copy.data) ops.cast(params.tensor(DType::f32, 1, weights_copy.numel()), weights_copy);
+        shard->update(cfg.optimizer, 1);
+        if (slots->resident()) slots->gather_every_bucket();
     } else if (adamw) {
         ops.adamw_step(params.as<float>(), grads.as<float>(), state_a.as<float>(), state_b.as<float>(), n,
                        cfg.optimizer, 1, weights_copy);

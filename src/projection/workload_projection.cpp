@@ -99,8 +99,8 @@ nlohmann::json sharding_json(const StepTrace& t, const Projection& p) {
                              {"reduce_scatter", collective(Collective::reduce_scatter, p.step.reduce_scatter_ms)},
                              {"all_gather", collective(Collective::all_gather, p.step.all_gather_ms)},
                              {"busbw_gbps", or_null(n > 1, p.busbw)}};
-    if (t.sharding == ShardingMode::parameters)  // as the forward and the backward read the buckets
-        record["gathered_buckets"] = std::count_if(t.collectives.begin(), t.collectives.end(), [](const TracedCollective& c) {
+    // Every bucket once, or sharding parameters as the forward and the backward read the buckets.
+    record["gathered_buckets"] = std::count_if(t.collectives.begin(), t.collectives.end(), [](const TracedCollective& c) {
             return c.kind == Collective::all_gather;
         });
     return record;

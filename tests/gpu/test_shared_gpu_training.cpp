@@ -188,18 +188,23 @@ struct ShardingCase {
 
 class SharedGpuSharding : public ::testing::TestWithParam<ShardingCase> {};
 
-// Each sharding mode on NCCL (gradients' landing slots reused after a device-side wait,
-// parameters gathered into slots as read, CUDA graphs where the mode allows them) ends four
-// steps where the unsharded step ends, every rank holding the same parameters, and its
-// measured memory is each kind of train's prediction.
+// Each sharding mode on NCCL (every mode reading its parameters from gathered slots: each
+// bucket's own, gathered after the optimizer and waited for as the forward reads it, or shared
+// slots gathered as read; gradients' landing slots reused after a device-side wait) ends four
+// steps where the unsharded step ends, every rank holding the same parameters, and its measured
+// memory is each kind of train's prediction. In fp32 the same values; in bf16 the sharded modes
+// read every parameter gathered in bf16 (biases and norms too, as FSDP2 with a bf16 param_dtype)
+// where the unsharded step reads its biases and norms in fp32: the same step within bf16 rounding.
 TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
     SKIP_UNLESS_SHARED_GPU();
     const ShardingCase c = GetParam();
     TrainConfig cfg = family_config(c.family, c.precision);
     CudaOps cuda(c.precision, device());
     NcclCommunicator world(MPI_COMM_WORLD, cuda.stream());
+    std::vector<float> initial;
     auto train = [&](const TrainConfig& config, std::vector<float>& losses) {
         DataParallelTrainer trainer(config, cuda, world);
+        initial = trainer.params_host();
         for (int s = 0; s < 4; ++s) {
             trainer.step(s);
             losses.push_back(trainer.last_loss());
@@ -219,9 +224,13 @@ TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
     cfg.sharding = c.mode;
     validate_config(cfg);
     const std::vector<float> sharded = train(cfg, sharded_losses);
+    const bool exact = c.precision == Precision::fp32;
+    const double loss_tolerance = exact ? 1e-5 : 1e-2, update_tolerance = exact ? 1e-5 : 3e-2;
     for (size_t s = 0; s < ddp_losses.size(); ++s)
-        EXPECT_NEAR(sharded_losses[s], ddp_losses[s], 1e-5 * std::abs(ddp_losses[s])) << "step " << s;
-    EXPECT_LE(test::relative_error(sharded, ddp), 1e-5) << sharding_mode_name(c.mode);
+        EXPECT_NEAR(sharded_losses[s], ddp_losses[s], loss_tolerance * std::abs(ddp_losses[s])) << "step " << s;
+    EXPECT_LE(test::relative_error(minus(sharded, initial), minus(ddp, initial)), update_tolerance)
+        << sharding_mode_name(c.mode);
+    EXPECT_GT(test::relative_error(sharded, initial), 0.0) << "the parameters did not move";
     std::vector<float> rank0 = sharded;
     MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     EXPECT_EQ(0, std::memcmp(rank0.data(), sharded.data(), sharded.size() * sizeof(float)))
@@ -231,6 +240,7 @@ TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
 INSTANTIATE_TEST_SUITE_P(
     Modes, SharedGpuSharding,
     ::testing::Values(ShardingCase{"bert", Precision::fp32, ShardingMode::optimizer},
+                      ShardingCase{"bert", Precision::bf16, ShardingMode::optimizer},
                       ShardingCase{"bert", Precision::bf16, ShardingMode::gradients},
                       ShardingCase{"bert", Precision::bf16, ShardingMode::parameters},
                       ShardingCase{"resnet", Precision::bf16, ShardingMode::gradients},

@@ -32,12 +32,9 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
     const std::vector<Bucket> buckets = {{16, 11, {}}, {5, 11, {}}, {0, 5, {}}};
     const size_t count = 27;
     ShardedState state(buckets, comm, ops, /*adamw=*/false);
-    const size_t full = count + state.layout().tail_padding();
     const std::vector<float> initial = test::random_vector(count, 7);
-    std::vector<float> params(full, 0.0f);
-    std::copy(initial.begin(), initial.end(), params.begin());
-
-    std::vector<float> grads(full, 0.0f), expected(count);
+    state.set_params_shard(initial);
+    std::vector<float> grads(count + state.layout().tail_padding(), 0.0f), expected(count);
     for (size_t i = 0; i < count; ++i) {
         grads[i] = static_cast<float>((r + 1) * (i % 5 + 1));
         const double mean = (i % 5 + 1) * (n + 1) / 2.0;
@@ -48,14 +45,14 @@ TEST(ShardedState, ReduceScatterUpdateAndAllGatherGiveTheAveragedStep) {
     sgd.kind = OptimizerConfig::Kind::sgd;
     sgd.lr = 0.5f;
     sgd.momentum = 0.0f;
-    state.update(params.data(), sgd, 1);
-    // Only this rank's slices moved: those of every other rank still hold the initial values.
-    size_t moved = 0;
-    for (size_t i = 0; i < count; ++i) moved += params[i] != initial[i];
-    EXPECT_GT(moved, 0u);
-    EXPECT_LE(moved, state.layout().shard_elements());
-    state.all_gather_params(params.data());
-    for (size_t i = 0; i < count; ++i) ASSERT_NEAR(params[i], expected[i], 1e-5) << "element " << i << " rank " << r;
+    state.update(sgd, 1);
+    // Each bucket gathered from every rank's updated shard: the averaged step, every element.
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        std::vector<float> gathered(state.layout().padded_count(b), -1.0f);
+        state.gather_bucket(b, gathered.data(), DType::f32)->wait();
+        for (size_t i = 0; i < buckets[b].count; ++i)
+            ASSERT_NEAR(gathered[i], expected[buckets[b].offset + i], 1e-5) << "bucket " << b << " element " << i;
+    }
 }
 
 // "bert" is the transformer family's BERT: its query, key and value, three parameters one GEMM
@@ -205,7 +202,10 @@ TEST_P(ShardedSweep, RecordsEachCollectiveAndTheMemoryPerRank) {
     EXPECT_DOUBLE_EQ(bytes, 4.0 * sh["shard_elements"].get<double>() * n);
     EXPECT_GE(bytes, 4 * params);
     EXPECT_LE(bytes, 4 * (params + buckets * (n - 1)));
-    if (GetParam() != ShardingMode::parameters) EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
+    if (GetParam() != ShardingMode::parameters) {  // every bucket once, fp32 on CPU ranks
+        EXPECT_DOUBLE_EQ(sh["all_gather"]["bytes"].get<double>(), bytes);
+        EXPECT_EQ(sh["gathered_buckets"].get<double>(), buckets);
+    }
     EXPECT_GT(sh["reduce_scatter"]["ms"].get<double>(), 0);
     EXPECT_GT(sh["all_gather"]["ms"].get<double>(), 0);
     EXPECT_TRUE(rec["allreduce_ms"].is_null());
