@@ -308,6 +308,25 @@ void ParameterSlots::download_read_values(float* host) {
     gathered_ = counted;
 }
 
+void ParameterSlots::set_values(const std::vector<float>& full) {
+    finish_all();
+    if (!resident_) return;
+    std::vector<uint16_t> copy;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        Slot& slot = slots_[b];
+        const float* values = full.data() + buckets_[b].offset;
+        const size_t count = buckets_[b].count;
+        if (!slot.weights.get()) {
+            ops_.upload(slot.fp32.get(), values, count * sizeof(float));
+            continue;
+        }
+        copy.resize(count);
+        for (size_t i = 0; i < count; ++i) copy[i] = float_to_bf16(values[i]);  // as the device's cast rounds
+        ops_.upload(slot.weights.get(), copy.data(), count * sizeof(uint16_t));
+        cast_vectors(slot);
+    }
+}
+
 void ParameterSlots::flip_read_bit(size_t index, int bit) {
     SB_REQUIRE(resident_, "sharding parameters keeps no replica to flip a bit of");
     SB_REQUIRE(dtype_ == DType::f32 || bit >= 16,

@@ -140,6 +140,10 @@ public:
     // shared: each bucket gathered as a step gathers it).
     void download_masters(float* host);
     void download_read_values(float* host);
+    // Before the shard is set from `full` (every parameter): every gather in flight finished, and
+    // resident slots filled from `full` as a gather of it would fill them; shared ones given up.
+    // No collective: one rank may resynchronise alone.
+    void set_values(const std::vector<float>& full);
     // Resident: flips bit `bit` of flat element `index` as this rank's slot holds it (in bf16 the
     // copy's bit `bit` - 16: the same bit of the fp32 value), a test hook.
     void flip_read_bit(size_t index, int bit);

@@ -12,10 +12,10 @@
 #      step, communication cost, memory per rank predicted and measured.
 #   parameters
 #   1. build scalebench and scalebench_gpu_tests;
-#   2. the SharedGpuSharding tests at 2 and 4 ranks (each mode against the unsharded step in fp32 and
-#      bf16, memory per kind as predicted);
-#   3. GPT-2 large b2 bf16 at 2 ranks in buckets of 79 MB (one GPT-2 large block in fp32: FSDP2's
-#      unit): scalebench gradients and parameters beside FSDP2 reshard False and True.
+#   2. GPT-2 large b2 bf16 at 2 ranks in buckets of 79 MB (one GPT-2 large block in fp32: FSDP2's
+#      unit): scalebench gradients and parameters beside FSDP2 reshard False and True;
+#   3. in what is left, the SharedGpuSharding tests at 2, then 4 ranks (each mode against the
+#      unsharded step in fp32 and bf16, memory per kind as predicted).
 # Writes to $OUT: run.log, summary.md (summarize.py: PASS or FAIL per requirement, then the tables)
 # and details.tar.gz (every record and log). LIMIT (default 520) caps the call's seconds.
 set -uo pipefail
@@ -63,18 +63,18 @@ peer() {  # MODE...: fsdp_bench.py at 2 ranks sharing the GPU, GPT-2 large b2
   echo "   exit $?"; tail -4 "$R/peer.log"
 }
 if [[ $part == parameters ]]; then
-  for np in 2 4; do  # each rank's results in its own XML
+  for mode in gradients parameters; do  # ZeRO-3 takes longer over this fabric: gathers in both passes
+    sb "large-$mode-79" 200 2 train --config configs/gpt2-large.yaml --share-gpu --sharding "$mode" --batch-size 2 \
+      --bucket-mb 79 --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
+  done
+  peer gradients parameters
+  for np in 2 4; do  # in what the call has left; each rank's results in its own XML
     el "SharedGpuSharding tests at $np ranks"
     timeout "$(left 150)" "${mpirun[@]}" -np "$np" bash -c \
       'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/gtest-np'"$np"'-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
       "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
     echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/gtest-np$np.log" | head -8
   done
-  for mode in gradients parameters; do  # ZeRO-3 takes longer over this fabric: gathers in both passes
-    sb "large-$mode-79" 200 2 train --config configs/gpt2-large.yaml --share-gpu --sharding "$mode" --batch-size 2 \
-      --bucket-mb 79 --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
-  done
-  peer gradients parameters
   exit 0
 fi
 for mode in none optimizer gradients parameters; do

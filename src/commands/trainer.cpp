@@ -354,10 +354,9 @@ uint64_t DataParallelTrainer::params_checksum() {
 void DataParallelTrainer::set_params_host(const std::vector<float>& params) {
     const size_t n = model_->num_params();
     SB_REQUIRE(params.size() == n, fmt::format("{} parameters given, the model has {}", params.size(), n));
-    if (param_slots_) {
-        param_slots_->end_step();  // no gather in flight reads the shard; shared slots given up
+    if (param_slots_) {  // no collective: a rank found to differ resynchronises alone
+        param_slots_->set_values(params);
         sharded_->set_params_shard(params);
-        if (param_slots_->resident()) param_slots_->gather_every_bucket();
         return;
     }
     ops_.upload(params_.get(), params.data(), n * sizeof(float));

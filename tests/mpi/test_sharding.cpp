@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -168,6 +169,37 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardedTraining,
                          [](const auto& info) {
                              return std::string(info.param.model) + "_" + sharding_mode_name(info.param.mode);
                          });
+
+// The replica check in a sharded mode: a bit flipped in the values one rank reads changes its
+// checksum only; that rank alone resynchronises from the master values gathered from the shards
+// (no collective on one rank), and every checksum agrees again.
+TEST(ShardedReplicas, AFlippedReadValueIsSeenAndOneRankResynchronisesAlone) {
+    TrainConfig cfg = family_config("transformer");
+    cfg.sharding = ShardingMode::gradients;
+    validate_config(cfg);
+    CpuOps ops;
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    DataParallelTrainer trainer(cfg, ops, comm);
+    trainer.step(0);
+    const auto checksums = [&] {
+        const uint64_t mine = trainer.params_checksum();
+        std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        return all;
+    };
+    const std::vector<uint64_t> before = checksums();
+    EXPECT_EQ(std::count(before.begin(), before.end(), before[0]), comm.size());
+    if (comm.rank() == 1) trainer.flip_parameter_bit(3, 22);
+    const std::vector<uint64_t> flipped = checksums();
+    EXPECT_NE(flipped[1], flipped[0]);
+    EXPECT_EQ(flipped[0], before[0]);
+    std::vector<float> params = trainer.params_host();  // the masters: untouched by the flip
+    if (comm.rank() == 1) trainer.set_params_host(params);
+    EXPECT_EQ(checksums(), before);
+    trainer.step(1);  // and the ranks step on together
+    const std::vector<uint64_t> after = checksums();
+    EXPECT_EQ(std::count(after.begin(), after.end(), after[0]), comm.size());
+}
 
 // The record of a sharded sweep: the collectives' bytes as docs/sharding.md gives them, their
 // times alone, no all-reduce, and the measured memory beside the prediction; in `gradients`

@@ -10,8 +10,8 @@ scalebench mode against the PyTorch setting that shards the same state.
 
 FSDP2 shards each transformer block (GPT2Block, BertLayer) and then the root, with
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): bf16 compute from fp32 sharded
-parameters, gradients reduce-scattered in fp32 (scalebench reduces fp32 too, but all-gathers fp32
-parameters where FSDP2 gathers bf16: the records name each side's bytes). DDP modes run under
+parameters, gradients reduce-scattered in fp32 and bf16 parameters gathered, as scalebench's sharded
+modes in bf16 do (the records name each side's bytes). DDP modes run under
 bf16 autocast, as ddp_bench.py. The models and the batch are ddp_bench.py's (imported); starting the
 ranks and the timing are peer_harness.py's, as ddp_bench.py's.
 
