@@ -285,10 +285,12 @@ TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPr
     const auto dir = sb::e2e::scratch("project-sharding");
     const std::string out = " --out " + (dir / "p.jsonl").string();
     const std::string xl = " --config " + kSource + "/configs/gpt2-xl.yaml";  // sharding: optimizer, batch 2
-    Result r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 4,8" + xl + profiles() + out);
+    Result r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 2,8" + xl + profiles() + out);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("sharding: optimizer"), std::string::npos) << r.out;
+    // The gradients reduce-scattered in fp32, the parameters gathered in bf16: half the bytes.
     EXPECT_NE(r.out.find("8 GPUs: reduce-scatter 6230.4 MB in "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("all-gather 3115.2 MB in "), std::string::npos) << r.out;
     auto records = sb::read_records((dir / "p.jsonl").string()).records;
     ASSERT_EQ(records.size(), 2u);
     for (const auto& rec : records) {
@@ -296,8 +298,8 @@ TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPr
         EXPECT_TRUE(rec["allreduce_ms"].is_null());  // as a sharded train record: its collectives are under sharding
         EXPECT_GT(rec["sharding"]["all_gather"]["ms"].get<double>(), 0.0);
     }
-    EXPECT_FALSE(records[0]["fits_memory"].get<bool>());  // 4 ranks: 25.6 GiB of 24
-    EXPECT_TRUE(records[1]["fits_memory"].get<bool>());   // 8 ranks: 23.4
+    EXPECT_FALSE(records[0]["fits_memory"].get<bool>());  // 2 ranks: 27.0 GiB of 24
+    EXPECT_TRUE(records[1]["fits_memory"].get<bool>());   // 8 ranks: 18.3
     // The flag replaces the config's mode: a replica fits at no count.
     r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 8 --sharding none" + xl + profiles() + out);
     ASSERT_EQ(r.code, 0) << r.err;
@@ -306,8 +308,8 @@ TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPr
     EXPECT_EQ(records[2]["sharding"]["mode"], "none");
     EXPECT_FALSE(records[2]["fits_memory"].get<bool>());
     // ZeRO-3: the parameters gathered as the forward and again as the backward reads them, so the
-    // all-gather moves about twice the reduce-scatter's bytes (the tied embedding, read by the
-    // embedding and the head in both passes, three times); it fits where the replica does not.
+    // bf16 all-gather moves about the fp32 reduce-scatter's bytes (the tied embedding, read by the
+    // embedding and the head in both passes, more often); it fits where the replica does not.
     r = run("project --hardware rtx4090-24gb-pcie4-p2p --gpus 8 --sharding parameters" + xl + profiles() + out);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("as the forward and again as the backward reads it"), std::string::npos) << r.out;
@@ -316,7 +318,7 @@ TEST(ProjectCli, TheShardingModeComesFromTheConfigOrTheFlagAndItsFitFromTrainsPr
     const nlohmann::json& zero3 = records[3]["sharding"];
     EXPECT_EQ(zero3["mode"], "parameters");
     EXPECT_GT(zero3["all_gather"]["bytes"].get<double>(), zero3["reduce_scatter"]["bytes"].get<double>()) << zero3.dump();
-    EXPECT_LE(zero3["all_gather"]["bytes"].get<double>(), 2.5 * zero3["reduce_scatter"]["bytes"].get<double>());
+    EXPECT_LE(zero3["all_gather"]["bytes"].get<double>(), 1.25 * zero3["reduce_scatter"]["bytes"].get<double>());
     EXPECT_GT(zero3["gathered_buckets"].get<int>(), records[3]["buckets"].get<int>());
     EXPECT_TRUE(records[3]["fits_memory"].get<bool>());
     EXPECT_LT(records[3]["memory_per_gpu_gb"].get<double>(), records[1]["memory_per_gpu_gb"].get<double>());
