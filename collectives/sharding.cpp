@@ -226,7 +226,15 @@ void ParameterSlots::cast_vectors(Slot& slot) {
 
 void ParameterSlots::gather_every_bucket() {
     SB_REQUIRE(resident_, "gather_every_bucket: the slots are shared");
-    for (int b : forward_order_) start_gather(slots_[static_cast<size_t>(b)]);
+    for (int b : forward_order_) {
+        Slot& slot = slots_[static_cast<size_t>(b)];
+        start_gather(slot);
+        // A request marks its completion at its first test or wait (on NCCL an event on the
+        // communication stream, after everything issued by then): tested now, a read waits for its
+        // own bucket's gather, not for every gather issued before the read, so the gathers overlap
+        // the forward.
+        slot.pending->test();
+    }
 }
 
 size_t ParameterSlots::offset_in_slot(const Slot& slot, int param_index) const {

@@ -72,7 +72,7 @@ if [[ $part == parameters ]]; then
     el "SharedGpuSharding tests at $np ranks"
     timeout "$(left 150)" "${mpirun[@]}" -np "$np" bash -c \
       'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/gtest-np'"$np"'-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
-      "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
+      "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='*SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
     echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/gtest-np$np.log" | head -8
   done
   exit 0

@@ -240,7 +240,7 @@ void DataParallelTrainer::apply_optimizer(bool communicate) {
 
 void DataParallelTrainer::update_sharded(bool communicate) {
     // No gather in flight reads the shard the optimizer updates. Resident slots are gathered
-    // again at once (the next forward waits for each bucket's as it reads it); shared ones as read.
+    // again at once (the next forward's reads wait for them); shared ones as they are read.
     param_slots_->end_step();
     sharded_->update(cfg_.optimizer, optimizer_steps_);
     if (communicate && param_slots_->resident()) param_slots_->gather_every_bucket();

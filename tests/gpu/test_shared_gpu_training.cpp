@@ -192,9 +192,13 @@ class SharedGpuSharding : public ::testing::TestWithParam<ShardingCase> {};
 // bucket's own, gathered after the optimizer and waited for as the forward reads it, or shared
 // slots gathered as read; gradients' landing slots reused after a device-side wait) ends four
 // steps where the unsharded step ends, every rank holding the same parameters, and its measured
-// memory is each kind of train's prediction. In fp32 the same values; in bf16 the sharded modes
-// read every parameter gathered in bf16 (biases and norms too, as FSDP2 with a bf16 param_dtype)
-// where the unsharded step reads its biases and norms in fp32: the same step within bf16 rounding.
+// memory is each kind of train's prediction. In fp32 the sharded step is the unsharded step's. In
+// bf16 every sharded mode reads the same bf16-rounded parameters, biases and norms too (as FSDP2
+// with a bf16 param_dtype), where the unsharded step reads its biases and norms in fp32: the losses
+// agree within bf16's rounding, and each sharded mode ends where `optimizer` ends. The updates
+// are held to the unsharded step's in bf16 for the BERT only: BatchNorm's gamma starts at 1, where
+// bf16's spacing (2^-8) exceeds what four steps move it, so its rounding shifts the tiny ResNet's
+// update by about 14% (measured on an H200 at 4 ranks, in `gradients` and `parameters` alike).
 TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
     SKIP_UNLESS_SHARED_GPU();
     const ShardingCase c = GetParam();
@@ -225,11 +229,19 @@ TEST_P(SharedGpuSharding, EveryModeEndsWhereTheUnshardedStepEnds) {
     validate_config(cfg);
     const std::vector<float> sharded = train(cfg, sharded_losses);
     const bool exact = c.precision == Precision::fp32;
-    const double loss_tolerance = exact ? 1e-5 : 1e-2, update_tolerance = exact ? 1e-5 : 3e-2;
     for (size_t s = 0; s < ddp_losses.size(); ++s)
-        EXPECT_NEAR(sharded_losses[s], ddp_losses[s], loss_tolerance * std::abs(ddp_losses[s])) << "step " << s;
-    EXPECT_LE(test::relative_error(minus(sharded, initial), minus(ddp, initial)), update_tolerance)
-        << sharding_mode_name(c.mode);
+        EXPECT_NEAR(sharded_losses[s], ddp_losses[s], (exact ? 1e-5 : 1e-2) * std::abs(ddp_losses[s])) << "step " << s;
+    if (exact || c.mode == ShardingMode::optimizer) {
+        EXPECT_LE(test::relative_error(minus(sharded, initial), minus(ddp, initial)), exact ? 1e-5 : 3e-2)
+            << sharding_mode_name(c.mode);
+    } else {
+        std::vector<float> zero1_losses;
+        cfg.sharding = ShardingMode::optimizer;
+        const std::vector<float> zero1 = train(cfg, zero1_losses);
+        for (size_t s = 0; s < zero1_losses.size(); ++s)
+            EXPECT_NEAR(sharded_losses[s], zero1_losses[s], 1e-5 * std::abs(zero1_losses[s])) << "step " << s;
+        EXPECT_LE(test::relative_error(sharded, zero1), 1e-5) << sharding_mode_name(c.mode) << " against optimizer";
+    }
     EXPECT_GT(test::relative_error(sharded, initial), 0.0) << "the parameters did not move";
     std::vector<float> rank0 = sharded;
     MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
