@@ -68,9 +68,12 @@ if [[ $part == parameters ]]; then
       --bucket-mb 79 --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
   done
   peer gradients parameters
-  for np in 2 4; do  # in what the call has left; each rank's results in its own XML
+  # In what the call has left; each rank's results in its own XML and its output in its own file,
+  # and a collective that stalls ends the launch within 30 s naming itself (the collective deadline).
+  for np in 2 4; do
     el "SharedGpuSharding tests at $np ranks"
-    timeout "$(left 150)" "${mpirun[@]}" -np "$np" bash -c \
+    SCALEBENCH_COLLECTIVE_TIMEOUT_S=30 timeout "$(left 150)" "${mpirun[@]}" -np "$np" \
+      --output-filename "$R/gtest-np$np-output" bash -c \
       'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/gtest-np'"$np"'-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
       "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='*SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
     echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/gtest-np$np.log" | head -8
