@@ -272,13 +272,22 @@ void ParameterSlots::download_masters(float* host) {
             ops_.download(host + bucket.offset, slot.fp32.get(), bucket.count * sizeof(float));
             continue;
         }
-        const size_t piece = std::max<size_t>(1, slot.weights.bytes() / sizeof(float) / static_cast<size_t>(n));
+        // A copy too small for one fp32 value from every rank (a bucket of under 2N elements)
+        // gathers through a buffer of N values instead.
+        size_t piece = slot.weights.bytes() / sizeof(float) / static_cast<size_t>(n);
+        DeviceBuffer small;
+        float* through = slot.weights.as<float>();
+        if (piece == 0) {
+            small = DeviceBuffer(ops_, static_cast<size_t>(n) * sizeof(float));
+            through = small.as<float>();
+            piece = 1;
+        }
         std::vector<float> pieces;
         for (size_t first = 0; first < slice; first += piece) {
             const size_t count = std::min(piece, slice - first);
             pieces.resize(count * static_cast<size_t>(n));
-            shard_.gather_master_piece(b, first, count, slot.weights.as<float>())->wait();
-            ops_.download(pieces.data(), slot.weights.get(), pieces.size() * sizeof(float));
+            shard_.gather_master_piece(b, first, count, through)->wait();
+            ops_.download(pieces.data(), through, pieces.size() * sizeof(float));
             for (size_t r = 0; r < static_cast<size_t>(n); ++r)
                 for (size_t k = 0; k < count; ++k) {
                     const size_t within = r * slice + first + k;  // past the count: padding
