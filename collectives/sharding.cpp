@@ -44,7 +44,8 @@ ShardedState::ShardedState(const std::vector<Bucket>& buckets, Communicator& com
 }
 
 void ShardedState::set_params_shard(const std::vector<float>& full) {
-    // This rank's slices, back to back; a padded slice past the parameters' end reads zeros.
+    // This rank's slices, back to back. The last rank's padding takes the next bucket's first
+    // values, or zeros past the parameters' end; no parameter is read from it.
     std::vector<float> mine(layout_.shard_elements(), 0.0f);
     for (size_t b = 0; b < buckets_.size(); ++b) {
         const size_t from = std::min(layout_.flat_offset(b), full.size());

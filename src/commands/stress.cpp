@@ -134,12 +134,17 @@ public:
             iv.times.insert(iv.times.end(), {t.step, t.compute, t.exposed_comm, t.optimizer});
             t.bucket_arrivals.resize(trainer.bucketer().buckets().size(), NAN);
             iv.arrivals.insert(iv.arrivals.end(), t.bucket_arrivals.begin(), t.bucket_arrivals.end());
-            if (plan_.planted_flip && plan_.planted_flip->step == global_step_ && plan_.planted_flip->rank == rank_) {
+            const bool planted = plan_.planted_flip && plan_.planted_flip->step == global_step_;
+            if (planted && plan_.planted_flip->rank == rank_) {
                 trainer.flip_parameter_bit(0, 22);  // the top mantissa bit: a visible, finite change
                 fmt::print(stderr, "stress: planted a bit flip in rank {}'s parameters after step {}\n", rank_,
                            global_step_);
             }
-            if (plan_.sdc_check_every > 0 && global_step_ % plan_.sdc_check_every == 0) check();
+            // Sharded, each step gathers the values a rank reads afresh, so a planted flip is
+            // checked before the next gather overwrites it.
+            if (plan_.sdc_check_every > 0 &&
+                (global_step_ % plan_.sdc_check_every == 0 || (planted && trainer.sharded())))
+                check();
             // Rank 0's clock decides, so every rank runs the same steps. The run ends only once
             // every workload has had an interval: should steps outlast the planned intervals, a
             // workload still waiting gets one of at least one step.

@@ -134,6 +134,30 @@ TEST(Stress, PlantedBitFlipIsCaughtWithinKStepsRecordedAndExits3) {
     EXPECT_EQ(last["sdc_events"], found);
 }
 
+// Sharded, the values a rank reads are gathered afresh after every step's optimizer: a flip planted
+// in them is checked in the same step, before the next gather overwrites it.
+TEST(Stress, APlantedFlipInAShardedRunIsCaughtInItsStep) {
+    StressPlan plan;
+    plan.workloads = {small_config()};
+    plan.workloads[0].sharding = ShardingMode::gradients;
+    plan.duration_s = 1.0;
+    plan.interval_s = 0.5;
+    plan.sdc_check_every = 7;
+    plan.out = shared_path("sharded-flip.jsonl");
+    const int victim = world_size() - 1;
+    plan.planted_flip = PlantedFlip{victim, 30};
+    CpuOps ops(Precision::fp32);
+    EXPECT_EQ(run_stress_plan(plan, ops, MPI_COMM_WORLD, nlohmann::json::object()), 3);
+    if (world_rank() != 0) return;
+    nlohmann::json found = nlohmann::json::array();
+    const ReadResult read = read_records(plan.out);
+    for (size_t i = 0; i + 1 < read.records.size(); ++i)
+        for (const auto& e : read.records[i]["sdc_events"]) found.push_back(e);
+    ASSERT_EQ(found.size(), 1u) << found.dump();
+    EXPECT_EQ(found[0]["rank"], victim);
+    EXPECT_EQ(found[0]["step"], 30);
+}
+
 TEST(Stress, CleanRunPassesWithIntervalRecordsAndAFinalSummary) {
     StressPlan plan;
     plan.workloads = {small_config(), small_config()};
