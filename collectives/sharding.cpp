@@ -1,7 +1,6 @@
 #include "collectives/sharding.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include <fmt/format.h>
 

@@ -100,15 +100,30 @@ TEST(ReplicaCheck, MajorityDecidesWhichRankIsNamed) {
     EXPECT_EQ(events[0].rank, 0);
 }
 
-TEST(Stress, PlantedBitFlipIsCaughtWithinKStepsRecordedAndExits3) {
+// A flip planted in the last rank after step 30, checks every 7 steps, in `mode`.
+StressPlan planted_flip_plan(ShardingMode mode, const std::string& file) {
     StressPlan plan;
     plan.workloads = {small_config()};
+    plan.workloads[0].sharding = mode;
     plan.duration_s = 1.2;
     plan.interval_s = 0.4;
     plan.sdc_check_every = 7;
-    plan.out = shared_path("flip.jsonl");
-    const int victim = world_size() - 1;
-    plan.planted_flip = PlantedFlip{victim, 30};
+    plan.out = shared_path(file);
+    plan.planted_flip = PlantedFlip{world_size() - 1, 30};
+    return plan;
+}
+
+// The replica events of every record but the run's summary (the last).
+nlohmann::json interval_events(const ReadResult& read) {
+    nlohmann::json found = nlohmann::json::array();
+    for (size_t i = 0; i + 1 < read.records.size(); ++i)
+        for (const auto& e : read.records[i]["sdc_events"]) found.push_back(e);
+    return found;
+}
+
+TEST(Stress, PlantedBitFlipIsCaughtWithinKStepsRecordedAndExits3) {
+    const StressPlan plan = planted_flip_plan(ShardingMode::none, "flip.jsonl");
+    const int victim = plan.planted_flip->rank;
     CpuOps ops(Precision::fp32);
     const int code = run_stress_plan(plan, ops, MPI_COMM_WORLD, nlohmann::json::object());
     EXPECT_EQ(code, 3);
@@ -117,11 +132,8 @@ TEST(Stress, PlantedBitFlipIsCaughtWithinKStepsRecordedAndExits3) {
     const ReadResult read = read_records(plan.out);
     EXPECT_TRUE(read.warnings.empty());
     ASSERT_GE(read.records.size(), 2u);
-    nlohmann::json found = nlohmann::json::array();
-    for (size_t i = 0; i + 1 < read.records.size(); ++i) {
-        EXPECT_FALSE(read.records[i]["complete"].get<bool>());
-        for (const auto& e : read.records[i]["sdc_events"]) found.push_back(e);
-    }
+    for (size_t i = 0; i + 1 < read.records.size(); ++i) EXPECT_FALSE(read.records[i]["complete"].get<bool>());
+    const nlohmann::json found = interval_events(read);
     ASSERT_EQ(found.size(), 1u) << found.dump() << ": one corruption, reported once";
     EXPECT_EQ(found[0]["rank"], victim);
     EXPECT_EQ(found[0]["host"], process_info().host);
@@ -137,24 +149,13 @@ TEST(Stress, PlantedBitFlipIsCaughtWithinKStepsRecordedAndExits3) {
 // Sharded, the values a rank reads are gathered afresh after every step's optimizer: a flip planted
 // in them is checked in the same step, before the next gather overwrites it.
 TEST(Stress, APlantedFlipInAShardedRunIsCaughtInItsStep) {
-    StressPlan plan;
-    plan.workloads = {small_config()};
-    plan.workloads[0].sharding = ShardingMode::gradients;
-    plan.duration_s = 1.0;
-    plan.interval_s = 0.5;
-    plan.sdc_check_every = 7;
-    plan.out = shared_path("sharded-flip.jsonl");
-    const int victim = world_size() - 1;
-    plan.planted_flip = PlantedFlip{victim, 30};
+    const StressPlan plan = planted_flip_plan(ShardingMode::gradients, "sharded-flip.jsonl");
     CpuOps ops(Precision::fp32);
     EXPECT_EQ(run_stress_plan(plan, ops, MPI_COMM_WORLD, nlohmann::json::object()), 3);
     if (world_rank() != 0) return;
-    nlohmann::json found = nlohmann::json::array();
-    const ReadResult read = read_records(plan.out);
-    for (size_t i = 0; i + 1 < read.records.size(); ++i)
-        for (const auto& e : read.records[i]["sdc_events"]) found.push_back(e);
+    const nlohmann::json found = interval_events(read_records(plan.out));
     ASSERT_EQ(found.size(), 1u) << found.dump();
-    EXPECT_EQ(found[0]["rank"], victim);
+    EXPECT_EQ(found[0]["rank"], plan.planted_flip->rank);
     EXPECT_EQ(found[0]["step"], 30);
 }
 
