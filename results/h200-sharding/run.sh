@@ -14,8 +14,9 @@
 #   1. build scalebench and scalebench_gpu_tests;
 #   2. GPT-2 large b2 bf16 at 2 ranks in buckets of 79 MB (one GPT-2 large block in fp32: FSDP2's
 #      unit): scalebench gradients and parameters beside FSDP2 reshard False and True;
-#   3. in what is left, the SharedGpuSharding tests at 2, then 4 ranks (each mode against the
-#      unsharded step in fp32 and bf16, memory per kind as predicted).
+#   3. in what is left, the SharedGpuSharding tests at 2, then 4 ranks under an MPS daemon, as the
+#      GPU suite runs them (each mode against the unsharded step in fp32 and bf16, memory per kind
+#      as predicted), then at 2 ranks time-sliced, outside the verdicts.
 # Writes to $OUT: run.log, summary.md (summarize.py: PASS or FAIL per requirement, then the tables)
 # and details.tar.gz (every record and log). LIMIT (default 520) caps the call's seconds.
 set -uo pipefail
@@ -68,16 +69,27 @@ if [[ $part == parameters ]]; then
       --bucket-mb 79 --scaling 2 --steps 4 --warmup 2 --out "$R/large.jsonl"
   done
   peer gradients parameters
-  # In what the call has left; each rank's results in its own XML and its output in its own file,
-  # and a collective that stalls ends the launch within 30 s naming itself (the collective deadline).
-  for np in 2 4; do
-    el "SharedGpuSharding tests at $np ranks"
-    SCALEBENCH_COLLECTIVE_TIMEOUT_S=30 timeout "$(left 150)" "${mpirun[@]}" -np "$np" \
-      --output-filename "$R/gtest-np$np-output" bash -c \
-      'dir=$1; shift; exec "$@" --gtest_output="xml:$dir/gtest-np'"$np"'-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
-      "$R" "$B/tests/scalebench_gpu_tests" --gtest_filter='*SharedGpuSharding*' >"$R/gtest-np$np.log" 2>&1
-    echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/gtest-np$np.log" | head -8
-  done
+  # In what the call has left, as the GPU suite runs its SharedGpu* tests (launch/multi_gpu_plan.sh):
+  # the ranks clients of an MPS daemon of this call's own. Each rank's results in its own XML and its
+  # output in its own file; a collective that stalls ends the launch within 30 s naming itself.
+  gtests() {  # NAME NP SECONDS
+    el "SharedGpuSharding tests: $1"
+    SCALEBENCH_COLLECTIVE_TIMEOUT_S=30 timeout "$(left "$3")" "${mpirun[@]}" -np "$2" \
+      --output-filename "$R/$1-output" bash -c \
+      'dir=$1; name=$2; shift 2; exec "$@" --gtest_output="xml:$dir/$name-rank${OMPI_COMM_WORLD_RANK:-0}.xml"' _ \
+      "$R" "$1" "$B/tests/scalebench_gpu_tests" --gtest_filter='*SharedGpuSharding*' >"$R/$1.log" 2>&1
+    echo "   exit $?"; grep -E 'PASSED|FAILED' "$R/$1.log" | head -8
+  }
+  mps=$(mktemp -d /tmp/sb-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && el "MPS daemon started" || el "no MPS daemon: the ranks time-slice the GPU"
+  gtests gtest-np2 2 120
+  gtests gtest-np4 4 120
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  # Outside the verdicts: 2 ranks time-sliced, where a launch without MPS stopped in the bf16 BERT.
+  (( $(left 60) >= 60 )) && NCCL_DEBUG=WARN gtests sliced-np2 2 100
   exit 0
 fi
 for mode in none optimizer gradients parameters; do
