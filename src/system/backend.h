@@ -40,12 +40,18 @@ struct SharedGpuEnv {
 // is"). All_reduce of 64 MiB between two ranks sharing one H100 under MPS, 3 repetitions each:
 // 4 socket threads of 4 sockets each 5.66 GB/s busbw (4.49-6.58) against 2.49 (2.45-2.51)
 // without them, both at NCCL_BUFFSIZE 16 MiB, the fastest combination measured.
+// Every connection made at init (NCCL_RUNTIME_CONNECT=0): with connections made at a
+// collective's first use, 2 ranks time-slicing one H100 receive socket messages of another
+// collective's size and stop (results/h200-sharding/sliced/).
 struct NcclDefault {
     const char* name;
     const char* value;
 };
 constexpr NcclDefault kSharedGpuNcclDefaults[] = {
-    {"NCCL_BUFFSIZE", "16777216"}, {"NCCL_SOCKET_NTHREADS", "4"}, {"NCCL_NSOCKS_PERTHREAD", "4"}};
+    {"NCCL_BUFFSIZE", "16777216"},
+    {"NCCL_SOCKET_NTHREADS", "4"},
+    {"NCCL_NSOCKS_PERTHREAD", "4"},
+    {"NCCL_RUNTIME_CONNECT", "0"}};
 // What enable_shared_gpu sets, for rank `world_rank` on `host`, given the values already
 // in the environment (nullptr when unset) and whether every rank runs on this one host:
 // loopback only then (on several hosts the ranks must reach each other over a real link).

@@ -34,11 +34,13 @@ TEST(SharedGpuCli, TheFlagOrTheKeyMarksRecordsAndTheTable) {
     for (const auto& rec : train) {
         EXPECT_EQ(rec["shared_gpu"], true);
         EXPECT_EQ(rec["config"]["share_gpu"], true);
-        // The mode's NCCL settings are in the record: its buffer and sockets, a host identity per rank.
+        // The mode's NCCL settings are in the record: its buffer, sockets and connections made at
+        // init, a host identity per rank.
         const nlohmann::json& vars = rec["environment"]["tuning_variables"];
         EXPECT_EQ(vars.value("NCCL_BUFFSIZE", ""), "16777216") << vars.dump();
         EXPECT_EQ(vars.value("NCCL_SOCKET_NTHREADS", ""), "4") << vars.dump();
         EXPECT_EQ(vars.value("NCCL_NSOCKS_PERTHREAD", ""), "4") << vars.dump();
+        EXPECT_EQ(vars.value("NCCL_RUNTIME_CONNECT", ""), "0") << vars.dump();
         EXPECT_NE(vars.value("NCCL_HOSTID", "").find("-rank0"), std::string::npos) << vars.dump();
     }
     // A buffer size the user sets stays.

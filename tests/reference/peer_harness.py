@@ -117,7 +117,7 @@ def share_gpu_environment(rank, world):
     if one_host and not os.environ.get("NCCL_SOCKET_IFNAME"):
         os.environ["NCCL_SOCKET_IFNAME"] = "lo"
     for name, value in (("NCCL_BUFFSIZE", str(16 << 20)), ("NCCL_SOCKET_NTHREADS", "4"),
-                        ("NCCL_NSOCKS_PERTHREAD", "4")):  # kSharedGpuNcclDefaults
+                        ("NCCL_NSOCKS_PERTHREAD", "4"), ("NCCL_RUNTIME_CONNECT", "0")):  # kSharedGpuNcclDefaults
         if not os.environ.get(name):
             os.environ[name] = value
 
